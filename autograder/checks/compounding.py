@@ -1,0 +1,75 @@
+"""Task 2: magnitudes by formula and by autograd against exact values, and the classification at its
+boundaries. Common mistakes get named: an extra or missing layer, sums instead of products, rounding."""
+from __future__ import annotations
+
+import math
+
+from . import PASS, Evidence, error_text, fail
+
+NAME = "compounding"
+
+
+def exact(factor: float, n: int) -> list[float]:
+    return [abs(factor) ** k for k in range(1, n + 1)]
+
+
+def expected_label(factor: float) -> str:
+    return "vanishing" if abs(factor) < 1 else "exploding" if abs(factor) > 1 else "stable"
+
+
+def _same(values, target, rel: float) -> bool:
+    return len(values) == len(target) and all(math.isclose(v, t, rel_tol=rel, abs_tol=0.0) for v, t in zip(values, target))
+
+
+def why_wrong(values: list[float], factor: float, n: int) -> str:
+    target = exact(factor, n)
+    shown = f"for factor {factor:g} over {n} layers"
+    if len(values) == n + 1 and _same(values[1:], target, 1e-9):
+        return f"{shown} you returned {n + 1} values: the list starts after layer 1, not with the starting value"
+    if len(values) == n - 1:
+        return f"{shown} you returned {n - 1} values: one per layer is {n}"
+    if _same(values, [abs(factor) ** k for k in range(0, n)], 1e-9):
+        return f"{shown} each value is one layer behind: after layer k the magnitude is factor**k"
+    if _same(values, [abs(factor) ** k for k in range(2, n + 2)], 1e-9):
+        return f"{shown} each value is one layer ahead: after layer k the magnitude is factor**k"
+    if len(values) == n and any(_same(values, cand, 1e-9) for cand in
+                                ([factor * k for k in range(1, n + 1)], [1 + factor * k for k in range(1, n + 1)],
+                                 [1 + (factor - 1) * k for k in range(1, n + 1)])):
+        return f"{shown} the values grow by adding the factor, not by multiplying: layers compound as a product"
+    if _same(values, target, 1e-3):
+        return f"{shown} the values are rounded; return them exactly (no round())"
+    preview = ", ".join(f"{v:.6g}" for v in values[:4]) + (", ..." if len(values) > 4 else "")
+    expected = ", ".join(f"{v:.6g}" for v in target[:4]) + (", ..." if n > 4 else "")
+    return f"{shown} expected [{expected}] ({n} values), got [{preview}] ({len(values)} values)"
+
+
+def _judge_chains(chains: list[dict], key: str, function: str):
+    for case in chains:
+        attempt = case[key]
+        if "error" in attempt:
+            return fail(f"{function}({case['factor']:g}, {case['n']}): {error_text(attempt, function)}.")
+        if not _same(attempt["value"], exact(case["factor"], case["n"]), 1e-9):
+            return fail(f"{function}: {why_wrong(attempt['value'], case['factor'], case['n'])}.")
+    return PASS
+
+
+def evaluate(evidence: Evidence) -> dict:
+    observation = evidence.obs("compounding")
+    if not observation["ok"]:
+        message = error_text(observation, "Task 2")
+        return {part: fail(message) for part in ("magnitude_by_formula", "magnitude_by_autograd", "classify_factor")}
+    outcomes = {
+        "magnitude_by_formula": _judge_chains(observation["chains"], "formula", "magnitude_by_formula"),
+        "magnitude_by_autograd": _judge_chains(observation["chains"], "autograd", "magnitude_by_autograd"),
+    }
+    outcomes["classify_factor"] = PASS
+    for case in observation["classify"]:
+        if "error" in case:
+            outcomes["classify_factor"] = fail(f"classify_factor({case['factor']:g}): {error_text(case, 'classify_factor')}.")
+            break
+        if case["value"].strip().lower() != expected_label(case["factor"]):
+            outcomes["classify_factor"] = fail(
+                f"classify_factor({case['factor']:g}) returned {case['value']!r}; expected "
+                f"{expected_label(case['factor'])!r}. A factor below 1 in size vanishes, above 1 explodes, exactly 1 is stable.")
+            break
+    return outcomes

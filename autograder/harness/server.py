@@ -1,0 +1,317 @@
+"""The sandbox server: imports torch once, then forks a fresh, limited child for every submission.
+
+Started by the parent (`autograder.sandbox`) as `python -m autograder.harness.server`, possibly inside
+bubblewrap. It speaks length-prefixed JSON frames on stdin/stdout:
+
+  parent -> server   {"kit_code", "limits", "sandbox_uid", "hide_root"}   once, then one job per request
+  server -> parent   {"ready", ...}                                       once, then one reply per job
+
+The server never runs student code itself and holds nothing secret: the kit code it gets is what students
+receive. Each child is killed by the server when it runs past its time, together with everything it started.
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib
+import os
+import resource
+import select
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+import torch
+
+from .child import load_cells, run_job
+from .probes import FORWARD_PROBES, PROBES, Plan, Probing, run_probe
+from .protocol import FrameReader, ProtocolError, frame, read_frame
+
+PRELOAD = ("math", "random", "itertools", "functools", "collections", "typing", "dataclasses", "copy", "time",
+           "json", "re", "statistics", "fractions", "decimal", "operator", "string", "textwrap", "warnings",
+           "numpy", "torch.nn.functional", "matplotlib", "matplotlib.pyplot")
+PR_SET_CHILD_SUBREAPER = 36
+
+
+class _NoGradingCode:
+    """Import hook in the child: the grader's own modules, except this harness, cannot be imported."""
+
+    def find_spec(self, name, path=None, target=None):
+        if (name == "autograder" or name.startswith("autograder.")) and not name.startswith("autograder.harness"):
+            raise ImportError("the grader's modules are not available to submissions")
+        return None
+
+
+def _warm_up(kit: dict) -> None:
+    """Run every probe once on a public arrangement, so lazy loading (the meta device...) happens here."""
+
+    class WarmUpBlock(kit["TransformerBlock"]):
+        def forward(self, x):
+            return self.drop_shortcut(self.ff(self.norm2(self.drop_shortcut(self.att(self.norm1(x))))))
+
+    names = {"TransformerBlock": WarmUpBlock, "magnitude_by_formula": lambda f, n: [f] * n,
+             "magnitude_by_autograd": lambda f, n: [f] * n, "classify_factor": lambda f: "stable"}
+    probing = Probing(names, kit, Plan(seed=0))
+    for name in PROBES:
+        run_probe(name, probing)
+
+
+def _processes():
+    """(pid, ppid, sid, uid) of every process we can see."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+            yield int(entry), int(fields[1]), int(fields[3]), os.stat(f"/proc/{entry}").st_uid
+        except (OSError, IndexError, ValueError):
+            continue
+
+
+def _kill_everything_from(child: int, sandbox_uid: int | None) -> None:
+    """SIGKILL the child's session, orphans handed to us (we are a subreaper) and the sandbox user's processes."""
+    me = os.getpid()
+    for _ in range(200):
+        victims = [pid for pid, ppid, sid, uid in _processes()
+                   if pid != me and (sid == child or ppid == me or (sandbox_uid is not None and uid == sandbox_uid))]
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        while True:
+            try:
+                reaped, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if reaped == 0:
+                break
+        if not victims:
+            return
+        time.sleep(0.005)
+
+
+class Server:
+    def __init__(self, init: dict):
+        self.limits = init["limits"]
+        self.sandbox_uid = init.get("sandbox_uid")
+        self.hide_root = init.get("hide_root")
+        self.kit, errors = load_cells([(f"kit {label}", code) for label, code in init["kit_code"]])
+        if errors:
+            raise RuntimeError(f"the kit's own code failed to load: {errors[0]}")
+        for name in PRELOAD:
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                pass
+        torch.set_num_threads(1)
+        started = time.monotonic()
+        _warm_up(self.kit)
+        self.warmup_s = time.monotonic() - started
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        self.nproc_base = self._own_task_count() if self.sandbox_uid is None else 0
+
+    @staticmethod
+    def _own_task_count() -> int:
+        uid, total = os.getuid(), 0
+        for pid, _, _, owner in _processes():
+            if owner == uid:
+                try:
+                    total += len(os.listdir(f"/proc/{pid}/task"))
+                except OSError:
+                    pass
+        return total
+
+    # --- inside the child --------------------------------------------------------------------------
+    def _enter_sandbox(self, workdir: str) -> None:
+        limits = self.limits
+        os.setsid()
+        for number in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
+            signal.signal(number, signal.SIG_DFL)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)       # an over-long write fails instead of killing
+        with open("/proc/self/status") as status:
+            vm_size_kb = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+        memory = vm_size_kb * 1024 + limits["memory_mb"] * 2**20
+        for kind, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, limits["file_mb"] * 2**20),
+                            (resource.RLIMIT_NOFILE, 256), (resource.RLIMIT_AS, memory),
+                            (resource.RLIMIT_CPU, int(limits["job_s"]) + 5)):
+            resource.setrlimit(kind, (value, value))
+        if self.sandbox_uid is not None:
+            os.chown(workdir, self.sandbox_uid, self.sandbox_uid)
+            os.setgroups([])
+            os.setgid(self.sandbox_uid)
+            os.setuid(self.sandbox_uid)
+            nproc = limits["processes"]
+        else:
+            nproc = self.nproc_base + limits["processes"]
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        os.chdir(workdir)
+        os.environ.clear()
+        os.environ.update(HOME=workdir, TMPDIR=workdir, PATH="/usr/bin:/bin", LANG="C.UTF-8",
+                          MPLBACKEND="Agg", OMP_NUM_THREADS="1")
+        tempfile.tempdir = workdir
+        if self.hide_root:
+            sys.path[:] = [p for p in sys.path if p and not os.path.abspath(p).startswith(self.hide_root)]
+        sys.meta_path.insert(0, _NoGradingCode())
+
+    def _child(self, job: dict, probes: list, workdir: str, report_w: int, out_w: int) -> None:
+        try:
+            os.dup2(report_w, 200)
+            os.dup2(out_w, 201)
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(201, 1)
+            os.dup2(201, 2)
+            os.dup2(200, 3)
+            os.closerange(4, 1 << 16)
+            self._enter_sandbox(workdir)
+            run_job(self.kit, {**job, "probes": probes}, 3)
+            sys.stdout.flush()
+            os._exit(0)
+        except BaseException:
+            os._exit(70)
+
+    # --- in the server -------------------------------------------------------------------------------
+    def _run_child(self, job: dict, probes: list, deadline: float, output: bytearray) -> dict:
+        report_r, report_w = os.pipe()
+        out_r, out_w = os.pipe()
+        workdir = tempfile.mkdtemp(prefix="submission-")
+        pid = os.fork()
+        if pid == 0:
+            self._child(job, probes, workdir, report_w, out_w)
+        os.close(report_w)
+        os.close(out_w)
+        reader, state = FrameReader(), {"loaded": None, "observations": {}, "in_flight": None, "done": False}
+        phase_end = time.monotonic() + self.limits["load_s"]
+        cause, open_fds = None, [report_r, out_r]
+        while open_fds:
+            remaining = min(phase_end, deadline) - time.monotonic()
+            if remaining <= 0:
+                cause = "timeout"
+                break
+            ready, _, _ = select.select(open_fds, [], [], remaining)
+            for fd in ready:
+                data = os.read(fd, 1 << 16)
+                if not data:
+                    open_fds.remove(fd)
+                elif fd == out_r:
+                    output.extend(data[: max(0, self.limits["output_kb"] * 1024 - len(output))])
+                else:
+                    try:
+                        frames = reader.feed(data)
+                    except ProtocolError:
+                        cause, open_fds = "protocol", []
+                        break
+                    for item in frames:
+                        phase_end = self._follow(item, state, phase_end)
+        status = self._wait(pid, deadline if cause is None else 0)
+        _kill_everything_from(pid, self.sandbox_uid)
+        for fd in (report_r, out_r):
+            os.close(fd)
+        shutil.rmtree(workdir, ignore_errors=True)
+        return {**state, "cause": cause or ("finished" if state["done"] else status), "status": status}
+
+    def _follow(self, item: dict, state: dict, phase_end: float) -> float:
+        event = item.get("event") if isinstance(item, dict) else None
+        now = time.monotonic()
+        if event == "loaded":
+            state["loaded"] = {"cell_errors": item.get("cell_errors", []), "defined": item.get("defined", [])}
+            return now + self.limits["probe_s"]
+        if event == "start" and item.get("probe") in PROBES:
+            state["in_flight"] = item["probe"]
+            return now + self.limits["probe_s"]
+        if event == "result" and item.get("probe") in PROBES:
+            state["observations"][item["probe"]] = item.get("observation")
+            state["in_flight"] = None
+        elif event == "done":
+            state["done"] = True
+        return phase_end
+
+    @staticmethod
+    def _wait(pid: int, deadline: float) -> str:
+        while True:
+            finished, status = os.waitpid(pid, os.WNOHANG)
+            if finished:
+                break
+            if time.monotonic() >= deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return "timeout"
+            time.sleep(0.002)
+        if os.WIFSIGNALED(status):
+            return f"signal {signal.Signals(os.WTERMSIG(status)).name}"
+        return f"exit {os.WEXITSTATUS(status)}"
+
+    def grade(self, job: dict) -> dict:
+        """Run all of the job's probes, in as many children as crashes and time-outs make necessary."""
+        started = time.monotonic()
+        deadline = started + self.limits["job_s"]
+        pending, observations, runs, output, loaded = list(job["probes"]), {}, [], bytearray(), None
+        while pending:
+            run = self._run_child(job, pending, deadline, output)
+            runs.append(run["cause"])
+            loaded = loaded or run["loaded"]
+            observations.update(run["observations"])
+            if run["done"]:
+                break
+            left = [p for p in pending if p not in run["observations"]]
+            if run["loaded"] is None:
+                failure = _failure(run["cause"], "while loading your code", self.limits["load_s"])
+                observations.update({p: failure for p in left})
+                break
+            victim = run["in_flight"] or (left[0] if left else None)
+            if victim is None:
+                break
+            observations[victim] = _failure(run["cause"], f"during the '{victim}' check", self.limits["probe_s"])
+            left.remove(victim)
+            if run["cause"] == "timeout" and victim in FORWARD_PROBES:
+                skipped = {"ok": False, "error": {"type": "Skipped", "message":
+                           "not run: an earlier call of your forward did not finish within the time limit"}}
+                observations.update({p: skipped for p in left if p in FORWARD_PROBES})
+                left = [p for p in left if p not in FORWARD_PROBES]
+            if time.monotonic() >= deadline or len(runs) >= self.limits["max_runs"]:
+                failure = _failure("timeout", "before these checks could run", self.limits["job_s"])
+                observations.update({p: failure for p in left})
+                break
+            pending = left
+        return {"observations": observations, "loaded": loaded, "runs": runs,
+                "output": output.decode("utf-8", "replace"), "seconds": time.monotonic() - started}
+
+
+def _failure(cause: str, when: str, limit: float) -> dict:
+    if cause == "timeout":
+        kind, message = "Timeout", f"your code did not finish within {limit:g} s {when} (an endless loop?)"
+    elif cause == "protocol":
+        kind, message = "Crashed", f"your code wrote garbage into the grader's channel {when}"
+    elif cause.startswith("exit"):
+        kind, message = "Crashed", (f"your code ended the grading process {when} ({cause}: sys.exit(), os._exit() "
+                                    "or an exception that escaped)")
+    elif cause == "signal SIGKILL":
+        kind, message = "Crashed", f"the grading process was killed {when} (memory or process limit reached?)"
+    else:
+        kind, message = "Crashed", f"the grading process crashed {when} ({cause})"
+    return {"ok": False, "error": {"type": kind, "message": message}}
+
+
+def main() -> None:
+    channel_out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)                     # anything printed by libraries goes to stderr, never into the channel
+    channel_in = os.fdopen(os.dup(0), "rb")
+    init = read_frame(channel_in)
+    server = Server(init)
+    channel_out.write(frame({"ready": True, "warmup_s": server.warmup_s, "subreaper": server.subreaper,
+                             "pid": os.getpid()}))
+    channel_out.flush()
+    while True:
+        job = read_frame(channel_in)
+        if job is None:
+            return
+        channel_out.write(frame(server.grade(job)))
+        channel_out.flush()
+
+
+if __name__ == "__main__":
+    main()

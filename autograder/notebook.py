@@ -1,0 +1,118 @@
+"""Reading notebooks and `.py` files into cells: the one place that parses a submission's text.
+
+Nothing here executes code. A submission is turned into a list of `Cell`s; `student_code` picks the cells a
+grader runs (the student's definitions) and drops the ones it must not (visible tests, hidden-check
+placeholders, slow experiments, IPython magics).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+EXPERIMENT_TAG = "experiment"       # slow demo / figure cells: skipped by graders and the local runner
+VISIBLE_TEST_PREFIX = "test_"       # grade_id prefix of the visible tests students run locally
+HIDDEN_CHECK_PREFIX = "check_"      # grade_id prefix of the graded cells that hold hidden checks
+
+_PERCENT_CELL = re.compile(r"^# %%(.*)$", re.MULTILINE)
+_MAGIC = re.compile(r"^\s*[%!]")
+
+
+class SubmissionError(Exception):
+    """The submission could not be read at all (not valid JSON, not a notebook, unreadable file)."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    kind: str                      # "code", "markdown" or "raw"
+    source: str
+    nbgrader: dict = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
+    index: int = 0                 # position in the notebook, 1-based, for messages
+
+    @property
+    def grade_id(self) -> str | None:
+        return self.nbgrader.get("grade_id")
+
+    @property
+    def label(self) -> str:
+        return f"cell {self.index}" + (f" ({self.grade_id})" if self.grade_id else "")
+
+    @property
+    def is_experiment(self) -> bool:
+        return EXPERIMENT_TAG in self.tags
+
+    @property
+    def is_visible_test(self) -> bool:
+        return (self.grade_id or "").startswith(VISIBLE_TEST_PREFIX)
+
+    @property
+    def is_hidden_check(self) -> bool:
+        return (self.grade_id or "").startswith(HIDDEN_CHECK_PREFIX)
+
+
+def _joined(source) -> str:
+    return "".join(source) if isinstance(source, list) else str(source or "")
+
+
+def cells_from_notebook(data: dict) -> list[Cell]:
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise SubmissionError("this file is not a Jupyter notebook (no list of cells)")
+    cells = []
+    for position, raw in enumerate(data["cells"], start=1):
+        if not isinstance(raw, dict):
+            continue
+        metadata = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+        nbgrader = metadata.get("nbgrader") if isinstance(metadata.get("nbgrader"), dict) else {}
+        tags = metadata.get("tags") if isinstance(metadata.get("tags"), list) else []
+        cells.append(Cell(kind=str(raw.get("cell_type", "code")), source=_joined(raw.get("source")),
+                          nbgrader=dict(nbgrader), tags=tuple(str(t) for t in tags), index=position))
+    return cells
+
+
+def cells_from_python(text: str) -> list[Cell]:
+    """A `.py` submission: one cell, or one per `# %%` marker (jupytext's percent format)."""
+    pieces = _PERCENT_CELL.split(text)
+    if len(pieces) == 1:
+        return [Cell(kind="code", source=text, index=1)]
+    cells = [Cell(kind="code", source=pieces[0], index=1)] if pieces[0].strip() else []
+    for header, body in zip(pieces[1::2], pieces[2::2]):
+        kind = "markdown" if "[markdown]" in header else "code"
+        tags = tuple(re.findall(r'"([^"]+)"', header.split("tags=", 1)[1])) if "tags=" in header else ()
+        cells.append(Cell(kind=kind, source=body, tags=tags, index=len(cells) + 1))
+    return cells
+
+
+def read_cells(path: str | Path, *, max_bytes: int = 20_000_000) -> list[Cell]:
+    path = Path(path)
+    try:
+        if path.stat().st_size > max_bytes:
+            raise SubmissionError(f"{path.name} is larger than {max_bytes // 1_000_000} MB")
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as error:
+        raise SubmissionError(f"could not read {path.name}: {error.strerror or error}") from None
+    if path.suffix == ".py":
+        return cells_from_python(text)
+    try:
+        return cells_from_notebook(json.loads(text))
+    except json.JSONDecodeError as error:
+        raise SubmissionError(f"{path.name} is not valid notebook JSON ({error.msg}, line {error.lineno})") from None
+
+
+def strip_magics(source: str) -> str:
+    """Blank out IPython magics and shell escapes (`%matplotlib`, `!pip ...`), keeping line numbers."""
+    return "\n".join("" if _MAGIC.match(line) else line for line in source.split("\n"))
+
+
+def student_code(cells: list[Cell]) -> list[tuple[str, str]]:
+    """(label, source) of every code cell a grader should run to get the student's definitions."""
+    return [
+        (cell.label, strip_magics(cell.source))
+        for cell in cells
+        if cell.kind == "code" and not (cell.is_experiment or cell.is_visible_test or cell.is_hidden_check)
+    ]
+
+
+def visible_tests(cells: list[Cell]) -> list[tuple[str, str]]:
+    return [(cell.grade_id, strip_magics(cell.source)) for cell in cells if cell.kind == "code" and cell.is_visible_test]

@@ -1,0 +1,158 @@
+"""Starting and talking to sandbox servers (see `autograder.harness.server`) from the trusted parent.
+
+Layers of isolation, strongest available used, and named in every result:
+* always: a fresh forked child per submission, killed by the server at its time limit with everything it
+  started; limits on memory, CPU, file size, open files and processes; a private empty working directory;
+  a clean environment; the grader's own modules blocked from import;
+* when running as root: the child switches to an unprivileged user of its own (one per server), so the
+  process limit holds and nothing the grader owns can be written;
+* when bubblewrap works: the server runs inside it, without network, in a new root that holds only the
+  system, Python, the virtual environment and the harness package: no grading files, no other submissions.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import select
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from . import kit
+from .harness.protocol import FrameReader, ProtocolError, frame
+
+SANDBOX_UID_BASE = 61000
+
+
+@dataclass(frozen=True)
+class Limits:
+    load_s: float = 20.0        # executing the submission's cells
+    probe_s: float = 10.0       # any one check's run of the student's code
+    job_s: float = 60.0         # everything for one submission
+    memory_mb: int = 2048       # on top of what the warmed server already maps
+    processes: int = 64
+    file_mb: int = 16
+    output_kb: int = 64         # printed output kept (the rest is read and dropped)
+    max_runs: int = 20          # fresh children after crashes
+
+
+@functools.lru_cache(maxsize=None)
+def bubblewrap_works() -> bool:
+    binary = shutil.which("bwrap")
+    if not binary:
+        return False
+    try:
+        probe = subprocess.run([binary, "--ro-bind", "/", "/", "--unshare-net", "--die-with-parent", "true"],
+                               capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
+
+
+def _bubblewrap_command() -> list[str]:
+    """A new root holding only the system, Python, the virtual environment and the harness package."""
+    command = ["bwrap", "--die-with-parent", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+               "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64"):
+        path = Path("/") / name
+        if path.is_symlink():
+            command += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            command += ["--ro-bind", str(path), str(path)]
+    keep = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), Path(sys.executable).resolve().parent,
+            kit.ROOT / "autograder" / "__init__.py", kit.ROOT / "autograder" / "harness"}
+    for path in sorted(keep):
+        if not any(parent in keep for parent in path.parents) and not str(path).startswith(("/usr/", "/etc/")):
+            command += ["--ro-bind", str(path), str(path)]
+    return command
+
+
+class SandboxServer:
+    """One warmed server process. `grade` is thread-safe for one caller at a time (use one per worker)."""
+
+    def __init__(self, index: int = 0, limits: Limits = Limits(), bubblewrap: str = "auto"):
+        self.index, self.limits = index, limits
+        self.use_bubblewrap = bubblewrap == "on" or (bubblewrap == "auto" and bubblewrap_works())
+        self.sandbox_uid = SANDBOX_UID_BASE + index if os.geteuid() == 0 else None
+        self.process = None
+        self.lock = threading.Lock()
+        self.start()
+
+    @property
+    def isolation(self) -> str:
+        layers = ["fresh child process per submission", "time/memory/process/output limits", "private working directory"]
+        if self.sandbox_uid is not None:
+            layers.append("unprivileged sandbox user")
+        layers.append("bubblewrap: no network, only the harness and Python visible" if self.use_bubblewrap
+                      else "no bubblewrap: grading files readable if their path is known")
+        return "; ".join(layers)
+
+    def start(self) -> None:
+        command = [sys.executable, "-m", "autograder.harness.server"]
+        if self.use_bubblewrap:
+            command = _bubblewrap_command() + command
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
+               "OMP_NUM_THREADS": "1", "PYTHONPATH": str(kit.ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, env=env, cwd="/", start_new_session=True)
+        self._send({"kit_code": kit.public_code(), "limits": asdict(self.limits),
+                    "sandbox_uid": self.sandbox_uid, "hide_root": str(kit.ROOT)})
+        ready = self._receive(timeout=300)
+        if not (isinstance(ready, dict) and ready.get("ready")):
+            self.close()
+            raise RuntimeError("the sandbox server did not start")
+
+    def _send(self, obj) -> None:
+        self.process.stdin.write(frame(obj))
+        self.process.stdin.flush()
+
+    def _receive(self, timeout: float):
+        fd, reader, deadline = self.process.stdout.fileno(), FrameReader(limit=256_000_000), time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                return None
+            data = os.read(fd, 1 << 20)
+            if not data:
+                return None
+            frames = reader.feed(data)
+            if frames:
+                return frames[0]
+
+    def grade(self, cells: list, plan: dict, probes: list) -> dict:
+        """Observations of the student's cells under `plan`; never raises for anything the student did."""
+        with self.lock:
+            try:
+                self._send({"cells": cells, "plan": plan, "probes": probes})
+                reply = self._receive(timeout=self.limits.job_s + 60)
+            except (OSError, ProtocolError, ValueError):
+                reply = None
+            if isinstance(reply, dict) and "observations" in reply:
+                return reply
+            self.close()
+            self.start()
+            failure = {"ok": False, "error": {"type": "Crashed", "message": "the grading worker stopped responding"}}
+            return {"observations": {p: failure for p in probes}, "loaded": None, "runs": ["worker lost"],
+                    "output": "", "seconds": 0.0}
+
+    def close(self) -> None:
+        if self.process and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, 9)
+            except OSError:
+                self.process.kill()
+            self.process.wait()
+        self.process = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
