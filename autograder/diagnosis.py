@@ -9,6 +9,7 @@ written, so equivalent code in any style has no divergence.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,7 +40,7 @@ class Divergence:
 
     def text(self) -> str:
         body = f"Step {self.step} of 10 ({STEPS[self.step]}): {self.message}"
-        return body + (f" [{H_LEGEND}]" if f"{H_NAME} " in body or f"({H_NAME})" in body else "")
+        return body + (f" [{H_LEGEND}]" if re.search(rf"\b{H_NAME}\b", body) else "")
 
 
 @dataclass

@@ -104,9 +104,14 @@ def _check_result(module, evidence: Evidence) -> CheckResult:
         SubTest(part, points if outcomes[part].passed else 0.0, points, outcomes[part].passed, outcomes[part].message)
         for part, points in spec.parts.items()
     )
-    failed = [s.message for s in subtests if not s.passed]
+    failed = [_sentence(s.message) for s in subtests if not s.passed]
     message = "All parts passed." if not failed else " ".join(dict.fromkeys(failed))
     return CheckResult(module.NAME, spec.title, subtests, message, spec.visibility, dict(evidence.details))
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 def _malformed(error: Exception):
@@ -148,6 +153,8 @@ def evaluate(raw: dict, seed: int, device: str) -> tuple[tuple[CheckResult, ...]
     for module in CHECKS:
         evidence = Evidence(student, reference, named, parts, device, divergence, hint)
         checks.append(_check_result(module, evidence))
+    if all(check.passed for check in checks if check.check != compounding.NAME):
+        divergence = None   # the trace only explains lost points; equivalent code in any style has nothing to explain
     profiles = {"student": (student.get("profile") or {}).get("profile"),
                 **{name: probes["profile"]["profile"] for name, probes in observed.items() if "profile" in probes}}
     return tuple(checks), divergence.text() if divergence else None, _notes(raw, student), profiles

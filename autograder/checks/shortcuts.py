@@ -7,18 +7,30 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import PASS, Evidence, calls_named, difference, error_text, fail
+from . import PASS, Evidence, calls_named, difference, error_text, fail, standardized
 
 NAME = "forward_shortcuts"
 
 
-def second_half_start(calls: list[dict]):
-    """Index of the call that begins the second half: the first norm (or ff) after attention ran."""
-    seen_att = False
-    for index, call in enumerate(calls):
-        seen_att = seen_att or call["name"] == "att"
-        if seen_att and call["name"] in ("norm1", "norm2", "ff"):
-            return index
+def entering_second_half(evidence: Evidence, run: dict):
+    """The value the second half starts from, as seen in the trace.
+
+    Normally the input of the first norm called after attention. Code that normalizes without calling the
+    modules shows only the normalized value; then the start is inferred from the output, y - ff's output.
+    """
+    calls = run["calls"]
+    first_att = next((i for i, c in enumerate(calls) if c["name"] == "att"), None)
+    if first_att is None:
+        return None
+    for call in calls[first_att + 1:]:
+        if call["name"] in ("norm1", "norm2"):
+            return call["input"]
+        if call["name"] == "ff":
+            norms = [(None, None)] + [tuple(p.detach().numpy() for p in (evidence.parts[n].scale, evidence.parts[n].shift))
+                                      for n in ("norm1", "norm2")]
+            if any(standardized(call["input"], *params) for params in norms):
+                return run["y"] - call["output"]
+            return call["input"]
     return None
 
 
@@ -43,19 +55,17 @@ def evaluate(evidence: Evidence) -> dict:
         outcomes["first shortcut adds the block input"] = fail(message)
         outcomes["second shortcut adds the first half's result"] = fail(message)
         return outcomes
-    calls = run["calls"]
-    attention, start = calls_named(run, "att"), second_half_start(calls)
-    if not attention or start is None:
+    attention, h = calls_named(run, "att"), entering_second_half(evidence, run)
+    if not attention or h is None:
         missing = "attention never ran" if not attention else "no norm or feed-forward call follows attention"
         outcomes["first shortcut adds the block input"] = fail(f"Cannot find the first addition: {missing}.")
         outcomes["second shortcut adds the first half's result"] = fail(f"Cannot find the second addition: {missing}.")
         return outcomes
-    h = calls[start]["input"]
     added = h - attention[0]["output"]
     outcomes["first shortcut adds the block input"] = PASS if evidence.close(added, run["x"]) else fail(
         "The value entering the second half should be the block input plus the attention branch; what was added "
         f"to the branch is not the block input ({difference(added, run['x'])}).")
-    ff_calls = [c for c in calls[start:] if c["name"] == "ff"]
+    ff_calls = calls_named(run, "ff")
     if not ff_calls:
         outcomes["second shortcut adds the first half's result"] = fail("The feed-forward network never ran.")
     else:

@@ -70,9 +70,9 @@ def _recorded_run(p: Probing, block, x):
     recorder = Recorder()
     for name in PART_NAMES:
         recorder.wrap(getattr(block, name), name)
-    recorder.block_input = x
+    recorder.block_input = given = x.clone()   # a copy: writing into its input must not alter what we report
     with recorder.mode():
-        y = tensor_out(block(x), x)
+        y = tensor_out(block(given), x)
     calls = [{"name": c.name, "input": c.input, "output": c.output} for c in recorder.calls]
     return {"x": x, "y": y, "calls": calls, "events": recorder.events}
 
@@ -97,20 +97,20 @@ def probe_trace(p):
 def probe_shortcut_zero(p):
     """Attention and feed-forward zeroed (biases too): a Pre-LN block must return its input."""
     x = p.x()
-    return {"x": x, "y": tensor_out(p.block(drop_p=DROP_P, zero=("att", "ff")).eval()(x), x)}
+    return {"x": x, "y": tensor_out(p.block(drop_p=DROP_P, zero=("att", "ff")).eval()(x.clone()), x)}
 
 
 def probe_train(p):
     """Train mode with real dropout, the global seed fixed just before the call."""
     block, x = p.block(drop_p=DROP_P).train(), p.x()
     torch.manual_seed(p.plan.seed + 11)
-    return {"y": tensor_out(block(x), x)}
+    return {"y": tensor_out(block(x.clone()), x)}
 
 
 def probe_train_p1(p):
     """Train mode with p = 1.0: dropout removes each branch completely."""
     block, x = p.block(drop_p=1.0).train(), p.x()
-    return {"x": x, "y": tensor_out(block(x), x)}
+    return {"x": x, "y": tensor_out(block(x.clone()), x)}
 
 
 def probe_eval_seeds(p):
@@ -119,7 +119,7 @@ def probe_eval_seeds(p):
     outputs = []
     for salt in (21, 22):
         torch.manual_seed(p.plan.seed + salt)
-        outputs.append(tensor_out(block(x), x))
+        outputs.append(tensor_out(block(x.clone()), x))
     return {"y_a": outputs[0], "y_b": outputs[1]}
 
 
@@ -130,7 +130,7 @@ def _part_params(block):
 def probe_grads(p):
     """Gradients of a fixed read-out loss, and a finite-difference check of the forward's own gradient."""
     block, x = p.block(drop_p=DROP_P).eval(), p.x().requires_grad_(True)
-    y = tensor_out(block(x), x)
+    y = tensor_out(block(x.clone()), x)     # a non-leaf copy: an in-place write is judged elsewhere
     readout = p.randn(y.shape, salt=3)
     (y * readout).sum().backward()
     grads = {name: param.grad for name, param in _part_params(block).items()}
@@ -155,7 +155,7 @@ def _directional_derivatives(p, eps: float = 1e-6):
         return (out * p.randn(out.shape, salt=3, dtype=torch.float64)).sum()
 
     x_leaf = x.clone().requires_grad_(True)
-    loss(x_leaf).backward()
+    loss(x_leaf.clone()).backward()
     auto = (x_leaf.grad * v).sum().item() if x_leaf.grad is not None else 0.0
     auto += sum((param.grad * directions[name]).sum().item() for name, param in params.items() if param.grad is not None)
     with torch.no_grad():
@@ -184,20 +184,21 @@ def probe_profile(p):
                               PROFILE_DEPTH, seed=PROFILE_SEED).to(p.plan.device)
     generator = torch.Generator().manual_seed(PROFILE_SEED + 1)
     x = torch.randn(2, cfg["context_length"], cfg["emb_dim"], generator=generator).to(p.plan.device)
+    tensor_out(stack[0](x.clone()), x)
     profile = kit["gradient_profile"](stack, x, seed=PROFILE_SEED)
     return {"profile": [float(v) for v in profile][:PROFILE_DEPTH]}
 
 
 def probe_robust_small(p):
     """A batch of one with fewer tokens than context_length."""
-    x = p.x()[:1, : p.plan.cfg["context_length"] - 3]
+    x = p.x()[:1, : p.plan.cfg["context_length"] - 3].clone()
     return {"y": tensor_out(p.block(drop_p=DROP_P).eval()(x), x)}
 
 
 def probe_robust_nograd(p):
     block, x = p.block(drop_p=DROP_P).eval(), p.x()
     with torch.no_grad():
-        return {"y": tensor_out(block(x), x)}
+        return {"y": tensor_out(block(x.clone()), x)}
 
 
 def probe_robust_double(p):

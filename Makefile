@@ -1,0 +1,26 @@
+# Set-up is part of every target: the first run creates .venv/ (pinned versions from requirements.txt),
+# later runs reuse it and reinstall only when requirements.txt or pyproject.toml changed.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test build benchmarks
+
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $(STAMP)
+
+demo: $(STAMP)   ## the main job: the whole instructor pipeline on the bundled sample class
+	$(PY) -m autograder demo
+
+test: $(STAMP)   ## the kit's own test suite
+	$(PY) -m pytest
+
+build: $(STAMP)  ## regenerate student_template/ and solutions/ from assignments/source/
+	$(PY) -m autograder build
+
+benchmarks: $(STAMP)
+	$(PY) benchmarks/run_all.py

@@ -1,0 +1,69 @@
+"""One command regenerates every view of the assignment from the annotated source.
+
+* `student_template/` is the nbgrader release, exactly as students receive it;
+* `solutions/` is the release notebook with every solution cell solved (same cells, same metadata).
+
+nbgrader itself makes the release (`nbgrader generate_assignment`, with the kit's configuration), in a
+scratch copy of the course so the build never touches the instructor's gradebook.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+from . import kit
+
+
+def solved(release: nbformat.NotebookNode, source: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The release notebook with each solution cell's source taken from the source, markers removed."""
+    by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in source.cells}
+    solution = nbformat.from_dict(release)
+    for cell in solution.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            cell.source = kit.strip_solution_markers(by_id[meta["grade_id"]].source)
+    return solution
+
+
+def nbgrader(arguments: list[str], cwd: Path, **options) -> subprocess.CompletedProcess:
+    """Run an nbgrader command with this environment's tools on PATH (nbgrader calls `alembic`)."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    process = subprocess.run([sys.executable, "-m", "nbgrader", *arguments, "--log-level=ERROR"], cwd=cwd, env=env,
+                             capture_output=True, text=True, **options)
+    if process.returncode != 0:
+        raise RuntimeError(f"nbgrader {arguments[0]} failed:\n{process.stdout}\n{process.stderr}")
+    return process
+
+
+def release(course_dir: Path = kit.COURSE_DIR, scratch: Path | None = None) -> Path:
+    """Run `nbgrader generate_assignment` on a copy of the course; return the release folder."""
+    scratch = Path(scratch or tempfile.mkdtemp(prefix="kit-build-"))
+    course = scratch / "course"
+    shutil.copytree(course_dir / "source", course / "source")
+    shutil.copy(course_dir / "nbgrader_config.py", course / "nbgrader_config.py")
+    nbgrader(["generate_assignment", kit.ASSIGNMENT, "--force"], cwd=course)
+    return course / "release" / kit.ASSIGNMENT
+
+
+def _replace_folder(target: Path, files: dict[str, bytes]) -> None:
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    for name, data in files.items():
+        (target / name).write_bytes(data)
+
+
+def build(template_dir: Path = kit.TEMPLATE_DIR, solutions_dir: Path = kit.SOLUTIONS_DIR) -> None:
+    with tempfile.TemporaryDirectory(prefix="kit-build-") as scratch:
+        released = release(scratch=Path(scratch))
+        files = {p.name: p.read_bytes() for p in sorted(released.iterdir()) if p.is_file()}
+        _replace_folder(template_dir, files)
+        notebook = nbformat.read(released / kit.NOTEBOOK_NAME, as_version=4)
+        source = nbformat.read(kit.SOURCE_NOTEBOOK, as_version=4)
+        _replace_folder(solutions_dir, {kit.NOTEBOOK_NAME: nbformat.writes(solved(notebook, source)).encode() + b"\n"})

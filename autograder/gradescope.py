@@ -1,0 +1,66 @@
+"""Gradescope's results.json: the one format every front end writes (see Gradescope's autograder
+specification: top-level score, execution_time, output, visibility, tests[])."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from .results import SubmissionResult
+
+
+def summary(result: SubmissionResult) -> str:
+    lines = [f"Score: {result.score:g} / {result.max_score:g}"]
+    if result.first_divergence:
+        lines.append("Where your block first went wrong: " + result.first_divergence)
+    lines += [f"Note: {note}" for note in result.notes]
+    return "\n".join(lines)
+
+
+def results_json(result: SubmissionResult) -> dict:
+    tests = []
+    for number, check in enumerate(result.checks, start=1):
+        tests.append({
+            "name": check.title,
+            "number": str(number),
+            "score": check.points,
+            "max_score": check.max_points,
+            "status": "passed" if check.passed else "failed",
+            "output": check.message,
+            "tags": [check.check],
+            "visibility": check.visibility,
+            "extra_data": {"check": check.check,
+                           "parts": [{"name": s.name, "score": s.points, "max_score": s.max_points,
+                                      "passed": s.passed, "output": s.message} for s in check.subtests],
+                           "details": check.details},
+        })
+    return {
+        "score": result.score,
+        "execution_time": result.execution_time,
+        "output": summary(result),
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": tests,
+        "extra_data": {"submission": result.submission, "student": result.student, "seed": result.seed,
+                       "device": result.device, "isolation": result.isolation,
+                       "first_divergence": result.first_divergence, "notes": list(result.notes),
+                       "max_score": result.max_score, "profiles": result.profile},
+    }
+
+
+def write_atomically(path: str | Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def write_results(result: SubmissionResult, path: str | Path) -> None:
+    write_atomically(path, json.dumps(results_json(result), indent=2, default=float))
