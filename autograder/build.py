@@ -31,11 +31,11 @@ def solved(release: nbformat.NotebookNode, source: nbformat.NotebookNode) -> nbf
     return solution
 
 
-def nbgrader(arguments: list[str], cwd: Path, **options) -> subprocess.CompletedProcess:
+def nbgrader(arguments: list[str], cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run an nbgrader command with this environment's tools on PATH (nbgrader calls `alembic`)."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {**os.environ, **(env or {}), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     process = subprocess.run([sys.executable, "-m", "nbgrader", *arguments, "--log-level=ERROR"], cwd=cwd, env=env,
-                             capture_output=True, text=True, **options)
+                             capture_output=True, text=True)
     if process.returncode != 0:
         raise RuntimeError(f"nbgrader {arguments[0]} failed:\n{process.stdout}\n{process.stderr}")
     return process
@@ -59,7 +59,10 @@ def _replace_folder(target: Path, files: dict[str, bytes]) -> None:
         (target / name).write_bytes(data)
 
 
-def build(template_dir: Path = kit.TEMPLATE_DIR, solutions_dir: Path = kit.SOLUTIONS_DIR) -> None:
+def build(template_dir: Path = kit.TEMPLATE_DIR, solutions_dir: Path = kit.SOLUTIONS_DIR,
+          sample_dir: Path | None = None) -> None:
+    """Regenerate the release and solution views and, from them, the sample class."""
+    from .sample_class import SAMPLE_DIR, build_sample_class
     with tempfile.TemporaryDirectory(prefix="kit-build-") as scratch:
         released = release(scratch=Path(scratch))
         files = {p.name: p.read_bytes() for p in sorted(released.iterdir()) if p.is_file()}
@@ -67,3 +70,4 @@ def build(template_dir: Path = kit.TEMPLATE_DIR, solutions_dir: Path = kit.SOLUT
         notebook = nbformat.read(released / kit.NOTEBOOK_NAME, as_version=4)
         source = nbformat.read(kit.SOURCE_NOTEBOOK, as_version=4)
         _replace_folder(solutions_dir, {kit.NOTEBOOK_NAME: nbformat.writes(solved(notebook, source)).encode() + b"\n"})
+    build_sample_class(sample_dir or SAMPLE_DIR, template_dir, solutions_dir)

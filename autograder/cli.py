@@ -41,6 +41,42 @@ def grade(submission: Path, results_path: Path, feedback_path: Path | None, seed
     click.echo(f"results written to {results_path}")
 
 
+@main.command("grade-class")
+@click.argument("submissions", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="folder for results, feedback, grades.csv")
+@click.option("--workers", type=int, default=None, help="parallel sandbox servers (default: one per CPU core)")
+@click.option("--force", is_flag=True, help="grade again students whose results are already up to date")
+@click.option("--course", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="an nbgrader course folder: also write scores into its gradebook and pages into its feedback/ "
+                   "(default: the course around SUBMISSIONS when it is nbgrader's submitted/ folder)")
+@SEED
+@DEVICE
+def grade_class(submissions: Path, out: Path, workers: int | None, force: bool, course: Path | None,
+                seed: int | None, device: str) -> None:
+    """Grade every student's submission in SUBMISSIONS."""
+    from .classgrade import grade_class as run
+    from .grading import new_seed, resolve_device
+
+    device, seed = resolve_device(device), seed or new_seed()
+    course = course or _enclosing_course(submissions)
+    on_result = None
+    if course is not None:
+        from .nbgrader_bridge import CourseRecorder
+        on_result = CourseRecorder(course)
+    rows = run(submissions, out, workers=workers, seed=seed, device=device, force=force, on_result=on_result)
+    mean = sum(float(r["score"]) for r in rows) / len(rows) if rows else 0.0
+    click.echo(f"graded {len(rows)} students (seed {seed}); mean score {mean:.2f}; grades in {out / 'grades.csv'}")
+    if course is not None:
+        click.echo(f"scores written to the gradebook of {course}, feedback pages to {course / 'feedback'}")
+
+
+def _enclosing_course(submissions: Path) -> Path | None:
+    parent = submissions.resolve().parent
+    if submissions.resolve().name == "submitted" and (parent / "nbgrader_config.py").is_file():
+        return parent
+    return None
+
+
 @main.command()
 def build() -> None:
     """Regenerate student_template/ and solutions/ from the annotated source."""
@@ -49,3 +85,15 @@ def build() -> None:
 
     build_views()
     click.echo(f"wrote {kit.TEMPLATE_DIR} and {kit.SOLUTIONS_DIR} from {kit.SOURCE_NOTEBOOK}")
+
+
+@main.command()
+@click.option("--out", type=click.Path(path_type=Path), default=Path("demo-out"), show_default=True,
+              help="scratch folder for the demo course (replaced on every run)")
+@click.option("--workers", type=int, default=None)
+@SEED
+def demo(out: Path, workers: int | None, seed: int | None) -> None:
+    """The whole instructor pipeline on the bundled sample class."""
+    from .demo import run_demo
+
+    run_demo(out, seed=seed, workers=workers)

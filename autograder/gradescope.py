@@ -56,6 +56,7 @@ def write_atomically(path: str | Path, text: str) -> None:
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
+        os.chmod(temporary, 0o644)      # mkstemp makes it private; results are meant to be read by others
         os.replace(temporary, path)
     except BaseException:
         os.unlink(temporary)

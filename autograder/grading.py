@@ -160,24 +160,30 @@ def evaluate(raw: dict, seed: int, device: str) -> tuple[tuple[CheckResult, ...]
     return tuple(checks), divergence.text() if divergence else None, _notes(raw, student), profiles
 
 
-def unreadable(submission: str, message: str, seed: int, device: str) -> SubmissionResult:
+def unreadable(submission: str, message: str, seed: int, device: str, student: str | None = None) -> SubmissionResult:
     checks = tuple(
         CheckResult(name, spec.title, tuple(SubTest(p, 0.0, pts, False, message) for p, pts in spec.parts.items()),
                     message, spec.visibility)
         for name, spec in RUBRIC.items()
     )
-    return SubmissionResult(submission, checks, seed, device, "not run", 0.0, None, (message,))
+    return SubmissionResult(submission, checks, seed, device, "not run", 0.0, None, (message,), student=student)
+
+
+def grade_cells(cells: list, name: str, server: SandboxServer, *, seed: int, device: str = "cpu",
+                student: str | None = None) -> SubmissionResult:
+    """Grade a submission already read into cells (see `notebook.read_cells`)."""
+    started = time.monotonic()
+    raw = server.grade(student_code(cells), {"seed": seed, "device": device}, list(ALL_PROBES))
+    checks, divergence, notes, profiles = evaluate(raw, seed, device)
+    return SubmissionResult(name, checks, seed, device, server.isolation, round(time.monotonic() - started, 3),
+                            divergence, notes, profiles, student)
 
 
 def grade_file(path: str | Path, server: SandboxServer, *, seed: int, device: str = "cpu",
                student: str | None = None) -> SubmissionResult:
-    started = time.monotonic()
     path = Path(path)
     try:
         cells = read_cells(path)
     except SubmissionError as error:
-        return unreadable(path.name, f"Your submission could not be read: {error}.", seed, device)
-    raw = server.grade(student_code(cells), {"seed": seed, "device": device}, list(ALL_PROBES))
-    checks, divergence, notes, profiles = evaluate(raw, seed, device)
-    return SubmissionResult(path.name, checks, seed, device, server.isolation, round(time.monotonic() - started, 3),
-                            divergence, notes, profiles, student)
+        return unreadable(path.name, f"Your submission could not be read: {error}.", seed, device, student)
+    return grade_cells(cells, path.name, server, seed=seed, device=device, student=student)

@@ -74,13 +74,14 @@ def _bubblewrap_command() -> list[str]:
 class SandboxServer:
     """One warmed server process. `grade` is thread-safe for one caller at a time (use one per worker)."""
 
-    def __init__(self, index: int = 0, limits: Limits = Limits(), bubblewrap: str = "auto"):
+    def __init__(self, index: int = 0, limits: Limits = Limits(), bubblewrap: str = "auto", start: bool = True):
         self.index, self.limits = index, limits
         self.use_bubblewrap = bubblewrap == "on" or (bubblewrap == "auto" and bubblewrap_works())
         self.sandbox_uid = SANDBOX_UID_BASE + index if os.geteuid() == 0 else None
         self.process = None
         self.lock = threading.Lock()
-        self.start()
+        if start:
+            self.start()
 
     @property
     def isolation(self) -> str:
@@ -92,6 +93,11 @@ class SandboxServer:
         return "; ".join(layers)
 
     def start(self) -> None:
+        self.launch()
+        self.wait_until_ready()
+
+    def launch(self) -> None:
+        """Start the process. Call from a long-lived thread: bubblewrap's --die-with-parent follows the thread."""
         command = [sys.executable, "-m", "autograder.harness.server"]
         if self.use_bubblewrap:
             command = _bubblewrap_command() + command
@@ -101,6 +107,8 @@ class SandboxServer:
                                         stderr=subprocess.DEVNULL, env=env, cwd="/", start_new_session=True)
         self._send({"kit_code": kit.public_code(), "limits": asdict(self.limits),
                     "sandbox_uid": self.sandbox_uid, "hide_root": str(kit.ROOT)})
+
+    def wait_until_ready(self) -> None:
         ready = self._receive(timeout=300)
         if not (isinstance(ready, dict) and ready.get("ready")):
             self.close()
@@ -141,6 +149,16 @@ class SandboxServer:
             failure = {"ok": False, "error": {"type": "Crashed", "message": "the grading worker stopped responding"}}
             return {"observations": {p: failure for p in probes}, "loaded": None, "runs": ["worker lost"],
                     "output": "", "seconds": 0.0}
+
+    @classmethod
+    def start_many(cls, count: int, **options) -> list["SandboxServer"]:
+        """`count` servers warming up side by side (launched from this thread, so they live as long as it)."""
+        servers = [cls(index=i, start=False, **options) for i in range(count)]
+        for server in servers:
+            server.launch()
+        for server in servers:
+            server.wait_until_ready()
+        return servers
 
     def close(self) -> None:
         if self.process and self.process.poll() is None:

@@ -153,8 +153,10 @@ class Server:
         os.environ.update(HOME=workdir, TMPDIR=workdir, PATH="/usr/bin:/bin", LANG="C.UTF-8",
                           MPLBACKEND="Agg", OMP_NUM_THREADS="1")
         tempfile.tempdir = workdir
-        if self.hide_root:
-            sys.path[:] = [p for p in sys.path if p and not os.path.abspath(p).startswith(self.hide_root)]
+        if self.hide_root:      # the grader's folder leaves the path; Python's own environment stays, even inside it
+            environments = [e for e in (sys.prefix, sys.base_prefix) if not _inside(self.hide_root, e)]
+            sys.path[:] = [p for p in sys.path if p and (not _inside(p, self.hide_root)
+                                                         or any(_inside(p, e) for e in environments))]
         sys.meta_path.insert(0, _NoGradingCode())
 
     def _child(self, job: dict, probes: list, workdir: str, report_w: int, out_w: int) -> None:
@@ -184,51 +186,81 @@ class Server:
             self._child(job, probes, workdir, report_w, out_w)
         os.close(report_w)
         os.close(out_w)
-        reader, state = FrameReader(), {"loaded": None, "observations": {}, "in_flight": None, "done": False}
-        phase_end = time.monotonic() + self.limits["load_s"]
+        ended = _exit_watch(pid)   # the run ends when the child does, even if something it started holds its pipes
+        reader = FrameReader()
+        state = {"loaded": None, "observations": {}, "in_flight": None, "cell": None, "done": False,
+                 "garbage": False, "phase_end": time.monotonic() + self.limits["load_s"]}
         cause, open_fds = None, [report_r, out_r]
-        while open_fds:
-            remaining = min(phase_end, deadline) - time.monotonic()
+        while cause is None:
+            remaining = min(state["phase_end"], deadline) - time.monotonic()
             if remaining <= 0:
                 cause = "timeout"
                 break
-            ready, _, _ = select.select(open_fds, [], [], remaining)
+            watched = open_fds + ([ended] if ended is not None else [])
+            ready, _, _ = select.select(watched, [], [], remaining if ended is not None else min(remaining, 0.05))
             for fd in ready:
-                data = os.read(fd, 1 << 16)
-                if not data:
+                if fd != ended and not self._take(fd, report_r, reader, state, output):
                     open_fds.remove(fd)
-                elif fd == out_r:
-                    output.extend(data[: max(0, self.limits["output_kb"] * 1024 - len(output))])
-                else:
-                    try:
-                        frames = reader.feed(data)
-                    except ProtocolError:
-                        cause, open_fds = "protocol", []
-                        break
-                    for item in frames:
-                        phase_end = self._follow(item, state, phase_end)
-        status = self._wait(pid, deadline if cause is None else 0)
+            if state["garbage"]:
+                cause = "protocol"
+            elif (ended in ready) if ended is not None else _has_exited(pid):
+                break
+        status = self._wait(pid, 0)
         _kill_everything_from(pid, self.sandbox_uid)
-        for fd in (report_r, out_r):
+        self._drain(open_fds, report_r, reader, state, output)   # what was written before the end still counts
+        if cause is None and state["garbage"]:
+            cause = "protocol"
+        for fd in (report_r, out_r) + ((ended,) if ended is not None else ()):
             os.close(fd)
         shutil.rmtree(workdir, ignore_errors=True)
         return {**state, "cause": cause or ("finished" if state["done"] else status), "status": status}
 
-    def _follow(self, item: dict, state: dict, phase_end: float) -> float:
-        event = item.get("event") if isinstance(item, dict) else None
-        now = time.monotonic()
-        if event == "loaded":
-            state["loaded"] = {"cell_errors": item.get("cell_errors", []), "defined": item.get("defined", [])}
-            return now + self.limits["probe_s"]
-        if event == "start" and item.get("probe") in PROBES:
-            state["in_flight"] = item["probe"]
-            return now + self.limits["probe_s"]
-        if event == "result" and item.get("probe") in PROBES:
-            state["observations"][item["probe"]] = item.get("observation")
+    def _take(self, fd: int, report_r: int, reader: FrameReader, state: dict, output: bytearray) -> bool:
+        """Read what is ready on one of the child's pipes; False at end of file."""
+        data = os.read(fd, 1 << 16)
+        if not data:
+            return False
+        if fd != report_r:
+            output.extend(data[: max(0, self.limits["output_kb"] * 1024 - len(output))])
+        elif not state["garbage"]:
+            try:
+                frames = reader.feed(data)
+            except ProtocolError:
+                state["garbage"] = True
+                return True
+            for item in frames:
+                self._follow(item, state)
+        return True
+
+    def _drain(self, open_fds: list, report_r: int, reader: FrameReader, state: dict, output: bytearray) -> None:
+        """After the kill: read the pipes to their end (everything that could write to them is gone)."""
+        until = time.monotonic() + 2.0
+        while open_fds and time.monotonic() < until:
+            ready, _, _ = select.select(open_fds, [], [], max(0.0, until - time.monotonic()))
+            for fd in ready:
+                if not self._take(fd, report_r, reader, state, output):
+                    open_fds.remove(fd)
+
+    def _follow(self, item, state: dict) -> None:
+        """Track the child's progress. Its frames are untrusted: anything malformed is ignored."""
+        if not isinstance(item, dict):
+            return
+        event, probe, now = item.get("event"), item.get("probe"), time.monotonic()
+        probe = probe if isinstance(probe, str) and probe in PROBES else None
+        if event == "cell" and type(item.get("index")) is int:
+            state["cell"] = item["index"]
+        elif event == "loaded":
+            state["loaded"] = {"cell_errors": _cell_errors(item.get("cell_errors")),
+                               "defined": [n for n in _list(item.get("defined")) if isinstance(n, str)][:20]}
+            state["phase_end"] = now + self.limits["probe_s"]
+        elif event == "start" and probe:
+            state["in_flight"] = probe
+            state["phase_end"] = now + self.limits["probe_s"]
+        elif event == "result" and probe:
+            state["observations"][probe] = item.get("observation")
             state["in_flight"] = None
         elif event == "done":
             state["done"] = True
-        return phase_end
 
     @staticmethod
     def _wait(pid: int, deadline: float) -> str:
@@ -246,39 +278,81 @@ class Server:
         return f"exit {os.WEXITSTATUS(status)}"
 
     def grade(self, job: dict) -> dict:
-        """Run all of the job's probes, in as many children as crashes and time-outs make necessary."""
+        """Run all of the job's probes, in as many children as crashes and time-outs make necessary.
+
+        A crash or time-out while a cell loads is that cell's error, like an exception: the next child loads
+        the cells without it. One during a probe fails that probe; the next child goes on with the others.
+        """
         started = time.monotonic()
         deadline = started + self.limits["job_s"]
         pending, observations, runs, output, loaded = list(job["probes"]), {}, [], bytearray(), None
+        skipped = []
         while pending:
-            run = self._run_child(job, pending, deadline, output)
+            run = self._run_child({**job, "skipped": skipped}, pending, deadline, output)
             runs.append(run["cause"])
             loaded = loaded or run["loaded"]
             observations.update(run["observations"])
             if run["done"]:
                 break
+            out_of_time = time.monotonic() >= deadline or len(runs) >= self.limits["max_runs"]
             left = [p for p in pending if p not in run["observations"]]
             if run["loaded"] is None:
-                failure = _failure(run["cause"], "while loading your code", self.limits["load_s"])
-                observations.update({p: failure for p in left})
-                break
+                cell = run["cell"]
+                if out_of_time or cell is None or not 0 <= cell < len(job["cells"]) or cell in dict(skipped):
+                    failure = _failure(run["cause"], "while loading your code", self.limits["load_s"])
+                    observations.update({p: failure for p in left})
+                    break
+                error = _failure(run["cause"], "in this cell", self.limits["load_s"])["error"]
+                skipped.append([cell, {**error, "message": error["message"] + "; this cell was skipped"}])
+                continue
             victim = run["in_flight"] or (left[0] if left else None)
             if victim is None:
                 break
             observations[victim] = _failure(run["cause"], f"during the '{victim}' check", self.limits["probe_s"])
             left.remove(victim)
             if run["cause"] == "timeout" and victim in FORWARD_PROBES:
-                skipped = {"ok": False, "error": {"type": "Skipped", "message":
-                           "not run: an earlier call of your forward did not finish within the time limit"}}
-                observations.update({p: skipped for p in left if p in FORWARD_PROBES})
+                skipped_probe = {"ok": False, "error": {"type": "Skipped", "message":
+                                 "not run: an earlier call of your forward did not finish within the time limit"}}
+                observations.update({p: skipped_probe for p in left if p in FORWARD_PROBES})
                 left = [p for p in left if p not in FORWARD_PROBES]
-            if time.monotonic() >= deadline or len(runs) >= self.limits["max_runs"]:
+            if out_of_time and left:
                 failure = _failure("timeout", "before these checks could run", self.limits["job_s"])
                 observations.update({p: failure for p in left})
                 break
             pending = left
         return {"observations": observations, "loaded": loaded, "runs": runs,
                 "output": output.decode("utf-8", "replace"), "seconds": time.monotonic() - started}
+
+
+def _exit_watch(pid: int):
+    """A pidfd that becomes readable when `pid` ends (None where the kernel has none: then we poll)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _has_exited(pid: int) -> bool:
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def _inside(path: str, folder: str) -> bool:
+    path, folder = os.path.abspath(path), os.path.abspath(folder)
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _cell_errors(value) -> list[dict]:
+    """The child's cell errors, as dicts of short strings (the parent reads them as such)."""
+    errors = []
+    for error in _list(value)[:20]:
+        if isinstance(error, dict):
+            errors.append({key: str(error[key])[:500] for key in ("cell", "type", "message", "where")
+                           if error.get(key) is not None})
+    return errors
 
 
 def _failure(cause: str, when: str, limit: float) -> dict:
@@ -289,6 +363,9 @@ def _failure(cause: str, when: str, limit: float) -> dict:
     elif cause.startswith("exit"):
         kind, message = "Crashed", (f"your code ended the grading process {when} ({cause}: sys.exit(), os._exit() "
                                     "or an exception that escaped)")
+    elif cause == "signal SIGSEGV":
+        kind, message = "Crashed", (f"the grading process crashed {when} (signal SIGSEGV: a crash in native code, "
+                                    "often a stack overflow from very deep recursion)")
     elif cause == "signal SIGKILL":
         kind, message = "Crashed", f"the grading process was killed {when} (memory or process limit reached?)"
     else:

@@ -1,0 +1,135 @@
+"""Grading a whole class: one warmed sandbox server per worker, one fresh child per submission.
+
+Reads a folder of submissions (one per student: a notebook, a .py, or a folder holding one) or nbgrader's
+`submitted/<student>/<assignment>/` layout, and writes for every student `OUT/<student>/results.json`
+(Gradescope format) and `OUT/<student>/feedback.html`, then `OUT/grades.csv`. A student whose results are
+newer than their submission is not graded again unless `force`.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import csv
+import io
+import json
+import os
+import queue
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from . import kit
+from .feedback import write_feedback_page
+from .gradescope import write_atomically, write_results
+from .grading import grade_file, reference_observations, unreadable
+from .rubric import RUBRIC, TOTAL_POINTS
+from .sandbox import Limits, SandboxServer
+
+SUBMISSION_SUFFIXES = (".ipynb", ".py")
+
+
+@dataclass(frozen=True)
+class Submission:
+    student: str
+    path: Path | None          # None: the student's folder holds nothing gradable
+
+
+def _pick_file(folder: Path) -> Path | None:
+    """The submission inside a student's folder: the assignment's notebook first, else any notebook or .py."""
+    preferred = folder / kit.NOTEBOOK_NAME
+    if preferred.is_file():
+        return preferred
+    for suffix in SUBMISSION_SUFFIXES:
+        found = sorted(p for p in folder.rglob(f"*{suffix}") if ".ipynb_checkpoints" not in p.parts)
+        if found:
+            return found[0]
+    return None
+
+
+def discover(root: Path) -> list[Submission]:
+    """One Submission per student, sorted by student id."""
+    submissions = []
+    for entry in sorted(Path(root).iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_file() and entry.suffix in SUBMISSION_SUFFIXES:
+            submissions.append(Submission(entry.stem, entry))
+        elif entry.is_dir():
+            nbgrader_layout = entry / kit.ASSIGNMENT
+            submissions.append(Submission(entry.name, _pick_file(nbgrader_layout if nbgrader_layout.is_dir() else entry)))
+    return submissions
+
+
+def _is_fresh(results: Path, submission: Submission) -> bool:
+    return (results.is_file() and submission.path is not None
+            and results.stat().st_mtime >= submission.path.stat().st_mtime)
+
+
+def _row(student: str, results: dict) -> dict:
+    by_check = {t["tags"][0]: t["score"] for t in results.get("tests", []) if t.get("tags")}
+    extra = results.get("extra_data", {})
+    return {"student": student, "submission": extra.get("submission", ""), "score": results.get("score", 0),
+            "max_score": TOTAL_POINTS, **{name: by_check.get(name, 0) for name in RUBRIC},
+            "first_divergence": extra.get("first_divergence") or "", "seed": extra.get("seed", "")}
+
+
+def write_grades_csv(out: Path, rows: list[dict]) -> Path:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=["student", "submission", "score", "max_score", *RUBRIC,
+                                                "first_divergence", "seed"])
+    writer.writeheader()
+    writer.writerows(sorted(rows, key=lambda r: r["student"]))
+    write_atomically(out / "grades.csv", buffer.getvalue())
+    return out / "grades.csv"
+
+
+def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int, device: str = "cpu",
+                force: bool = False, limits: Limits = Limits(), progress: bool = True,
+                on_result=None) -> list[dict]:
+    """Grade every submission under `root` into `out`; returns the grade rows. Never stops for one student."""
+    out = Path(out)
+    submissions = discover(root)
+    todo = [s for s in submissions if force or not _is_fresh(out / s.student / "results.json", s)]
+    workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
+    if todo:
+        reference_observations(seed, device)          # once, before the workers share it
+        servers = SandboxServer.start_many(workers, limits=limits)
+        pool: queue.Queue = queue.Queue()
+        for server in servers:
+            pool.put(server)
+
+        def grade_one(submission: Submission):
+            if submission.path is None:
+                result = unreadable(submission.student, "No notebook or .py file was found in your submission.",
+                                    seed, device, student=submission.student)
+            else:
+                server = pool.get()
+                try:
+                    result = grade_file(submission.path, server, seed=seed, device=device, student=submission.student)
+                finally:
+                    pool.put(server)
+            folder = out / submission.student
+            write_results(result, folder / "results.json")
+            write_feedback_page(result, folder / "feedback.html")
+            if on_result:
+                on_result(submission, result)
+            return result
+
+        try:
+            with concurrent.futures.ThreadPoolExecutor(workers) as executor:
+                futures = [executor.submit(grade_one, s) for s in todo]
+                bar = tqdm(concurrent.futures.as_completed(futures), total=len(futures), unit="student",
+                           desc="grading", disable=not progress)
+                for future in bar:
+                    future.result()
+        finally:
+            for server in servers:
+                server.close()
+    rows = []
+    for submission in submissions:
+        path = out / submission.student / "results.json"
+        if path.is_file():
+            rows.append(_row(submission.student, json.loads(path.read_text())))
+    write_grades_csv(out, rows)
+    return rows
+
