@@ -1,7 +1,7 @@
 """The main job: the whole instructor pipeline on the bundled sample class, in a scratch course.
 
 release -> collect -> autograde (plain nbgrader, sandboxed) -> feedback -> export, then the hardened,
-parallel `grade-class` path into the same gradebook, with the same seed: both must agree.
+parallel `grade-class` path into a copy of the course, with the same seed: both must agree on every check.
 """
 from __future__ import annotations
 
@@ -79,6 +79,8 @@ def run_demo(out: Path, seed: int | None = None, workers: int | None = None) -> 
 
     started = _step("2/6 collect: the bundled sample class into submitted/")
     shutil.copytree(SAMPLE_DIR, course / "submitted")
+    hardened = out / "course-hardened"             # the same course, for the second path
+    shutil.copytree(course, hardened)
     _done(started, ", ".join(sorted(p.name for p in (course / "submitted").iterdir())))
 
     started = _step("3/6 nbgrader autograde (student code runs in the kit's sandbox)")
@@ -93,17 +95,18 @@ def run_demo(out: Path, seed: int | None = None, workers: int | None = None) -> 
     _done(started, f"feedback in {course / 'feedback'}; grades in {course / 'grades.csv'}; "
                    + ("no hidden-test text in feedback" if not leaks else f"LEAKS: {leaks}"))
 
-    started = _step("5/6 grade-class: the hardened, parallel path, into the same gradebook")
-    grade_class(course / "submitted", out / "grade-class", seed=seed, workers=workers, force=True,
-                on_result=CourseRecorder(course))
-    hardened = {row["student"]: row for row in gradebook_table(course)}
-    agree = all(plain[s]["total"] == hardened[s]["total"] for s in plain)
-    _done(started, f"results in {out / 'grade-class'}; both paths agree on every score: {'yes' if agree else 'NO'}")
+    started = _step("5/6 grade-class: the hardened, parallel path, into a copy of the course")
+    grade_class(hardened / "submitted", out / "grade-class", seed=seed, workers=workers, force=True,
+                on_result=CourseRecorder(hardened))
+    second = {row["student"]: row for row in gradebook_table(hardened)}
+    agree = plain == second
+    _done(started, f"results in {out / 'grade-class'}; both paths agree on every check: {'yes' if agree else 'NO'}")
 
     _step("6/6 the gradebook (points per check, from nbgrader's database)")
-    print_table(list(hardened.values()))
-    click.echo(f"\nfeedback pages: {course / 'feedback'}/<student>/{kit.ASSIGNMENT}/{Path(kit.NOTEBOOK_NAME).stem}.html")
-    click.echo(f"                {out / 'grade-class'}/<student>/feedback.html")
+    print_table(list(plain.values()))
+    notebook = Path(kit.NOTEBOOK_NAME).stem
+    click.echo(f"\nfeedback pages: {course / 'feedback'}/<student>/{kit.ASSIGNMENT}/{notebook}.html (nbgrader)")
+    click.echo(f"                {hardened / 'feedback'}/<student>/{kit.ASSIGNMENT}/{notebook}.html (grade-class)")
     click.echo(f"grades: {course / 'grades.csv'} (nbgrader export), {out / 'grade-class' / 'grades.csv'} (per check)")
     if not agree or leaks:
         raise SystemExit(1)

@@ -173,10 +173,11 @@ def grade_cells(cells: list, name: str, server: SandboxServer, *, seed: int, dev
                 student: str | None = None) -> SubmissionResult:
     """Grade a submission already read into cells (see `notebook.read_cells`)."""
     started = time.monotonic()
+    cells, restored = kit.restore_locked_cells(cells)
     raw = server.grade(student_code(cells), {"seed": seed, "device": device}, list(ALL_PROBES))
     checks, divergence, notes, profiles = evaluate(raw, seed, device)
     return SubmissionResult(name, checks, seed, device, server.isolation, round(time.monotonic() - started, 3),
-                            divergence, notes, profiles, student)
+                            divergence, tuple(restored) + notes, profiles, student)
 
 
 def grade_file(path: str | Path, server: SandboxServer, *, seed: int, device: str = "cpu",

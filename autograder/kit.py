@@ -29,6 +29,7 @@ TASKS = {
     "task2_compounding": "Task 2",
 }
 
+_HIDDEN_TESTS = re.compile(r"^[^\n]*BEGIN HIDDEN TESTS.*?END HIDDEN TESTS[^\n]*\n?", re.DOTALL | re.MULTILINE)
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
 _DEF = re.compile(r"^(\s*)(def|class)\s+(\w+)")
@@ -71,6 +72,11 @@ def stub_solutions(source: str, task: str) -> str:
     return "\n".join(out)
 
 
+def without_hidden_tests(source: str) -> str:
+    """A cell as released: hidden-test regions removed."""
+    return _HIDDEN_TESTS.sub("", source)
+
+
 def strip_solution_markers(source: str) -> str:
     """The solved cell: solution regions kept, their marker lines removed."""
     return "\n".join(line for line in source.split("\n") if BEGIN_SOLUTION not in line and END_SOLUTION not in line)
@@ -104,3 +110,32 @@ def check_points(path: Path = SOURCE_NOTEBOOK) -> dict[str, float]:
         for cell in source_cells(path)
         if cell.is_hidden_check
     }
+
+
+def restore_locked_cells(cells: list[Cell]) -> tuple[list[Cell], list[str]]:
+    """Treat a submitted notebook as nbgrader does: locked cells as released, whatever the student did to them.
+
+    Returns the cells to grade and student-facing notes on what was put back (edited or deleted cells).
+    A `.py` submission has no cell ids and is returned unchanged.
+    """
+    locked = {c.grade_id: c for c in source_cells() if c.grade_id and c.nbgrader.get("locked")}
+    if not any(c.grade_id in locked for c in cells):
+        return cells, []
+    graded, edited, seen = [], [], set()
+    for cell in cells:
+        original = locked.get(cell.grade_id)
+        if original is not None:
+            seen.add(cell.grade_id)
+            released = without_hidden_tests(original.source)
+            if cell.source.strip() not in (original.source.strip(), released.strip()):
+                edited.append(cell.grade_id)
+                cell = Cell(cell.kind, original.source, cell.nbgrader, cell.tags, cell.index)
+        graded.append(cell)
+    notes = []
+    if edited:
+        notes.append(f"You edited locked cells ({', '.join(edited)}); they were graded as released.")
+    missing = [grade_id for grade_id, cell in locked.items() if grade_id not in seen and cell.kind == "code"]
+    if missing:
+        notes.append(f"Cells missing from your notebook ({', '.join(missing)}) were added back, as released, for grading.")
+        graded += [locked[grade_id] for grade_id in missing if not locked[grade_id].is_hidden_check]
+    return graded, notes

@@ -5,18 +5,13 @@ in `nbgrader_bridge` and is named by string in the configuration.
 """
 from __future__ import annotations
 
-import re
-
 from nbgrader.preprocessors import ClearSolutions, NbGraderPreprocessor, OverwriteCells
 
 from . import kit
 
-_HIDDEN = re.compile(r"^[^\n]*BEGIN HIDDEN TESTS.*?END HIDDEN TESTS[^\n]*\n?", re.DOTALL | re.MULTILINE)
+from .kit import without_hidden_tests
+
 RESTORED_KEY = "layernorm_kit"     # cell metadata: "edited" when a locked cell was put back before grading
-
-
-def without_hidden_tests(source: str) -> str:
-    return _HIDDEN.sub("", source)
 
 
 class TaskStubs(ClearSolutions):

@@ -36,11 +36,15 @@ def why_wrong(values: list[float], factor: float, n: int) -> str:
                                 ([factor * k for k in range(1, n + 1)], [1 + factor * k for k in range(1, n + 1)],
                                  [1 + (factor - 1) * k for k in range(1, n + 1)])):
         return f"{shown} the values grow by adding the factor, not by multiplying: layers compound as a product"
-    if _same(values, target, 1e-3):
-        return f"{shown} the values are rounded; return them exactly (no round())"
-    preview = ", ".join(f"{v:.6g}" for v in values[:4]) + (", ..." if len(values) > 4 else "")
-    expected = ", ".join(f"{v:.6g}" for v in target[:4]) + (", ..." if n > 4 else "")
-    return f"{shown} expected [{expected}] ({n} values), got [{preview}] ({len(values)} values)"
+    for digits in range(10):
+        if _same(values, [round(t, digits) for t in target], 1e-12):
+            return f"{shown} the values are rounded to {digits} decimals; return them exactly (no round())"
+    if _same(values, target, 1e-5):
+        return f"{shown} the values are slightly off: compute in float64 (float32 keeps only about 7 digits)"
+    if len(values) != n:
+        return f"{shown} expected {n} values, got {len(values)}"
+    k = next(i for i, (v, t) in enumerate(zip(values, target)) if not math.isclose(v, t, rel_tol=1e-9))
+    return f"{shown} the value after layer {k + 1} should be {target[k]!r}, got {values[k]!r}"
 
 
 def _judge_chains(chains: list[dict], key: str, function: str):

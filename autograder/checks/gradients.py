@@ -10,12 +10,12 @@ from . import PASS, Evidence, Outcome, error_text, fail
 
 NAME = "forward_gradients"
 
-# Calibrated by benchmarks/calibrate_profile.py on the grader's exact stack, loss and seed (PROFILE_SEED):
-# over 30 seeds Pre-LN blocks never shrank the gradient by more than 1.2% (log10 -0.005) and grew it at most
-# 10**0.64 across 24 blocks; Post-LN and no-shortcut stacks always had a block shrinking it by 12% or more,
-# and stacks without normalization grew it by at least 10**2.1.
-MIN_BLOCK_FACTOR = 10 ** -0.03      # no block may shrink the gradient by more than about 7%
-MAX_GROWTH = 10 ** 1.2              # nor may it grow more than about 16x across the stack
+# Calibrated by benchmarks/calibrate_profile.py on the grader's exact stack, loss and seeds (30 seeds,
+# PROFILE_SEED among them): Pre-LN blocks shrank the gradient by at most 1.8% (min factor >= 0.982) and grew it
+# 2.2-4.6x across 24 blocks; Post-LN always had a block with factor <= 0.855, no-shortcut <= 0.506, and stacks
+# without normalization grew it >= 804x. Each threshold sits near the log-midpoint between the groups.
+MIN_BLOCK_FACTOR = 0.92             # no block may shrink the gradient by more than 8%
+MAX_GROWTH = 10 ** 1.5              # nor may it grow more than about 32x across the stack
 
 
 def profile_verdict(profile: list[float]) -> tuple[bool, str, dict]:

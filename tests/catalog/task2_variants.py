@@ -1,0 +1,117 @@
+"""Task 2 (compounding) answers: right ones in several styles, and the usual mistakes with the part they
+must lose and the phrase the message must contain."""
+from __future__ import annotations
+
+RIGHT = {
+    "loop_product": """
+        import math, torch
+
+        def magnitude_by_formula(factor, n_layers):
+            out, value = [], 1.0
+            for _ in range(n_layers):
+                value *= abs(factor)
+                out.append(value)
+            return out
+
+        def magnitude_by_autograd(factor, n_layers):
+            out = []
+            for n in range(1, n_layers + 1):
+                x = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+                y = x
+                for _ in range(n):
+                    y = y * factor
+                y.backward()
+                out.append(abs(x.grad.item()))
+            return out
+
+        def classify_factor(factor):
+            if math.isclose(abs(factor), 1.0):
+                return "stable"
+            return "vanishing" if abs(factor) < 1 else "exploding"
+        """,
+    "math_pow_and_tensors": """
+        import math, torch
+
+        def magnitude_by_formula(factor, n_layers):
+            return [math.pow(abs(factor), k) for k in range(1, n_layers + 1)]
+
+        def magnitude_by_autograd(factor, n_layers):
+            x = torch.ones((), dtype=torch.float64, requires_grad=True)
+            chain, grads = x, []
+            for _ in range(n_layers):
+                chain = factor * chain
+                grads.append(torch.autograd.grad(chain, x, retain_graph=True)[0].abs())
+            return torch.stack(grads)
+
+        def classify_factor(factor):
+            return {True: "Exploding", False: "vanishing"}[abs(factor) > 1] if abs(factor) != 1 else "STABLE"
+        """,
+}
+
+SOLVED = """
+        import math, torch
+
+        def magnitude_by_formula(factor, n_layers):
+            return [abs(factor) ** k for k in range(1, n_layers + 1)]
+
+        def magnitude_by_autograd(factor, n_layers):
+            x = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+            y, out = x, []
+            for _ in range(n_layers):
+                y = y * factor
+                out.append(torch.autograd.grad(y, x, retain_graph=True)[0].abs().item())
+            return out
+
+        def classify_factor(factor):
+            return "vanishing" if abs(factor) < 1 else "exploding" if abs(factor) > 1 else "stable"
+"""
+
+
+def _replace(name: str, body: str) -> str:
+    """The solved Task 2 with one function swapped for `body`."""
+    start = SOLVED.index(f"        def {name}(")
+    end = SOLVED.find("\n        def ", start + 1)
+    return SOLVED[:start] + body.strip("\n") + "\n" + (SOLVED[end:] if end != -1 else "")
+
+
+WRONG = [
+    ("formula_starts_at_layer_0", "magnitude_by_formula", "one layer behind", _replace("magnitude_by_formula", """
+        def magnitude_by_formula(factor, n_layers):
+            return [abs(factor) ** k for k in range(n_layers)]""")),
+    ("formula_includes_the_start", "magnitude_by_formula", "values: the list starts after layer 1", _replace("magnitude_by_formula", """
+        def magnitude_by_formula(factor, n_layers):
+            return [abs(factor) ** k for k in range(n_layers + 1)]""")),
+    ("formula_sums", "magnitude_by_formula", "adding the factor", _replace("magnitude_by_formula", """
+        def magnitude_by_formula(factor, n_layers):
+            return [factor * k for k in range(1, n_layers + 1)]""")),
+    ("formula_rounds", "magnitude_by_formula", "rounded", _replace("magnitude_by_formula", """
+        def magnitude_by_formula(factor, n_layers):
+            return [round(abs(factor) ** k, 4) for k in range(1, n_layers + 1)]""")),
+    ("autograd_in_float32", "magnitude_by_autograd", "float64", _replace("magnitude_by_autograd", """
+        def magnitude_by_autograd(factor, n_layers):
+            x = torch.tensor(1.0, requires_grad=True)
+            y, out = x, []
+            for _ in range(n_layers):
+                y = y * factor
+                out.append(torch.autograd.grad(y, x, retain_graph=True)[0].abs().item())
+            return out""")),
+    ("autograd_one_layer_short", "magnitude_by_autograd", "values: one per layer", _replace("magnitude_by_autograd", """
+        def magnitude_by_autograd(factor, n_layers):
+            x = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+            y, out = x, []
+            for _ in range(n_layers - 1):
+                y = y * factor
+                out.append(torch.autograd.grad(y, x, retain_graph=True)[0].abs().item())
+            return out""")),
+    ("one_counts_as_vanishing", "classify_factor", "expected 'stable'", _replace("classify_factor", """
+        def classify_factor(factor):
+            return "exploding" if factor > 1 else "vanishing\"""")),
+    ("one_counts_as_exploding", "classify_factor", "expected 'stable'", _replace("classify_factor", """
+        def classify_factor(factor):
+            return "vanishing" if factor < 1 else "exploding\"""")),
+    ("tolerant_boundary", "classify_factor", "classify_factor(0.999)", _replace("classify_factor", """
+        def classify_factor(factor):
+            if abs(abs(factor) - 1) < 0.01:
+                return "stable"
+            return "vanishing" if abs(factor) < 1 else "exploding\"""")),
+]

@@ -1,0 +1,134 @@
+"""The assignment's views: generated from the one annotated source, no solution or hidden text in the
+release, stubs that name their task, a solution that passes every visible test."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder import kit
+from autograder.build import build
+from autograder.rubric import RUBRIC
+
+HIDDEN_OR_SOLUTION = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+
+
+def _solution_lines() -> set[str]:
+    """Lines that exist only inside solution regions or hidden tests of the source (not even as a phrase
+    of the lesson's own text)."""
+    inside, secret, public = False, set(), []
+    for cell in kit.source_cells():
+        for line in cell.source.split("\n"):
+            if any(marker in line for marker in HIDDEN_OR_SOLUTION[::2]):
+                inside = True
+            elif any(marker in line for marker in HIDDEN_OR_SOLUTION[1::2]):
+                inside = False
+            elif inside and len(line.strip()) > 12:
+                secret.add(line.strip())
+            else:
+                public.append(line)
+    public_text = "\n".join(public)
+    return {line for line in secret if line not in public_text}
+
+
+@pytest.fixture(scope="module")
+def rebuilt(tmp_path_factory):
+    root = tmp_path_factory.mktemp("views")
+    build(root / "student_template", root / "solutions", root / "sample_class")
+    return root
+
+
+@pytest.mark.parametrize("view, committed", [("student_template", kit.TEMPLATE_DIR), ("solutions", kit.SOLUTIONS_DIR),
+                                             ("sample_class", kit.COURSE_DIR / "sample_class")])
+def test_committed_views_match_the_source(rebuilt, view, committed):
+    fresh = {p.relative_to(rebuilt / view): p.read_bytes() for p in (rebuilt / view).rglob("*") if p.is_file()}
+    stored = {p.relative_to(committed): p.read_bytes() for p in committed.rglob("*") if p.is_file()}
+    assert sorted(stored) == sorted(fresh), f"{view}: files differ; run `python -m autograder build`"
+    stale = [str(name) for name in fresh if fresh[name] != stored[name]]
+    assert not stale, f"{view} drifted from the source ({stale}); run `python -m autograder build`"
+
+
+def test_release_holds_no_solution_and_no_hidden_test():
+    secret = _solution_lines()
+    assert len(secret) > 10
+    for path in kit.TEMPLATE_DIR.rglob("*"):
+        text = path.read_text()
+        assert not any(marker in text for marker in HIDDEN_OR_SOLUTION), path
+        assert "report(" not in text and "from autograder" not in text, path
+        leaked = [line for line in secret if line in text]
+        assert not leaked, f"{path.name} contains solution lines: {leaked[:3]}"
+
+
+def test_stubs_fail_loudly_by_task():
+    notebook = nbformat.read(kit.TEMPLATE_DIR / kit.NOTEBOOK_NAME, as_version=4)
+    stubs = [line.strip() for cell in notebook.cells for line in cell.source.split("\n") if "NotImplementedError" in line]
+    assert stubs == ['raise NotImplementedError("Task 1: write TransformerBlock.forward")',
+                     'raise NotImplementedError("Task 2: write magnitude_by_formula")',
+                     'raise NotImplementedError("Task 2: write magnitude_by_autograd")',
+                     'raise NotImplementedError("Task 2: write classify_factor")']
+
+
+def test_solution_has_the_release_cells_and_metadata_with_every_exercise_solved():
+    release = nbformat.read(kit.TEMPLATE_DIR / kit.NOTEBOOK_NAME, as_version=4)
+    solution = nbformat.read(kit.SOLUTIONS_DIR / kit.NOTEBOOK_NAME, as_version=4)
+    assert [c.metadata for c in release.cells] == [c.metadata for c in solution.cells]
+    changed = [c.metadata["nbgrader"]["grade_id"] for c, r in zip(solution.cells, release.cells) if c.source != r.source]
+    assert changed == list(kit.TASKS)
+    assert "NotImplementedError" not in json.dumps([c.source for c in solution.cells])
+
+
+def test_rubric_points_equal_the_notebook_check_cells():
+    assert kit.check_points() == {name: spec.points for name, spec in RUBRIC.items()}
+
+
+def _run_local_tests(folder: Path, notebook: Path, tmp_path: Path):
+    work = tmp_path / folder
+    work.mkdir()
+    shutil.copy(notebook, work / kit.NOTEBOOK_NAME)
+    shutil.copy(kit.TEMPLATE_DIR / "run_tests.py", work / "run_tests.py")
+    return subprocess.run([sys.executable, "run_tests.py"], cwd=work, capture_output=True, text=True, timeout=300)
+
+
+def test_local_tests_on_the_template_fail_with_each_task_named(tmp_path):
+    run = _run_local_tests(Path("template"), kit.TEMPLATE_DIR / kit.NOTEBOOK_NAME, tmp_path)
+    assert run.returncode == 1
+    failed = [line.split()[1].rstrip(":") for line in run.stdout.splitlines() if line.strip().startswith("FAIL")]
+    assert failed == ["test_block_shape", "test_zero_branches", "test_compounding"]
+    assert "FAIL  test_block_shape: NotImplementedError: Task 1: write TransformerBlock.forward" in run.stdout
+    assert "FAIL  test_compounding: NotImplementedError: Task 2: write magnitude_by_formula" in run.stdout
+    assert "0 passed, 3 failed" in run.stdout
+
+
+def test_local_tests_on_the_solution_all_pass(tmp_path):
+    run = _run_local_tests(Path("solution"), kit.SOLUTIONS_DIR / kit.NOTEBOOK_NAME, tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert [line.split()[1] for line in run.stdout.splitlines() if "PASS" in line] == \
+        ["test_block_shape", "test_zero_branches", "test_compounding"]
+
+
+def test_local_tests_report_a_wrong_forward_by_name(tmp_path):
+    notebook = nbformat.read(kit.SOLUTIONS_DIR / kit.NOTEBOOK_NAME, as_version=4)
+    cell = next(c for c in notebook.cells if c.metadata["nbgrader"]["grade_id"] == "task1_forward")
+    cell.source = cell.source.replace("return x + shortcut", "return x")   # drop the second shortcut
+    path = tmp_path / "wrong.ipynb"
+    nbformat.write(notebook, path)
+    run = _run_local_tests(Path("wrong"), path, tmp_path)
+    assert run.returncode == 1
+    assert "PASS  test_block_shape" in run.stdout and "FAIL  test_zero_branches: AssertionError" in run.stdout
+
+
+@pytest.mark.slow
+def test_solution_notebook_runs_headless_top_to_bottom_with_figures(monkeypatch):
+    from nbclient import NotebookClient
+
+    monkeypatch.delenv("MPLBACKEND", raising=False)     # the kernel's inline backend turns figures into outputs
+    notebook = nbformat.read(kit.SOLUTIONS_DIR / kit.NOTEBOOK_NAME, as_version=4)
+    notebook.cells = [c for c in notebook.cells if not c.metadata["nbgrader"].get("grade_id", "").startswith("check_")]
+    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(kit.SOLUTIONS_DIR)}}).execute()
+    outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    figures = [o for o in outputs if o.output_type == "display_data" and "image/png" in o.data]
+    assert len(figures) >= 3      # compounding curves, depth profiles, the plain-network comparison

@@ -1,0 +1,58 @@
+"""`python -m autograder grade`: Gradescope-format results, exit status 0 whenever a result was written."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from autograder import kit
+from autograder.rubric import RUBRIC, TOTAL_POINTS
+
+VISIBILITY = {"hidden", "after_due_date", "after_published", "visible"}
+
+
+def grade(submission, results, *extra):
+    return subprocess.run([sys.executable, "-m", "autograder", "grade", str(submission), "--results", str(results), *extra],
+                          capture_output=True, text=True, timeout=600)
+
+
+def assert_gradescope_format(data):
+    assert isinstance(data["score"], (int, float)) and isinstance(data["execution_time"], (int, float))
+    assert isinstance(data["output"], str)
+    assert len(data["tests"]) == len(RUBRIC)
+    for test in data["tests"]:
+        assert isinstance(test["name"], str) and isinstance(test["output"], str) and test["output"]
+        assert 0 <= test["score"] <= test["max_score"]
+        assert test["status"] in {"passed", "failed"} and test["visibility"] in VISIBILITY
+    assert data["score"] == pytest.approx(sum(t["score"] for t in data["tests"]))
+
+
+@pytest.mark.slow
+def test_grade_writes_results_for_solution_template_and_garbage(tmp_path):
+    garbage = tmp_path / "garbage.ipynb"
+    garbage.write_text("{ this is not json")
+    for submission, expected in [(kit.SOLUTIONS_DIR / kit.NOTEBOOK_NAME, TOTAL_POINTS),
+                                 (kit.TEMPLATE_DIR / kit.NOTEBOOK_NAME, 0), (garbage, 0)]:
+        results = tmp_path / f"{submission.stem}-{expected}.json"
+        run = grade(submission, results, "--seed", "7", "--device", "cpu")
+        assert run.returncode == 0, run.stderr
+        data = json.loads(results.read_text())
+        assert_gradescope_format(data)
+        assert data["score"] == expected
+        assert data["extra_data"]["seed"] == 7
+        if submission == garbage:
+            assert all("not valid notebook JSON" in t["output"] for t in data["tests"])
+        elif expected == 0:
+            outputs = {t["tags"][0]: t["output"] for t in data["tests"]}
+            assert all("Task 1" in text for name, text in outputs.items() if name.startswith("forward_"))
+            assert "Task 2" in outputs["compounding"]
+
+
+def test_same_seed_same_grade(grade_source, seed):
+    from catalog.build import submission
+    from catalog.wrong_forwards import WRONG
+
+    text = submission(forward=WRONG[0].forward)
+    first, second = grade_source(text), grade_source(text)
+    assert [(c.check, c.points, c.message) for c in first.checks] == [(c.check, c.points, c.message) for c in second.checks]
+    assert first.seed == second.seed == seed

@@ -1,0 +1,72 @@
+"""The gradient half of the lesson: the deep-stack measurement separates the arrangements, and the
+compounding check accepts exact answers and names the usual mistakes."""
+import pytest
+
+from autograder.checks.gradients import profile_verdict
+from autograder.rubric import RUBRIC
+from catalog.build import submission
+from catalog.task2_variants import RIGHT, WRONG
+
+SEEDS = range(6)     # PROFILE_SEED (0) is the one the grader uses; the others show the margin is not luck
+
+
+@pytest.fixture(scope="module")
+def profiles():
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from calibrate_profile import arrangements, profile
+
+    from autograder.grading import reference_namespace
+    ns = reference_namespace()
+    return {name: [profile(ns, block, seed) for seed in SEEDS] for name, block in arrangements(ns).items()}
+
+
+def test_measurement_passes_pre_ln_for_every_seed(profiles):
+    assert all(profile_verdict(p)[0] for p in profiles["Pre-LN"])
+
+
+@pytest.mark.parametrize("arrangement, phrase", [("Post-LN", "shrink"), ("no shortcuts", "vanishing gradient"),
+                                                 ("no normalization", "exploding gradient")])
+def test_measurement_fails_the_other_arrangements_for_every_seed(profiles, arrangement, phrase):
+    for values in profiles[arrangement]:
+        passed, message, _ = profile_verdict(values)
+        assert not passed and phrase in message
+
+
+def test_measurement_rejects_broken_profiles():
+    assert not profile_verdict([1.0, float("nan"), 1.0])[0]
+    assert not profile_verdict([0.0] * 24)[0]
+    assert not profile_verdict([])[0]
+
+
+@pytest.mark.parametrize("name", sorted(RIGHT))
+def test_compounding_accepts_exact_answers_in_any_style(grade_source, name):
+    result = grade_source(submission(task2=RIGHT[name]))
+    check = next(c for c in result.checks if c.check == "compounding")
+    assert check.passed, check.message
+
+
+@pytest.mark.parametrize("name, part, phrase, task2", WRONG, ids=[w[0] for w in WRONG])
+def test_compounding_rejects_each_mistake_with_its_message(grade_source, name, part, phrase, task2):
+    result = grade_source(submission(task2=task2))
+    check = next(c for c in result.checks if c.check == "compounding")
+    failed = {s.name: s.message for s in check.subtests if not s.passed}
+    assert set(failed) == {part}, failed
+    assert phrase in failed[part], failed[part]
+    assert sum(s.points for s in check.subtests) == RUBRIC["compounding"].points - RUBRIC["compounding"].parts[part]
+
+
+def test_gradient_check_fails_post_ln_and_no_shortcut_blocks(grade_source):
+    from catalog.wrong_forwards import WRONG as FORWARDS
+    post_ln = next(w for w in FORWARDS if w.name == "post_ln")
+    no_shortcut = """
+        def forward(self, x):
+            x = self.drop_shortcut(self.att(self.norm1(x)))
+            return self.drop_shortcut(self.ff(self.norm2(x)))
+        """
+    for forward in (post_ln.forward, no_shortcut):
+        result = grade_source(submission(forward=forward))
+        gradients = next(c for c in result.checks if c.check == "forward_gradients")
+        profile_part = next(s for s in gradients.subtests if s.name == "24-block stack keeps a Pre-LN profile")
+        assert not profile_part.passed and "stack of 24 of your blocks" in profile_part.message
