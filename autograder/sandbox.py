@@ -25,7 +25,9 @@ from pathlib import Path
 from . import kit
 from .harness.protocol import FrameReader, ProtocolError, frame
 
-SANDBOX_UID_BASE = 61000
+# Root runs each server's children as a user of their own: this base plus the server's process id, unique
+# among live processes, so concurrent grading runs on one machine never share (or kill) each other's users.
+SANDBOX_UID_BASE = 200_000
 
 
 @dataclass(frozen=True)
@@ -65,8 +67,15 @@ def _bubblewrap_command() -> list[str]:
             command += ["--ro-bind", str(path), str(path)]
     keep = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), Path(sys.executable).resolve().parent,
             kit.ROOT / "autograder" / "__init__.py", kit.ROOT / "autograder" / "harness"}
+    made = set()
     for path in sorted(keep):
         if not any(parent in keep for parent in path.parents) and not str(path).startswith(("/usr/", "/etc/")):
+            # bubblewrap would make the missing folders above a mount private to root (0700), and the
+            # sandbox user could then not reach Python's own modules: make them plain, readable folders
+            for parent in reversed(path.parents[:-1]):
+                if parent not in made:
+                    command += ["--perms", "0755", "--dir", str(parent)]
+                    made.add(parent)
             command += ["--ro-bind", str(path), str(path)]
     return command
 
@@ -77,7 +86,7 @@ class SandboxServer:
     def __init__(self, index: int = 0, limits: Limits = Limits(), bubblewrap: str = "auto", start: bool = True):
         self.index, self.limits = index, limits
         self.use_bubblewrap = bubblewrap == "on" or (bubblewrap == "auto" and bubblewrap_works())
-        self.sandbox_uid = SANDBOX_UID_BASE + index if os.geteuid() == 0 else None
+        self.sandbox_uid = None      # set when launched
         self.process = None
         self.lock = threading.Lock()
         if start:
@@ -105,6 +114,7 @@ class SandboxServer:
                "OMP_NUM_THREADS": "1", "PYTHONPATH": str(kit.ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL, env=env, cwd="/", start_new_session=True)
+        self.sandbox_uid = SANDBOX_UID_BASE + self.process.pid if os.geteuid() == 0 else None
         self._send({"kit_code": kit.public_code(), "limits": asdict(self.limits),
                     "sandbox_uid": self.sandbox_uid, "hide_root": str(kit.ROOT)})
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import linecache
+import os
 
 from .probes import Plan, Probing, describe_error, reset_torch_state, run_probe
 from .protocol import encode_observation, write_frame
@@ -32,15 +33,40 @@ def load_cells(cells, namespace: dict | None = None) -> tuple[dict, list[dict]]:
     return namespace, errors
 
 
+class Reporter:
+    """Writes the child's frames. A copy of the child made by the student's `os.fork()` that comes back into
+    the harness ends there: only the child itself reports, so copies never garble or repeat its frames."""
+
+    def __init__(self, fd: int):
+        self.fd, self.pid = fd, os.getpid()
+
+    def __call__(self, event: dict) -> None:
+        if os.getpid() != self.pid:
+            os._exit(0)
+        write_frame(self.fd, event)
+
+
 def run_job(kit: dict, job: dict, report_fd: int) -> None:
-    """Load the cells, then run each probe, writing every step to `report_fd` as it happens."""
-    write_frame(report_fd, {"event": "loading"})
-    namespace, errors = load_cells(job["cells"])
-    write_frame(report_fd, {"event": "loaded", "cell_errors": errors[:20],
-                            "defined": [name for name in GRADED_NAMES if name in namespace]})
+    """Load the cells, then run each probe, writing every step to `report_fd` as it happens.
+
+    `job["skipped"]` lists [index, error] of cells an earlier child could not get through (it crashed or ran
+    out of time in them): they are not run again, and count as cells that raised `error`.
+    """
+    report = Reporter(report_fd)
+    report({"event": "loading"})
+    skipped = {index: error for index, error in job.get("skipped", [])}
+    namespace, errors = load_cells([])
+    for index, (label, code) in enumerate(job["cells"]):
+        if index in skipped:
+            errors.append({"cell": label, **skipped[index]})
+            continue
+        report({"event": "cell", "index": index})
+        errors += load_cells([(label, code)], namespace)[1]
+    report({"event": "loaded", "cell_errors": errors[:20],
+            "defined": [name for name in GRADED_NAMES if name in namespace]})
     probing = Probing(namespace, kit, Plan(**job["plan"]))
     for name in job["probes"]:
-        write_frame(report_fd, {"event": "start", "probe": name})
+        report({"event": "start", "probe": name})
         observation = run_probe(name, probing)
-        write_frame(report_fd, {"event": "result", "probe": name, "observation": encode_observation(observation)})
-    write_frame(report_fd, {"event": "done"})
+        report({"event": "result", "probe": name, "observation": encode_observation(observation)})
+    report({"event": "done"})

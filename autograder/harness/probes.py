@@ -286,6 +286,8 @@ def describe_error(error: BaseException) -> dict:
             where = f"{frame.filename.strip('<>')}, line {frame.lineno}" + (f": {line}" if line else "")
             break
     message = str(error)
+    if isinstance(error, MemoryError) and not message:
+        message = "out of memory: the grader's memory limit was reached"
     return {"type": type(error).__name__, "message": message[:400] + ("..." if len(message) > 400 else ""), "where": where}
 
 

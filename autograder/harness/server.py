@@ -188,7 +188,7 @@ class Server:
         os.close(out_w)
         ended = _exit_watch(pid)   # the run ends when the child does, even if something it started holds its pipes
         reader = FrameReader()
-        state = {"loaded": None, "observations": {}, "in_flight": None, "cell": None, "done": False,
+        state = {"loaded": None, "observations": {}, "in_flight": None, "cells": [], "done": False,
                  "garbage": False, "phase_end": time.monotonic() + self.limits["load_s"]}
         cause, open_fds = None, [report_r, out_r]
         while cause is None:
@@ -205,11 +205,15 @@ class Server:
                 cause = "protocol"
             elif (ended in ready) if ended is not None else _has_exited(pid):
                 break
+        stopped = time.monotonic()
         status = self._wait(pid, 0)
         _kill_everything_from(pid, self.sandbox_uid)
-        self._drain(open_fds, report_r, reader, state, output)   # what was written before the end still counts
+        if cause is not None:       # killed: what it reports no longer counts, what it printed still shows
+            open_fds = [fd for fd in open_fds if fd != report_r]
+        self._drain(open_fds, report_r, reader, state, output)   # what it wrote before it ended
         if cause is None and state["garbage"]:
             cause = "protocol"
+        state["cell"] = _blamed_cell(state.pop("cells"), cause, stopped)
         for fd in (report_r, out_r) + ((ended,) if ended is not None else ()):
             os.close(fd)
         shutil.rmtree(workdir, ignore_errors=True)
@@ -223,11 +227,7 @@ class Server:
         if fd != report_r:
             output.extend(data[: max(0, self.limits["output_kb"] * 1024 - len(output))])
         elif not state["garbage"]:
-            try:
-                frames = reader.feed(data)
-            except ProtocolError:
-                state["garbage"] = True
-                return True
+            frames, state["garbage"] = _frames(reader, data)
             for item in frames:
                 self._follow(item, state)
         return True
@@ -248,7 +248,7 @@ class Server:
         event, probe, now = item.get("event"), item.get("probe"), time.monotonic()
         probe = probe if isinstance(probe, str) and probe in PROBES else None
         if event == "cell" and type(item.get("index")) is int:
-            state["cell"] = item["index"]
+            state["cells"].append((item["index"], now))
         elif event == "loaded":
             state["loaded"] = {"cell_errors": _cell_errors(item.get("cell_errors")),
                                "defined": [n for n in _list(item.get("defined")) if isinstance(n, str)][:20]}
@@ -303,7 +303,7 @@ class Server:
                     observations.update({p: failure for p in left})
                     break
                 error = _failure(run["cause"], "in this cell", self.limits["load_s"])["error"]
-                skipped.append([cell, {**error, "message": error["message"] + "; this cell was skipped"}])
+                skipped.append([cell, {**error, "message": error["message"] + "; the grader skipped this cell"}])
                 continue
             victim = run["in_flight"] or (left[0] if left else None)
             if victim is None:
@@ -322,6 +322,32 @@ class Server:
             pending = left
         return {"observations": observations, "loaded": loaded, "runs": runs,
                 "output": output.decode("utf-8", "replace"), "seconds": time.monotonic() - started}
+
+
+def _frames(reader: FrameReader, data: bytes) -> tuple[list, bool]:
+    """The frames `data` completes, and whether garbage came. Fed so that each step completes one frame at
+    most: the frames before the garbage (which cell was loading, say) still count."""
+    frames, view = [], memoryview(data)
+    while view:
+        have = len(reader.buffer)
+        wanted = 4 - have if have < 4 else 4 + int.from_bytes(reader.buffer[:4], "big") - have
+        try:
+            frames += reader.feed(view[:wanted])
+        except ProtocolError:
+            return frames, True
+        view = view[wanted:]
+    return frames, False
+
+
+def _blamed_cell(cells: list, cause: str | None, stopped: float) -> int | None:
+    """The cell a failure while loading is charged to: the one that was running, or for a time-out the one
+    that took longest (a slow cell just before, not the quick one that happened to be running, is to blame)."""
+    if not cells:
+        return None
+    if cause != "timeout":
+        return cells[-1][0]
+    ends = [started for _, started in cells[1:]] + [stopped]
+    return max(zip(cells, ends), key=lambda pair: pair[1] - pair[0][1])[0][0]
 
 
 def _exit_watch(pid: int):
