@@ -131,12 +131,18 @@ def _trace_explanations(student: dict, reference: dict):
     return divergence, hint
 
 
+def _listed(value) -> list:
+    return value if isinstance(value, list) else []
+
+
 def _notes(raw: dict, student: dict) -> tuple[str, ...]:
+    """Student-facing remarks; everything here came from the sandbox, so nothing about its shape is trusted."""
     notes = []
-    loaded = raw.get("loaded") or {}
-    for error in loaded.get("cell_errors", [])[:5]:
-        notes.append(f"{error.get('cell')} raised {error.get('type')}: {error.get('message')}")
-    for note in (student.get("eval", {}).get("notes") or [])[:2]:
+    loaded = raw.get("loaded") if isinstance(raw.get("loaded"), dict) else {}
+    for error in _listed(loaded.get("cell_errors"))[:5]:
+        if isinstance(error, dict):
+            notes.append(f"{error.get('cell')} raised {error.get('type')}: {error.get('message')}")
+    for note in _listed(student.get("eval", {}).get("notes"))[:2]:
         notes.append(f"{note}; your forward was graded with the kit's components.")
     return tuple(str(n)[:500] for n in notes)
 

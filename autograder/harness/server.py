@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import importlib.machinery
 import os
 import resource
 import select
@@ -35,12 +36,27 @@ PR_SET_CHILD_SUBREAPER = 36
 
 
 class _NoGradingCode:
-    """Import hook in the child: the grader's own modules, except this harness, cannot be imported."""
+    """Import hook in the child: no module from the kit's folder but this harness and the virtual environment,
+    under whatever name it is asked for (`autograder.grading`, or the same file by another path)."""
+
+    def __init__(self, kit_root: str | None):
+        self.kit_root = kit_root
+        self.allowed = (os.path.dirname(os.path.abspath(__file__)), sys.prefix)
 
     def find_spec(self, name, path=None, target=None):
         if (name == "autograder" or name.startswith("autograder.")) and not name.startswith("autograder.harness"):
             raise ImportError("the grader's modules are not available to submissions")
+        if self.kit_root:
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            origin = os.path.realpath(spec.origin) if spec is not None and spec.origin else ""
+            if _inside(origin, self.kit_root) and not any(_inside(origin, ok) for ok in self.allowed):
+                raise ImportError("the grader's modules are not available to submissions")
         return None
+
+
+def _inside(path: str, folder: str) -> bool:
+    folder = os.path.realpath(folder)
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def _warm_up(kit: dict) -> None:
@@ -157,7 +173,7 @@ class Server:
             environments = [e for e in (sys.prefix, sys.base_prefix) if not _inside(self.hide_root, e)]
             sys.path[:] = [p for p in sys.path if p and (not _inside(p, self.hide_root)
                                                          or any(_inside(p, e) for e in environments))]
-        sys.meta_path.insert(0, _NoGradingCode())
+        sys.meta_path.insert(0, _NoGradingCode(self.hide_root))
 
     def _child(self, job: dict, probes: list, workdir: str, report_w: int, out_w: int) -> None:
         try:

@@ -331,9 +331,7 @@ _frame(None)
             forward=POST_LN.replace("def forward(self, x):", "def forward(self, x):\n    _frame(FORGED)"),
             extra=cell(FORGE_FRAMES + "FORGED = {'event': 'result', 'probe': 'eval', "
                                       "'observation': {'ok': True, 'y': 'all correct', 'notes': 24}}", "forge")),
-                WRONG, "Post-LN",
-                known_bug="grading._notes trusts the type of the 'eval' observation's notes: a forged observation "
-                          "{'notes': 24} makes grade_file raise TypeError (fix in autograder/grading.py)"),
+                WRONG, "could not be interpreted"),
 
         # --- the environment ---------------------------------------------------------------------------
         Hostile("deletes_its_working_directory", submission(extra=cell(f"""
