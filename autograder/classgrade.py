@@ -34,7 +34,7 @@ class Submission:
     path: Path | None          # None: the student's folder holds nothing gradable
 
 
-def _pick_file(folder: Path) -> Path | None:
+def pick_file(folder: Path) -> Path | None:
     """The submission inside a student's folder: the assignment's notebook first, else any notebook or .py."""
     preferred = folder / kit.NOTEBOOK_NAME
     if preferred.is_file():
@@ -56,7 +56,7 @@ def discover(root: Path) -> list[Submission]:
             submissions.append(Submission(entry.stem, entry))
         elif entry.is_dir():
             nbgrader_layout = entry / kit.ASSIGNMENT
-            submissions.append(Submission(entry.name, _pick_file(nbgrader_layout if nbgrader_layout.is_dir() else entry)))
+            submissions.append(Submission(entry.name, pick_file(nbgrader_layout if nbgrader_layout.is_dir() else entry)))
     return submissions
 
 

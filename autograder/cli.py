@@ -5,8 +5,19 @@ from pathlib import Path
 
 import click
 
+
+def _checked_device(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """'auto' becomes the device it picks; a device that is not there is a usage error, not a traceback."""
+    from .grading import resolve_device
+
+    try:
+        return resolve_device(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error), ctx=ctx, param=param) from None
+
+
 DEVICE = click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
-                      help="where the checks run; 'auto' picks CUDA when available")
+                      callback=_checked_device, help="where the checks run; 'auto' picks CUDA when available")
 SEED = click.option("--seed", type=int, default=None, help="hidden-input seed (default: a fresh random one, "
                                                           "recorded in the results)")
 
@@ -97,3 +108,13 @@ def demo(out: Path, workers: int | None, seed: int | None) -> None:
     from .demo import run_demo
 
     run_demo(out, seed=seed, workers=workers)
+
+
+@main.command("gradescope-bundle")
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path))
+def gradescope_bundle(out: Path) -> None:
+    """Write OUT, the zip to upload as the assignment's Gradescope autograder."""
+    from .gradescope_bundle import build_bundle, bundled_files
+
+    build_bundle(out)
+    click.echo(f"wrote {out}: setup.sh, run_autograder and {len(bundled_files())} files of the kit")

@@ -3,6 +3,7 @@ specification: top-level score, execution_time, output, visibility, tests[])."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -63,5 +64,16 @@ def write_atomically(path: str | Path, text: str) -> None:
         raise
 
 
+def _finite(value):
+    """Strict JSON has no NaN or Infinity (a diverging forward produces both): they become null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def write_results(result: SubmissionResult, path: str | Path) -> None:
-    write_atomically(path, json.dumps(results_json(result), indent=2, default=float))
+    write_atomically(path, json.dumps(_finite(results_json(result)), indent=2, allow_nan=False, default=float))

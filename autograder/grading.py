@@ -181,6 +181,8 @@ def grade_cells(cells: list, name: str, server: SandboxServer, *, seed: int, dev
     started = time.monotonic()
     cells, restored = kit.restore_locked_cells(cells)
     raw = server.grade(student_code(cells), {"seed": seed, "device": device}, list(ALL_PROBES))
+    if raw.get("grader_error"):      # the grader's own failure (CUDA would not start): never scored as a 0
+        raise RuntimeError(f"grading {name} on {device}: {raw['grader_error']}")
     checks, divergence, notes, profiles = evaluate(raw, seed, device)
     return SubmissionResult(name, checks, seed, device, server.isolation, round(time.monotonic() - started, 3),
                             divergence, tuple(restored) + notes, profiles, student)

@@ -12,6 +12,7 @@ Layers of isolation, strongest available used, and named in every result:
 from __future__ import annotations
 
 import functools
+import glob
 import os
 import select
 import shutil
@@ -24,6 +25,10 @@ from pathlib import Path
 
 from . import kit
 from .harness.protocol import FrameReader, ProtocolError, frame
+
+# what CUDA needs from the grader's environment to find the driver and the right GPU
+PASSED_ENV = ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
+              "CUDA_MODULE_LOADING")
 
 # Root runs each server's children as a user of their own: this base plus the server's process id, unique
 # among live processes, so concurrent grading runs on one machine never share (or kill) each other's users.
@@ -65,6 +70,11 @@ def _bubblewrap_command() -> list[str]:
             command += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             command += ["--ro-bind", str(path), str(path)]
+    devices = sorted(glob.glob("/dev/nvidia*"))     # nvidiactl, nvidia0..., nvidia-uvm(-tools), nvidia-caps/
+    for device in devices:
+        command += ["--dev-bind", device, device]
+    if devices:     # CUDA reads the PCI topology under /sys; some images keep the driver in /usr/local/nvidia
+        command += ["--ro-bind-try", "/sys", "/sys", "--ro-bind-try", "/usr/local/nvidia", "/usr/local/nvidia"]
     keep = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), Path(sys.executable).resolve().parent,
             kit.ROOT / "autograder" / "__init__.py", kit.ROOT / "autograder" / "harness"}
     made = set()
@@ -111,7 +121,8 @@ class SandboxServer:
         if self.use_bubblewrap:
             command = _bubblewrap_command() + command
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
-               "OMP_NUM_THREADS": "1", "PYTHONPATH": str(kit.ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+               "OMP_NUM_THREADS": "1", "PYTHONPATH": str(kit.ROOT), "PYTHONDONTWRITEBYTECODE": "1",
+               **{name: os.environ[name] for name in PASSED_ENV if name in os.environ}}
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL, env=env, cwd="/", start_new_session=True)
         self.sandbox_uid = SANDBOX_UID_BASE + self.process.pid if os.geteuid() == 0 else None

@@ -72,6 +72,8 @@ def error_text(observation: dict, what: str = "forward") -> str:
         text = message
     else:
         text = f"{what} raised {kind}: {message}" if message else f"{what} raised {kind}"
+    if "cuda" in message and "device" in message:      # on a GPU, a tensor moved off x.device fails every probe
+        text += ". Keep every tensor on x.device: no .cpu() or .numpy() inside forward, new tensors with device=x.device"
     return text + (f" ({error['where']})" if error.get("where") else "")
 
 

@@ -267,10 +267,25 @@ PROBES = {
 FORWARD_PROBES = tuple(name for name in PROBES if name != "compounding")
 
 
+def full_precision_float32() -> None:
+    """No TF32 (nor bf16) for float32 work, whichever of torch's two APIs switched it on: CUDA matmuls in
+    TF32 keep 10 mantissa bits, far outside the comparison tolerances. The new API's settings go back to
+    their defaults ('none': inherit) first, then the legacy flags go off: torch raises when the two disagree."""
+    backends = torch.backends
+    for knob in (backends, backends.cuda.matmul, backends.cudnn, getattr(backends.cudnn, "conv", None),
+                 getattr(backends.cudnn, "rnn", None), backends.mkldnn, getattr(backends.mkldnn, "matmul", None),
+                 getattr(backends.mkldnn, "conv", None), getattr(backends.mkldnn, "rnn", None)):
+        if knob is not None and hasattr(knob, "fp32_precision"):       # torch >= 2.9
+            knob.fp32_precision = "none"
+    backends.cuda.matmul.allow_tf32 = False
+    backends.cudnn.allow_tf32 = False
+
+
 def reset_torch_state() -> None:
-    """Undo global changes student code may have made (default dtype/device, grad mode)."""
+    """Undo global changes student code may have made (default dtype/device, grad mode, TF32)."""
     torch.set_default_dtype(torch.float32)
     torch.set_grad_enabled(True)
+    full_precision_float32()
     try:
         torch.set_default_device(None)
     except Exception:

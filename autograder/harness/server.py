@@ -33,6 +33,7 @@ PRELOAD = ("math", "random", "itertools", "functools", "collections", "typing", 
            "json", "re", "statistics", "fractions", "decimal", "operator", "string", "textwrap", "warnings",
            "numpy", "torch.nn.functional", "matplotlib", "matplotlib.pyplot")
 PR_SET_CHILD_SUBREAPER = 36
+CUDA_FAILED = 71          # the child's exit status when CUDA could not start: the grader's fault, not the student's
 
 
 class _NoGradingCode:
@@ -71,6 +72,21 @@ def _warm_up(kit: dict) -> None:
     probing = Probing(names, kit, Plan(seed=0))
     for name in PROBES:
         run_probe(name, probing)
+
+
+def _start_cuda(limits: dict) -> None:
+    """CUDA's context (and cuBLAS) in the child, before its limits, its user switch and any student code.
+
+    CUDA maps tens of GB of address space when it starts, which the RLIMIT_AS set next would refuse; started
+    first, that mapping is part of the size the limit is added to (and the GPU's device files are opened
+    while still allowed). A CUDA context does not survive fork, so the server itself never touches CUDA,
+    not even `torch.cuda.is_available()`.
+    """
+    torch.cuda.init()
+    a = torch.ones(8, 8, device="cuda")
+    (a @ a).sum().item()
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, limits["memory_mb"] * 2**20 / total))
 
 
 def _processes():
@@ -185,6 +201,11 @@ class Server:
             os.dup2(201, 2)
             os.dup2(200, 3)
             os.closerange(4, 1 << 16)
+            if (job.get("plan") or {}).get("device") == "cuda":
+                try:
+                    _start_cuda(self.limits)
+                except BaseException:
+                    os._exit(CUDA_FAILED)
             self._enter_sandbox(workdir)
             run_job(self.kit, {**job, "probes": probes}, 3)
             sys.stdout.flush()
@@ -205,7 +226,7 @@ class Server:
         ended = _exit_watch(pid)   # the run ends when the child does, even if something it started holds its pipes
         reader = FrameReader()
         state = {"loaded": None, "observations": {}, "in_flight": None, "cells": [], "done": False,
-                 "garbage": False, "phase_end": time.monotonic() + self.limits["load_s"]}
+                 "reported": False, "garbage": False, "phase_end": time.monotonic() + self.limits["load_s"]}
         cause, open_fds = None, [report_r, out_r]
         while cause is None:
             remaining = min(state["phase_end"], deadline) - time.monotonic()
@@ -243,6 +264,7 @@ class Server:
         if fd != report_r:
             output.extend(data[: max(0, self.limits["output_kb"] * 1024 - len(output))])
         elif not state["garbage"]:
+            state["reported"] = True      # run_job's first frame comes before any student code runs
             frames, state["garbage"] = _frames(reader, data)
             for item in frames:
                 self._follow(item, state)
@@ -306,6 +328,9 @@ class Server:
         while pending:
             run = self._run_child({**job, "skipped": skipped}, pending, deadline, output)
             runs.append(run["cause"])
+            if run["status"] == f"exit {CUDA_FAILED}" and not run["reported"]:   # not a student's os._exit(71)
+                return {"observations": {}, "loaded": None, "runs": runs, "output": "", "seconds": 0.0,
+                        "grader_error": "CUDA could not be started in the sandbox (is the GPU visible to it?)"}
             loaded = loaded or run["loaded"]
             observations.update(run["observations"])
             if run["done"]:

@@ -1,0 +1,186 @@
+"""The Gradescope autograder: one zip to upload as a "Programming Assignment" autograder.
+
+Gradescope unpacks the zip into `/autograder/source/`, runs its `setup.sh` once while it builds the image
+(Ubuntu, as root, network on), then for every submission copies the student's files into
+`/autograder/submission/`, runs `/autograder/run_autograder` and reads `/autograder/results/results.json`.
+
+The zip holds only what grading needs, in the repository's own layout (so `kit.ROOT` is the unpacked
+source folder): the `autograder` package, `requirements.txt`, `pyproject.toml` and the annotated source
+notebook, from which the grader reads the provided code and the reference solution. Both scripts honour
+`AUTOGRADER_ROOT` (default `/autograder`); `run_autograder` also honours `AUTOGRADER_PYTHON` (the Python
+to grade with, default the virtual environment `setup.sh` made) and `AUTOGRADER_DEVICE` (auto/cpu/cuda).
+
+This module is also what `run_autograder` calls for the two steps around `python -m autograder grade`:
+
+    python -m autograder.gradescope_bundle pick SUBMISSION_DIR         prints the file to grade, or nothing
+    python -m autograder.gradescope_bundle nothing RESULTS_JSON        writes a zero score with a message
+"""
+from __future__ import annotations
+
+import sys
+import zipfile
+from pathlib import Path
+
+from . import kit
+
+# Where each bundled file comes from, relative to the repository root (= kit.ROOT).
+PACKAGE = "autograder"
+FILES = ("requirements.txt", "pyproject.toml")
+EXCLUDED_PARTS = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".mypy_cache"}
+EXCLUDED_SUFFIXES = (".pyc", ".pyo", ".egg-info", ".tmp", ".swp")
+EXECUTABLE, REGULAR = 0o100755, 0o100644
+FIXED_TIME = (1980, 1, 1, 0, 0, 0)      # a reproducible zip: the same tree gives the same bytes
+
+NO_SUBMISSION = ("No notebook or .py file was found in your submission: upload your completed "
+                 f"{kit.NOTEBOOK_NAME} (or a .py export of it).")
+
+SETUP_SH = r"""#!/usr/bin/env bash
+# Gradescope runs this once, as root, while it builds the autograder image (network on).
+# It makes a virtual environment with the kit's pinned dependencies (requirements.txt). torch comes from
+# PyTorch's CPU index: Gradescope's graders have no GPU, and the default build drags in gigabytes of CUDA.
+set -euo pipefail
+ROOT="${AUTOGRADER_ROOT:-/autograder}"
+SOURCE="$ROOT/source"
+VENV="${AUTOGRADER_VENV:-$ROOT/venv}"
+TORCH_INDEX_URL="${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"
+export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+
+has_apt() {       # AUTOGRADER_NO_APT=1: an image prepared already (or a dry run): no system packages
+  [ "${AUTOGRADER_NO_APT:-0}" != 1 ] && command -v apt-get >/dev/null 2>&1
+}
+apt_install() {   # best effort: the grader works without any of these extras
+  has_apt && apt-get install -y -qq --no-install-recommends "$@" >/dev/null 2>&1
+}
+if has_apt; then apt-get update -qq >/dev/null 2>&1 || true; fi
+apt_install python3 python3-venv python3-pip || true
+apt_install bubblewrap || echo "setup.sh: bubblewrap not installed; grading runs without it"
+
+find_python() {   # the kit needs Python 3.11 or newer
+  local candidate
+  for candidate in python3.13 python3.12 python3.11 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 &&
+       "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+      echo "$candidate"; return 0
+    fi
+  done
+  return 1
+}
+PYTHON="$(find_python || true)"
+if [ -z "$PYTHON" ]; then
+  apt_install python3.11 python3.11-venv || true
+  PYTHON="$(find_python || true)"
+fi
+if [ -z "$PYTHON" ]; then
+  echo "setup.sh: Python 3.11 or newer is needed; choose Gradescope's Ubuntu 24.04 base image" >&2
+  exit 1
+fi
+if ! "$PYTHON" -m venv "$VENV"; then
+  apt_install "$(basename "$PYTHON")-venv" || true
+  rm -rf "$VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install --quiet --upgrade pip
+"$VENV/bin/python" -m pip install --quiet --extra-index-url "$TORCH_INDEX_URL" -r "$SOURCE/requirements.txt"
+# the kit itself is not installed: run_autograder puts the source folder on PYTHONPATH
+PYTHONPATH="$SOURCE" MPLBACKEND=Agg "$VENV/bin/python" -c "import autograder.grading, autograder.classgrade"
+echo "setup.sh: ready ($("$VENV/bin/python" --version), $VENV)"
+"""
+
+RUN_AUTOGRADER = r"""#!/usr/bin/env bash
+# Gradescope runs this for every submission: grade /autograder/submission/, write
+# /autograder/results/results.json. AUTOGRADER_ROOT moves the whole layout (the kit's tests use it);
+# AUTOGRADER_PYTHON picks the Python (default: setup.sh's virtual environment); AUTOGRADER_DEVICE the device.
+set -uo pipefail
+ROOT="${AUTOGRADER_ROOT:-/autograder}"
+SOURCE="$ROOT/source"
+PYTHON="${AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}"
+RESULTS="$ROOT/results/results.json"
+export PYTHONPATH="$SOURCE${PYTHONPATH:+:$PYTHONPATH}" MPLBACKEND=Agg PYTHONDONTWRITEBYTECODE=1
+mkdir -p "$ROOT/results"
+rm -f "$RESULTS"
+cd "$SOURCE" || exit 1
+
+SUBMISSION="$("$PYTHON" -m autograder.gradescope_bundle pick "$ROOT/submission")" || {
+  echo "run_autograder: could not look for the submission" >&2; exit 1; }
+if [ -z "$SUBMISSION" ]; then
+  exec "$PYTHON" -m autograder.gradescope_bundle nothing "$RESULTS"
+fi
+echo "run_autograder: grading $SUBMISSION"
+exec "$PYTHON" -m autograder grade "$SUBMISSION" --results "$RESULTS" --device "${AUTOGRADER_DEVICE:-auto}"
+"""
+
+SCRIPTS = {"setup.sh": SETUP_SH, "run_autograder": RUN_AUTOGRADER}
+
+
+def bundled_files(root: Path = kit.ROOT) -> dict[str, Path]:
+    """Archive name -> file on disk, for everything but the two scripts."""
+    root = Path(root)
+    files = {}
+    for path in sorted((root / PACKAGE).rglob("*")):
+        relative = path.relative_to(root)
+        if path.is_file() and not EXCLUDED_PARTS & set(relative.parts) and not path.name.endswith(EXCLUDED_SUFFIXES):
+            files[relative.as_posix()] = path
+    for name in FILES:
+        files[name] = root / name
+    notebook = kit.SOURCE_NOTEBOOK.relative_to(kit.ROOT)
+    files[notebook.as_posix()] = root / notebook
+    missing = [name for name, path in files.items() if not path.is_file()]
+    if missing:
+        raise FileNotFoundError(f"cannot bundle, missing: {', '.join(missing)}")
+    return files
+
+
+def _add(archive: zipfile.ZipFile, name: str, data: bytes, mode: int) -> None:
+    info = zipfile.ZipInfo(name, date_time=FIXED_TIME)
+    info.external_attr = mode << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.create_system = 3          # Unix: Gradescope's unzip then keeps the permission bits
+    archive.writestr(info, data)
+
+
+def build_bundle(out: str | Path, root: Path = kit.ROOT) -> Path:
+    """Write the autograder zip to `out`; returns its path."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    files = bundled_files(root)
+    temporary = out.with_name(f".{out.name}.tmp")
+    with zipfile.ZipFile(temporary, "w") as archive:
+        for name, text in SCRIPTS.items():
+            _add(archive, name, text.encode(), EXECUTABLE)
+        for name, path in files.items():
+            _add(archive, name, path.read_bytes(), REGULAR)
+    temporary.replace(out)
+    return out
+
+
+def pick_submission(folder: Path) -> Path | None:
+    """The file to grade in Gradescope's submission folder (the same choice as for a class's folders)."""
+    from .classgrade import pick_file
+
+    folder = Path(folder)
+    return pick_file(folder) if folder.is_dir() else None
+
+
+def write_nothing_to_grade(results: Path, message: str = NO_SUBMISSION) -> None:
+    """results.json for a submission with nothing gradable: every test at 0, the reason as the output."""
+    from .gradescope import write_results
+    from .grading import unreadable
+
+    write_results(unreadable("submission", message, seed=0, device="none"), results)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "pick":
+        found = pick_submission(Path(argv[1]))
+        print(found or "")
+        return 0
+    if len(argv) == 2 and argv[0] == "nothing":
+        write_nothing_to_grade(Path(argv[1]))
+        print(NO_SUBMISSION)
+        return 0
+    print(__doc__.split("\n\n")[-1], file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

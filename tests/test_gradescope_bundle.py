@@ -1,0 +1,188 @@
+"""The Gradescope bundle: built, laid out as Gradescope does (/autograder/source, submission, results), and
+run on the solution, a wrong forward and an empty submission, with results.json checked against the fields
+of Gradescope's autograder specification. setup.sh is only syntax-checked (its pip install needs network)."""
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from autograder import kit
+from autograder.gradescope_bundle import NO_SUBMISSION, build_bundle
+from autograder.rubric import RUBRIC, TOTAL_POINTS
+from catalog.build import submission
+from catalog.wrong_forwards import WRONG
+
+VISIBILITIES = {"hidden", "after_due_date", "after_published", "visible"}
+SCRIPTS = ("setup.sh", "run_autograder")
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    return build_bundle(tmp_path_factory.mktemp("bundle") / "autograder.zip")
+
+
+def _unpack(bundle: Path, source: Path) -> None:
+    """As Gradescope does: unzip keeps the permission bits stored in the zip."""
+    source.mkdir(parents=True)
+    if shutil.which("unzip"):
+        subprocess.run(["unzip", "-q", str(bundle), "-d", str(source)], check=True)
+        return
+    with zipfile.ZipFile(bundle) as archive:
+        for info in archive.infolist():
+            target = Path(archive.extract(info, source))
+            if info.external_attr >> 16:
+                target.chmod((info.external_attr >> 16) & 0o777)
+
+
+@pytest.fixture
+def gradescope(bundle, tmp_path):
+    """A fresh /autograder layout in tmp; returns run(files) -> (completed process, results dict or None)."""
+    root = tmp_path / "autograder"
+    _unpack(bundle, root / "source")
+    (root / "submission").mkdir()
+
+    def run(files: dict[str, str | Path]):
+        for name, content in files.items():
+            target = root / "submission" / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, Path):
+                shutil.copy(content, target)
+            else:
+                target.write_text(content)
+        env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
+        env.pop("PYTHONPATH", None)
+        done = subprocess.run([str(root / "source" / "run_autograder")], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=600)
+        results = root / "results" / "results.json"
+        return done, (json.loads(results.read_text()) if results.is_file() else None)
+
+    run.root = root
+    return run
+
+
+def _validate(results: dict) -> None:
+    """The fields Gradescope reads, with the types its specification gives."""
+    assert isinstance(results["score"], (int, float)) and not isinstance(results["score"], bool)
+    assert isinstance(results["execution_time"], (int, float))
+    assert isinstance(results["output"], str) and results["output"]
+    assert results.get("visibility", "visible") in VISIBILITIES
+    assert results.get("stdout_visibility", "hidden") in VISIBILITIES
+    assert isinstance(results["tests"], list) and len(results["tests"]) == len(RUBRIC)
+    for test in results["tests"]:
+        assert isinstance(test["name"], str) and test["name"]
+        for key in ("score", "max_score"):
+            assert isinstance(test[key], (int, float)) and not isinstance(test[key], bool), test
+        assert 0 <= test["score"] <= test["max_score"]
+        assert test["status"] in {"passed", "failed"}
+        assert (test["status"] == "passed") == (test["score"] == test["max_score"])
+        assert isinstance(test["output"], str)
+        assert test["visibility"] in VISIBILITIES
+    assert sum(t["max_score"] for t in results["tests"]) == TOTAL_POINTS
+    assert results["score"] == pytest.approx(sum(t["score"] for t in results["tests"]))
+    hidden_until_published = {t["tags"][0] for t in results["tests"] if t["visibility"] == "after_published"}
+    assert hidden_until_published == {name for name, spec in RUBRIC.items() if spec.visibility == "after_published"}
+    json.dumps(results, allow_nan=False)     # Gradescope's parser takes no NaN or Infinity
+
+
+def test_bundle_layout(bundle, tmp_path):
+    with zipfile.ZipFile(bundle) as archive:
+        infos = {info.filename: info for info in archive.infolist()}
+    names = set(infos)
+    for script in SCRIPTS:
+        assert script in names, f"{script} must be at the zip's root"
+        assert (infos[script].external_attr >> 16) & 0o111 == 0o111, f"{script} is not executable in the zip"
+    source_notebook = kit.SOURCE_NOTEBOOK.relative_to(kit.ROOT).as_posix()
+    assert {"requirements.txt", "pyproject.toml", source_notebook, "autograder/__init__.py",
+            "autograder/harness/server.py", "autograder/gradescope_bundle.py"} <= names
+    assert [n for n in names if n.endswith(".ipynb")] == [source_notebook]
+    for forbidden in ("student_template/", "tests/", "solutions/", "assignments/sample_class/", ".venv/"):
+        assert not [n for n in names if n.startswith(forbidden)], forbidden
+    assert not [n for n in names if "__pycache__" in n or n.endswith((".pyc", ".egg-info"))]
+    assert not [n for n in names if n.endswith("/")], "no directory entries needed"
+
+    root = tmp_path / "autograder"
+    _unpack(bundle, root / "source")
+    for script in SCRIPTS:
+        path = root / "source" / script
+        assert path.stat().st_mode & stat.S_IXUSR, f"{script} lost its executable bit when unzipped"
+        assert path.read_text().startswith("#!/usr/bin/env bash\n")
+        subprocess.run(["bash", "-n", str(path)], check=True)
+    # the unpacked folder is the kit's root: the grader finds its source notebook there
+    found = subprocess.run([sys.executable, "-c", "import autograder.kit as k; print(k.ROOT); print(k.SOURCE_NOTEBOOK.is_file())"],
+                           cwd=root / "source", env={**os.environ, "PYTHONPATH": str(root / "source")},
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert found == [str(root / "source"), "True"]
+
+
+def test_bundle_is_reproducible(bundle, tmp_path):
+    assert build_bundle(tmp_path / "again.zip").read_bytes() == bundle.read_bytes()
+
+
+def test_cli_writes_the_bundle(tmp_path):
+    from click.testing import CliRunner
+
+    from autograder.cli import main
+
+    out = tmp_path / "gs.zip"
+    result = CliRunner().invoke(main, ["gradescope-bundle", str(out)])
+    assert result.exit_code == 0, result.output
+    assert zipfile.is_zipfile(out) and {"setup.sh", "run_autograder"} <= set(zipfile.ZipFile(out).namelist())
+
+
+@pytest.mark.slow     # a real grading through the bundle's own scripts
+def test_solution_gets_full_marks(gradescope):
+    done, results = gradescope({kit.NOTEBOOK_NAME: kit.SOLUTIONS_DIR / kit.NOTEBOOK_NAME})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert results is not None, done.stdout + done.stderr
+    _validate(results)
+    assert results["score"] == TOTAL_POINTS, [(t["name"], t["output"]) for t in results["tests"] if t["status"] != "passed"]
+    assert all(t["status"] == "passed" for t in results["tests"])
+    assert results["extra_data"]["submission"] == kit.NOTEBOOK_NAME
+
+
+@pytest.mark.slow     # a real grading through the bundle's own scripts
+def test_wrong_forward_loses_points(gradescope):
+    wrong = next(w for w in WRONG if w.name == "post_ln")
+    # a .py in a sub-folder, under another name: still found and graded
+    done, results = gradescope({"work/my_block.py": submission(forward=wrong.forward)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    _validate(results)
+    assert results["score"] < TOTAL_POINTS
+    by_check = {t["tags"][0]: t for t in results["tests"]}
+    assert by_check[wrong.check]["status"] == "failed"
+    assert wrong.phrase in by_check[wrong.check]["output"] + results["output"]
+    assert by_check["compounding"]["status"] == "passed"
+    assert results["extra_data"]["submission"] == "my_block.py"
+
+
+@pytest.mark.slow     # a real grading through the bundle's own scripts
+def test_empty_submission_scores_zero_with_a_message(gradescope):
+    done, results = gradescope({"README.txt": "I forgot to attach my notebook"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert results is not None, done.stdout + done.stderr
+    _validate(results)
+    assert results["score"] == 0
+    assert NO_SUBMISSION in results["output"]
+    assert all(t["status"] == "failed" and NO_SUBMISSION in t["output"] for t in results["tests"])
+
+
+def test_results_json_is_strict_json_even_for_diverging_values(tmp_path):
+    import dataclasses
+
+    from autograder.gradescope import write_results
+    from autograder.grading import unreadable
+
+    result = dataclasses.replace(unreadable("submission.py", "diverged", seed=1, device="cpu"),
+                                 profile={"student": [float("nan"), float("inf"), 1.0]})
+    write_results(result, tmp_path / "results.json")
+
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+
+    json.loads((tmp_path / "results.json").read_text(), parse_constant=refuse)
