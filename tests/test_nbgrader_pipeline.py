@@ -1,7 +1,6 @@
 """The instructor's pipeline on nbgrader, end to end, on the bundled sample class (the README's main job):
 real nbgrader commands, per-check partial credit in the gradebook through both paths, feedback that
 teaches and leaks nothing."""
-from pathlib import Path
 
 import pytest
 from nbgrader.api import Gradebook

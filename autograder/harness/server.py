@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib
-import importlib.machinery
 import os
-import resource
 import select
 import shutil
 import signal
@@ -26,6 +24,8 @@ import time
 import torch
 
 from .child import load_cells, run_job
+from .confine import confine, start_cuda
+from .processes import exit_watch, has_exited, kill_everything_from, task_count
 from .probes import FORWARD_PROBES, PROBES, Plan, Probing, run_probe
 from .protocol import FrameReader, ProtocolError, frame, read_frame
 
@@ -34,30 +34,6 @@ PRELOAD = ("math", "random", "itertools", "functools", "collections", "typing", 
            "numpy", "torch.nn.functional", "matplotlib", "matplotlib.pyplot")
 PR_SET_CHILD_SUBREAPER = 36
 CUDA_FAILED = 71          # the child's exit status when CUDA could not start: the grader's fault, not the student's
-
-
-class _NoGradingCode:
-    """Import hook in the child: no module from the kit's folder but this harness and the virtual environment,
-    under whatever name it is asked for (`autograder.grading`, or the same file by another path)."""
-
-    def __init__(self, kit_root: str | None):
-        self.kit_root = kit_root
-        self.allowed = (os.path.dirname(os.path.abspath(__file__)), sys.prefix)
-
-    def find_spec(self, name, path=None, target=None):
-        if (name == "autograder" or name.startswith("autograder.")) and not name.startswith("autograder.harness"):
-            raise ImportError("the grader's modules are not available to submissions")
-        if self.kit_root:
-            spec = importlib.machinery.PathFinder.find_spec(name, path)
-            origin = os.path.realpath(spec.origin) if spec is not None and spec.origin else ""
-            if _inside(origin, self.kit_root) and not any(_inside(origin, ok) for ok in self.allowed):
-                raise ImportError("the grader's modules are not available to submissions")
-        return None
-
-
-def _inside(path: str, folder: str) -> bool:
-    folder = os.path.realpath(folder)
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def _warm_up(kit: dict) -> None:
@@ -72,57 +48,6 @@ def _warm_up(kit: dict) -> None:
     probing = Probing(names, kit, Plan(seed=0))
     for name in PROBES:
         run_probe(name, probing)
-
-
-def _start_cuda(limits: dict) -> None:
-    """CUDA's context (and cuBLAS) in the child, before its limits, its user switch and any student code.
-
-    CUDA maps tens of GB of address space when it starts, which the RLIMIT_AS set next would refuse; started
-    first, that mapping is part of the size the limit is added to (and the GPU's device files are opened
-    while still allowed). A CUDA context does not survive fork, so the server itself never touches CUDA,
-    not even `torch.cuda.is_available()`.
-    """
-    torch.cuda.init()
-    a = torch.ones(8, 8, device="cuda")
-    (a @ a).sum().item()
-    total = torch.cuda.get_device_properties(0).total_memory
-    torch.cuda.set_per_process_memory_fraction(min(1.0, limits["memory_mb"] * 2**20 / total))
-
-
-def _processes():
-    """(pid, ppid, sid, uid) of every process we can see."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-            yield int(entry), int(fields[1]), int(fields[3]), os.stat(f"/proc/{entry}").st_uid
-        except (OSError, IndexError, ValueError):
-            continue
-
-
-def _kill_everything_from(child: int, sandbox_uid: int | None) -> None:
-    """SIGKILL the child's session, orphans handed to us (we are a subreaper) and the sandbox user's processes."""
-    me = os.getpid()
-    for _ in range(200):
-        victims = [pid for pid, ppid, sid, uid in _processes()
-                   if pid != me and (sid == child or ppid == me or (sandbox_uid is not None and uid == sandbox_uid))]
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        while True:
-            try:
-                reaped, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if reaped == 0:
-                break
-        if not victims:
-            return
-        time.sleep(0.005)
 
 
 class Server:
@@ -144,52 +69,7 @@ class Server:
         self.warmup_s = time.monotonic() - started
         libc = ctypes.CDLL(None, use_errno=True)
         self.subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-        self.nproc_base = self._own_task_count() if self.sandbox_uid is None else 0
-
-    @staticmethod
-    def _own_task_count() -> int:
-        uid, total = os.getuid(), 0
-        for pid, _, _, owner in _processes():
-            if owner == uid:
-                try:
-                    total += len(os.listdir(f"/proc/{pid}/task"))
-                except OSError:
-                    pass
-        return total
-
-    # --- inside the child --------------------------------------------------------------------------
-    def _enter_sandbox(self, workdir: str) -> None:
-        limits = self.limits
-        os.setsid()
-        for number in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
-            signal.signal(number, signal.SIG_DFL)
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)       # an over-long write fails instead of killing
-        with open("/proc/self/status") as status:
-            vm_size_kb = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
-        memory = vm_size_kb * 1024 + limits["memory_mb"] * 2**20
-        for kind, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, limits["file_mb"] * 2**20),
-                            (resource.RLIMIT_NOFILE, 256), (resource.RLIMIT_AS, memory),
-                            (resource.RLIMIT_CPU, int(limits["job_s"]) + 5)):
-            resource.setrlimit(kind, (value, value))
-        if self.sandbox_uid is not None:
-            os.chown(workdir, self.sandbox_uid, self.sandbox_uid)
-            os.setgroups([])
-            os.setgid(self.sandbox_uid)
-            os.setuid(self.sandbox_uid)
-            nproc = limits["processes"]
-        else:
-            nproc = self.nproc_base + limits["processes"]
-        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-        os.chdir(workdir)
-        os.environ.clear()
-        os.environ.update(HOME=workdir, TMPDIR=workdir, PATH="/usr/bin:/bin", LANG="C.UTF-8",
-                          MPLBACKEND="Agg", OMP_NUM_THREADS="1")
-        tempfile.tempdir = workdir
-        if self.hide_root:      # the grader's folder leaves the path; Python's own environment stays, even inside it
-            environments = [e for e in (sys.prefix, sys.base_prefix) if not _inside(self.hide_root, e)]
-            sys.path[:] = [p for p in sys.path if p and (not _inside(p, self.hide_root)
-                                                         or any(_inside(p, e) for e in environments))]
-        sys.meta_path.insert(0, _NoGradingCode(self.hide_root))
+        self.nproc_base = task_count(os.getuid()) if self.sandbox_uid is None else 0
 
     def _child(self, job: dict, probes: list, workdir: str, report_w: int, out_w: int) -> None:
         try:
@@ -203,10 +83,10 @@ class Server:
             os.closerange(4, 1 << 16)
             if (job.get("plan") or {}).get("device") == "cuda":
                 try:
-                    _start_cuda(self.limits)
+                    start_cuda(self.limits)
                 except BaseException:
                     os._exit(CUDA_FAILED)
-            self._enter_sandbox(workdir)
+            confine(workdir, self.limits, self.sandbox_uid, self.nproc_base, self.hide_root)
             run_job(self.kit, {**job, "probes": probes}, 3)
             sys.stdout.flush()
             os._exit(0)
@@ -223,7 +103,7 @@ class Server:
             self._child(job, probes, workdir, report_w, out_w)
         os.close(report_w)
         os.close(out_w)
-        ended = _exit_watch(pid)   # the run ends when the child does, even if something it started holds its pipes
+        ended = exit_watch(pid)   # the run ends when the child does, even if something it started holds its pipes
         reader = FrameReader()
         state = {"loaded": None, "observations": {}, "in_flight": None, "cells": [], "done": False,
                  "reported": False, "garbage": False, "phase_end": time.monotonic() + self.limits["load_s"]}
@@ -240,11 +120,11 @@ class Server:
                     open_fds.remove(fd)
             if state["garbage"]:
                 cause = "protocol"
-            elif (ended in ready) if ended is not None else _has_exited(pid):
+            elif (ended in ready) if ended is not None else has_exited(pid):
                 break
         stopped = time.monotonic()
         status = self._wait(pid, 0)
-        _kill_everything_from(pid, self.sandbox_uid)
+        kill_everything_from(pid, self.sandbox_uid)
         if cause is not None:       # killed: what it reports no longer counts, what it printed still shows
             open_fds = [fd for fd in open_fds if fd != report_r]
         self._drain(open_fds, report_r, reader, state, output)   # what it wrote before it ended
@@ -389,23 +269,6 @@ def _blamed_cell(cells: list, cause: str | None, stopped: float) -> int | None:
         return cells[-1][0]
     ends = [started for _, started in cells[1:]] + [stopped]
     return max(zip(cells, ends), key=lambda pair: pair[1] - pair[0][1])[0][0]
-
-
-def _exit_watch(pid: int):
-    """A pidfd that becomes readable when `pid` ends (None where the kernel has none: then we poll)."""
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None
-
-
-def _has_exited(pid: int) -> bool:
-    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-
-
-def _inside(path: str, folder: str) -> bool:
-    path, folder = os.path.abspath(path), os.path.abspath(folder)
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def _list(value) -> list:
