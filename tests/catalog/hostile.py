@@ -349,6 +349,16 @@ _frame(None)
             random.seed(0)
             numpy.random.seed(0)
             """)), FULL, PASSED),
+        Hostile("warns_on_stderr_while_loading_and_in_forward", submission(
+            prefix="# %% warnings\nimport sys, warnings\nwarnings.warn('a torch-style warning')\n"
+                   "print('to stderr', file=sys.stderr)\n",
+            forward="""
+            def forward(self, x):
+                import warnings
+                warnings.warn("deprecated thing used in forward", UserWarning)
+                x = x + self.drop_shortcut(self.att(self.norm1(x)))
+                return x + self.drop_shortcut(self.ff(self.norm2(x)))
+            """), FULL, PASSED),
         Hostile("looks_for_the_reference_solution", submission(forward=POST_LN, extra=cell(FIND_REFERENCE)),
                 WRONG, "Post-LN", needs=BUBBLEWRAP),
         Hostile("slow_but_valid_imports", submission(
