@@ -40,8 +40,8 @@ def profile(ns: dict, block, seed: int) -> list[float]:
 
     def factory():
         if block == "no-norm":
-            return ns["without_norms"](graded_block(ns["TransformerBlock"], ns, cfg, seed, random_norms=False))
-        return graded_block(block, ns, cfg, seed, random_norms=False)
+            return ns["without_norms"](graded_block(ns["TransformerBlock"], ns, cfg, seed, random_norms=False, draw=False))
+        return graded_block(block, ns, cfg, seed, random_norms=False, draw=False)
 
     stack = ns["make_stack"](factory, PROFILE_DEPTH, seed=seed)
     x = torch.randn(2, cfg["context_length"], cfg["emb_dim"], generator=torch.Generator().manual_seed(seed + 1))

@@ -30,8 +30,11 @@ class MarkingDropout(nn.Module):
 
 
 def make_parts(kit: dict, cfg: dict, seed: int, *, drop_p: float = 0.0, zero: tuple = (),
-               marking: bool = False, random_norms: bool = True) -> dict[str, nn.Module]:
-    """The five components with weights drawn from `seed` (LayerNorm scale/shift too, unless told not)."""
+               marking: bool = False, random_norms: bool = True, draw: bool = True) -> dict[str, nn.Module]:
+    """The five components with weights drawn from `seed` (LayerNorm scale/shift too, unless told not).
+
+    `draw=False` skips drawing attention and feed-forward weights, for callers that re-draw them anyway
+    (the deep-stack measurement's `make_stack`)."""
     generator = torch.Generator().manual_seed(int(seed))
     emb = cfg["emb_dim"]
     parts = {
@@ -47,7 +50,7 @@ def make_parts(kit: dict, cfg: dict, seed: int, *, drop_p: float = 0.0, zero: tu
                 sign = torch.where(torch.rand(emb, generator=generator) < 0.5, -1.0, 1.0)
                 parts[name].scale.copy_(sign * (0.5 + torch.rand(emb, generator=generator)))
                 parts[name].shift.copy_(0.5 * torch.randn(emb, generator=generator))
-        for name in ("att", "ff"):
+        for name in ("att", "ff") if draw else ():
             for param in parts[name].parameters():
                 if param.dim() > 1:
                     param.copy_(torch.randn(param.shape, generator=generator) / param.shape[-1] ** 0.5)

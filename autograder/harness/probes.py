@@ -180,7 +180,7 @@ def probe_inplace(p):
 def probe_profile(p):
     """Per-block gradient norms of a deep stack of the student's blocks (the notebook's measurement)."""
     cls, kit, cfg = p.definition("TransformerBlock"), p.kit, p.plan.cfg
-    stack = kit["make_stack"](lambda: graded_block(cls, kit, cfg, PROFILE_SEED, random_norms=False),
+    stack = kit["make_stack"](lambda: graded_block(cls, kit, cfg, PROFILE_SEED, random_norms=False, draw=False),
                               PROFILE_DEPTH, seed=PROFILE_SEED).to(p.plan.device)
     generator = torch.Generator().manual_seed(PROFILE_SEED + 1)
     x = torch.randn(2, cfg["context_length"], cfg["emb_dim"], generator=generator).to(p.plan.device)
