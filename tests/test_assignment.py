@@ -12,26 +12,9 @@ import pytest
 from autograder import kit
 from autograder.build import build
 from autograder.rubric import RUBRIC
+from catalog.leaks import secret_lines
 
 HIDDEN_OR_SOLUTION = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
-
-
-def _solution_lines() -> set[str]:
-    """Lines that exist only inside solution regions or hidden tests of the source (not even as a phrase
-    of the lesson's own text)."""
-    inside, secret, public = False, set(), []
-    for cell in kit.source_cells():
-        for line in cell.source.split("\n"):
-            if any(marker in line for marker in HIDDEN_OR_SOLUTION[::2]):
-                inside = True
-            elif any(marker in line for marker in HIDDEN_OR_SOLUTION[1::2]):
-                inside = False
-            elif inside and len(line.strip()) > 12:
-                secret.add(line.strip())
-            else:
-                public.append(line)
-    public_text = "\n".join(public)
-    return {line for line in secret if line not in public_text}
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +35,7 @@ def test_committed_views_match_the_source(rebuilt, view, committed):
 
 
 def test_release_holds_no_solution_and_no_hidden_test():
-    secret = _solution_lines()
+    secret = secret_lines()
     assert len(secret) > 10
     for path in kit.TEMPLATE_DIR.rglob("*"):
         text = path.read_text()

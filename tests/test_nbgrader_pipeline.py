@@ -8,27 +8,11 @@ from nbgrader.api import Gradebook
 from autograder import kit
 from autograder.demo import gradebook_table, run_demo
 from autograder.rubric import TOTAL_POINTS
+from catalog.leaks import secret_lines
 
 pytestmark = pytest.mark.slow
 
 EXPECTED_TOTAL = {"ada_correct": TOTAL_POINTS, "eve_untouched": 0, "gil_edits_locked_cells": TOTAL_POINTS}
-
-
-def _secret_lines() -> set[str]:
-    """Lines of hidden tests and solutions (not of the lesson's own text)."""
-    inside, secret, public = False, set(), []
-    for cell in kit.source_cells():
-        for line in cell.source.split("\n"):
-            if "BEGIN SOLUTION" in line or "BEGIN HIDDEN TESTS" in line:
-                inside = True
-            elif "END SOLUTION" in line or "END HIDDEN TESTS" in line:
-                inside = False
-            elif inside and len(line.strip()) > 12:
-                secret.add(line.strip())
-            else:
-                public.append(line)
-    text = "\n".join(public)
-    return {line for line in secret if line not in text}
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +23,7 @@ def demo(tmp_path_factory):
 
 
 def test_release_leaks_nothing(demo):
-    secret = _secret_lines()
+    secret = secret_lines()
     for path in (demo / "course" / "release").rglob("*"):
         if path.is_file():
             text = path.read_text()
@@ -71,7 +55,7 @@ def test_both_paths_record_the_same_points_for_every_check(demo):
 
 @pytest.mark.parametrize("course", ["course", "course-hardened"])
 def test_feedback_names_the_first_divergent_step_and_leaks_nothing(demo, course):
-    secret = _secret_lines()
+    secret = secret_lines()
     pages = sorted((demo / course / "feedback").glob(f"*/{kit.ASSIGNMENT}/*.html"))
     assert len(pages) == len(EXPECTED_TOTAL) + 4
     for page in pages:
