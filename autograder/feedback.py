@@ -8,6 +8,7 @@ the same from a Gradescope download, an e-mail attachment or a local disk.
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import io
 import math
@@ -31,7 +32,7 @@ CURVES = (
 MAX_BLOCKS = 500   # the student's profile comes back from the sandbox: never trust its length
 
 
-def _series(values) -> tuple[list[float], bool] | None:
+def _series(values) -> tuple[tuple[float, ...], bool] | None:
     """Plottable y values (NaN where a log axis cannot show the value) and whether any were dropped."""
     if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__"):
         return None
@@ -41,7 +42,7 @@ def _series(values) -> tuple[list[float], bool] | None:
         numbers = [float(v) for v in values]
     except (TypeError, ValueError, OverflowError):
         return None
-    shown = [v if math.isfinite(v) and v > 0 else math.nan for v in numbers]
+    shown = tuple(v if math.isfinite(v) and v > 0 else math.nan for v in numbers)
     if all(math.isnan(v) for v in shown):
         return None
     return shown, any(math.isnan(v) for v in shown)
@@ -59,22 +60,29 @@ def profile_figure_png(profiles: dict) -> bytes | None:
     the student's line is absent: the references alone show what the student was aiming for.
     """
     profiles = profiles if isinstance(profiles, dict) else {}
-    figure = Figure(figsize=(8, 5), dpi=100, layout="constrained")
+    return _render(tuple((key, label, _series(profiles.get(key))) for key, label, _ in CURVES))
+
+
+@functools.lru_cache(maxsize=32)
+def _render(curves: tuple) -> bytes | None:
+    """Draw once per distinct set of curves: every page and notebook of one submission shares the picture."""
+    figure = Figure(figsize=(8, 5), dpi=100)
     FigureCanvasAgg(figure)   # attaches an Agg canvas to this figure only: no global backend is touched
+    figure.subplots_adjust(left=0.1, right=0.97, top=0.92, bottom=0.23)   # fixed margins: layout engines are slow
     axes = figure.add_subplot()
+    styles = {key: style for key, _, style in CURVES}
     blocks = 0
-    for key, label, style in CURVES:
-        series = _series(profiles.get(key))
+    for key, label, series in curves:
         if series is None:
             continue
         ys, dropped = series
         if dropped:
             label += " (zero or invalid values not shown)"
-        axes.plot(range(1, len(ys) + 1), ys, label=label, **style)
+        axes.plot(range(1, len(ys) + 1), ys, label=label, **styles[key])
         blocks = max(blocks, len(ys))
     if blocks == 0:
         return None
-    student_missing = _series(profiles.get("student")) is None
+    student_missing = curves[0][2] is None
     title = "Gradient at each block's input"
     axes.set_title(title + (": your block produced no profile, references only" if student_missing else ""))
     axes.set_yscale("log")
@@ -87,7 +95,7 @@ def profile_figure_png(profiles: dict) -> bytes | None:
     axes.yaxis.set_minor_formatter(FuncFormatter(_minor_label))
     axes.grid(True, which="both", alpha=0.25)
     # below the axes, so the legend never hides a line
-    figure.legend(loc="outside lower center", ncols=2, fontsize="small", frameon=False)
+    figure.legend(loc="lower center", ncols=2, fontsize="small", frameon=False)
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return buffer.getvalue()

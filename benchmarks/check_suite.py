@@ -1,0 +1,155 @@
+"""CPU time of the whole check suite on one submission, once torch is imported.
+
+What it measures, in this one process, with torch limited to one thread (as in the sandbox and the
+reference computation), after one untimed warm-up pass (the first meta-device op etc. are slow once per
+process; a sandbox server pays that once while warming up, before any submission):
+  * the child's side, what one sandbox child does: load the submission's cells (`load_cells`), run every
+    probe of `PROBES` on one `Probing(namespace, kit, Plan(seed))`, encode each observation for the wire
+    (`encode_observation`), and the JSON framing of the reply;
+  * the parent's side: decoding the reply and every verdict (`grading.evaluate(raw, seed, device)`) with the
+    reference observations already cached (as in grade-class: once per seed, shared by the class);
+  * the reference observations themselves (`reference_observations`, cache cleared), a one-off per seed
+    that a single-submission `grade` pays in full;
+and, as the baseline, the CPU time (user + sys) of `python -c "import torch"` in a subprocess.
+Everything is `time.process_time()` (all threads of this process), median of --repeat passes.
+
+Target: the full suite (child + parent, reference cached) <= 1 s CPU after import torch. The line
+"with the reference" is the stricter reading (one submission graded on its own).
+
+Reading the output: per-probe CPU in ms (with its share of the probes), the stages, the totals with
+OK / MISSED, and the suite as a multiple of the `import torch` baseline. The sanity line gives the
+score the verdicts gave the submission (the solution should get full marks).
+
+    .venv/bin/python benchmarks/check_suite.py [--repeat N] [--seed S] [--notebook PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET_S = 1.0
+
+
+def import_torch_cpu(repeat: int) -> float:
+    """Median CPU time (user + sys) of a fresh `python -c "import torch"`."""
+    samples = []
+    for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, "-c", "import torch"], check=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        samples.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return statistics.median(samples)
+
+
+def one_pass(cells, kit_ns, seed: int, modules) -> dict:
+    """One full suite; returns CPU seconds per stage and per probe."""
+    grading, child, probes, protocol = modules
+    clock = time.process_time
+    times: dict[str, float] = {}
+    started = clock()
+    namespace, errors = child.load_cells(cells)
+    times["load cells"] = clock() - started
+    probing = probes.Probing(namespace, kit_ns, probes.Plan(seed=seed))
+    encoded, probe_times, encode_time = {}, {}, 0.0
+    for name in probes.PROBES:
+        started = clock()
+        observation = probes.run_probe(name, probing)
+        probe_times[name] = clock() - started
+        started = clock()
+        encoded[name] = protocol.encode_observation(observation)
+        encode_time += clock() - started
+    times["probes"] = sum(probe_times.values())
+    times["encode observations"] = encode_time
+    raw = {"observations": encoded, "loaded": {"cell_errors": errors[:20],
+           "defined": [n for n in child.GRADED_NAMES if n in namespace]},
+           "runs": ["finished"], "output": "", "seconds": 0.0}
+    started = clock()
+    raw = protocol.FrameReader(limit=256_000_000).feed(protocol.frame(raw))[0]   # to the parent and back
+    times["JSON framing"] = clock() - started
+    started = clock()
+    checks = grading.evaluate(raw, seed, "cpu")[0]
+    times["verdicts (evaluate)"] = clock() - started
+    grading.reference_observations.cache_clear()
+    started = clock()
+    grading.reference_observations(seed, "cpu")
+    times["reference (per seed)"] = clock() - started
+    score = sum(c.points for c in checks), sum(c.max_points for c in checks)
+    return {"stages": times, "probes": probe_times, "score": score, "errors": errors}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=5, help="measured passes (default 5), after one warm-up")
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--notebook", type=Path, default=ROOT / "solutions" / "layernorm.ipynb")
+    args = parser.parse_args(argv)
+
+    baseline = import_torch_cpu(max(3, min(args.repeat, 5)))
+    started = time.process_time()
+    import torch
+    torch_here = time.process_time() - started
+    started = time.process_time()
+    from autograder import grading, kit
+    from autograder.harness import child, probes, protocol
+    from autograder.notebook import read_cells, student_code
+    grader_import = time.process_time() - started
+    torch.set_num_threads(1)
+    modules = (grading, child, probes, protocol)
+
+    started = time.process_time()
+    kit_ns, kit_errors = child.load_cells(kit.public_code())
+    kit_load = time.process_time() - started
+    if kit_errors:
+        print(f"the kit's public code failed to load: {kit_errors[0]}")
+        return 1
+    cells = student_code(read_cells(args.notebook))
+
+    started = time.process_time()
+    warm = one_pass(cells, kit_ns, args.seed, modules)
+    warm_up = time.process_time() - started
+    passes = [one_pass(cells, kit_ns, args.seed, modules) for _ in range(args.repeat)]
+
+    probe_ms = {name: 1000 * statistics.median(p["probes"][name] for p in passes) for name in passes[0]["probes"]}
+    stage_ms = {name: 1000 * statistics.median(p["stages"][name] for p in passes) for name in passes[0]["stages"]}
+    suite_totals = [sum(v for k, v in p["stages"].items() if k != "reference (per seed)") for p in passes]
+    suite = statistics.median(suite_totals)
+    with_reference = statistics.median(sum(p["stages"].values()) for p in passes)
+
+    print(f"submission: {args.notebook.relative_to(ROOT) if args.notebook.is_relative_to(ROOT) else args.notebook}"
+          f" (seed {args.seed}); {args.repeat} measured passes after one warm-up; torch threads: 1")
+    print("\nper probe, median CPU ms (the child's work)")
+    probes_total = sum(probe_ms.values())
+    for name, ms in sorted(probe_ms.items(), key=lambda item: -item[1]):
+        print(f"  {name:16s} {ms:8.1f}  {100 * ms / probes_total:5.1f}%")
+    print("\nstages, median CPU ms")
+    for name, ms in stage_ms.items():
+        print(f"  {name:24s} {ms:8.1f}")
+    print(f"\none-off costs, CPU s: import torch here {torch_here:.2f}; import autograder.grading & co "
+          f"{grader_import:.2f}; load kit code {kit_load:.2f}; warm-up pass (incl. first reference) {warm_up:.2f}")
+    slowest = sorted({**warm["stages"], **warm["probes"]}.items(), key=lambda item: -item[1])[:4]
+    print("  warm-up pass, largest items (CPU s; probes are part of 'probes'): "
+          + ", ".join(f"{name} {seconds:.2f}" for name, seconds in slowest))
+    print(f"baseline: `python -c \"import torch\"` in a subprocess: {baseline:.2f} s CPU (median)")
+
+    print(f"\nfull suite, child + parent, reference cached: {suite:.3f} s CPU  "
+          f"[{', '.join(f'{t:.3f}' for t in suite_totals)}]  {'OK' if suite <= TARGET_S else 'MISSED'} "
+          f"(target <= {TARGET_S:g} s)")
+    print(f"with the reference computed (one `grade` alone): {with_reference:.3f} s CPU  "
+          f"{'OK' if with_reference <= TARGET_S else 'MISSED'}")
+    print(f"ratio to the import-torch baseline: suite {suite / baseline:.2f}x, with reference "
+          f"{with_reference / baseline:.2f}x")
+    got, most = passes[-1]["score"]
+    print(f"\nsanity: the verdicts gave {got:g} / {most:g} points"
+          + (f"; cell errors: {json.dumps(passes[-1]['errors'])[:300]}" if passes[-1]["errors"] else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
