@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import functools
 import os
 import threading
 from pathlib import Path
@@ -30,8 +31,11 @@ from .sandbox import SandboxServer
 
 def _check_outputs(check: CheckResult, result: SubmissionResult, remark: str | None) -> list:
     lines = [f"{check.title}: {check.points:g} / {check.max_points:g}", check.message]
-    if check.check == "forward_order" and result.first_divergence and not check.passed:
-        lines.append("Where your block first went wrong: " + result.first_divergence)
+    if check.check == "forward_order":
+        if result.first_divergence and not check.passed:
+            lines.append("Where your block first went wrong: " + result.first_divergence)
+        lines += [f"Note: {note}" for note in result.notes]
+        lines.append(f"(hidden inputs drawn from seed {result.seed}: `--seed {result.seed}` reproduces this grade)")
     lines += [f"  [{'x' if s.passed else ' '}] {s.name} ({s.points:g}/{s.max_points:g})" for s in check.subtests]
     if remark:
         lines.insert(0, remark)
@@ -113,13 +117,10 @@ class SandboxedExecute(NbGraderPreprocessor):
         return annotate(nb, result), resources
 
 
-_seed_for_this_run: list[int] = []
-
-
+@functools.lru_cache(maxsize=1)
 def _run_seed() -> int:
-    if not _seed_for_this_run:
-        _seed_for_this_run.append(new_seed())
-    return _seed_for_this_run[0]
+    """One seed for every notebook of one `nbgrader autograde` run, as grade-class uses one per class."""
+    return new_seed()
 
 
 # --- grade-class into an nbgrader course ------------------------------------------------------------
