@@ -53,11 +53,11 @@ def gradebook_table(course: Path) -> list[dict]:
 
 def print_table(rows: list[dict]) -> None:
     names = list(RUBRIC)
-    header = f"{'student':24s} {'total':>6s} " + " ".join(f"{n.removeprefix('forward_')[:9]:>9s}" for n in names)
+    header = f"{'student':24s} {'total':>6s} " + " ".join(f"{n.removeprefix('forward_'):>11s}" for n in names)
     click.echo(header)
     click.echo("-" * len(header))
     for row in rows:
-        cells = " ".join(f"{row[n]:>9g}" if row[n] is not None else f"{'-':>9s}" for n in names)
+        cells = " ".join(f"{row[n]:>11g}" if row[n] is not None else f"{'-':>11s}" for n in names)
         click.echo(f"{row['student']:24s} {row['total']:>6g} {cells}")
 
 

@@ -12,11 +12,13 @@ import base64
 import functools
 import os
 import threading
+import warnings
 from pathlib import Path
 
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import NbGraderPreprocessor
+from sqlalchemy.exc import SAWarning
 from traitlets import Integer, Unicode
 
 from . import kit
@@ -141,7 +143,8 @@ class CourseRecorder:
 
     def __call__(self, submission, result: SubmissionResult) -> None:
         student, notebook_id = submission.student, Path(kit.NOTEBOOK_NAME).stem
-        with self.lock:
+        with self.lock, warnings.catch_warnings():
+            warnings.simplefilter("ignore", SAWarning)     # nbgrader's own session handling, harmless here
             with Gradebook(self.db_url) as gradebook:
                 gradebook.update_or_create_student(student)
                 gradebook.update_or_create_submission(kit.ASSIGNMENT, student)
