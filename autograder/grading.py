@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from . import kit
-from .checks import Evidence, compounding, dropout, gradients, order, prenorm, robustness, shortcuts
+from .checks import Evidence, compounding, fail, dropout, gradients, order, prenorm, robustness, shortcuts
 from .diagnosis import first_divergence, gradient_hint
 from .harness.child import load_cells
 from .harness.parts import make_parts
@@ -115,7 +115,6 @@ def _sentence(text: str) -> str:
 
 
 def _malformed(error: Exception):
-    from .checks import fail
     return fail(f"The observations of your code could not be interpreted ({type(error).__name__}).")
 
 
