@@ -47,8 +47,8 @@ def release(course_dir: Path = kit.COURSE_DIR, scratch: Path | None = None) -> P
     course = scratch / "course"
     shutil.copytree(course_dir / "source", course / "source")
     shutil.copy(course_dir / "nbgrader_config.py", course / "nbgrader_config.py")
-    nbgrader(["generate_assignment", kit.ASSIGNMENT, "--force"], cwd=course)
-    return course / "release" / kit.ASSIGNMENT
+    nbgrader(["generate_assignment", kit.KIT.name, "--force"], cwd=course)
+    return course / "release" / kit.KIT.name
 
 
 def _replace_folder(target: Path, files: dict[str, bytes]) -> None:
@@ -67,7 +67,7 @@ def build(template_dir: Path = kit.TEMPLATE_DIR, solutions_dir: Path = kit.SOLUT
         released = release(scratch=Path(scratch))
         files = {p.name: p.read_bytes() for p in sorted(released.iterdir()) if p.is_file()}
         _replace_folder(template_dir, files)
-        notebook = nbformat.read(released / kit.NOTEBOOK_NAME, as_version=4)
+        notebook = nbformat.read(released / kit.KIT.notebook_name, as_version=4)
         source = nbformat.read(kit.SOURCE_NOTEBOOK, as_version=4)
-        _replace_folder(solutions_dir, {kit.NOTEBOOK_NAME: nbformat.writes(solved(notebook, source)).encode() + b"\n"})
+        _replace_folder(solutions_dir, {kit.KIT.notebook_name: nbformat.writes(solved(notebook, source)).encode() + b"\n"})
     build_sample_class(sample_dir or SAMPLE_DIR, template_dir, solutions_dir)

@@ -36,7 +36,7 @@ class Submission:
 
 def pick_file(folder: Path) -> Path | None:
     """The submission inside a student's folder: the assignment's notebook first, else any notebook or .py."""
-    preferred = folder / kit.NOTEBOOK_NAME
+    preferred = folder / kit.KIT.notebook_name
     if preferred.is_file():
         return preferred
     for suffix in SUBMISSION_SUFFIXES:
@@ -55,7 +55,7 @@ def discover(root: Path) -> list[Submission]:
         if entry.is_file() and entry.suffix in SUBMISSION_SUFFIXES:
             submissions.append(Submission(entry.stem, entry))
         elif entry.is_dir():
-            nbgrader_layout = entry / kit.ASSIGNMENT
+            nbgrader_layout = entry / kit.KIT.name
             submissions.append(Submission(entry.name, pick_file(nbgrader_layout if nbgrader_layout.is_dir() else entry)))
     return submissions
 

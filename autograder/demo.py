@@ -43,7 +43,7 @@ def gradebook_table(course: Path) -> list[dict]:
     with Gradebook(f"sqlite:///{(course / 'gradebook.db').resolve()}") as gradebook:
         for student in sorted(s.id for s in gradebook.students):
             try:
-                notebook = gradebook.find_submission_notebook(Path(kit.NOTEBOOK_NAME).stem, kit.ASSIGNMENT, student)
+                notebook = gradebook.find_submission_notebook(Path(kit.KIT.notebook_name).stem, kit.KIT.name, student)
             except Exception:
                 continue
             scores = {g.name.removeprefix("check_"): g.score for g in notebook.grades}
@@ -72,9 +72,9 @@ def run_demo(out: Path, seed: int | None = None, workers: int | None = None) -> 
     click.echo(f"scratch course: {course}\nseed for every grading step: {seed}")
 
     started = _step("1/6 release: nbgrader generate_assignment")
-    nbgrader(["generate_assignment", kit.ASSIGNMENT], cwd=course)
+    nbgrader(["generate_assignment", kit.KIT.name], cwd=course)
     leaks = _leaks(course / "release")
-    _done(started, f"release in {course / 'release' / kit.ASSIGNMENT}; "
+    _done(started, f"release in {course / 'release' / kit.KIT.name}; "
                    + ("no solution or hidden-test text in it" if not leaks else f"LEAKS: {leaks}"))
 
     started = _step("2/6 collect: the bundled sample class into submitted/")
@@ -84,12 +84,12 @@ def run_demo(out: Path, seed: int | None = None, workers: int | None = None) -> 
     _done(started, ", ".join(sorted(p.name for p in (course / "submitted").iterdir())))
 
     started = _step("3/6 nbgrader autograde (student code runs in the kit's sandbox)")
-    nbgrader(["autograde", kit.ASSIGNMENT], cwd=course, env={"AUTOGRADER_SEED": str(seed)})
+    nbgrader(["autograde", kit.KIT.name], cwd=course, env={"AUTOGRADER_SEED": str(seed)})
     plain = {row["student"]: row for row in gradebook_table(course)}
     _done(started, f"{len(plain)} notebooks graded")
 
     started = _step("4/6 nbgrader generate_feedback and export")
-    nbgrader(["generate_feedback", kit.ASSIGNMENT], cwd=course)
+    nbgrader(["generate_feedback", kit.KIT.name], cwd=course)
     nbgrader(["export"], cwd=course)
     leaks = _leaks(course / "feedback")
     _done(started, f"feedback in {course / 'feedback'}; grades in {course / 'grades.csv'}; "
@@ -104,9 +104,9 @@ def run_demo(out: Path, seed: int | None = None, workers: int | None = None) -> 
 
     _step("6/6 the gradebook (points per check, from nbgrader's database)")
     print_table(list(plain.values()))
-    notebook = Path(kit.NOTEBOOK_NAME).stem
-    click.echo(f"\nfeedback pages: {course / 'feedback'}/<student>/{kit.ASSIGNMENT}/{notebook}.html (nbgrader)")
-    click.echo(f"                {hardened / 'feedback'}/<student>/{kit.ASSIGNMENT}/{notebook}.html (grade-class)")
+    notebook = Path(kit.KIT.notebook_name).stem
+    click.echo(f"\nfeedback pages: {course / 'feedback'}/<student>/{kit.KIT.name}/{notebook}.html (nbgrader)")
+    click.echo(f"                {hardened / 'feedback'}/<student>/{kit.KIT.name}/{notebook}.html (grade-class)")
     click.echo(f"grades: {course / 'grades.csv'} (nbgrader export), {out / 'grade-class' / 'grades.csv'} (per check)")
     if not agree or leaks:
         raise SystemExit(1)

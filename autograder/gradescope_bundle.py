@@ -32,7 +32,7 @@ EXECUTABLE, REGULAR = 0o100755, 0o100644
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)      # a reproducible zip: the same tree gives the same bytes
 
 NO_SUBMISSION = ("No notebook or .py file was found in your submission: upload your completed "
-                 f"{kit.NOTEBOOK_NAME} (or a .py export of it).")
+                 f"{kit.KIT.notebook_name} (or a .py export of it).")
 
 SETUP_SH = r"""#!/usr/bin/env bash
 # Gradescope runs this once, as root, while it builds the autograder image (network on).

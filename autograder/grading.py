@@ -40,18 +40,18 @@ def resolve_device(device: str) -> str:
     return device
 
 
-@functools.lru_cache(maxsize=None)
-def reference_namespace() -> dict:
-    namespace, errors = load_cells(kit.reference_code())
+@functools.lru_cache(maxsize=8)
+def reference_namespace(assignment: kit.Assignment = kit.KIT) -> dict:
+    namespace, errors = load_cells(assignment.reference_code())
     if errors:
         raise RuntimeError(f"the reference solution failed to load: {errors[0]}")
     return namespace
 
 
 @functools.lru_cache(maxsize=64)
-def reference_observations(seed: int, device: str) -> dict:
+def reference_observations(seed: int, device: str, assignment: kit.Assignment = kit.KIT) -> dict:
     """The reference solution and the named wrong arrangements, through the very same probes."""
-    ref = reference_namespace()
+    ref = reference_namespace(assignment)
     plan = Plan(seed=seed, device=device)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -146,13 +146,13 @@ def _notes(raw: dict, student: dict) -> tuple[str, ...]:
     return tuple(str(n)[:500] for n in notes)
 
 
-def evaluate(raw: dict, seed: int, device: str) -> tuple[tuple[CheckResult, ...], str | None, tuple, dict]:
+def evaluate(raw: dict, seed: int, device: str, assignment: kit.Assignment = kit.KIT) -> tuple[tuple[CheckResult, ...], str | None, tuple, dict]:
     """Every check on one sandbox reply. Pure apart from the (cached) reference computation."""
     student = _decode(raw)
-    observed = reference_observations(seed, device)
+    observed = reference_observations(seed, device, assignment)
     reference = observed["reference"]
     divergence, hint = _trace_explanations(student, reference)
-    parts = make_parts(reference_namespace(), Plan(seed=seed).cfg, seed, drop_p=0.5)
+    parts = make_parts(reference_namespace(assignment), Plan(seed=seed).cfg, seed, drop_p=0.5)
     named = {name: probes["eval"] for name, probes in observed.items() if name != "reference"}
     checks = []
     for module in CHECKS:
@@ -178,11 +178,12 @@ def grade_cells(cells: list, name: str, server: SandboxServer, *, seed: int, dev
                 student: str | None = None) -> SubmissionResult:
     """Grade a submission already read into cells (see `notebook.read_cells`)."""
     started = time.monotonic()
-    cells, restored = kit.restore_locked_cells(cells)
+    assignment = server.assignment
+    cells, restored = assignment.restore_locked_cells(cells)
     raw = server.grade(student_code(cells), {"seed": seed, "device": device}, list(ALL_PROBES))
     if raw.get("grader_error"):      # the grader's own failure (CUDA would not start): never scored as a 0
         raise RuntimeError(f"grading {name} on {device}: {raw['grader_error']}")
-    checks, divergence, notes, profiles = evaluate(raw, seed, device)
+    checks, divergence, notes, profiles = evaluate(raw, seed, device, assignment)
     return SubmissionResult(name, checks, seed, device, server.isolation, round(time.monotonic() - started, 3),
                             divergence, tuple(restored) + notes, profiles, student)
 

@@ -71,7 +71,7 @@ def annotate(notebook: nbformat.NotebookNode, result: SubmissionResult) -> nbfor
                                                         "released before grading."]))
             cell.outputs = _check_outputs(checks[grade_id], result, remark)
             cell.execution_count = 1
-    sources = {c.grade_id: c for c in kit.source_cells()}
+    sources = {c.grade_id: c for c in kit.KIT.cells()}
     for grade_id, check in checks.items():
         if grade_id in present or grade_id not in sources:
             continue
@@ -113,7 +113,7 @@ class SandboxedExecute(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         seed = self.seed or int(os.environ.get("AUTOGRADER_SEED", 0)) or _run_seed()
         student = resources.get("nbgrader", {}).get("student")
-        result = grade_cells(cells_from_notebook(nb), kit.NOTEBOOK_NAME, shared_server(), seed=seed,
+        result = grade_cells(cells_from_notebook(nb), kit.KIT.notebook_name, shared_server(), seed=seed,
                              device=self.device, student=student)
         self.log.info("graded %s: %s / %s (seed %s)", student, result.score, result.max_score, seed)
         return annotate(nb, result), resources
@@ -136,26 +136,26 @@ class CourseRecorder:
         self.lock = threading.Lock()
         with Gradebook(self.db_url) as gradebook:
             try:
-                gradebook.find_assignment(kit.ASSIGNMENT)
+                gradebook.find_assignment(kit.KIT.name)
             except MissingEntry:
-                raise SystemExit(f"{self.course}: the gradebook has no assignment '{kit.ASSIGNMENT}'; run "
+                raise SystemExit(f"{self.course}: the gradebook has no assignment '{kit.KIT.name}'; run "
                                  "`nbgrader generate_assignment` there first") from None
 
     def __call__(self, submission, result: SubmissionResult) -> None:
-        student, notebook_id = submission.student, Path(kit.NOTEBOOK_NAME).stem
+        student, notebook_id = submission.student, Path(kit.KIT.notebook_name).stem
         with self.lock, warnings.catch_warnings():
             warnings.simplefilter("ignore", SAWarning)     # nbgrader's own session handling, harmless here
             with Gradebook(self.db_url) as gradebook:
                 gradebook.update_or_create_student(student)
-                gradebook.update_or_create_submission(kit.ASSIGNMENT, student)
+                gradebook.update_or_create_submission(kit.KIT.name, student)
                 scores = {f"{HIDDEN_CHECK_PREFIX}{c.check}": c.points for c in result.checks}
-                for grade in gradebook.find_submission_notebook(notebook_id, kit.ASSIGNMENT, student).grades:
+                for grade in gradebook.find_submission_notebook(notebook_id, kit.KIT.name, student).grades:
                     if grade.name in scores:
                         grade.auto_score = scores[grade.name]
                         grade.needs_manual_grade = False
                 gradebook.db.commit()
-        folder = Path(student) / kit.ASSIGNMENT
-        autograded = self.course / "autograded" / folder / kit.NOTEBOOK_NAME
+        folder = Path(student) / kit.KIT.name
+        autograded = self.course / "autograded" / folder / kit.KIT.notebook_name
         autograded.parent.mkdir(parents=True, exist_ok=True)
         if submission.path is not None and submission.path.suffix == ".ipynb":
             try:

@@ -22,7 +22,7 @@ def _notebook_path() -> Path:
     named = os.environ.get("AUTOGRADER_NOTEBOOK")
     if named:
         return Path(named)
-    here = Path.cwd() / kit.NOTEBOOK_NAME
+    here = Path.cwd() / kit.KIT.notebook_name
     if here.is_file():
         return here
     candidates = sorted(Path.cwd().glob("*.ipynb"))

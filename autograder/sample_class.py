@@ -63,8 +63,8 @@ def _edits_locked_cells(notebook):
 
 def notebook_for(student: str, template_dir: Path = kit.TEMPLATE_DIR,
                  solutions_dir: Path = kit.SOLUTIONS_DIR) -> nbformat.NotebookNode:
-    template = nbformat.read(template_dir / kit.NOTEBOOK_NAME, as_version=4)
-    solution = nbformat.read(solutions_dir / kit.NOTEBOOK_NAME, as_version=4)
+    template = nbformat.read(template_dir / kit.KIT.notebook_name, as_version=4)
+    solution = nbformat.read(solutions_dir / kit.KIT.notebook_name, as_version=4)
     if student == "eve_untouched":
         return template
     if student == "gil_edits_locked_cells":
@@ -77,6 +77,6 @@ def notebook_for(student: str, template_dir: Path = kit.TEMPLATE_DIR,
 def build_sample_class(target: Path = SAMPLE_DIR, template_dir: Path = kit.TEMPLATE_DIR,
                        solutions_dir: Path = kit.SOLUTIONS_DIR) -> None:
     for student in STUDENTS:
-        path = target / student / kit.ASSIGNMENT / kit.NOTEBOOK_NAME
+        path = target / student / kit.KIT.name / kit.KIT.notebook_name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(nbformat.writes(notebook_for(student, template_dir, solutions_dir)) + "\n")

@@ -93,8 +93,9 @@ def _bubblewrap_command() -> list[str]:
 class SandboxServer:
     """One warmed server process. `grade` is thread-safe for one caller at a time (use one per worker)."""
 
-    def __init__(self, index: int = 0, limits: Limits = Limits(), bubblewrap: str = "auto", start: bool = True):
-        self.index, self.limits = index, limits
+    def __init__(self, index: int = 0, limits: Limits = Limits(), bubblewrap: str = "auto", start: bool = True,
+                 assignment: kit.Assignment = kit.KIT):
+        self.index, self.limits, self.assignment = index, limits, assignment
         self.use_bubblewrap = bubblewrap == "on" or (bubblewrap == "auto" and bubblewrap_works())
         self.sandbox_uid = None      # set when launched
         self.process = None
@@ -126,7 +127,7 @@ class SandboxServer:
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL, env=env, cwd="/", start_new_session=True)
         self.sandbox_uid = SANDBOX_UID_BASE + self.process.pid if os.geteuid() == 0 else None
-        self._send({"kit_code": kit.public_code(), "limits": asdict(self.limits),
+        self._send({"kit_code": self.assignment.public_code(), "limits": asdict(self.limits),
                     "sandbox_uid": self.sandbox_uid, "hide_root": str(kit.ROOT)})
 
     def wait_until_ready(self) -> None:

@@ -104,7 +104,7 @@ def main(argv=None) -> int:
     modules = (grading, child, probes, protocol)
 
     started = time.process_time()
-    kit_ns, kit_errors = child.load_cells(kit.public_code())
+    kit_ns, kit_errors = child.load_cells(kit.KIT.public_code())
     kit_load = time.process_time() - started
     if kit_errors:
         print(f"the kit's public code failed to load: {kit_errors[0]}")

@@ -41,7 +41,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=2)
     repeat = parser.parse_args().repeat
     os.environ.pop("MPLBACKEND", None)        # the kernel's inline backend: figures become outputs, as for students
-    solved = nbformat.read(kit.SOLUTIONS_DIR / kit.NOTEBOOK_NAME, as_version=4)
+    solved = nbformat.read(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, as_version=4)
     cells = [c for c in solved.cells if not c.metadata.get("nbgrader", {}).get("grade_id", "").startswith("check_")]
     baseline_cells = [nbformat.v4.new_code_cell("import torch")]
     notebook_times, baseline_times = [], []

@@ -46,7 +46,7 @@ def test_release_holds_no_solution_and_no_hidden_test():
 
 
 def test_stubs_fail_loudly_by_task():
-    notebook = nbformat.read(kit.TEMPLATE_DIR / kit.NOTEBOOK_NAME, as_version=4)
+    notebook = nbformat.read(kit.TEMPLATE_DIR / kit.KIT.notebook_name, as_version=4)
     stubs = [line.strip() for cell in notebook.cells for line in cell.source.split("\n") if "NotImplementedError" in line]
     assert stubs == ['raise NotImplementedError("Task 1: write TransformerBlock.forward")',
                      'raise NotImplementedError("Task 2: write magnitude_by_formula")',
@@ -55,8 +55,8 @@ def test_stubs_fail_loudly_by_task():
 
 
 def test_solution_has_the_release_cells_and_metadata_with_every_exercise_solved():
-    release = nbformat.read(kit.TEMPLATE_DIR / kit.NOTEBOOK_NAME, as_version=4)
-    solution = nbformat.read(kit.SOLUTIONS_DIR / kit.NOTEBOOK_NAME, as_version=4)
+    release = nbformat.read(kit.TEMPLATE_DIR / kit.KIT.notebook_name, as_version=4)
+    solution = nbformat.read(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, as_version=4)
     assert [c.metadata for c in release.cells] == [c.metadata for c in solution.cells]
     changed = [c.metadata["nbgrader"]["grade_id"] for c, r in zip(solution.cells, release.cells) if c.source != r.source]
     assert changed == list(kit.TASKS)
@@ -64,19 +64,19 @@ def test_solution_has_the_release_cells_and_metadata_with_every_exercise_solved(
 
 
 def test_rubric_points_equal_the_notebook_check_cells():
-    assert kit.check_points() == {name: spec.points for name, spec in RUBRIC.items()}
+    assert kit.KIT.check_points() == {name: spec.points for name, spec in RUBRIC.items()}
 
 
 def _run_local_tests(folder: Path, notebook: Path, tmp_path: Path):
     work = tmp_path / folder
     work.mkdir()
-    shutil.copy(notebook, work / kit.NOTEBOOK_NAME)
+    shutil.copy(notebook, work / kit.KIT.notebook_name)
     shutil.copy(kit.TEMPLATE_DIR / "run_tests.py", work / "run_tests.py")
     return subprocess.run([sys.executable, "run_tests.py"], cwd=work, capture_output=True, text=True, timeout=300)
 
 
 def test_local_tests_on_the_template_fail_with_each_task_named(tmp_path):
-    run = _run_local_tests(Path("template"), kit.TEMPLATE_DIR / kit.NOTEBOOK_NAME, tmp_path)
+    run = _run_local_tests(Path("template"), kit.TEMPLATE_DIR / kit.KIT.notebook_name, tmp_path)
     assert run.returncode == 1
     failed = [line.split()[1].rstrip(":") for line in run.stdout.splitlines() if line.strip().startswith("FAIL")]
     assert failed == ["test_block_shape", "test_zero_branches", "test_compounding"]
@@ -86,14 +86,14 @@ def test_local_tests_on_the_template_fail_with_each_task_named(tmp_path):
 
 
 def test_local_tests_on_the_solution_all_pass(tmp_path):
-    run = _run_local_tests(Path("solution"), kit.SOLUTIONS_DIR / kit.NOTEBOOK_NAME, tmp_path)
+    run = _run_local_tests(Path("solution"), kit.SOLUTIONS_DIR / kit.KIT.notebook_name, tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     assert [line.split()[1] for line in run.stdout.splitlines() if "PASS" in line] == \
         ["test_block_shape", "test_zero_branches", "test_compounding"]
 
 
 def test_local_tests_report_a_wrong_forward_by_name(tmp_path):
-    notebook = nbformat.read(kit.SOLUTIONS_DIR / kit.NOTEBOOK_NAME, as_version=4)
+    notebook = nbformat.read(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, as_version=4)
     cell = next(c for c in notebook.cells if c.metadata["nbgrader"]["grade_id"] == "task1_forward")
     cell.source = cell.source.replace("return x + shortcut", "return x")   # drop the second shortcut
     path = tmp_path / "wrong.ipynb"
@@ -108,7 +108,7 @@ def test_solution_notebook_runs_headless_top_to_bottom_with_figures(monkeypatch)
     from nbclient import NotebookClient
 
     monkeypatch.delenv("MPLBACKEND", raising=False)     # the kernel's inline backend turns figures into outputs
-    notebook = nbformat.read(kit.SOLUTIONS_DIR / kit.NOTEBOOK_NAME, as_version=4)
+    notebook = nbformat.read(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, as_version=4)
     notebook.cells = [c for c in notebook.cells if not c.metadata["nbgrader"].get("grade_id", "").startswith("check_")]
     NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(kit.SOLUTIONS_DIR)}}).execute()
     outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]

@@ -16,9 +16,9 @@ from autograder.rubric import TOTAL_POINTS
 def mixed_class(tmp_path):
     root = tmp_path / "submissions"
     root.mkdir()
-    shutil.copy(kit.SOLUTIONS_DIR / kit.NOTEBOOK_NAME, root / "ana.ipynb")                     # a notebook
+    shutil.copy(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, root / "ana.ipynb")                     # a notebook
     (root / "bo").mkdir()
-    shutil.copy(kit.TEMPLATE_DIR / kit.NOTEBOOK_NAME, root / "bo" / kit.NOTEBOOK_NAME)         # a folder
+    shutil.copy(kit.TEMPLATE_DIR / kit.KIT.notebook_name, root / "bo" / kit.KIT.notebook_name)         # a folder
     from catalog.build import submission
     (root / "cy.py").write_text(submission())                                                 # a .py file
     (root / "di.ipynb").write_text("not a notebook")                                           # unreadable
@@ -29,9 +29,9 @@ def mixed_class(tmp_path):
 def test_discover_recognises_each_layout(mixed_class):
     found = {s.student: s.path for s in discover(mixed_class)}
     assert set(found) == {"ana", "bo", "cy", "di", "ed"}
-    assert found["bo"].name == kit.NOTEBOOK_NAME and found["ed"] is None
+    assert found["bo"].name == kit.KIT.notebook_name and found["ed"] is None
     nbgrader_layout = {s.student: s.path for s in discover(kit.COURSE_DIR / "sample_class")}
-    assert nbgrader_layout["ada_correct"] == kit.COURSE_DIR / "sample_class" / "ada_correct" / kit.ASSIGNMENT / kit.NOTEBOOK_NAME
+    assert nbgrader_layout["ada_correct"] == kit.COURSE_DIR / "sample_class" / "ada_correct" / kit.KIT.name / kit.KIT.notebook_name
 
 
 @pytest.mark.slow

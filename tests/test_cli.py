@@ -31,8 +31,8 @@ def assert_gradescope_format(data):
 def test_grade_writes_results_for_solution_template_and_garbage(tmp_path):
     garbage = tmp_path / "garbage.ipynb"
     garbage.write_text("{ this is not json")
-    for submission, expected in [(kit.SOLUTIONS_DIR / kit.NOTEBOOK_NAME, TOTAL_POINTS),
-                                 (kit.TEMPLATE_DIR / kit.NOTEBOOK_NAME, 0), (garbage, 0)]:
+    for submission, expected in [(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, TOTAL_POINTS),
+                                 (kit.TEMPLATE_DIR / kit.KIT.notebook_name, 0), (garbage, 0)]:
         results = tmp_path / f"{submission.stem}-{expected}.json"
         run = grade(submission, results, "--seed", "7", "--device", "cpu")
         assert run.returncode == 0, run.stderr

@@ -41,9 +41,9 @@ def _embedded_png(page: str) -> bytes:
 
 
 def _solution_lines() -> set[str]:
-    public = {line.strip() for _, code in kit.public_code() for line in code.splitlines()}
+    public = {line.strip() for _, code in kit.KIT.public_code() for line in code.splitlines()}
     lines = set()
-    for label, code in kit.reference_code():
+    for label, code in kit.KIT.reference_code():
         if "task1_forward" in label or "task2_compounding" in label:
             for line in code.splitlines():
                 text = line.strip()

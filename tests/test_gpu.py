@@ -20,7 +20,7 @@ HAS_CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="CUDA is not available on this machine")
 gpu = [pytest.mark.gpu, needs_cuda]
 no_gpu = pytest.mark.skipif(HAS_CUDA, reason="checks the behaviour of a machine without CUDA")
-SOLUTION = kit.SOLUTIONS_DIR / kit.NOTEBOOK_NAME
+SOLUTION = kit.SOLUTIONS_DIR / kit.KIT.notebook_name
 DEVICE_BUGS = ("cpu_inside_forward", "float32_zeros_inside")
 DEVICES = ["cpu", pytest.param("cuda", marks=gpu)]
 

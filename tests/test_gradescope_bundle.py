@@ -137,13 +137,13 @@ def test_cli_writes_the_bundle(tmp_path):
 
 @pytest.mark.slow     # a real grading through the bundle's own scripts
 def test_solution_gets_full_marks(gradescope):
-    done, results = gradescope({kit.NOTEBOOK_NAME: kit.SOLUTIONS_DIR / kit.NOTEBOOK_NAME})
+    done, results = gradescope({kit.KIT.notebook_name: kit.SOLUTIONS_DIR / kit.KIT.notebook_name})
     assert done.returncode == 0, done.stdout + done.stderr
     assert results is not None, done.stdout + done.stderr
     _validate(results)
     assert results["score"] == TOTAL_POINTS, [(t["name"], t["output"]) for t in results["tests"] if t["status"] != "passed"]
     assert all(t["status"] == "passed" for t in results["tests"])
-    assert results["extra_data"]["submission"] == kit.NOTEBOOK_NAME
+    assert results["extra_data"]["submission"] == kit.KIT.notebook_name
 
 
 @pytest.mark.slow     # a real grading through the bundle's own scripts

@@ -49,39 +49,39 @@ def test_both_paths_record_the_same_points_for_every_check(demo):
     import json
     for results in (demo / "grade-class").glob("*/results.json"):
         with Gradebook(f"sqlite:///{demo / 'course' / 'gradebook.db'}") as gradebook:
-            score = gradebook.find_submission(kit.ASSIGNMENT, results.parent.name).score
+            score = gradebook.find_submission(kit.KIT.name, results.parent.name).score
         assert score == json.loads(results.read_text())["score"]
 
 
 @pytest.mark.parametrize("course", ["course", "course-hardened"])
 def test_feedback_names_the_first_divergent_step_and_leaks_nothing(demo, course):
     secret = secret_lines()
-    pages = sorted((demo / course / "feedback").glob(f"*/{kit.ASSIGNMENT}/*.html"))
+    pages = sorted((demo / course / "feedback").glob(f"*/{kit.KIT.name}/*.html"))
     assert len(pages) == len(EXPECTED_TOTAL) + 4
     for page in pages:
         student = page.parts[-3]
-        own = (kit.COURSE_DIR / "sample_class" / student / kit.ASSIGNMENT / kit.NOTEBOOK_NAME).read_text()
+        own = (kit.COURSE_DIR / "sample_class" / student / kit.KIT.name / kit.KIT.notebook_name).read_text()
         text = page.read_text()
         assert "BEGIN HIDDEN" not in text and "report(" not in text
         assert "Traceback (most recent call last)" not in text and "-" * 60 not in text   # no tracebacks
         leaked = [line for line in secret if line in text and line not in own]
         assert not leaked, f"{page}: {leaked[:3]}"
-    ben = (demo / course / "feedback" / "ben_post_ln" / kit.ASSIGNMENT / "layernorm.html").read_text()
+    ben = (demo / course / "feedback" / "ben_post_ln" / kit.KIT.name / "layernorm.html").read_text()
     assert "Step 2 of 10" in ben and "Post-LN" in ben and "image/png" in ben
 
 
 @pytest.mark.parametrize("course", ["course", "course-hardened"])
 def test_edited_and_deleted_cells_are_graded_fairly_and_the_student_is_told(demo, course):
-    page = (demo / course / "feedback" / "gil_edits_locked_cells" / kit.ASSIGNMENT / "layernorm.html").read_text()
+    page = (demo / course / "feedback" / "gil_edits_locked_cells" / kit.KIT.name / "layernorm.html").read_text()
     assert "edited" in page and "test_block_shape" in page
     assert "check_compounding" in page
-    autograded = demo / course / "autograded" / "gil_edits_locked_cells" / kit.ASSIGNMENT / kit.NOTEBOOK_NAME
+    autograded = demo / course / "autograded" / "gil_edits_locked_cells" / kit.KIT.name / kit.KIT.notebook_name
     assert "check_compounding" in autograded.read_text()
 
 
 @pytest.mark.parametrize("course", ["course", "course-hardened"])
 def test_crashing_submission_gets_a_clear_message(demo, course):
-    page = (demo / course / "feedback" / "fen_crashes" / kit.ASSIGNMENT / "layernorm.html").read_text()
+    page = (demo / course / "feedback" / "fen_crashes" / kit.KIT.name / "layernorm.html").read_text()
     assert "ended the grading process" in page
 
 

@@ -7,7 +7,7 @@ from autograder import kit
 
 
 def _reference_cells() -> list[tuple[str, str]]:
-    return kit.reference_code()
+    return kit.KIT.reference_code()
 
 
 def submission(forward: str | None = None, task2: str | None = None, extra: str = "", prefix: str = "",

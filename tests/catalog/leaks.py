@@ -11,7 +11,7 @@ def secret_lines() -> set[str]:
     """Lines that exist only inside solution regions or hidden tests (not even as a phrase of the lesson's
     own text, which may quote a line of code on purpose)."""
     inside, secret, public = False, set(), []
-    for cell in kit.source_cells():
+    for cell in kit.KIT.cells():
         for line in cell.source.split("\n"):
             if any(marker in line for marker in BEGIN):
                 inside = True
