@@ -1,31 +1,42 @@
-"""Grading one submission: observe it in the sandbox, compute the reference, run every check.
+"""Grading one submission: ask it the grader's questions in the sandbox, read its answers strictly, compute
+the reference's answers to the same questions, run every check.
 
-The trusted parent does everything here. Student code only ever runs inside a `SandboxServer` child;
-the reference solution runs here, from the annotated source, on the same seeded inputs.
+The trusted parent does everything here. Student code only ever runs inside a `SandboxServer` child; the
+reference solution runs here, from the annotated source, on the same plan. A failure of the grader itself
+(a check that crashes on unexpected observations, a reference that will not run) is reported as a grader
+error, visible to the instructor, and never turned into the student's lost points.
 """
 from __future__ import annotations
 
 import functools
 import random
+import sys
 import time
+import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from . import kit
-from .checks import Evidence, compounding, fail, dropout, gradients, order, prenorm, robustness, shortcuts
-from .diagnosis import first_divergence, gradient_hint
+from .answers import Expect, read_answer
+from .checks import Evidence, compounding, dropout, fail, gradients, order, prenorm, robustness, shortcuts
+from .dataflow import analyse
+from .diagnosis import first_divergence
 from .harness.child import load_cells
 from .harness.parts import make_parts
-from .harness.probes import PROBES, Plan, Probing, run_probe
-from .harness.protocol import ProtocolError, decode_observation
+from .harness.probes import PROBES, Plan, Probing, part_params, run_probe
+from .harness.protocol import encode_observation
 from .notebook import SubmissionError, read_cells, student_code
+from .replays import Replays
 from .results import CheckResult, SubmissionResult, SubTest
 from .rubric import RUBRIC
 from .sandbox import SandboxServer
 
 CHECKS = (order, shortcuts, prenorm, dropout, gradients, robustness, compounding)
 ALL_PROBES = tuple(PROBES)
+ARRANGEMENTS = {"Post-LN": "PostLNBlock", "no shortcuts": "NoShortcutBlock"}
 
 
 def new_seed() -> int:
@@ -48,65 +59,99 @@ def reference_namespace(assignment: kit.Assignment = kit.KIT) -> dict:
     return namespace
 
 
-@functools.lru_cache(maxsize=64)
-def reference_observations(seed: int, device: str, assignment: kit.Assignment = kit.KIT) -> dict:
-    """The reference solution and the named wrong arrangements, through the very same probes."""
-    ref = reference_namespace(assignment)
-    plan = Plan(seed=seed, device=device)
+def trusted_parts(assignment: kit.Assignment, plan: Plan) -> dict:
+    """The grader's own copy of the five components the child's block gets (same seed, same weights)."""
+    parts = make_parts(reference_namespace(assignment), plan.cfg, plan.weights, drop_p=plan.drop_p)
+    for part in parts.values():
+        part.eval()
+    return parts
+
+
+def expected_shapes(assignment: kit.Assignment, plan: Plan) -> Expect:
+    holder = torch.nn.Module()
+    for name, part in trusted_parts(assignment, plan).items():
+        holder.add_module(name, part)
+    return Expect.of(plan, {name: tuple(p.shape) for name, p in part_params(holder).items()})
+
+
+@dataclass(frozen=True)
+class Reference:
+    answers: dict            # probe -> the reference's answer, read like the child's
+    named: dict              # arrangement -> its eval-mode output
+    profiles: dict           # curve name -> deep-stack profile, for the feedback plot
+
+
+@functools.lru_cache(maxsize=16)
+def reference(seed: int, device: str, assignment: kit.Assignment = kit.KIT) -> Reference:
+    """The reference solution and the named wrong arrangements, through the very same probes and reader."""
+    ref, plan = reference_namespace(assignment), Plan.draw(seed, device)
+    expect = expected_shapes(assignment, plan)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        observe = lambda names, probes: {p: _to_numpy(run_probe(p, Probing(names, ref, plan))) for p in probes}
-        observations = {
-            "reference": observe(ref, ALL_PROBES),
-            "Post-LN": observe({**ref, "TransformerBlock": ref["PostLNBlock"]}, ("eval", "profile")),
-            "no shortcuts": observe({**ref, "TransformerBlock": ref["NoShortcutBlock"]}, ("eval", "profile")),
-        }
+        ask = lambda names, probe: read_answer(probe, encode_observation(run_probe(probe, Probing(names, ref, plan))), expect)  # noqa: E731
+        answers = {probe: ask(ref, probe) for probe in ALL_PROBES}
+        named, profiles = {}, {"reference": answers["profile"].get("profile")}
+        for label, cls in ARRANGEMENTS.items():
+            names = {**ref, "TransformerBlock": ref[cls]}
+            named[label] = ask(names, "eval").get("y")
+            profiles[label] = ask(names, "profile").get("profile")
     finally:
         torch.set_num_threads(threads)
-    for name, probes in observations.items():
-        for probe, observation in probes.items():
-            if not observation.get("ok"):
-                raise RuntimeError(f"the {name} failed its own '{probe}' probe: {observation.get('error')}")
-    return observations
+    broken = {probe: a["error"] for probe, a in answers.items() if not a["ok"]}
+    if broken or any(v is None for v in (*named.values(), *profiles.values())):
+        raise RuntimeError(f"the reference solution failed the grader's own questions: {broken or 'arrangements'}")
+    return Reference(answers, named, profiles)
 
 
-def _to_numpy(value):
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu().numpy()
-    if isinstance(value, dict):
-        return {k: _to_numpy(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_to_numpy(v) for v in value]
-    return value
+def _notes(raw: dict, student: dict) -> tuple[str, ...]:
+    """Student-facing remarks; everything here came from the sandbox, so nothing about its shape is trusted."""
+    notes = []
+    loaded = raw.get("loaded") if isinstance(raw.get("loaded"), dict) else {}
+    errors = loaded.get("cell_errors") if isinstance(loaded.get("cell_errors"), list) else []
+    for error in errors[:5]:
+        if isinstance(error, dict):
+            notes.append(f"{error.get('cell')} raised {error.get('type')}: {error.get('message')}")
+    for note in (student["eval"].get("notes") or [])[:2] if student["eval"]["ok"] else []:
+        notes.append(f"{note}; your forward was graded with the kit's components.")
+    return tuple(str(n)[:500] for n in notes)
 
 
-def _decode(raw: dict) -> dict:
-    observations = {}
-    for probe in ALL_PROBES:
-        try:
-            value = decode_observation(raw.get("observations", {}).get(probe))
-        except (ProtocolError, ValueError, TypeError):
-            value = None
-        if not isinstance(value, dict) or "ok" not in value:
-            value = {"ok": False, "error": {"type": "ProtocolError", "message": "no usable observation came back"}}
-        observations[probe] = value
-    return observations
+@dataclass(frozen=True)
+class Evaluation:
+    """Everything the checks found for one submission."""
+    checks: tuple[CheckResult, ...]
+    first_divergence: str | None
+    notes: tuple[str, ...]
+    profiles: dict
+    grader_errors: tuple[str, ...]
 
 
-def _check_result(module, evidence: Evidence) -> CheckResult:
+def _grader_error(where: str, error: BaseException) -> str:
+    line = traceback.format_exception_only(type(error), error)[-1].strip()
+    frame = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
+    at = f" at {Path(frame.filename).name}:{frame.lineno}" if frame else ""
+    return f"{where}: {line}{at}"
+
+
+def _check_result(module, evidence: Evidence, errors: list) -> CheckResult:
     spec = RUBRIC[module.NAME]
+    grader_error = None
     try:
         outcomes = module.evaluate(evidence)
-    except Exception as error:  # malformed observations (a forged report, say) fail the check, never the grader
-        outcomes = {part: _malformed(error) for part in spec.parts}
-    subtests = tuple(
-        SubTest(part, points if outcomes[part].passed else 0.0, points, outcomes[part].passed, outcomes[part].message)
-        for part, points in spec.parts.items()
-    )
+        missing = set(spec.parts) - set(outcomes)
+        if missing:
+            raise KeyError(f"no verdict for {sorted(missing)}")
+    except Exception as error:
+        grader_error = _grader_error(f"check {module.NAME}", error)
+        errors.append(grader_error)
+        outcomes = {part: fail("Not graded: the grader itself failed on this check (a grader error, not a mistake of "
+                               "yours); your instructor can see it and will regrade.") for part in spec.parts}
+    subtests = tuple(SubTest(part, points if outcomes[part].passed else 0.0, points, outcomes[part].passed,
+                             outcomes[part].message) for part, points in spec.parts.items())
     failed = [_sentence(s.message) for s in subtests if not s.passed]
     message = "All parts passed." if not failed else " ".join(dict.fromkeys(failed))
-    return CheckResult(module.NAME, spec.title, subtests, message, spec.visibility, dict(evidence.details))
+    return CheckResult(module.NAME, spec.title, subtests, message, spec.visibility, dict(evidence.details), grader_error)
 
 
 def _sentence(text: str) -> str:
@@ -114,78 +159,80 @@ def _sentence(text: str) -> str:
     return text if text.endswith((".", "!", "?")) else text + "."
 
 
-def _malformed(error: Exception):
-    return fail(f"The observations of your code could not be interpreted ({type(error).__name__}).")
-
-
-def _trace_explanations(student: dict, reference: dict):
-    trace = student.get("trace", {})
-    if not trace.get("ok"):
-        return None, None
+def evaluate(raw: dict, plan: Plan, assignment: kit.Assignment = kit.KIT) -> Evaluation:
+    """Every check on one sandbox reply. Pure apart from the (cached) reference and the grader's replays."""
+    expect = expected_shapes(assignment, plan)
+    answers = raw.get("observations") if isinstance(raw.get("observations"), dict) else {}
+    student = {probe: read_answer(probe, answers.get(probe), expect) for probe in ALL_PROBES}
+    ref = reference(plan.seed, plan.device, assignment)
+    parts = trusted_parts(assignment, plan)
+    x = Probing({}, reference_namespace(assignment), Plan(**{**plan.__dict__, "device": "cpu"})).x().numpy()
+    errors: list[str] = []
+    flows = {}
+    for mode in ("eval", "train"):
+        flows[mode] = None
+        if student[mode]["ok"]:
+            try:
+                flows[mode] = analyse(x.astype(np.float64), student[mode], parts, train=mode == "train", device=plan.device)
+            except Exception as error:
+                errors.append(_grader_error(f"reading the {mode}-mode run", error))
+                student[mode] = {"ok": False, "error": {"type": "ProtocolError", "message":
+                                 "the grader could not read your forward's run (a grader error, reported)"}}
+    evidence = Evidence(student, ref.answers, ref.named, parts, x.astype(np.float64), flows,
+                        replays=Replays(flows, parts, plan, reference_namespace(assignment)), plan=plan,
+                        device=plan.device, drop_p=plan.drop_p)
     try:
-        divergence = first_divergence(trace, reference["trace"])
-        hint = gradient_hint(trace.get("events", []), reference["trace"])
-    except Exception:  # an explanation is a bonus: a malformed trace never costs points
-        return None, None
-    return divergence, hint
-
-
-def _listed(value) -> list:
-    return value if isinstance(value, list) else []
-
-
-def _notes(raw: dict, student: dict) -> tuple[str, ...]:
-    """Student-facing remarks; everything here came from the sandbox, so nothing about its shape is trusted."""
-    notes = []
-    loaded = raw.get("loaded") if isinstance(raw.get("loaded"), dict) else {}
-    for error in _listed(loaded.get("cell_errors"))[:5]:
-        if isinstance(error, dict):
-            notes.append(f"{error.get('cell')} raised {error.get('type')}: {error.get('message')}")
-    for note in _listed(student.get("eval", {}).get("notes"))[:2]:
-        notes.append(f"{note}; your forward was graded with the kit's components.")
-    return tuple(str(n)[:500] for n in notes)
-
-
-def evaluate(raw: dict, seed: int, device: str, assignment: kit.Assignment = kit.KIT) -> tuple[tuple[CheckResult, ...], str | None, tuple, dict]:
-    """Every check on one sandbox reply. Pure apart from the (cached) reference computation."""
-    student = _decode(raw)
-    observed = reference_observations(seed, device, assignment)
-    reference = observed["reference"]
-    divergence, hint = _trace_explanations(student, reference)
-    parts = make_parts(reference_namespace(assignment), Plan(seed=seed).cfg, seed, drop_p=0.5)
-    named = {name: probes["eval"] for name, probes in observed.items() if name != "reference"}
-    checks = []
-    for module in CHECKS:
-        evidence = Evidence(student, reference, named, parts, device, divergence, hint)
-        checks.append(_check_result(module, evidence))
+        divergence = first_divergence({mode: evidence.anatomy(mode) for mode in flows})
+    except Exception as error:   # an explanation is a bonus: its failure costs no points, but is reported
+        errors.append(_grader_error("finding the first divergent step", error))
+        divergence = None
+    evidence.divergence = divergence
+    checks = tuple(_check_result(module, evidence, errors) for module in CHECKS)
     if all(check.passed for check in checks if check.check != compounding.NAME):
         divergence = None   # the trace only explains lost points; equivalent code in any style has nothing to explain
-    profiles = {"student": (student.get("profile") or {}).get("profile"),
-                **{name: probes["profile"]["profile"] for name, probes in observed.items() if "profile" in probes}}
-    return tuple(checks), divergence.text() if divergence else None, _notes(raw, student), profiles
+    profiles = {"student": (student["profile"].get("profile") if student["profile"]["ok"] else None), **ref.profiles}
+    return Evaluation(checks, divergence.text() if divergence else None, _notes(raw, student), profiles, tuple(errors))
 
 
-def unreadable(submission: str, message: str, seed: int, device: str, student: str | None = None) -> SubmissionResult:
+def unreadable(submission: str, message: str, seed: int, device: str, student: str | None = None,
+               grader_errors: tuple = ()) -> SubmissionResult:
     checks = tuple(
         CheckResult(name, spec.title, tuple(SubTest(p, 0.0, pts, False, message) for p, pts in spec.parts.items()),
                     message, spec.visibility)
         for name, spec in RUBRIC.items()
     )
-    return SubmissionResult(submission, checks, seed, device, "not run", 0.0, None, (message,), student=student)
+    return SubmissionResult(submission, checks, seed, device, "not run", 0.0, None, (message,), student=student,
+                            grader_errors=tuple(grader_errors))
+
+
+def grader_failure(submission: str, error: BaseException, seed: int, device: str, student: str | None = None):
+    """The whole grading of one submission failed for the grader's own reasons: a result that says so."""
+    text = _grader_error("grading", error)
+    print(f"grader error while grading {student or submission}: {text}", file=sys.stderr)
+    return unreadable(submission, "Not graded: the grader itself failed (a grader error, not a mistake of yours); your "
+                      "instructor can see it and will regrade.", seed, device, student, (text,))
 
 
 def grade_cells(cells: list, name: str, server: SandboxServer, *, seed: int, device: str = "cpu",
                 student: str | None = None) -> SubmissionResult:
-    """Grade a submission already read into cells (see `notebook.read_cells`)."""
+    """Grade a submission already read into cells (see `notebook.read_cells`). Never raises for anything the
+    submission did; a failure of the grader becomes a result that names it."""
     started = time.monotonic()
-    assignment = server.assignment
-    cells, restored = assignment.restore_locked_cells(cells)
-    raw = server.grade(student_code(cells), {"seed": seed, "device": device}, list(ALL_PROBES))
-    if raw.get("grader_error"):      # the grader's own failure (CUDA would not start): never scored as a 0
-        raise RuntimeError(f"grading {name} on {device}: {raw['grader_error']}")
-    checks, divergence, notes, profiles = evaluate(raw, seed, device, assignment)
-    return SubmissionResult(name, checks, seed, device, server.isolation, round(time.monotonic() - started, 3),
-                            divergence, tuple(restored) + notes, profiles, student)
+    try:
+        assignment = server.assignment
+        plan = Plan.draw(seed, device)
+        cells, restored = assignment.restore_locked_cells(cells)
+        raw = server.grade(student_code(cells), plan.to_dict(), list(ALL_PROBES))
+        if raw.get("grader_error"):      # the grader's own failure (CUDA would not start): never scored as a 0
+            raise RuntimeError(f"on {device}: {raw['grader_error']}")
+        found = evaluate(raw, plan, assignment)
+    except Exception as error:
+        return grader_failure(name, error, seed, device, student)
+    for text in found.grader_errors:
+        print(f"grader error while grading {student or name}: {text}", file=sys.stderr)
+    return SubmissionResult(name, found.checks, seed, device, server.isolation, round(time.monotonic() - started, 3),
+                            found.first_divergence, tuple(restored) + found.notes, found.profiles, student,
+                            found.grader_errors)
 
 
 def grade_file(path: str | Path, server: SandboxServer, *, seed: int, device: str = "cpu",

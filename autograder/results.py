@@ -21,6 +21,7 @@ class CheckResult:
     message: str                 # student-facing summary
     visibility: str = "visible"
     details: dict = field(default_factory=dict)   # for the instructor: numbers, raw errors
+    grader_error: str | None = None               # the check itself crashed: the grader's failure, not the student's
 
     @property
     def points(self) -> float:
@@ -47,6 +48,7 @@ class SubmissionResult:
     notes: tuple[str, ...] = ()              # student-facing remarks (cells that failed to run, ...)
     profile: dict = field(default_factory=dict)   # gradient profiles for the feedback plot
     student: str | None = None
+    grader_errors: tuple[str, ...] = ()      # failures of the grader itself, for the instructor
 
     @property
     def score(self) -> float:

@@ -1,7 +1,23 @@
-"""Points: every check, every part of it, in one readable place.
+"""Points: every check, every part of it, in one readable place, and why each part pays.
 
 The keys are the check names used everywhere: the hidden-check cells of the notebook (`check_<name>`), the
 Gradescope test names, the columns of grades.csv. A test keeps the notebook's cell points equal to these.
+
+Why a part pays (the rule an instructor can defend):
+
+* Every point needs agreement with something the grader computed itself, on inputs, weights and seeds the
+  grader drew: the reference solution's output, or the grader's own components applied to the values the
+  student's block recorded. Nothing the student's code reports is believed on its own.
+* A part pays only when the block did the work the part is about. The two additions and the two norm
+  placements are read from the student's own values, half by half, so a block that gets one half right earns
+  that half's parts. Parts whose property a do-nothing block has for free (silent branches give back the
+  input, dropout is off in eval mode, gradients flow, the input is left unchanged, the deep stack, the four
+  robustness parts) pay only when attention and the feed-forward network both ran, as the grader's own
+  components compute them, and both reach the output. Identity, a copy, zeros or a constant earn no forward
+  point.
+* One mistake costs points in the check that names it, plus direct consequences whose messages say so (a
+  wrong output also fails "output matches a Pre-LN block"; a missing shortcut also makes the deep stack
+  lose its gradient). A check that crashes is a grader error, reported to the instructor, never a lost point.
 """
 from __future__ import annotations
 
@@ -24,9 +40,9 @@ RUBRIC: dict[str, CheckSpec] = {
         "output matches a Pre-LN block": 4,
     }, visibility="visible"),
     "forward_shortcuts": CheckSpec("Both shortcut additions", {
-        "identity when attention and feed-forward are zero": 1,
-        "first shortcut adds the block input": 1,
-        "second shortcut adds the first half's result": 1,
+        "shortcut around attention": 1,
+        "shortcut around the feed-forward network": 1,
+        "silent branches give back the input": 1,
     }),
     "forward_prenorm": CheckSpec("Pre-LN placement of norm1 and norm2", {
         "norm1 feeds attention": 1,
@@ -34,13 +50,13 @@ RUBRIC: dict[str, CheckSpec] = {
         "no extra normalization": 1,
     }),
     "forward_dropout": CheckSpec("Dropout placement", {
-        "train-mode output matches Pre-LN dropout": 1,
-        "p = 1.0 drops both branches": 1,
+        "dropout on attention's output": 1,
+        "dropout on the feed-forward output": 1,
         "dropout is off in eval mode": 1,
     }),
     "forward_gradients": CheckSpec("Gradient behaviour", {
-        "gradients match a Pre-LN block": 1,
-        "no detached path": 1,
+        "gradients flow through every path (eval mode)": 1,
+        "gradients flow through every path (train mode)": 1,
         "input left unchanged": 1,
         "24-block stack keeps a Pre-LN profile": 1,
     }),

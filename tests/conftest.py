@@ -28,7 +28,7 @@ def grade_source(server, seed, tmp_path):
     """Grade `.py` source text through the real sandbox; returns the SubmissionResult."""
     from autograder.grading import grade_file
 
-    def grade(text: str, name: str = "submission.py"):
+    def grade(text: str, name: str = "submission.py", seed: int = seed):
         path = tmp_path / name
         path.write_text(text)
         return grade_file(path, server, seed=seed)

@@ -1,23 +1,31 @@
-"""The hidden suite, mutation-tested: every wrong forward loses points on its check with its message;
-every equivalent forward, and the solution, gets full marks."""
+"""The hidden suite, mutation-tested: every wrong forward loses points on its check with its message and its
+first divergent step, and nowhere else but the direct consequences it declares; every equivalent forward,
+and the solution, gets full marks on several seeds; a forward that does none of the block's work gets no
+forward points at all."""
+import re
+
 import pytest
 
-from autograder.rubric import TOTAL_POINTS
+from autograder.checks.gradients import profile_verdict
+from autograder.rubric import RUBRIC, TOTAL_POINTS
 from catalog.build import submission
 from catalog.equivalent_forwards import CONTAINER_FORWARD, CONTAINER_INIT, EQUIVALENT
-from catalog.wrong_forwards import WRONG
+from catalog.wrong_forwards import TRIVIAL, WRONG
+
+FORWARD_CHECKS = [name for name in RUBRIC if name != "compounding"]
 
 
 def _by_check(result):
     return {check.check: check for check in result.checks}
 
 
+@pytest.mark.parametrize("offset", [0, 1, 2], ids=["seed", "seed+1", "seed+2"])
 @pytest.mark.parametrize("name", sorted(EQUIVALENT))
-def test_equivalent_forward_gets_full_marks(grade_source, name):
-    result = grade_source(submission(forward=EQUIVALENT[name]))
+def test_equivalent_forward_gets_full_marks(grade_source, seed, name, offset):
+    result = grade_source(submission(forward=EQUIVALENT[name]), seed=seed + offset)
     lost = {c.check: c.message for c in result.checks if not c.passed}
     assert result.score == TOTAL_POINTS, lost
-    assert result.first_divergence is None
+    assert result.first_divergence is None and not result.grader_errors
 
 
 def test_components_kept_in_containers_are_followed(grade_source):
@@ -26,19 +34,44 @@ def test_components_kept_in_containers_are_followed(grade_source):
 
 
 @pytest.mark.parametrize("wrong", WRONG, ids=lambda w: w.name)
-def test_wrong_forward_loses_points_with_its_message(grade_source, wrong):
+def test_wrong_forward_loses_points_where_its_mistake_is_named(grade_source, wrong):
     result = grade_source(submission(forward=wrong.forward))
-    check = _by_check(result)[wrong.check]
+    checks = _by_check(result)
+    check = checks[wrong.check]
     assert check.points < check.max_points, f"{wrong.check} did not notice {wrong.name}"
-    assert result.score < TOTAL_POINTS
+    lost = {name for name, c in checks.items() if c.points < c.max_points}
+    assert lost <= {wrong.check, *wrong.also}, f"points lost elsewhere: {lost - {wrong.check, *wrong.also}}"
     if wrong.step is not None:
-        assert result.first_divergence is not None and result.first_divergence.startswith(f"Step {wrong.step} of 10"), \
-            result.first_divergence
+        assert result.first_divergence is not None and re.match(
+            rf"(In (train|eval) mode only: )?Step {wrong.step} of 10", result.first_divergence), result.first_divergence
+    else:
+        assert result.first_divergence is None, result.first_divergence
     text = check.message + " " + (result.first_divergence or "")
     assert wrong.phrase in text, text
-    # compounding is independent of the forward: a forward mistake never costs Task 2 points
-    assert _by_check(result)["compounding"].passed
+    assert not result.grader_errors
+    for name in lost:                 # every lost part says why, in words of its own
+        assert all(part.message.strip() for part in checks[name].subtests if not part.passed)
 
 
-def test_catalog_is_large_enough():
-    assert len(WRONG) >= 20 and len(EQUIVALENT) >= 8
+@pytest.mark.parametrize("name", sorted(TRIVIAL))
+def test_a_forward_that_does_no_work_gets_no_forward_points(grade_source, name):
+    result = grade_source(submission(forward=TRIVIAL[name]))
+    checks = _by_check(result)
+    assert {n: checks[n].points for n in FORWARD_CHECKS} == {n: 0 for n in FORWARD_CHECKS}
+    assert checks["compounding"].passed and not result.grader_errors
+
+
+@pytest.mark.parametrize("broken", [1, 7, 24])
+def test_the_deep_stack_message_names_the_broken_block_counted_from_the_input(broken):
+    """values[i] is the gradient at block i+1's input; block k multiplies the gradient by values[k-1] / values[k]."""
+    factors = [1.05] * 24
+    factors[broken - 1] = 0.3
+    values, gradient = [], 1.0
+    for factor in reversed(factors):        # the gradient travels from the last block back to the first
+        gradient *= factor
+        values.insert(0, gradient)
+    passed, message, _ = profile_verdict(values)
+    if broken == 24:                         # the last block's factor is invisible: nothing after it to compare
+        assert passed
+    else:
+        assert not passed and message.startswith(f"block {broken} of 24 multiplies the gradient by 0.30")

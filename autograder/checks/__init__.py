@@ -1,19 +1,26 @@
 """Verdicts. One module per concept; each turns observations into pass/fail outcomes with messages.
 
 A check module has `NAME` (its rubric key) and `evaluate(evidence) -> dict[part, Outcome]`, one entry per
-rubric part. Checks are pure: they read `Evidence` (what the sandbox observed, what the reference computed)
-and never run student code.
+rubric part. Checks are pure: they read `Evidence` (the child's answers as read by `answers`, the reference's
+answers to the same questions, the named flows of the student's runs) and never run student code.
+
+Every point needs agreement with something the grader computed itself on inputs it chose: the reference's
+output, or the grader's own components applied to the student's recorded values. A part whose property a
+block gets for free (a block that returns its input "leaves its input unchanged") pays only when the block
+did the work: see `Evidence.work`.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..diagnosis import Divergence
+from ..anatomy import Anatomy
+from ..dataflow import Flow
 
 # Tolerance tiers for comparing float32 results with the reference: CUDA kernels reorder sums.
-TOLERANCES = {"cpu": (1e-4, 1e-5), "cuda": (2e-3, 2e-4)}
+TOLERANCES = {"cpu": (1e-5, 1e-6), "cuda": (2e-3, 2e-4)}
 
 
 @dataclass(frozen=True)
@@ -29,15 +36,19 @@ def fail(message: str) -> Outcome:
     return Outcome(False, message)
 
 
-@dataclass
+@dataclass(eq=False)
 class Evidence:
-    student: dict                      # probe name -> observation from the sandbox
-    reference: dict                    # probe name -> observation of the reference solution
-    named: dict                        # arrangement name -> its "eval" observation (Post-LN, ...)
-    parts: dict                        # the kit's components for this seed (trusted copies, float32, CPU)
+    student: dict                      # probe name -> the child's answer, read by `answers.read_answer`
+    reference: dict                    # probe name -> the reference's answer to the same question
+    named: dict                        # arrangement name -> its eval-mode output (Post-LN, ...)
+    parts: dict                        # the grader's own components for this plan (float32, CPU, eval mode)
+    x: np.ndarray                      # the block input of every forward question, as the grader drew it
+    flows: dict                        # "eval" / "train" -> Flow of the student's recorded run (None: no run)
+    replays: object = None             # replays.Replays: gradients and profiles the grader recomputes
+    plan: object = None                # the questions (harness.probes.Plan)
     device: str = "cpu"
-    divergence: Divergence | None = None
-    gradient_hint: str | None = None
+    drop_p: float = 0.5
+    divergence: object = None          # diagnosis.Divergence
     details: dict = field(default_factory=dict)
 
     def obs(self, probe: str) -> dict:
@@ -47,10 +58,77 @@ class Evidence:
         rtol, atol = TOLERANCES.get(self.device, TOLERANCES["cpu"])
         return arrays_close(a, b, rtol * scale, atol * scale)
 
+    @functools.cache
+    def anatomy(self, mode: str) -> Anatomy | None:
+        """Both halves of the student's run in `mode`, set against Pre-LN (None when that run failed)."""
+        flow = self.flows.get(mode)
+        return Anatomy(flow, self.parts, mode, self.drop_p) if flow is not None else None
+
+    @functools.cached_property
+    def work(self) -> str | None:
+        """None when the block did the work (attention and the feed-forward network both ran, as the grader's
+        own components compute them, and both reach the output); else why not. Parts whose property a
+        do-nothing block has for free pay only when this is None."""
+        run = self.obs("eval")
+        if not run["ok"]:
+            return error_text(run)
+        flow: Flow = self.flows["eval"]
+        missing = [name for name in ("att", "ff") if flow.first(name) is None]
+        if missing:
+            return f"{' and '.join(NAMES[m] for m in missing)} never ran in your forward (in eval mode)"
+        for name in ("att", "ff"):
+            step = flow.first(name)
+            if not step.verified:
+                return step.why
+        if flow.y_takes is not None:
+            unused = [NAMES[n] for n in ("att", "ff") if not flow.influences(flow.first(n).key)]
+            if unused:
+                return f"the output of {' and of '.join(unused)} does not reach what your forward returns"
+            return None
+        grads = run.get("param_grads") or {}
+        silent = [NAMES[n] for n in ("att", "ff")
+                  if not any(g is not None and np.any(g != 0) for k, g in grads.items() if k.startswith(n + "."))]
+        return f"no gradient reaches {' or '.join(silent)}: its output does not reach your result" if silent else None
+
+    def used(self, mode: str, side: str) -> str | None:
+        """None when the branch `side` ran in the `mode` run and reaches the output; else why not."""
+        flow = self.flows.get(mode)
+        step = flow.first(side) if flow is not None else None
+        if step is None:
+            return f"{NAMES[side]} never ran in {mode} mode"
+        if flow.y_takes is not None and not flow.influences(step.key):
+            return f"the output of {NAMES[side]} does not reach what your forward returns"
+        return None
+
+    def half_gate(self, outcome: Outcome, mode: str, side: str) -> Outcome:
+        """`outcome`, paid only when the half it is about did its work: its branch reaches the output."""
+        why = self.used(mode, side)
+        if not outcome.passed or why is None:
+            return outcome
+        return fail(f"Not credited: {why}, and this part counts only for a half whose branch is part of the result.")
+
+    def gate(self, outcome: Outcome) -> Outcome:
+        """`outcome`, paid only for a block that did the work (see `work`)."""
+        if not outcome.passed or self.work is None:
+            return outcome
+        return fail(f"Not credited: {self.work}, and this part counts only for a block that computes attention and "
+                    "the feed-forward network and adds them into its output.")
+
+
+NAMES = {"att": "attention", "ff": "the feed-forward network"}
+
 
 def arrays_close(a, b, rtol: float, atol: float) -> bool:
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     return a.shape == b.shape and bool(np.all(np.isfinite(a))) and bool(np.allclose(a, b, rtol=rtol, atol=atol))
+
+
+def same_values(flow: Flow, a: dict | None, b: dict | None, scale: float = 10.0) -> bool:
+    """Do two sums of a flow have the same value (within float32 rounding)?"""
+    if a is None or b is None:
+        return False
+    va, vb = flow.value(a), flow.value(b)
+    return bool(np.linalg.norm(va - vb) <= scale * flow.tol * max(np.linalg.norm(vb), 1.0))
 
 
 def difference(a, b) -> str:
@@ -66,9 +144,7 @@ def difference(a, b) -> str:
 def error_text(observation: dict, what: str = "forward") -> str:
     error = observation.get("error") or {}
     kind, message = error.get("type", "Error"), error.get("message", "")
-    if kind == "ProbeFailure":
-        text = f"{message}"
-    elif kind in ("Timeout", "Crashed", "Skipped", "Missing", "ProtocolError"):
+    if kind in ("ProbeFailure", "Timeout", "Crashed", "Skipped", "Missing", "ProtocolError"):
         text = message
     else:
         text = f"{what} raised {kind}: {message}" if message else f"{what} raised {kind}"
@@ -85,5 +161,6 @@ def standardized(values, scale=None, shift=None) -> bool:
     return bool(np.all(np.abs(v.mean(-1)) < 1e-3) and np.all(np.abs(v.var(-1) - 1) < 2e-2))
 
 
-def calls_named(observation: dict, name: str) -> list[dict]:
-    return [c for c in observation.get("calls", []) if c["name"] == name]
+def norm_params(evidence: Evidence, name: str):
+    norm = evidence.parts[name]
+    return norm.scale.detach().numpy().astype(np.float64), norm.shift.detach().numpy().astype(np.float64)

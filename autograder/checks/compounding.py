@@ -1,5 +1,7 @@
-"""Task 2: magnitudes by formula and by autograd against exact values, and the classification at its
-boundaries. Common mistakes get named: an extra or missing layer, sums instead of products, rounding."""
+"""Task 2: magnitudes by formula and by autograd against exact values, on the grader's own factors and depths,
+and the classification at its boundaries. The magnitude after layer k is |factor| ** k: a negative factor
+flips the sign every layer but shrinks or grows the size like its absolute value. Common mistakes get named:
+an extra or missing layer, sums instead of products, rounding, float32, a formula where autograd was asked."""
 from __future__ import annotations
 
 import math
@@ -7,6 +9,7 @@ import math
 from . import PASS, Evidence, error_text, fail
 
 NAME = "compounding"
+FORMULA, AUTOGRAD, CLASSIFY = "magnitude_by_formula", "magnitude_by_autograd", "classify_factor"
 
 
 def exact(factor: float, n: int) -> list[float]:
@@ -28,10 +31,13 @@ def why_wrong(values: list[float], factor: float, n: int) -> str:
         return f"{shown} you returned {n + 1} values: the list starts after layer 1, not with the starting value"
     if len(values) == n - 1:
         return f"{shown} you returned {n - 1} values: one per layer is {n}"
+    if factor < 0 and _same(values, [factor ** k for k in range(1, n + 1)], 1e-9):
+        return (f"{shown} some values are negative: a magnitude is a size, |factor| ** k (the sign flips every layer, "
+                "the size does not)")
     if _same(values, [abs(factor) ** k for k in range(0, n)], 1e-9):
-        return f"{shown} each value is one layer behind: after layer k the magnitude is factor**k"
+        return f"{shown} each value is one layer behind: after layer k the magnitude is |factor| ** k"
     if _same(values, [abs(factor) ** k for k in range(2, n + 2)], 1e-9):
-        return f"{shown} each value is one layer ahead: after layer k the magnitude is factor**k"
+        return f"{shown} each value is one layer ahead: after layer k the magnitude is |factor| ** k"
     if len(values) == n and any(_same(values, cand, 1e-9) for cand in
                                 ([factor * k for k in range(1, n + 1)], [1 + factor * k for k in range(1, n + 1)],
                                  [1 + (factor - 1) * k for k in range(1, n + 1)])):
@@ -54,6 +60,10 @@ def _judge_chains(chains: list[dict], key: str, function: str):
             return fail(f"{function}({case['factor']:g}, {case['n']}): {error_text(attempt, function)}.")
         if not _same(attempt["value"], exact(case["factor"], case["n"]), 1e-9):
             return fail(f"{function}: {why_wrong(attempt['value'], case['factor'], case['n'])}.")
+        if key == "autograd" and case["autograd_calls"] == 0:
+            return fail(f"{function}({case['factor']:g}, {case['n']}) returned the right values without asking autograd "
+                        "(torch.autograd.grad or .backward() never ran): measure them through a chain of scalings, "
+                        "do not compute the formula again.")
     return PASS
 
 
@@ -61,19 +71,17 @@ def evaluate(evidence: Evidence) -> dict:
     observation = evidence.obs("compounding")
     if not observation["ok"]:
         message = error_text(observation, "Task 2")
-        return {part: fail(message) for part in ("magnitude_by_formula", "magnitude_by_autograd", "classify_factor")}
-    outcomes = {
-        "magnitude_by_formula": _judge_chains(observation["chains"], "formula", "magnitude_by_formula"),
-        "magnitude_by_autograd": _judge_chains(observation["chains"], "autograd", "magnitude_by_autograd"),
-    }
-    outcomes["classify_factor"] = PASS
-    for case in observation["classify"]:
+        return {FORMULA: fail(message), AUTOGRAD: fail(message), CLASSIFY: fail(message)}
+    outcomes = {FORMULA: _judge_chains(observation["chains"], "formula", FORMULA),
+                AUTOGRAD: _judge_chains(observation["chains"], "autograd", AUTOGRAD), CLASSIFY: PASS}
+    for factor, case in zip(evidence.plan.factors, observation["classify"]):
         if "error" in case:
-            outcomes["classify_factor"] = fail(f"classify_factor({case['factor']:g}): {error_text(case, 'classify_factor')}.")
+            outcomes[CLASSIFY] = fail(f"classify_factor({factor:g}): {error_text(case, CLASSIFY)}.")
             break
-        if case["value"].strip().lower() != expected_label(case["factor"]):
-            outcomes["classify_factor"] = fail(
-                f"classify_factor({case['factor']:g}) returned {case['value']!r}; expected "
-                f"{expected_label(case['factor'])!r}. A factor below 1 in size vanishes, above 1 explodes, exactly 1 is stable.")
+        if case["value"].strip().lower() != expected_label(factor):
+            outcomes[CLASSIFY] = fail(
+                f"classify_factor({factor:g}) returned {case['value']!r}; expected {expected_label(factor)!r}. What "
+                "counts is the size of the factor, |factor|: below 1 it vanishes, above 1 it explodes, exactly 1 is "
+                "stable (a negative factor only flips the sign).")
             break
     return outcomes

@@ -1,56 +1,49 @@
-"""Dropout placement: on each branch output, before its addition, and only in train mode."""
+"""Dropout placement: on each branch output, before its addition, once, with drop_shortcut's p, and only
+in train mode.
+
+Placement is read from a train-mode run with real dropout (torch's seed fixed by the grader), on the
+student's own values: what each dropout received and where its result went.
+"""
 from __future__ import annotations
 
-import numpy as np
-
-from . import PASS, Evidence, difference, error_text, fail
+from ..anatomy import active_how
+from . import NAMES, PASS, Evidence, error_text, fail
 
 NAME = "forward_dropout"
+ATT, FF, EVAL = ("dropout on attention's output", "dropout on the feed-forward output", "dropout is off in eval mode")
 
 
-def _functional_dropout(evidence: Evidence) -> bool:
-    return any(e.get("op") == "dropout" for e in evidence.obs("eval").get("events", []))
+def _placement(evidence: Evidence, side: str):
+    anatomy = evidence.anatomy("train")
+    half = getattr(anatomy, side)
+    if half is None:
+        return fail(f"{NAMES[side].capitalize()} never ran in train mode, so there is no branch output to drop.")
+    if not half.branch.verified:
+        return fail(half.branch.why.capitalize() + ".")
+    found = anatomy.dropout(side)
+    return evidence.half_gate(PASS if found is None else fail(found.text()), "train", side)
+
+
+def _eval_off(evidence: Evidence):
+    train = evidence.anatomy("train").flow
+    if not any(step.drops for step in train.steps):
+        return fail("Not credited: your forward dropped nothing in train mode, so there is no dropout to switch off.")
+    seeds, run = evidence.obs("eval_seeds"), evidence.obs("eval")
+    if not seeds["ok"]:
+        return fail(error_text(seeds))
+    active = [step for step in evidence.anatomy("eval").flow.steps if step.drops]
+    if not active and evidence.close(seeds["y_a"], seeds["y_b"]) and evidence.close(seeds["y_a"], run["y"]):
+        return PASS
+    how = active_how(active[0]) if active else "something in your forward is random in eval mode"
+    return fail(f"In eval mode your block gave different outputs for the same input: dropout must be inactive after "
+                f"model.eval(); {how}.")
 
 
 def evaluate(evidence: Evidence) -> dict:
-    outcomes = {}
     train = evidence.obs("train")
     if not train["ok"]:
-        outcomes["train-mode output matches Pre-LN dropout"] = fail(error_text(train))
-    elif evidence.close(train["y"], evidence.reference["train"]["y"]):
-        outcomes["train-mode output matches Pre-LN dropout"] = PASS
-    else:
-        message = ("In train mode (p = 0.5, fixed seed) your output differs from a Pre-LN block's "
-                   f"({difference(train['y'], evidence.reference['train']['y'])}): drop_shortcut must act on "
-                   "attention's output and on the feed-forward output, each before its addition, and nowhere else.")
-        if evidence.divergence and ("drop" in evidence.divergence.message):
-            message += " " + evidence.divergence.text() + "."
-        outcomes["train-mode output matches Pre-LN dropout"] = fail(message)
-
-    full = evidence.obs("train_p1")
-    if not full["ok"]:
-        outcomes["p = 1.0 drops both branches"] = fail(error_text(full))
-    elif evidence.close(full["y"], full["x"]):
-        outcomes["p = 1.0 drops both branches"] = PASS
-    elif np.allclose(full["y"], 0, atol=1e-6):
-        outcomes["p = 1.0 drops both branches"] = fail(
-            "With p = 1.0 in train mode your block returned zeros: dropout was applied to a sum that includes "
-            "the shortcut. Drop only the branch output, then add the shortcut.")
-    else:
-        outcomes["p = 1.0 drops both branches"] = fail(
-            "With p = 1.0 in train mode, dropout removes both branch outputs completely, so a Pre-LN block "
-            f"returns exactly its input; yours did not ({difference(full['y'], full['x'])}). Dropout is missing "
-            "from a branch, or sits somewhere else than on the branch output.")
-
-    seeds, run = evidence.obs("eval_seeds"), evidence.obs("eval")
-    if not seeds["ok"]:
-        outcomes["dropout is off in eval mode"] = fail(error_text(seeds))
-    elif evidence.close(seeds["y_a"], seeds["y_b"]) and (not run["ok"] or evidence.close(seeds["y_a"], run["y"])):
-        outcomes["dropout is off in eval mode"] = PASS
-    else:
-        how = (" Your forward calls torch.nn.functional.dropout directly;" if _functional_dropout(evidence) else "")
-        outcomes["dropout is off in eval mode"] = fail(
-            "In eval mode your block gave different outputs for the same input: dropout must be inactive after "
-            f"model.eval().{how} use self.drop_shortcut, which follows .train() and .eval(), rather than "
-            "F.dropout(..., training=True) or a new nn.Dropout created inside forward.")
-    return outcomes
+        message = f"In train mode: {error_text(train)}."
+        return {ATT: fail(message), FF: fail(message), EVAL: fail(message)}
+    if not evidence.obs("eval")["ok"]:
+        return {ATT: _placement(evidence, "att"), FF: _placement(evidence, "ff"), EVAL: fail(error_text(evidence.obs("eval")))}
+    return {ATT: _placement(evidence, "att"), FF: _placement(evidence, "ff"), EVAL: evidence.gate(_eval_off(evidence))}

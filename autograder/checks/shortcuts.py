@@ -1,76 +1,51 @@
-"""Both shortcut additions: each half adds its branch to the value it started from.
+"""Both shortcut additions: each half adds its branch to the value it started from, and the shortcut path
+carries the block input to the output with nothing on it.
 
-Three views, each blind to the other mistakes: a reference-free identity (with attention and feed-forward
-zeroed a Pre-LN block returns its input exactly), and each addition measured on the student's own values.
+The two additions are read from the student's own values (eval mode), so a mistake elsewhere (a wrong norm,
+say) does not cost them. The third part confirms the path on a question of its own: with attention and the
+feed-forward network silenced a Pre-LN block hands back its input exactly; it pays only when both additions
+are right on the real weights, so a block cannot earn it by recognising silenced weights.
 """
 from __future__ import annotations
 
-import numpy as np
-
-from . import PASS, Evidence, calls_named, difference, error_text, fail, standardized
+from . import NAMES, PASS, Evidence, difference, error_text, fail
 
 NAME = "forward_shortcuts"
+ATT, FF, PATH = ("shortcut around attention", "shortcut around the feed-forward network",
+                 "silent branches give back the input")
 
 
-def entering_second_half(evidence: Evidence, run: dict):
-    """The value the second half starts from, as seen in the trace.
-
-    Normally the input of the first norm called after attention. Code that normalizes without calling the
-    modules shows only the normalized value; then the start is inferred from the output, y - ff's output.
-    """
-    calls = run["calls"]
-    first_att = next((i for i, c in enumerate(calls) if c["name"] == "att"), None)
-    if first_att is None:
-        return None
-    for call in calls[first_att + 1:]:
-        if call["name"] in ("norm1", "norm2"):
-            return call["input"]
-        if call["name"] == "ff":
-            norms = [(None, None)] + [tuple(p.detach().numpy() for p in (evidence.parts[n].scale, evidence.parts[n].shift))
-                                      for n in ("norm1", "norm2")]
-            if any(standardized(call["input"], *params) for params in norms):
-                return run["y"] - call["output"]
-            return call["input"]
-    return None
+def _addition(evidence: Evidence, side: str):
+    anatomy = evidence.anatomy("eval")
+    half = getattr(anatomy, side)
+    if half is None:
+        return fail(f"{NAMES[side].capitalize()} never ran, so there is no branch to add a shortcut around.")
+    if not half.branch.verified:
+        return fail(half.branch.why.capitalize() + ".")
+    found = anatomy.addition(side)
+    return PASS if found is None else fail(found.text())
 
 
 def evaluate(evidence: Evidence) -> dict:
-    zero, run = evidence.obs("shortcut_zero"), evidence.obs("eval")
-    outcomes = {}
-    if not zero["ok"]:
-        outcomes["identity when attention and feed-forward are zero"] = fail(error_text(zero))
-    elif evidence.close(zero["y"], zero["x"]):
-        outcomes["identity when attention and feed-forward are zero"] = PASS
-    elif np.allclose(zero["y"], 0, atol=1e-6):
-        outcomes["identity when attention and feed-forward are zero"] = fail(
-            "With attention and feed-forward set to zero your block returned zeros: both shortcuts must add the "
-            "input back, so a Pre-LN block returns its input unchanged.")
-    else:
-        outcomes["identity when attention and feed-forward are zero"] = fail(
-            "With attention and feed-forward set to zero, each half adds zero to its shortcut, so a Pre-LN block "
-            f"returns its input unchanged; yours did not ({difference(zero['y'], zero['x'])}). A shortcut is "
-            "missing, scaled, taken after a norm, or the output is normalized again.")
+    run = evidence.obs("eval")
     if not run["ok"]:
         message = error_text(run)
-        outcomes["first shortcut adds the block input"] = fail(message)
-        outcomes["second shortcut adds the first half's result"] = fail(message)
-        return outcomes
-    attention, h = calls_named(run, "att"), entering_second_half(evidence, run)
-    if not attention or h is None:
-        missing = "attention never ran" if not attention else "no norm or feed-forward call follows attention"
-        outcomes["first shortcut adds the block input"] = fail(f"Cannot find the first addition: {missing}.")
-        outcomes["second shortcut adds the first half's result"] = fail(f"Cannot find the second addition: {missing}.")
-        return outcomes
-    added = h - attention[0]["output"]
-    outcomes["first shortcut adds the block input"] = PASS if evidence.close(added, run["x"]) else fail(
-        "The value entering the second half should be the block input plus the attention branch; what was added "
-        f"to the branch is not the block input ({difference(added, run['x'])}).")
-    ff_calls = calls_named(run, "ff")
-    if not ff_calls:
-        outcomes["second shortcut adds the first half's result"] = fail("The feed-forward network never ran.")
+        return {ATT: fail(message), FF: fail(message), PATH: fail(message)}
+    outcomes = {ATT: _addition(evidence, "att"), FF: _addition(evidence, "ff")}
+    zero = evidence.obs("zero")
+    if not zero["ok"]:
+        outcomes[PATH] = fail(f"With attention and feed-forward silenced: {error_text(zero)}.")
+    elif not evidence.close(zero["y"], evidence.x):
+        outcomes[PATH] = fail(
+            "With attention and the feed-forward network silenced (every weight and bias 0) each half adds zero, so "
+            f"a Pre-LN block hands back its input exactly; yours did not ({difference(zero['y'], evidence.x)}). A "
+            "shortcut is missing or scaled, or a LayerNorm sits on the shortcut path.")
+    elif not (outcomes[ATT].passed and outcomes[FF].passed):
+        outcomes[PATH] = fail("Not credited: with silenced branches your block handed back its input, but this part "
+                              "counts only when both additions above are right on the real weights.")
     else:
-        expected = h + ff_calls[0]["output"]
-        outcomes["second shortcut adds the first half's result"] = PASS if evidence.close(run["y"], expected) else fail(
-            "The block should return the value its second half started from plus the feed-forward branch; it "
-            f"returned something else ({difference(run['y'], expected)}).")
+        found = evidence.anatomy("eval").stream()
+        outcomes[PATH] = PASS if found is None else fail(
+            "With silenced branches your block handed back its input, but on the real weights the shortcut path "
+            "does not run straight from input to output: " + found.text() + ".")
     return outcomes

@@ -12,25 +12,8 @@ import torch.nn as nn
 PART_NAMES = ("norm1", "att", "drop_shortcut", "norm2", "ff")
 
 
-class MarkingDropout(nn.Module):
-    """Stands in for `drop_shortcut` in traces: in train mode it multiplies by a fixed positive mark.
-
-    Real dropout would make a trace random; a mark makes "dropped" values recognisable while leaving
-    every other value exactly as a real block computes it.
-    """
-
-    def __init__(self, emb_dim: int, p: float, generator: torch.Generator):
-        super().__init__()
-        self.p = p
-        self.inplace = False
-        self.register_buffer("mark", 0.5 + torch.rand(emb_dim, generator=generator))
-
-    def forward(self, x):
-        return x * self.mark if self.training else x
-
-
 def make_parts(kit: dict, cfg: dict, seed: int, *, drop_p: float = 0.0, zero: tuple = (),
-               marking: bool = False, random_norms: bool = True, draw: bool = True) -> dict[str, nn.Module]:
+               random_norms: bool = True, draw: bool = True) -> dict[str, nn.Module]:
     """The five components with weights drawn from `seed` (LayerNorm scale/shift too, unless told not).
 
     `draw=False` skips drawing attention and feed-forward weights, for callers that re-draw them anyway
@@ -59,7 +42,7 @@ def make_parts(kit: dict, cfg: dict, seed: int, *, drop_p: float = 0.0, zero: tu
         for name in zero:
             for param in parts[name].parameters():
                 param.zero_()
-    parts["drop_shortcut"] = MarkingDropout(emb, drop_p, generator) if marking else nn.Dropout(drop_p)
+    parts["drop_shortcut"] = nn.Dropout(drop_p)
     return parts
 
 

@@ -1,25 +1,25 @@
-"""Probes: run the student's definitions on seeded inputs and report what happened, as data.
+"""Probes: run the student's definitions on the grader's questions and report what happened, as data.
 
-A probe never judges. The parent runs the same probes on the reference solution and compares. Every
-probe derives its weights and inputs from the plan's seed, so the same plan gives the same numbers on
-both sides.
+The trusted parent draws a `Plan`: every seed, input, read-out, dropout probability, Task-2 factor and
+depth. A probe only answers the plan's questions and never judges. The parent runs the same probes on the
+reference and decides every point itself, so nothing a probe reports is believed on its own.
 """
 from __future__ import annotations
 
 import random
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import torch
 
-from .parts import PART_NAMES, graded_block
+from .parts import PART_NAMES, build_block, graded_block, install_parts
 from .recording import Recorder
 
 GRADING_CFG = {"vocab_size": 101, "context_length": 8, "emb_dim": 32, "n_heads": 4, "n_layers": 2,
                "drop_rate": 0.1, "qkv_bias": False}
 PROFILE_DEPTH = 24
-PROFILE_SEED = 0          # the deep-stack check is calibrated on this exact seed (benchmarks/calibrate_profile.py)
-DROP_P = 0.5
+BATCH = 3
+MAX_CHAIN = 20
 
 
 class ProbeFailure(Exception):
@@ -28,9 +28,41 @@ class ProbeFailure(Exception):
 
 @dataclass
 class Plan:
+    """The grader's questions for one submission. Drawn by the parent; the child only reads it."""
     seed: int
     device: str = "cpu"
     cfg: dict = field(default_factory=lambda: dict(GRADING_CFG))
+    weights: int = 1             # the block's weights and LayerNorm parameters
+    inputs: int = 2              # the block input x
+    readout: int = 3             # the read-out whose gradient the probes report
+    rng: tuple = (4, 5, 6)       # torch's global seed before a call: the forward's own, then two for eval_seeds
+    drop_p: float = 0.5
+    profile_seed: int = 7        # the deep stack's weights and input
+    chains: tuple = ((2.0, 10),)     # Task 2: (factor, n_layers) for the magnitude functions
+    factors: tuple = (2.0,)          # Task 2: factors for classify_factor
+
+    @classmethod
+    def draw(cls, seed: int, device: str = "cpu") -> "Plan":
+        """Every question of a grading run, from its seed (the same seed gives the same questions)."""
+        rng = random.Random(f"plan:{seed}")
+        draw = lambda: rng.randrange(1, 2**31)   # noqa: E731
+        chains = [(2.0, 10), (0.5, 10), (1.0, 6), (-1.5, rng.randint(3, 8)), (0.9, 1),
+                  (round(rng.uniform(1.05, 1.6), 3), rng.randint(5, 14)),
+                  (round(rng.uniform(0.3, 0.95), 3), rng.randint(5, 14)),
+                  (-round(rng.uniform(0.3, 0.95), 3), rng.randint(3, 9))]
+        factors = [1.0, -1.0, 0.999, 1.001, 2.0, 0.5, 0.0, -2.0, -0.5,
+                   round(rng.uniform(0.1, 0.99), 3), round(rng.uniform(1.01, 3.0), 3), -round(rng.uniform(1.01, 3.0), 3)]
+        rng.shuffle(factors)
+        return cls(seed=seed, device=device, weights=draw(), inputs=draw(), readout=draw(),
+                   rng=(draw(), draw(), draw()), profile_seed=draw(), chains=tuple(chains), factors=tuple(factors))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Plan":
+        return cls(**{**data, "rng": tuple(data["rng"]), "chains": tuple(tuple(c) for c in data["chains"]),
+                      "factors": tuple(data["factors"])})
 
 
 class Probing:
@@ -47,15 +79,21 @@ class Probing:
 
     def block(self, **part_options):
         cls = self.definition("TransformerBlock")
-        return graded_block(cls, self.kit, self.plan.cfg, self.plan.seed, self.notes, **part_options).to(self.plan.device)
+        return graded_block(cls, self.kit, self.plan.cfg, self.plan.weights, self.notes,
+                            drop_p=self.plan.drop_p, **part_options).to(self.plan.device)
 
-    def randn(self, shape, salt: int, dtype=torch.float32):
-        generator = torch.Generator().manual_seed(self.plan.seed * 1000 + salt)
+    def randn(self, shape, seed: int, dtype=torch.float32):
+        generator = torch.Generator().manual_seed(int(seed))
         return torch.randn(shape, generator=generator, dtype=torch.float64).to(dtype=dtype, device=self.plan.device)
 
     def x(self, dtype=torch.float32):
         cfg = self.plan.cfg
-        return 1.5 * self.randn((3, cfg["context_length"], cfg["emb_dim"]), salt=1, dtype=dtype) + 0.3
+        return 1.5 * self.randn((BATCH, cfg["context_length"], cfg["emb_dim"]), self.plan.inputs, dtype) + 0.3
+
+    def call(self, block, x, rng: int | None = None):
+        """One call of the student's forward with torch's global seed fixed first (dropout is then repeatable)."""
+        torch.manual_seed(self.plan.rng[0] if rng is None else rng)
+        return tensor_out(block(x), x)
 
 
 def tensor_out(value, like=None):
@@ -66,163 +104,158 @@ def tensor_out(value, like=None):
     return value
 
 
-def _recorded_run(p: Probing, block, x):
+def part_params(block) -> dict:
+    return {f"{name}.{pname}": param for name in PART_NAMES for pname, param in getattr(block, name).named_parameters()}
+
+
+def _recorded_run(p: Probing, train: bool) -> dict:
+    """One forward in the given mode, recorded, then the gradient of the plan's read-out loss."""
+    block, x = p.block().train(train), p.x()
+    leaf = x.clone().requires_grad_(True)
     recorder = Recorder()
     for name in PART_NAMES:
         recorder.wrap(getattr(block, name), name)
-    recorder.block_input = given = x.clone()   # a copy: writing into its input must not alter what we report
+    recorder.block_input = given = leaf.clone()    # a copy: writing into its input must not alter the leaf
     with recorder.mode():
-        y = tensor_out(block(given), x)
-    calls = [{"name": c.name, "input": c.input, "output": c.output} for c in recorder.calls]
-    return {"x": x, "y": y, "calls": calls, "events": recorder.events}
+        y = p.call(block, given)
+    calls = [{"name": c.name, "kind": c.kind, "input": c.input, "output": c.output, "training": c.training,
+              "via": c.via, "where": c.where, "no_grad": c.no_grad} for c in recorder.calls]
+    result = {"y": y.detach(), "calls": calls, "notes": list(p.notes)}
+    try:
+        if y.requires_grad:
+            (y * p.randn(y.shape, p.plan.readout)).sum().backward()
+        result["x_grad"] = leaf.grad
+        result["param_grads"] = {name: param.grad for name, param in part_params(block).items()}
+    except Exception as error:
+        result["grad_error"] = describe_error(error)
+    result["events"] = recorder.events
+    return result
 
 
 # --- the probes --------------------------------------------------------------------------------------
 
 def probe_eval(p):
-    """Eval mode, real components: the output and every component call with its input."""
-    result = _recorded_run(p, p.block(drop_p=DROP_P).eval(), p.x())
-    return {**result, "notes": list(p.notes)}
-
-
-def probe_trace(p):
-    """Train mode with a marking dropout, in float64: a trace whose every value can be told apart."""
-    try:
-        return {**_recorded_run(p, p.block(drop_p=DROP_P, marking=True).double().train(), p.x(torch.float64)),
-                "dtype": "float64"}
-    except Exception:
-        return {**_recorded_run(p, p.block(drop_p=DROP_P, marking=True).train(), p.x()), "dtype": "float32"}
-
-
-def probe_shortcut_zero(p):
-    """Attention and feed-forward zeroed (biases too): a Pre-LN block must return its input."""
-    x = p.x()
-    return {"x": x, "y": tensor_out(p.block(drop_p=DROP_P, zero=("att", "ff")).eval()(x.clone()), x)}
+    """Eval mode: the output, every component call with its input and output, and the gradients."""
+    return _recorded_run(p, train=False)
 
 
 def probe_train(p):
-    """Train mode with real dropout, the global seed fixed just before the call."""
-    block, x = p.block(drop_p=DROP_P).train(), p.x()
-    torch.manual_seed(p.plan.seed + 11)
-    return {"y": tensor_out(block(x.clone()), x)}
-
-
-def probe_train_p1(p):
-    """Train mode with p = 1.0: dropout removes each branch completely."""
-    block, x = p.block(drop_p=1.0).train(), p.x()
-    return {"x": x, "y": tensor_out(block(x.clone()), x)}
+    """Train mode with real dropout, torch's seed fixed before the call: the same record as `eval`."""
+    return _recorded_run(p, train=True)
 
 
 def probe_eval_seeds(p):
-    """Eval mode under two different global seeds: dropout must be off."""
-    block, x = p.block(drop_p=DROP_P).eval(), p.x()
-    outputs = []
-    for salt in (21, 22):
-        torch.manual_seed(p.plan.seed + salt)
-        outputs.append(tensor_out(block(x.clone()), x))
-    return {"y_a": outputs[0], "y_b": outputs[1]}
+    """Eval mode under two more global seeds: with dropout off, the output cannot change."""
+    block, x = p.block().eval(), p.x()
+    return {"y_a": p.call(block, x.clone(), p.plan.rng[1]), "y_b": p.call(block, x.clone(), p.plan.rng[2])}
 
 
-def _part_params(block):
-    return {f"{name}.{pname}": param for name in PART_NAMES for pname, param in getattr(block, name).named_parameters()}
-
-
-def probe_grads(p):
-    """Gradients of a fixed read-out loss, and a finite-difference check of the forward's own gradient."""
-    block, x = p.block(drop_p=DROP_P).eval(), p.x().requires_grad_(True)
-    y = tensor_out(block(x.clone()), x)     # a non-leaf copy: an in-place write is judged elsewhere
-    readout = p.randn(y.shape, salt=3)
-    (y * readout).sum().backward()
-    grads = {name: param.grad for name, param in _part_params(block).items()}
-    result = {"x_grad": x.grad, "param_grads": grads}
-    try:
-        result.update(_directional_derivatives(p))
-    except Exception as error:
-        result["directional_error"] = f"{type(error).__name__}: {error}"
-    return result
-
-
-def _directional_derivatives(p, eps: float = 1e-6):
-    """d(loss) along one random direction of input and parameters: by autograd, and by central differences."""
-    block = p.block(drop_p=DROP_P).double().eval()
-    params = _part_params(block)
-    x = p.x(torch.float64)
-    v = p.randn(x.shape, salt=4, dtype=torch.float64)
-    directions = {name: p.randn(param.shape, salt=5 + i, dtype=torch.float64) for i, (name, param) in enumerate(params.items())}
-
-    def loss(inp):
-        out = tensor_out(block(inp), inp)
-        return (out * p.randn(out.shape, salt=3, dtype=torch.float64)).sum()
-
-    x_leaf = x.clone().requires_grad_(True)
-    loss(x_leaf.clone()).backward()
-    auto = (x_leaf.grad * v).sum().item() if x_leaf.grad is not None else 0.0
-    auto += sum((param.grad * directions[name]).sum().item() for name, param in params.items() if param.grad is not None)
-    with torch.no_grad():
-        values = []
-        for sign in (1.0, -1.0):
-            for name, param in params.items():
-                param.add_(sign * eps * directions[name])
-            values.append(loss(x + sign * eps * v).item())
-            for name, param in params.items():
-                param.sub_(sign * eps * directions[name])
-    return {"directional_autograd": auto, "directional_numeric": (values[0] - values[1]) / (2 * eps)}
+def probe_zero(p):
+    """Attention and feed-forward zeroed (biases too): both branches are silent."""
+    x = p.x()
+    return {"y": p.call(p.block(zero=("att", "ff")).eval(), x.clone())}
 
 
 def probe_inplace(p):
-    """The block input after the call, and how often it was written to."""
-    block, x = p.block(drop_p=DROP_P).eval(), p.x()
-    version = x._version
-    tensor_out(block(x), x)
-    return {"x_after": x, "version_delta": x._version - version}
+    """The caller's tensor after the call."""
+    block, x = p.block().eval(), p.x()
+    p.call(block, x)
+    return {"x_after": x}
 
 
 def probe_profile(p):
-    """Per-block gradient norms of a deep stack of the student's blocks (the notebook's measurement)."""
+    """Per-block gradient norms of a deep stack of the student's blocks (the notebook's own measurement)."""
     cls, kit, cfg = p.definition("TransformerBlock"), p.kit, p.plan.cfg
-    stack = kit["make_stack"](lambda: graded_block(cls, kit, cfg, PROFILE_SEED, random_norms=False, draw=False),
-                              PROFILE_DEPTH, seed=PROFILE_SEED).to(p.plan.device)
-    generator = torch.Generator().manual_seed(PROFILE_SEED + 1)
-    x = torch.randn(2, cfg["context_length"], cfg["emb_dim"], generator=generator).to(p.plan.device)
+
+    def student_block(parts: dict):
+        block = build_block(cls, cfg)
+        install_parts(block, parts)      # also where the student's __init__ kept references to the components
+        return block
+
+    return {"profile": deep_profile(student_block, kit, p.plan)}
+
+
+def deep_profile(make_block, kit: dict, plan: Plan) -> list[float]:
+    """The notebook's `gradient_profile` of `PROFILE_DEPTH` blocks made by `make_block(parts)`.
+
+    The stack's weights are drawn by the notebook's `make_stack` on blocks of the notebook's own class, then
+    handed to the blocks being measured: they never depend on how a student's `__init__` orders its modules,
+    and the grader can rebuild the very same stack around its own reading of the student's forward."""
+    cfg = plan.cfg
+    drawn = kit["make_stack"](lambda: graded_block(kit["TransformerBlock"], kit, cfg, 0, random_norms=False, draw=False),
+                              PROFILE_DEPTH, seed=plan.profile_seed)
+    stack = torch.nn.Sequential(*[make_block({name: getattr(source, name) for name in PART_NAMES}).eval()
+                                  for source in drawn]).to(plan.device)
+    generator = torch.Generator().manual_seed(plan.profile_seed)
+    x = torch.randn(BATCH, cfg["context_length"], cfg["emb_dim"], generator=generator).to(plan.device)
     tensor_out(stack[0](x.clone()), x)
-    profile = kit["gradient_profile"](stack, x, seed=PROFILE_SEED)
-    return {"profile": [float(v) for v in profile][:PROFILE_DEPTH]}
+    profile = kit["gradient_profile"](stack, x, seed=plan.profile_seed)
+    return [float(v) for v in list(profile)[:PROFILE_DEPTH]]
 
 
 def probe_robust_small(p):
     """A batch of one with fewer tokens than context_length."""
     x = p.x()[:1, : p.plan.cfg["context_length"] - 3].clone()
-    return {"y": tensor_out(p.block(drop_p=DROP_P).eval()(x), x)}
+    return {"y": p.call(p.block().eval(), x)}
 
 
 def probe_robust_nograd(p):
-    block, x = p.block(drop_p=DROP_P).eval(), p.x()
+    block, x = p.block().eval(), p.x()
     with torch.no_grad():
-        return {"y": tensor_out(block(x.clone()), x)}
+        return {"y": p.call(block, x.clone())}
 
 
 def probe_robust_double(p):
-    block, x = p.block(drop_p=DROP_P).double().eval(), p.x(torch.float64)
-    y = tensor_out(block(x), x)
+    block, x = p.block().double().eval(), p.x(torch.float64)
+    y = p.call(block, x)
     return {"y": y, "dtype": str(y.dtype).removeprefix("torch.")}
+
+
+class _MetaReadable(torch.overrides.TorchFunctionMode):
+    """On the meta device, reading a value (`.item()`, `.tolist()`, printing) gives placeholders instead of
+    failing: debugging prints are not device moves. Everything else runs as it is."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in ("item", "tolist") and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
+            return 0.0 if name == "item" else torch.zeros(args[0].shape).tolist()
+        return func(*args, **(kwargs or {}))
 
 
 def probe_robust_meta(p):
     """On the meta device: any move to a real device inside forward fails here, even without a GPU."""
-    block, x = p.block(drop_p=DROP_P).eval().to("meta"), p.x().to("meta")
-    y = tensor_out(block(x), x)
-    return {"device": y.device.type, "shape": list(y.shape), "dtype": str(y.dtype).removeprefix("torch.")}
+    block, x = p.block().eval().to("meta"), p.x().to("meta")
+    with _MetaReadable():
+        y = p.call(block, x)
+    return {"device": y.device.type, "dtype": str(y.dtype).removeprefix("torch.")}
 
 
-def compounding_cases(seed: int):
-    rng = random.Random(seed)
-    chains = [(2.0, 10), (0.5, 10), (1.0, 6), (round(rng.uniform(1.05, 1.6), 3), rng.randint(5, 14)),
-              (round(rng.uniform(0.3, 0.95), 3), rng.randint(5, 14)), (0.9, 1)]
-    factors = [1.0, 0.999, 1.001, 2.0, 0.5, 0.0, round(rng.uniform(0.1, 0.99), 3), round(rng.uniform(1.01, 3.0), 3)]
-    return chains, factors
+# --- Task 2 --------------------------------------------------------------------------------------------
+
+class AutogradUse:
+    """Counts uses of torch's autograd (grad, backward) by student code: installed once per child, before the
+    student's cells load, so `from torch.autograd import grad` gets the counting version too."""
+
+    count = 0
+    installed = False
+
+    @classmethod
+    def install(cls) -> None:
+        if cls.installed:
+            return
+        cls.installed = True
+        for owner, name in ((torch.autograd, "grad"), (torch.autograd, "backward"), (torch.Tensor, "backward")):
+            original = getattr(owner, name)
+
+            def counting(*args, __original=original, **kwargs):
+                cls.count += 1
+                return __original(*args, **kwargs)
+
+            counting.__wrapped__ = original
+            setattr(owner, name, counting)
 
 
-def _numbers(value, limit: int = 1000):
+def _numbers(value, limit: int):
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu().reshape(-1).tolist()
     if not isinstance(value, (list, tuple)):
@@ -238,25 +271,24 @@ def _attempt(function):
 
 
 def probe_compounding(p):
-    chains, factors = compounding_cases(p.plan.seed)
-    formula, autograd, classify = (p.definition(n) for n in ("magnitude_by_formula", "magnitude_by_autograd", "classify_factor"))
-    return {
-        "chains": [{"factor": f, "n": n,
-                    "formula": _attempt(lambda: _numbers(formula(f, n))),
-                    "autograd": _attempt(lambda: _numbers(autograd(f, n)))} for f, n in chains],
-        "classify": [{"factor": f, **_attempt(lambda: str(classify(f))[:40])} for f in factors],
-    }
+    formula, autograd, classify = (p.definition(n) for n in ("magnitude_by_formula", "magnitude_by_autograd",
+                                                             "classify_factor"))
+    chains = []
+    for factor, n in p.plan.chains:
+        entry = {"formula": _attempt(lambda: _numbers(formula(factor, n), n + 2))}
+        AutogradUse.count = 0
+        entry["autograd"] = _attempt(lambda: _numbers(autograd(factor, n), n + 2))
+        entry["autograd_calls"] = AutogradUse.count
+        chains.append(entry)
+    return {"chains": chains, "classify": [_attempt(lambda: str(classify(f))[:40]) for f in p.plan.factors]}
 
 
 PROBES = {
     "compounding": probe_compounding,
     "eval": probe_eval,
-    "trace": probe_trace,
-    "shortcut_zero": probe_shortcut_zero,
     "train": probe_train,
-    "train_p1": probe_train_p1,
     "eval_seeds": probe_eval_seeds,
-    "grads": probe_grads,
+    "zero": probe_zero,
     "inplace": probe_inplace,
     "robust_small": probe_robust_small,
     "robust_nograd": probe_robust_nograd,

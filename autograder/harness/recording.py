@@ -1,35 +1,74 @@
 """Recording what a forward did: which component received which value, and notable tensor operations.
 
 Component calls are recorded by wrapping each part's `forward` on the instance, so `self.att(x)` and
-`self.att.forward(x)` are both seen. Operations the student's own code performs between calls (detaching,
-moving devices, functional layer norms or dropout, in-place changes to the block input) are seen by a
-`TorchFunctionMode`, which ignores whatever runs inside the kit's components.
+`self.att.forward(x)` are both seen. A `TorchFunctionMode` sees what the student's own code does between
+those calls, and ignores whatever runs inside a component:
+
+* functional layer norms and dropouts (`F.layer_norm`, `F.dropout`, or an `nn.Dropout` made inside forward)
+  are recorded as calls too, so every style of writing the same forward leaves the same record;
+* detaching, device moves and in-place writes are noted as events, with the student's line.
+
+Everything recorded here is a claim of the child: the parent checks every call against its own copy of the
+components before it believes it.
 """
 from __future__ import annotations
 
+import sys
+import traceback
 from dataclasses import dataclass
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-_DEVICE_MOVES = {"cpu", "cuda", "to", "numpy", "item", "tolist"}
+DEVICE_MOVES = ("cpu", "cuda", "to", "numpy", "item", "tolist")
 _IN_PLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__"}
+_DROPOUTS = {"dropout", "dropout1d", "dropout2d", "dropout3d", "feature_dropout", "alpha_dropout"}
+MAX_CALLS = 24
+MAX_EVENTS = 48
+
+
+def student_line() -> str | None:
+    """The innermost line of student code on the stack (cells are compiled as `<cell N ...>`)."""
+    for frame in reversed(traceback.extract_stack()):
+        if frame.filename.startswith("<cell"):
+            line = (frame.line or "").strip()
+            return f"{frame.filename.strip('<>')}, line {frame.lineno}" + (f": {line}" if line else "")
+    return None
+
+
+def _from_dropout_module() -> bool:
+    """Is the functional dropout being called by an `nn.Dropout` module (one the student made)?"""
+    frame = sys._getframe(2)
+    for _ in range(6):
+        if frame is None:
+            return False
+        if frame.f_code.co_filename.replace("\\", "/").endswith("torch/nn/modules/dropout.py"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 @dataclass
 class Call:
-    name: str
+    name: str                 # norm1, norm2, att, ff, drop_shortcut, dropout, layer_norm
+    kind: str                 # "module" or "function"
     input: torch.Tensor
     output: torch.Tensor
+    training: bool | None = None     # dropouts: whether it was told to drop
+    via: str | None = None           # functional dropouts: "module" (an nn.Dropout made in forward) or "function"
+    where: str | None = None
+    no_grad: bool = False            # autograd was switched off during the call
 
 
 class Recorder:
-    def __init__(self, limit: int = 24):
+    def __init__(self, limit: int = MAX_CALLS):
         self.calls: list[Call] = []
         self.events: list[dict] = []
         self.block_input = None
         self.limit = limit
-        self._inside = 0          # > 0 while a kit component or the recorder itself is running
+        self.params: dict[int, str] = {}      # id(LayerNorm scale) -> "norm1" / "norm2"
+        self.detached: dict[int, dict] = {}   # id(detached tensor) -> its event
+        self._inside = 0                      # > 0 while a component or the recorder itself is running
 
     def _snapshot(self, value):
         self._inside += 1
@@ -38,8 +77,17 @@ class Recorder:
         finally:
             self._inside -= 1
 
+    def _record(self, call: Call, value) -> None:
+        consumer = self.detached.get(id(value))
+        if consumer is not None and "consumer" not in consumer:
+            consumer["consumer"] = call.name
+        if len(self.calls) < self.limit:
+            self.calls.append(call)
+
     def wrap(self, module, name: str) -> None:
         inner = module.forward
+        if name in ("norm1", "norm2") and hasattr(module, "scale"):
+            self.params[id(module.scale)] = name
 
         def forward(*args, **kwargs):
             self._inside += 1
@@ -48,14 +96,16 @@ class Recorder:
             finally:
                 self._inside -= 1
             value = args[0] if args else next(iter(kwargs.values()), None)
-            if len(self.calls) < self.limit and isinstance(value, torch.Tensor) and isinstance(out, torch.Tensor):
-                self.calls.append(Call(name, self._snapshot(value), self._snapshot(out)))
+            if isinstance(value, torch.Tensor) and isinstance(out, torch.Tensor):
+                training = module.training if name == "drop_shortcut" else None
+                self._record(Call(name, "module", self._snapshot(value), self._snapshot(out), training,
+                                  where=student_line(), no_grad=not torch.is_grad_enabled()), value)
             return out
 
         module.forward = forward
 
     def note(self, event: dict) -> None:
-        if len(self.events) < 4 * self.limit:
+        if len(self.events) < MAX_EVENTS:
             self.events.append(event)
 
     def mode(self) -> "EventMode":
@@ -63,7 +113,7 @@ class Recorder:
 
 
 class EventMode(TorchFunctionMode):
-    """Notes operations of the student's own code that explain gradient, device and in-place mistakes."""
+    """Records the student's own functional norms and dropouts, and notes detaches, moves and in-place writes."""
 
     def __init__(self, recorder: Recorder):
         super().__init__()
@@ -71,25 +121,49 @@ class EventMode(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if not self.recorder._inside:
-            self._observe(func, args, kwargs)
-        return func(*args, **kwargs)
-
-    def _observe(self, func, args, kwargs) -> None:
+        recorder = self.recorder
+        if recorder._inside:
+            return func(*args, **kwargs)
         name = getattr(func, "__name__", "")
+        if name == "layer_norm" or name in _DROPOUTS:
+            recorder._inside += 1
+            try:
+                out = func(*args, **kwargs)
+            finally:
+                recorder._inside -= 1
+            self._functional(name, args, kwargs, out)
+            return out
+        self._observe(func, name, args, kwargs)
+        out = func(*args, **kwargs)
+        if func is torch.Tensor.detach or (name == "__get__" and getattr(func, "__self__", None) is torch.Tensor.data):
+            event = {"op": "detach" if name == "detach" else ".data", "where": student_line()}
+            if args and isinstance(args[0], torch.Tensor):
+                event["value"] = recorder._snapshot(args[0])
+            recorder.note(event)
+            recorder.detached[id(out)] = event
+        return out
+
+    def _functional(self, name, args, kwargs, out) -> None:
+        value = args[0] if args else kwargs.get("input")
+        if not (isinstance(value, torch.Tensor) and isinstance(out, torch.Tensor)):
+            return
+        recorder = self.recorder
+        if name == "layer_norm":
+            weight = args[2] if len(args) > 2 else kwargs.get("weight")
+            label = recorder.params.get(id(weight), "layer_norm") if weight is not None else "layer_norm"
+            call = Call(label, "function", recorder._snapshot(value), recorder._snapshot(out), where=student_line())
+        else:
+            training = args[2] if len(args) > 2 else kwargs.get("training", True)
+            call = Call("dropout", "function", recorder._snapshot(value), recorder._snapshot(out), bool(training),
+                        via="module" if _from_dropout_module() else "function", where=student_line())
+        recorder._record(call, value)
+
+    def _observe(self, func, name, args, kwargs) -> None:
         first = args[0] if args else None
         note = self.recorder.note
-        if func is torch.Tensor.detach or (name == "__get__" and getattr(func, "__self__", None) is torch.Tensor.data):
-            if isinstance(first, torch.Tensor):
-                note({"op": "detach" if name == "detach" else ".data", "value": self.recorder._snapshot(first)})
-        elif name in _DEVICE_MOVES:
-            note({"op": name})
-        elif name == "layer_norm":
-            weight = args[2] if len(args) > 2 else kwargs.get("weight")
-            note({"op": "layer_norm", "with_params": weight is not None})
-        elif name in {"dropout", "dropout1d", "dropout2d", "feature_dropout"}:
-            training = args[2] if len(args) > 2 else kwargs.get("training", True)
-            note({"op": "dropout", "training": bool(training)})
+        if name in DEVICE_MOVES:
+            note({"op": name, "where": student_line()})
         elif (name.endswith("_") and not name.startswith("_")) or name in _IN_PLACE_DUNDERS:
-            if first is not None and first is self.recorder.block_input:
-                note({"op": "inplace_on_input", "name": name})
+            if isinstance(first, torch.Tensor):
+                note({"op": "inplace", "name": name, "on_input": first is self.recorder.block_input,
+                      "where": student_line()})

@@ -45,7 +45,7 @@ def _warm_up(kit: dict) -> None:
 
     names = {"TransformerBlock": WarmUpBlock, "magnitude_by_formula": lambda f, n: [f] * n,
              "magnitude_by_autograd": lambda f, n: [f] * n, "classify_factor": lambda f: "stable"}
-    probing = Probing(names, kit, Plan(seed=0))
+    probing = Probing(names, kit, Plan.draw(0))
     for name in PROBES:
         run_probe(name, probing)
 

@@ -85,6 +85,31 @@ EQUIVALENT = {
             z = self.drop_shortcut(z)
             return saved + z
         """,
+    "feed_forward_on_flattened_tokens": """
+        def forward(self, x):
+            h = x + self.drop_shortcut(self.att(self.norm1(x)))
+            b, t, d = h.shape
+            f = self.ff(self.norm2(h).reshape(b * t, d)).reshape(b, t, d)
+            return h + self.drop_shortcut(f)
+        """,
+    "prints_debug_values": """
+        def forward(self, x):
+            print("block input", tuple(x.shape), x.mean().item(), x.std().item())
+            h = x + self.drop_shortcut(self.att(self.norm1(x)))
+            print(f"after the attention half: {h.norm().item():.3f}")
+            out = h + self.drop_shortcut(self.ff(self.norm2(h)))
+            print("output", out)
+            return out
+        """,
+    "layer_norm_written_out": """
+        def forward(self, x):
+            def normalize(norm, t):
+                mean = t.mean(dim=-1, keepdim=True)
+                var = ((t - mean) ** 2).mean(dim=-1, keepdim=True)
+                return norm.scale * (t - mean) / torch.sqrt(var + norm.eps) + norm.shift
+            h = x + self.drop_shortcut(self.att(normalize(self.norm1, x)))
+            return h + self.drop_shortcut(self.ff(normalize(self.norm2, h)))
+        """,
 }
 
 # An __init__ that keeps the components in containers too: the grader must follow those references.
