@@ -1,36 +1,47 @@
-"""nbgrader configuration of the course. Run plain nbgrader commands from this folder:
+"""nbgrader configuration of a course that holds the kit's assignment (and any others). Plain nbgrader commands,
+run from the course folder (README, "For instructors"):
 
-    nbgrader generate_assignment layernorm   # release (stubs name their task; hidden checks stripped)
-    nbgrader autograde layernorm             # student code runs in the kit's sandbox, not in a kernel
-    nbgrader generate_feedback layernorm     # feedback pages without hidden tests or tracebacks
-    nbgrader export                          # grades.csv with per-check partial credit
+    nbgrader generate_assignment layernorm   # release: stubs name their task; hidden checks stripped
+    nbgrader autograde layernorm             # student code runs in the kit's sandbox, never in a kernel
+    nbgrader generate_feedback layernorm     # each check named, no hidden tests, no tracebacks
+    nbgrader export                          # grades.csv: nbgrader's columns, then one column per graded cell
+
+Every pipeline below is nbgrader's own, with one class swapped for the kit's. Each kit class acts only on the
+kit's assignments (recognised by their source notebook, whatever their name) and behaves exactly like the
+stock class it replaces on every other assignment of the course.
+
+The course id is not set here: on a hub it comes from the hub-wide nbgrader_config.py, and a value set in this
+file would override it (nbgrader reads the course folder's configuration last).
 """
-from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearMarkScheme,
-                                    ClearOutput, ComputeChecksums, DeduplicateIds, GetGrades, IncludeHeaderFooter,
-                                    InstantiateTests, LimitOutput, LockCells, OverwriteKernelspec, SaveAutoGrades,
-                                    SaveCells)
+from nbgrader.converters import Autograde, GenerateAssignment, GenerateFeedback
+from nbgrader.preprocessors import ClearSolutions, Execute, GetGrades, OverwriteCells
 
-from autograder.nbgrader_plugins import FeedbackWithoutHiddenTests, TaskStubs, TellingOverwriteCells
+from autograder.nbgrader_plugins import (FEEDBACK_TEMPLATE_DIRS, FeedbackWithoutHiddenTests, PerCheckExport,
+                                         TaskStubs, TellingOverwriteCells)
 
 c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
 
-c.CourseDirectory.course_id = "layernorm-kit"
 
-# Release: nbgrader's pipeline, with stubs that name their task.
-c.GenerateAssignment.preprocessors = [
-    IncludeHeaderFooter, InstantiateTests, LockCells, TaskStubs, ClearOutput, CheckCellMetadata,
-    ComputeChecksums, SaveCells, ClearHiddenTests, ClearMarkScheme, ComputeChecksums, CheckCellMetadata,
-]
+def stock(converter, trait: str, swap: dict) -> list:
+    """nbgrader's default pipeline `converter.trait`, each class in `swap` replaced by its list of classes."""
+    return [new for old in converter.class_traits()[trait].default() for new in swap.get(old, [old])]
 
-# Autograde: locked cells restored (and edits noted), then the sandbox grades the notebook as a whole.
-c.Autograde.sanitize_preprocessors = [
-    ClearOutput, DeduplicateIds, OverwriteKernelspec, TellingOverwriteCells, CheckCellMetadata,
-]
-c.Autograde.autograde_preprocessors = [
-    "autograder.nbgrader_bridge.SandboxedExecute",    # by name: only autograde pays for importing torch
-    ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
-]
 
-# Feedback: scores and messages, never hidden-test source or tracebacks (nbgrader shows both by default).
-c.GenerateFeedback.preprocessors = [GetGrades, FeedbackWithoutHiddenTests, CSSHTMLHeaderPreprocessor]
+# Release: stubs that name their task.
+c.GenerateAssignment.preprocessors = stock(GenerateAssignment, "preprocessors", {ClearSolutions: [TaskStubs]})
+
+# Autograde: locked cells put back (and edits noted), then the sandbox grades the kit's notebooks as a whole.
+c.Autograde.sanitize_preprocessors = stock(Autograde, "sanitize_preprocessors",
+                                           {OverwriteCells: [TellingOverwriteCells]})
+c.Autograde.autograde_preprocessors = stock(Autograde, "autograde_preprocessors", {
+    Execute: ["autograder.nbgrader_bridge.SandboxedExecute"],   # by name: only autograde pays for importing torch
+})
+
+# Feedback: each check named; no hidden-test source, tracebacks or stale points (nbgrader shows all three).
+c.GenerateFeedback.preprocessors = stock(GenerateFeedback, "preprocessors",
+                                         {GetGrades: [GetGrades, FeedbackWithoutHiddenTests]})
+c.GenerateFeedback.HTMLExporter.template_file = "kit_feedback.html.j2"   # feedback only: formgrader keeps its own
+c.GenerateFeedback.HTMLExporter.extra_template_basedirs = FEEDBACK_TEMPLATE_DIRS
+
+# Export: nbgrader's columns, then one column per graded cell (each check of the kit's assignments).
+c.ExportApp.plugin_class = PerCheckExport

@@ -34,9 +34,9 @@ class Submission:
     path: Path | None          # None: the student's folder holds nothing gradable
 
 
-def pick_file(folder: Path) -> Path | None:
+def pick_file(folder: Path, assignment: kit.Assignment = kit.KIT) -> Path | None:
     """The submission inside a student's folder: the assignment's notebook first, else any notebook or .py."""
-    preferred = folder / kit.KIT.notebook_name
+    preferred = folder / assignment.notebook_name
     if preferred.is_file():
         return preferred
     for suffix in SUBMISSION_SUFFIXES:
@@ -46,7 +46,7 @@ def pick_file(folder: Path) -> Path | None:
     return None
 
 
-def discover(root: Path) -> list[Submission]:
+def discover(root: Path, assignment: kit.Assignment = kit.KIT) -> list[Submission]:
     """One Submission per student, sorted by student id."""
     submissions = []
     for entry in sorted(Path(root).iterdir()):
@@ -55,8 +55,9 @@ def discover(root: Path) -> list[Submission]:
         if entry.is_file() and entry.suffix in SUBMISSION_SUFFIXES:
             submissions.append(Submission(entry.stem, entry))
         elif entry.is_dir():
-            nbgrader_layout = entry / kit.KIT.name
-            submissions.append(Submission(entry.name, pick_file(nbgrader_layout if nbgrader_layout.is_dir() else entry)))
+            nbgrader_layout = entry / assignment.name
+            submissions.append(Submission(entry.name, pick_file(nbgrader_layout if nbgrader_layout.is_dir() else entry,
+                                                                assignment)))
     return submissions
 
 
@@ -85,15 +86,17 @@ def write_grades_csv(out: Path, rows: list[dict]) -> Path:
 
 def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int, device: str = "cpu",
                 force: bool = False, limits: Limits = Limits(), progress: bool = True,
-                on_result=None) -> list[dict]:
-    """Grade every submission under `root` into `out`; returns the grade rows. Never stops for one student."""
+                on_result=None, assignment: kit.Assignment = kit.KIT) -> list[dict]:
+    """Grade every submission under `root` into `out`; returns the grade rows. Never stops for one student.
+
+    `assignment` is the source notebook graded against: the kit's own, or a course's (`--course`)."""
     out = Path(out)
-    submissions = discover(root)
+    submissions = discover(root, assignment)
     todo = [s for s in submissions if force or not _is_fresh(out / s.student / "results.json", s)]
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     if todo:
-        reference_observations(seed, device)          # once, before the workers share it
-        servers = SandboxServer.start_many(workers, limits=limits)
+        reference_observations(seed, device, assignment)          # once, before the workers share it
+        servers = SandboxServer.start_many(workers, limits=limits, assignment=assignment)
         pool: queue.Queue = queue.Queue()
         for server in servers:
             pool.put(server)

@@ -57,28 +57,35 @@ def grade(submission: Path, results_path: Path, feedback_path: Path | None, seed
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="folder for results, feedback, grades.csv")
 @click.option("--workers", type=int, default=None, help="parallel sandbox servers (default: one per CPU core)")
 @click.option("--force", is_flag=True, help="grade again students whose results are already up to date")
-@click.option("--course", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="an nbgrader course folder: also write scores into its gradebook and pages into its feedback/ "
-                   "(default: the course around SUBMISSIONS when it is nbgrader's submitted/ folder)")
+@click.option("--course", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="an nbgrader course folder: grade with its source notebook, and also write scores into its "
+                   "gradebook and pages into its feedback/ (default: the course around SUBMISSIONS when it is "
+                   "nbgrader's submitted/ folder)")
+@click.option("--assignment", default=None, help="with a course: which of its assignments (needed only when the "
+                                                  "course holds several of the kit's)")
 @SEED
 @DEVICE
 def grade_class(submissions: Path, out: Path, workers: int | None, force: bool, course: Path | None,
-                seed: int | None, device: str) -> None:
+                assignment: str | None, seed: int | None, device: str) -> None:
     """Grade every student's submission in SUBMISSIONS."""
+    from . import kit
     from .classgrade import grade_class as run
     from .grading import new_seed, resolve_device
 
     device, seed = resolve_device(device), seed or new_seed()
     course = course or _enclosing_course(submissions)
-    on_result = None
+    on_result, graded = None, kit.KIT
     if course is not None:
         from .nbgrader_bridge import CourseRecorder
-        on_result = CourseRecorder(course)
-    rows = run(submissions, out, workers=workers, seed=seed, device=device, force=force, on_result=on_result)
+        on_result = CourseRecorder(course, assignment)
+        graded = on_result.assignment
+    rows = run(submissions, out, workers=workers, seed=seed, device=device, force=force, on_result=on_result,
+               assignment=graded)
     mean = sum(float(r["score"]) for r in rows) / len(rows) if rows else 0.0
     click.echo(f"graded {len(rows)} students (seed {seed}); mean score {mean:.2f}; grades in {out / 'grades.csv'}")
     if course is not None:
-        click.echo(f"scores written to the gradebook of {course}, feedback pages to {course / 'feedback'}")
+        click.echo(f"graded with {graded.source}; scores written to the gradebook of {course}, feedback pages to "
+                   f"{course / 'feedback'}")
 
 
 def _enclosing_course(submissions: Path) -> Path | None:

@@ -20,7 +20,18 @@ from .nbgrader_bridge import CourseRecorder
 from .rubric import RUBRIC
 from .sample_class import SAMPLE_DIR
 
-LEAK_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "report(")
+MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+
+
+def leak_markers() -> tuple[str, ...]:
+    """What no released or feedback file may hold: the region markers and every line of a hidden-test region."""
+    hidden, inside = [], False
+    for cell in kit.KIT.cells():
+        for line in cell.source.splitlines():
+            inside = (inside or "BEGIN HIDDEN TESTS" in line) and "END HIDDEN TESTS" not in line
+            if inside and "BEGIN HIDDEN TESTS" not in line and line.strip():
+                hidden.append(line.strip())
+    return MARKERS + tuple(hidden)
 
 
 def _step(title: str):
@@ -33,8 +44,9 @@ def _done(started: float, what: str) -> None:
 
 
 def _leaks(folder: Path) -> list[str]:
+    markers = leak_markers()
     return [f"{path.relative_to(folder)}: {marker}" for path in sorted(folder.rglob("*")) if path.is_file()
-            for marker in LEAK_MARKERS if marker in path.read_text(errors="replace")]
+            for marker in markers if marker in path.read_text(errors="replace")]
 
 
 def gradebook_table(course: Path) -> list[dict]:
@@ -107,6 +119,7 @@ def run_demo(out: Path, seed: int | None = None, workers: int | None = None) -> 
     notebook = Path(kit.KIT.notebook_name).stem
     click.echo(f"\nfeedback pages: {course / 'feedback'}/<student>/{kit.KIT.name}/{notebook}.html (nbgrader)")
     click.echo(f"                {hardened / 'feedback'}/<student>/{kit.KIT.name}/{notebook}.html (grade-class)")
-    click.echo(f"grades: {course / 'grades.csv'} (nbgrader export), {out / 'grade-class' / 'grades.csv'} (per check)")
+    click.echo(f"grades, one column per check: {course / 'grades.csv'} (nbgrader export), "
+               f"{out / 'grade-class' / 'grades.csv'} (grade-class)")
     if not agree or leaks:
         raise SystemExit(1)

@@ -1,0 +1,189 @@
+"""The kit in a real nbgrader course: plain nbgrader commands on a course that holds the kit's assignment and an
+ordinary one. The kit's plugins act on the kit's assignment only, graded against the course's own source;
+everything else is stock nbgrader, and a normal autograde prints nothing an instructor would read as tampering."""
+import csv
+import html
+import json
+import re
+import shutil
+from types import SimpleNamespace
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from autograder import kit
+from autograder.nbgrader_bridge import WIDTH
+from autograder.rubric import RUBRIC, TOTAL_POINTS
+from nbgrader_course import (KIT_STUDENTS, ORDINARY, Shell, do_kit_homework, do_ordinary_homework, make_course,
+                             sample_submission)
+
+pytestmark = pytest.mark.slow
+
+NAME, NOTEBOOK = kit.KIT.name, kit.KIT.notebook_name
+ORDINARY_STUDENTS = {"ada_correct": True, "ben_post_ln": False}
+
+
+def submit(course, assignment, student, notebook, name=None):
+    path = course / "submitted" / student / assignment / (name or f"{assignment}.ipynb")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, path)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    course = make_course(tmp_path_factory.mktemp("course") / "course")
+    shell = Shell({"AUTOGRADER_SEED": "2024"})
+    for assignment in (NAME, ORDINARY):
+        shell("nbgrader", "generate_assignment", assignment, cwd=course)
+    released = course / "release" / NAME / NOTEBOOK
+    for student in KIT_STUDENTS:
+        submit(course, NAME, student, do_kit_homework(nbformat.read(released, as_version=4), student), NOTEBOOK)
+    for student, correct in ORDINARY_STUDENTS.items():
+        release = nbformat.read(course / "release" / ORDINARY / f"{ORDINARY}.ipynb", as_version=4)
+        submit(course, ORDINARY, student, do_ordinary_homework(release, correct))
+    autograde = {a: shell("nbgrader", "autograde", a, cwd=course) for a in (NAME, ORDINARY)}
+    for assignment in (NAME, ORDINARY):
+        shell("nbgrader", "generate_feedback", assignment, cwd=course)
+    shell("nbgrader", "export", cwd=course)
+    return SimpleNamespace(course=course, shell=shell, autograde=autograde)
+
+
+def scores(course, assignment, student) -> dict:
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        notebook = gradebook.find_submission_notebook(assignment if assignment != NAME else kit.KIT.notebook_id,
+                                                      assignment, student)
+        return {"total": notebook.score, **{g.name: (g.score, g.needs_manual_grade) for g in notebook.grades}}
+
+
+def test_ordinary_assignment_is_graded_by_stock_nbgrader_in_a_kernel(graded):
+    right, wrong = scores(graded.course, ORDINARY, "ada_correct"), scores(graded.course, ORDINARY, "ben_post_ln")
+    assert right["test_add"] == (2, False) and wrong["test_add"] == (0, False)
+    assert right["explain"][1] is True                       # the written answer waits for a person
+    autograded = nbformat.read(graded.course / "autograded" / "ben_post_ln" / ORDINARY / f"{ORDINARY}.ipynb", 4)
+    test_cell = next(c for c in autograded.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_add")
+    assert test_cell.outputs[0].output_type == "error" and test_cell.outputs[0].ename == "AssertionError"
+    assert "layernorm_kit" not in json.dumps(autograded.cells)
+
+
+def test_kit_assignment_is_graded_in_the_sandbox_per_check(graded):
+    ada, ben = scores(graded.course, NAME, "ada_correct"), scores(graded.course, NAME, "ben_post_ln")
+    assert ada["total"] == TOTAL_POINTS
+    assert ben["check_forward_order"] == (0, False) and 0 < ben["total"] < TOTAL_POINTS
+    gil = scores(graded.course, NAME, "gil_edits_locked_cells")
+    assert gil["total"] == TOTAL_POINTS       # the edited test and the deleted check cell did not cost anything
+
+
+def test_a_normal_autograde_prints_nothing_that_reads_as_tampering(graded):
+    kit_log = graded.autograde[NAME].stdout + graded.autograde[NAME].stderr
+    assert not re.search(r"Attribute 'checksum' for cell check_\w+ has changed", kit_log)
+    assert "SAWarning" not in kit_log and "Traceback" not in kit_log
+    # a real edit is still reported: gil rewrote the visible test test_block_shape
+    assert re.search(r"Attribute 'checksum' for cell test_block_shape has changed", kit_log)
+    assert len(re.findall(r"has changed!", kit_log)) == 1
+    # the ordinary assignment keeps stock nbgrader's behaviour, its hidden-test report included (nbgrader#1961)
+    ordinary_log = graded.autograde[ORDINARY].stdout + graded.autograde[ORDINARY].stderr
+    assert re.search(r"Attribute 'checksum' for cell test_add has changed", ordinary_log)
+    assert "SAWarning" not in ordinary_log
+
+
+def test_feedback_of_the_ordinary_assignment_is_stock_nbgraders(graded, tmp_path):
+    stock = tmp_path / "stock"
+    shutil.copytree(graded.course, stock, ignore=shutil.ignore_patterns("feedback"))
+    (stock / "nbgrader_config.py").write_text("c = get_config()\n")
+    graded.shell("nbgrader", "generate_feedback", ORDINARY, cwd=stock)
+    for student in ORDINARY_STUDENTS:
+        page = f"feedback/{student}/{ORDINARY}/{ORDINARY}.html"
+        assert (graded.course / page).read_text() == (stock / page).read_text()
+    # and the same stock configuration would have shown students the kit's hidden checks: the kit's does not
+    graded.shell("nbgrader", "generate_feedback", NAME, cwd=stock)
+    assert "BEGIN HIDDEN TESTS" in (stock / "feedback" / "ben_post_ln" / NAME / "layernorm.html").read_text()
+    assert "BEGIN HIDDEN TESTS" not in (graded.course / "feedback" / "ben_post_ln" / NAME / "layernorm.html").read_text()
+
+
+def printed_outputs(page: str) -> list[str]:
+    """The text of every printed output on an nbconvert page (each is a <pre> in an output_text area)."""
+    return [html.unescape(re.sub(r"<[^>]+>", "", text))
+            for text in re.findall(r'output_text">\s*<pre>(.*?)</pre>', page, flags=re.DOTALL)]
+
+
+def test_kit_feedback_names_each_check_and_wraps_long_messages(graded):
+    page = (graded.course / "feedback" / "ben_post_ln" / NAME / "layernorm.html").read_text()
+    summary = re.findall(r'<li><a href="#(check_\w+)">([^<]+)</a>', page)
+    assert summary == [(f"check_{name}", spec.title) for name, spec in RUBRIC.items()]
+    assert "Test cell" not in page
+    printed = "\n".join(printed_outputs(page))
+    assert "Step 2 of 10" in printed and "Post-LN" in printed      # the first divergent step
+    assert max(len(line) for line in printed.splitlines()) <= WIDTH
+    ordinary = (graded.course / "feedback" / "ben_post_ln" / ORDINARY / f"{ORDINARY}.html").read_text()
+    assert '<a href="#test_add">Test cell</a>' in ordinary          # nbgrader's own wording, left alone
+
+
+def test_export_has_one_column_per_check(graded):
+    with open(graded.course / "grades.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    header = list(rows[0])
+    assert header[:11] == ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
+                           "raw_score", "late_submission_penalty", "score", "max_score"]
+    assert [c for c in header[11:] if c.startswith(f"{NAME}/")] == [f"{NAME}/check_{name}" for name in RUBRIC]
+    assert [c for c in header[11:] if not c.startswith(f"{NAME}/")] == [f"{ORDINARY}/test_add", f"{ORDINARY}/explain"]
+    ben = next(r for r in rows if r["assignment"] == NAME and r["student_id"] == "ben_post_ln")
+    book = scores(graded.course, NAME, "ben_post_ln")
+    assert {name: float(ben[f"{NAME}/check_{name}"]) for name in RUBRIC} == {
+        name: book[f"check_{name}"][0] for name in RUBRIC}
+    assert float(ben["score"]) == book["total"] and ben[f"{ORDINARY}/test_add"] == ""
+    ordinary = next(r for r in rows if r["assignment"] == ORDINARY and r["student_id"] == "ada_correct")
+    assert float(ordinary[f"{ORDINARY}/test_add"]) == 2 and ordinary[f"{ORDINARY}/explain"] == ""
+
+
+# --- the course's source is the truth ---------------------------------------------------------------
+
+def _edit_source(course, assignment, notebook_name, edit):
+    path = course / "source" / assignment / notebook_name
+    notebook = nbformat.read(path, as_version=4)
+    edit(notebook)
+    nbformat.write(notebook, path)
+
+
+def _cell(notebook, grade_id):
+    return next(c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def test_points_edited_in_the_course_source_are_refused_naming_the_cell(tmp_path):
+    course = make_course(tmp_path / "course", ordinary=False)
+    _edit_source(course, NAME, NOTEBOOK, lambda nb: _cell(nb, "check_forward_order").metadata.nbgrader.update(points=6))
+    shell = Shell()
+    shell("nbgrader", "generate_assignment", NAME, cwd=course)
+    submit(course, NAME, "ada_correct", sample_submission("ada_correct"), NOTEBOOK)
+    refused = shell("nbgrader", "autograde", NAME, cwd=course, check=False)
+    said = refused.stdout + refused.stderr
+    assert refused.returncode != 0
+    assert "Not grading" in said and "check_forward_order gives 6 points" in said and "rubric" in said and "gives 4" in said
+    assert not (course / "autograded" / "ada_correct" / NAME).exists()
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        grades = gradebook.find_submission_notebook(kit.KIT.notebook_id, NAME, "ada_correct").grades
+        assert all(g.auto_score is None for g in grades)
+    by_class = shell("python", "-m", "autograder", "grade-class", "submitted", "--out", str(tmp_path / "out"),
+                     "--course", ".", cwd=course, check=False)
+    assert by_class.returncode != 0 and "check_forward_order gives 6 points" in by_class.stdout + by_class.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_renamed_kit_assignment_is_recognised_and_graded_from_the_course_source(tmp_path):
+    """Recognised by its content, not its name; the cells put back come from this course's source."""
+    course = tmp_path / "course"
+    (course / "source" / "transformer_hw").mkdir(parents=True)
+    source = nbformat.read(kit.SOURCE_NOTEBOOK, as_version=4)
+    _cell(source, "check_compounding").source = "# Our course's own words for this check.\n" + \
+        _cell(source, "check_compounding").source
+    nbformat.write(source, course / "source" / "transformer_hw" / "block.ipynb")
+    shutil.copy(kit.COURSE_DIR / "nbgrader_config.py", course / "nbgrader_config.py")
+    shell = Shell({"AUTOGRADER_SEED": "7"})
+    shell("nbgrader", "generate_assignment", "transformer_hw", cwd=course)
+    gil = sample_submission("gil_edits_locked_cells")          # deleted check_compounding
+    submit(course, "transformer_hw", "gil_edits_locked_cells", gil, "block.ipynb")
+    shell("nbgrader", "autograde", "transformer_hw", cwd=course)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        assert gradebook.find_submission("transformer_hw", "gil_edits_locked_cells").score == TOTAL_POINTS
+    autograded = nbformat.read(course / "autograded" / "gil_edits_locked_cells" / "transformer_hw" / "block.ipynb", 4)
+    assert "Our course's own words" in _cell(autograded, "check_compounding").source
