@@ -21,7 +21,7 @@ from tqdm import tqdm
 from . import kit
 from .feedback import write_feedback_page
 from .gradescope import write_atomically, write_results
-from .grading import grade_file, reference_observations, unreadable
+from .grading import grade_file, reference, unreadable
 from .rubric import RUBRIC, TOTAL_POINTS
 from .sandbox import Limits, SandboxServer
 
@@ -95,7 +95,7 @@ def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int,
     todo = [s for s in submissions if force or not _is_fresh(out / s.student / "results.json", s)]
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     if todo:
-        reference_observations(seed, device, assignment)          # once, before the workers share it
+        reference(seed, device, assignment)          # once, before the workers share it
         servers = SandboxServer.start_many(workers, limits=limits, assignment=assignment)
         pool: queue.Queue = queue.Queue()
         for server in servers:
