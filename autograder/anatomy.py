@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dataflow import H_LEGEND, H_NAME, Flow, Half, coefficient_text, half
+from .dataflow import H_LEGEND, H_NAME, Flow, Half, coefficient_text, half, standardized
 
 STEPS = {
     1: "save the block input as the first shortcut",
@@ -109,7 +109,7 @@ class Anatomy:
             if before is not None:
                 return before
             what = "the block input x" if branch.takes == {"x": 1.0} else self.flow.describe(branch.takes)
-            if branch.takes is None and branch.input.size == self.flow.x.size and _standardized(branch.input):
+            if branch.takes is None and branch.input.size == self.flow.x.size and standardized(branch.input):
                 return Finding(step, f"{s['what']} received a normalized value that does not use {s['norm']}'s "
                                      f"scale and shift: call self.{s['norm']}(...)")
             return Finding(step, f"{s['what']} received {what} without normalization: Pre-LN applies "
@@ -303,11 +303,6 @@ class Anatomy:
                                   "never ran")
             return Finding(8, "the feed-forward network never ran")
         return None
-
-
-def _standardized(values) -> bool:
-    v = np.asarray(values, dtype=np.float64)
-    return bool(np.all(np.abs(v.mean(-1)) < 1e-3) and np.all(np.abs(v.var(-1) - 1) < 2e-2))
 
 
 def _mask_scale(step) -> float | None:

@@ -31,6 +31,14 @@ H_NAME = "h"
 H_LEGEND = "h = x + drop_shortcut(att(norm1(x))), the first half's result"
 
 
+def standardized(values, scale=None, shift=None) -> bool:
+    """Is every row mean 0 / variance 1, after undoing a LayerNorm's scale and shift? (a normalized value)"""
+    v = np.asarray(values, dtype=np.float64)
+    if scale is not None:
+        v = (v - shift) / scale
+    return bool(np.all(np.abs(v.mean(-1)) < 1e-3) and np.all(np.abs(v.var(-1) - 1) < 2e-2))
+
+
 def tolerance(device: str) -> float:
     """Relative size of a residual that still counts as 'this value is that sum' (float32 values)."""
     return 1e-5 if device == "cpu" else 2e-4

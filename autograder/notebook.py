@@ -112,7 +112,3 @@ def student_code(cells: list[Cell]) -> list[tuple[str, str]]:
         for cell in cells
         if cell.kind == "code" and not (cell.is_experiment or cell.is_visible_test or cell.is_hidden_check)
     ]
-
-
-def visible_tests(cells: list[Cell]) -> list[tuple[str, str]]:
-    return [(cell.grade_id, strip_magics(cell.source)) for cell in cells if cell.kind == "code" and cell.is_visible_test]

@@ -93,9 +93,9 @@ def _bubblewrap_command() -> list[str]:
 class SandboxServer:
     """One warmed server process. `grade` is thread-safe for one caller at a time (use one per worker)."""
 
-    def __init__(self, index: int = 0, limits: Limits = Limits(), bubblewrap: str = "auto", start: bool = True,
+    def __init__(self, limits: Limits = Limits(), bubblewrap: str = "auto", start: bool = True,
                  assignment: kit.Assignment = kit.KIT):
-        self.index, self.limits, self.assignment = index, limits, assignment
+        self.limits, self.assignment = limits, assignment
         self.use_bubblewrap = bubblewrap == "on" or (bubblewrap == "auto" and bubblewrap_works())
         self.sandbox_uid = None      # set when launched
         self.process = None
@@ -175,7 +175,7 @@ class SandboxServer:
     @classmethod
     def start_many(cls, count: int, **options) -> list["SandboxServer"]:
         """`count` servers warming up side by side (launched from this thread, so they live as long as it)."""
-        servers = [cls(index=i, start=False, **options) for i in range(count)]
+        servers = [cls(start=False, **options) for _ in range(count)]
         for server in servers:
             server.launch()
         for server in servers:

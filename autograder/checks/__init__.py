@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..anatomy import Anatomy
-from ..dataflow import Flow
+from ..dataflow import Flow, standardized  # noqa: F401  (checks import it from here)
 
 # Tolerance tiers for comparing float32 results with the reference: CUDA kernels reorder sums.
 TOLERANCES = {"cpu": (1e-5, 1e-6), "cuda": (2e-3, 2e-4)}
@@ -151,14 +151,6 @@ def error_text(observation: dict, what: str = "forward") -> str:
     if "cuda" in message and "device" in message:      # on a GPU, a tensor moved off x.device fails every probe
         text += ". Keep every tensor on x.device: no .cpu() or .numpy() inside forward, new tensors with device=x.device"
     return text + (f" ({error['where']})" if error.get("where") else "")
-
-
-def standardized(values, scale=None, shift=None) -> bool:
-    """Is every row mean 0 / variance 1, after undoing a LayerNorm's scale and shift?"""
-    v = np.asarray(values, dtype=np.float64)
-    if scale is not None:
-        v = (v - shift) / scale
-    return bool(np.all(np.abs(v.mean(-1)) < 1e-3) and np.all(np.abs(v.var(-1) - 1) < 2e-2))
 
 
 def norm_params(evidence: Evidence, name: str):
