@@ -14,7 +14,7 @@ from nbgrader.api import Gradebook
 
 from autograder import kit
 from autograder.nbgrader_bridge import WIDTH
-from autograder.rubric import RUBRIC, TOTAL_POINTS
+from autograder.rubric import RUBRIC, TOTAL_POINTS, WRITTEN
 from nbgrader_course import (KIT_STUDENTS, ORDINARY, Shell, do_kit_homework, do_ordinary_homework, make_course,
                              sample_submission)
 
@@ -125,7 +125,10 @@ def test_export_has_one_column_per_check(graded):
     header = list(rows[0])
     assert header[:11] == ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
                            "raw_score", "late_submission_penalty", "score", "max_score"]
-    assert [c for c in header[11:] if c.startswith(f"{NAME}/")] == [f"{NAME}/check_{name}" for name in RUBRIC]
+    kit_columns = [c for c in header[11:] if c.startswith(f"{NAME}/")]
+    assert [c for c in kit_columns if c.startswith(f"{NAME}/check_")] == [f"{NAME}/check_{name}" for name in RUBRIC]
+    assert sorted(set(kit_columns) - {f"{NAME}/check_{name}" for name in RUBRIC}) == \
+        sorted(f"{NAME}/{grade_id}" for grade_id in WRITTEN)              # the written answers, graded by hand
     assert [c for c in header[11:] if not c.startswith(f"{NAME}/")] == [f"{ORDINARY}/test_add", f"{ORDINARY}/explain"]
     ben = next(r for r in rows if r["assignment"] == NAME and r["student_id"] == "ben_post_ln")
     book = scores(graded.course, NAME, "ben_post_ln")
@@ -187,3 +190,32 @@ def test_a_renamed_kit_assignment_is_recognised_and_graded_from_the_course_sourc
         assert gradebook.find_submission("transformer_hw", "gil_edits_locked_cells").score == TOTAL_POINTS
     autograded = nbformat.read(course / "autograded" / "gil_edits_locked_cells" / "transformer_hw" / "block.ipynb", 4)
     assert "Our course's own words" in _cell(autograded, "check_compounding").source
+
+
+def test_written_answers_in_the_kit_notebook_wait_for_a_person(tmp_path):
+    """A manually graded answer cell beside the checks: both grading paths leave it to the instructor, and
+    grade-class keeps the score the instructor gave it."""
+    course = make_course(tmp_path / "course", ordinary=False)
+
+    def add_answer(notebook):
+        notebook.cells.insert(-1, nbformat.v4.new_markdown_cell("YOUR ANSWER HERE", metadata={"nbgrader": {
+            "grade_id": "answer_why_preln", "grade": True, "solution": True, "locked": False, "task": False,
+            "points": 2, "schema_version": 3}}))
+    _edit_source(course, NAME, NOTEBOOK, add_answer)
+    shell = Shell({"AUTOGRADER_SEED": "5"})
+    shell("nbgrader", "generate_assignment", NAME, cwd=course)
+    work = do_kit_homework(nbformat.read(course / "release" / NAME / NOTEBOOK, as_version=4), "ada_correct")
+    _cell(work, "answer_why_preln").source = "Normalizing inside each branch keeps the shortcut path clean."
+    submit(course, NAME, "ada_correct", work, NOTEBOOK)
+    shell("nbgrader", "autograde", NAME, cwd=course)
+    graded = scores(course, NAME, "ada_correct")
+    assert graded["answer_why_preln"][1] is True and graded["total"] == TOTAL_POINTS
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        gradebook.find_grade("answer_why_preln", kit.KIT.notebook_id, NAME, "ada_correct").manual_score = 2
+        gradebook.db.commit()
+    shell("python", "-m", "autograder", "grade-class", "submitted", "--out", str(tmp_path / "out"), "--course", ".",
+          "--seed", "5", cwd=course)
+    again = scores(course, NAME, "ada_correct")
+    assert again["answer_why_preln"] == (2, True) and again["total"] == TOTAL_POINTS + 2
+    assert {k: v for k, v in again.items() if k.startswith("check_")} == \
+        {k: v for k, v in graded.items() if k.startswith("check_")}
