@@ -47,10 +47,14 @@ def pick_file(folder: Path, assignment: kit.Assignment = kit.KIT) -> Path | None
 
 
 def discover(root: Path, assignment: kit.Assignment = kit.KIT) -> list[Submission]:
-    """One Submission per student, sorted by student id."""
+    """One Submission per student, sorted by student id. In nbgrader's layout (a course's submitted/ folder,
+    which may hold other assignments too) a student without a `<student>/<assignment>/` folder did not submit
+    this assignment and is left out, as `nbgrader autograde` leaves them out."""
     submissions = []
-    for entry in sorted(Path(root).iterdir()):
-        if entry.name.startswith("."):
+    entries = [e for e in sorted(Path(root).iterdir()) if not e.name.startswith(".")]
+    course_layout = any((e / assignment.name).is_dir() for e in entries if e.is_dir() and not e.is_symlink())
+    for entry in entries:
+        if course_layout and not (entry / assignment.name).is_dir():
             continue
         if entry.is_file() and entry.suffix in SUBMISSION_SUFFIXES:
             submissions.append(Submission(entry.stem, entry))
