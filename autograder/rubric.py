@@ -74,3 +74,11 @@ RUBRIC: dict[str, CheckSpec] = {
 }
 
 TOTAL_POINTS = sum(spec.points for spec in RUBRIC.values())
+
+# Written answers: markdown cells (`answer_<name>`) graded by hand in formgrader, not by the kit; their points are
+# not part of TOTAL_POINTS. A test keeps the notebook's answer-cell points equal to these.
+WRITTEN: dict[str, float] = {
+    "answer_zero_branches": 2,
+    "answer_last_block": 2,
+    "answer_mlp_level": 2,
+}

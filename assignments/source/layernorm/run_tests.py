@@ -1,11 +1,16 @@
-"""Run the visible tests of layernorm.ipynb and report each one by name.
+"""Run the visible tests of layernorm.ipynb and report each one by name, with every check that fails.
 
-Usage, in the folder that holds the notebook (save the notebook first):
+Needs only Python and the packages the notebook uses, installed once:
+
+    pip install torch==2.13.0 numpy==2.4.6 matplotlib==3.11.2 jupyter==1.1.1
+
+Then, in the folder that holds the notebook (save the notebook first):
 
     python run_tests.py
 
-It runs your code cells in order (skipping the slow experiment cells and the test cells), then runs
-every visible test cell on its own, so one failing test does not hide the others.
+It runs your code cells in order (skipping the slow experiment cells, the visible tests and the graded cells),
+then runs every visible test cell on its own, so one failing test does not hide the others. A test made of
+several checks lists each check that failed.
 """
 import json
 import os
@@ -28,10 +33,15 @@ def cells(path):
 
 
 def failure(error):
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith("<")]
-    where = f" (in {frames[-1].filename.strip('<>')}, line {frames[-1].lineno})" if frames else ""
-    message = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return f"{type(error).__name__}: {message}{where}" if message else f"{type(error).__name__}{where}"
+    """The error's type and its whole message (a test's checks each on their own line); for errors other than a
+    failed check, also the cell and line where it happened."""
+    lines = str(error).strip().splitlines() or [""]
+    text = f"{type(error).__name__}: {lines[0]}" if lines[0] else type(error).__name__
+    if not isinstance(error, AssertionError):
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith("<")]
+        if frames:
+            text += f" (in {frames[-1].filename.strip('<>')}, line {frames[-1].lineno})"
+    return "\n".join([text, *(f"        {line}" for line in lines[1:])])
 
 
 def main():
