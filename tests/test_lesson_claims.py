@@ -3,6 +3,7 @@ solved, run top to bottom (figures drawn off-screen). Each test first finds its 
 checks the numbers, so a change to the code that makes a sentence false fails here and names the sentence."""
 import inspect
 import re
+import textwrap
 import warnings
 
 import matplotlib
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 from autograder import kit
+from autograder.sample_class import FORWARDS
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the off-screen backend)
@@ -124,9 +126,7 @@ def test_pre_ln_factors_stay_near_1_and_compound_gently(lesson):
 
 
 def test_the_pre_ln_sentences_would_be_false_for_a_post_ln_task_1():
-    post_ln = run_lesson("    def forward(self, x):\n"
-                         "        x = self.norm1(x + self.drop_shortcut(self.att(x)))\n"
-                         "        return self.norm2(x + self.drop_shortcut(self.ff(x)))\n")
+    post_ln = run_lesson(textwrap.indent(textwrap.dedent(FORWARDS["ben_post_ln"]).strip("\n"), "    "))
     with pytest.raises(AssertionError):
         test_pre_ln_factors_stay_near_1_and_compound_gently(post_ln)
     with pytest.raises(AssertionError):
