@@ -21,6 +21,7 @@ import websocket
 from nbgrader.api import Gradebook
 
 from autograder import kit
+from autograder.rubric import RUBRIC
 from nbgrader_course import Shell, make_course, sample_submission
 
 pytestmark = pytest.mark.slow
@@ -198,7 +199,8 @@ def test_the_autograde_button_grades_and_leaves_no_process(autograded):
     assert autograded["leftovers"] == []
 
 
-def test_submission_view_shows_each_check_the_first_divergent_step_and_the_plot(server, browser, autograded, tmp_path):
+def test_submission_view_shows_each_check_the_first_divergent_step_and_the_plot(course, server, browser, autograded,
+                                                                             tmp_path):
     _, base = server
     browser.open(f"{base}/formgrader/submissions/{autograded['id']}",
                  "document.querySelector('input.score#check_forward_order')")
@@ -207,6 +209,12 @@ def test_submission_view_shows_each_check_the_first_divergent_step_and_the_plot(
         assert title in text
     assert re.search(r"Step 2 of 10 \(normalize with norm1\)", text) and "Post-LN" in text
     assert browser.js("[...document.images].some(i => i.src.startsWith('data:image/png') && i.naturalWidth > 400)")
+    shown = browser.js("Object.fromEntries([...document.querySelectorAll('input.score')].map(i => [i.id, i.placeholder]))")
+    with gradebook(course) as book:
+        notebook = book.find_submission_notebook(kit.KIT.notebook_id, NAME, STUDENT)
+        stored = {g.name: g.auto_score for g in notebook.grades}
+    assert set(shown) == {f"check_{name}" for name in RUBRIC}
+    assert {name: float(points) for name, points in shown.items()} == stored      # each check's points, per check
     assert browser.screenshot(tmp_path / "formgrader-submission.png").stat().st_size > 50_000
 
 
