@@ -12,10 +12,10 @@ import functools
 from pathlib import Path
 
 import nbgrader
+from nbconvert.preprocessors import Preprocessor
 from nbgrader.api import MissingEntry
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.plugins import ExportPlugin
-from nbconvert.preprocessors import Preprocessor
 from nbgrader.preprocessors import ClearSolutions, OverwriteCells
 
 from . import kit
@@ -66,12 +66,13 @@ def kit_source(configurable, resources) -> Path | None:
 
 
 class KitOnly:
-    """Mixin: `self.kit` says, per notebook, whether it belongs to one of the kit's assignments."""
+    """Mixin: `self.kit_notebook` is, per notebook, the course's source when the notebook belongs to one of the
+    kit's assignments, and None for every other assignment."""
 
-    kit: Path | None = None
+    kit_notebook: Path | None = None
 
     def preprocess(self, nb, resources):
-        self.kit = kit_source(self, resources)
+        self.kit_notebook = kit_source(self, resources)
         return super().preprocess(nb, resources)
 
 
@@ -81,7 +82,7 @@ class TaskStubs(KitOnly, ClearSolutions):
     """ClearSolutions whose stubs raise NotImplementedError naming the task and the function to write."""
 
     def _replace_solution_region(self, cell, language):
-        task = kit.TASKS.get(cell.metadata.get("nbgrader", {}).get("grade_id", "")) if self.kit else None
+        task = kit.TASKS.get(cell.metadata.get("nbgrader", {}).get("grade_id", "")) if self.kit_notebook else None
         if cell.cell_type != "code" or task is None:
             return super()._replace_solution_region(cell, language)
         stubbed = kit.stub_solutions(cell.source, task)
@@ -102,7 +103,7 @@ class TellingOverwriteCells(KitOnly, OverwriteCells):
     """
 
     def preprocess_cell(self, cell, resources, cell_index):
-        if not self.kit:
+        if not self.kit_notebook:
             return super().preprocess_cell(cell, resources, cell_index)
         nbgrader = cell.metadata.get("nbgrader", {})
         original = self._source_cell(nbgrader.get("grade_id"))
@@ -137,7 +138,7 @@ class FeedbackWithoutHiddenTests(KitOnly, Preprocessor):
     enabled = True
 
     def preprocess_cell(self, cell, resources, index):
-        if not self.kit:
+        if not self.kit_notebook:
             return cell, resources
         cell.source = without_hidden_tests(cell.source)
         outputs = cell.get("outputs", [])

@@ -138,8 +138,8 @@ def test_students_fetch_their_feedback_and_it_leaks_nothing(hub):
     for student in (*ON_TIME, LATE):
         home, _ = hub.homes[student]
         (page,) = (home / NAME / "feedback").glob(f"*/{kit.KIT.notebook_id}.html")
-        text = page.read_text()
-        assert "BEGIN HIDDEN" not in text and not [line for line in secret if line in text]
+        text, own = page.read_text(), (home / NAME / NOTEBOOK).read_text()     # what they submitted is theirs
+        assert "BEGIN HIDDEN" not in text and not [line for line in secret if line in text and line not in own]
         assert all(spec.title in text for spec in RUBRIC.values())
     late = next((hub.homes[LATE][0] / NAME / "feedback").glob("*/*.html")).read_text()
     assert "Late submission penalty" in late
