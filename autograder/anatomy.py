@@ -99,8 +99,6 @@ class Anatomy:
         if h is None:
             return Finding(s["steps"][1], f"{s['what']} never ran")
         branch = h.branch
-        if not branch.verified:
-            return Finding(s["steps"][1], branch.why)
         if branch.input.size != self.flow.x.size:
             return Finding(s["steps"][1], f"{s['what']} received a tensor of shape {tuple(branch.input.shape)}, not the "
                                           f"block's {tuple(self.flow.x.shape)}: it ran on only some of the tokens")
@@ -143,7 +141,7 @@ class Anatomy:
     def dropout(self, side: str) -> Finding | None:
         s, h = SIDE[side], getattr(self, side)
         step = s["steps"][2]
-        if h is None or not h.branch.verified:
+        if h is None:
             return None
         flow = self.flow
         key = h.branch.key
@@ -185,7 +183,7 @@ class Anatomy:
     def addition(self, side: str) -> Finding | None:
         s, h = SIDE[side], getattr(self, side)
         add = s["steps"][3]
-        if h is None or not h.branch.verified:
+        if h is None:
             return None
         flow = self.flow
         if h.added_in is None:

@@ -21,7 +21,7 @@ from tqdm import tqdm
 from . import kit
 from .feedback import write_feedback_page
 from .gradescope import write_atomically, write_results
-from .grading import grade_file, reference, unreadable
+from .grading import grade_file, grader_failure, reference, unreadable
 from .rubric import RUBRIC, TOTAL_POINTS
 from .sandbox import Limits, SandboxServer
 
@@ -35,14 +35,19 @@ class Submission:
 
 
 def pick_file(folder: Path, assignment: kit.Assignment = kit.KIT) -> Path | None:
-    """The submission inside a student's folder: the assignment's notebook first, else any notebook or .py."""
+    """The submission inside a student's folder: the assignment's notebook first, else any notebook or .py.
+    Links are never followed (the file found may itself be one: reading it then refuses with a message)."""
     preferred = folder / assignment.notebook_name
-    if preferred.is_file():
+    if preferred.is_file() or preferred.is_symlink():
         return preferred
+    found = []
+    for top, folders, files in os.walk(folder, followlinks=False):
+        folders[:] = sorted(f for f in folders if f != ".ipynb_checkpoints")
+        found += [Path(top) / name for name in files if name.endswith(SUBMISSION_SUFFIXES)]
     for suffix in SUBMISSION_SUFFIXES:
-        found = sorted(p for p in folder.rglob(f"*{suffix}") if ".ipynb_checkpoints" not in p.parts)
-        if found:
-            return found[0]
+        matching = sorted(p for p in found if p.name.endswith(suffix))
+        if matching:
+            return matching[0]
     return None
 
 
@@ -56,9 +61,9 @@ def discover(root: Path, assignment: kit.Assignment = kit.KIT) -> list[Submissio
     for entry in entries:
         if course_layout and not (entry / assignment.name).is_dir():
             continue
-        if entry.is_file() and entry.suffix in SUBMISSION_SUFFIXES:
-            submissions.append(Submission(entry.stem, entry))
-        elif entry.is_dir():
+        if entry.suffix in SUBMISSION_SUFFIXES and not entry.is_dir():
+            submissions.append(Submission(entry.stem, entry))   # a link or a pipe is refused when read
+        elif entry.is_dir() and not entry.is_symlink():
             nbgrader_layout = entry / assignment.name
             submissions.append(Submission(entry.name, pick_file(nbgrader_layout if nbgrader_layout.is_dir() else entry,
                                                                 assignment)))
@@ -66,8 +71,11 @@ def discover(root: Path, assignment: kit.Assignment = kit.KIT) -> list[Submissio
 
 
 def _is_fresh(results: Path, submission: Submission) -> bool:
-    return (results.is_file() and submission.path is not None
-            and results.stat().st_mtime >= submission.path.stat().st_mtime)
+    try:
+        return (results.is_file() and submission.path is not None
+                and results.stat().st_mtime >= os.lstat(submission.path).st_mtime)
+    except OSError:
+        return False
 
 
 def _row(student: str, results: dict) -> dict:
@@ -75,13 +83,14 @@ def _row(student: str, results: dict) -> dict:
     extra = results.get("extra_data", {})
     return {"student": student, "submission": extra.get("submission", ""), "score": results.get("score", 0),
             "max_score": TOTAL_POINTS, **{name: by_check.get(name, 0) for name in RUBRIC},
-            "first_divergence": extra.get("first_divergence") or "", "seed": extra.get("seed", "")}
+            "first_divergence": extra.get("first_divergence") or "", "seed": extra.get("seed", ""),
+            "grader_errors": " | ".join(extra.get("grader_errors") or [])}
 
 
 def write_grades_csv(out: Path, rows: list[dict]) -> Path:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=["student", "submission", "score", "max_score", *RUBRIC,
-                                                "first_divergence", "seed"])
+                                                "first_divergence", "seed", "grader_errors"])
     writer.writeheader()
     writer.writerows(sorted(rows, key=lambda r: r["student"]))
     write_atomically(out / "grades.csv", buffer.getvalue())
@@ -90,17 +99,22 @@ def write_grades_csv(out: Path, rows: list[dict]) -> Path:
 
 def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int, device: str = "cpu",
                 force: bool = False, limits: Limits = Limits(), progress: bool = True,
-                on_result=None, assignment: kit.Assignment = kit.KIT) -> list[dict]:
+                on_result=None, assignment: kit.Assignment = kit.KIT, unsafe: bool = False,
+                isolation: dict | None = None) -> list[dict]:
     """Grade every submission under `root` into `out`; returns the grade rows. Never stops for one student.
 
-    `assignment` is the source notebook graded against: the kit's own, or a course's (`--course`)."""
+    `assignment` is the source notebook graded against: the kit's own, or a course's (`--course`). The
+    submissions and `out` are private: no submission can read another's file or results. `isolation` passes
+    layer choices to the sandbox (tests switch bubblewrap or namespaces off)."""
     out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)         # exists before the sandbox hides it
     submissions = discover(root, assignment)
     todo = [s for s in submissions if force or not _is_fresh(out / s.student / "results.json", s)]
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     if todo:
         reference(seed, device, assignment)          # once, before the workers share it
-        servers = SandboxServer.start_many(workers, limits=limits, assignment=assignment)
+        servers = SandboxServer.start_many(workers, limits=limits, assignment=assignment, private=(root, out),
+                                           unsafe=unsafe, **(isolation or {}))
         pool: queue.Queue = queue.Queue()
         for server in servers:
             pool.put(server)
@@ -116,10 +130,14 @@ def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int,
                 finally:
                     pool.put(server)
             folder = out / submission.student
-            write_results(result, folder / "results.json")
-            write_feedback_page(result, folder / "feedback.html")
-            if on_result:
-                on_result(submission, result)
+            try:
+                write_results(result, folder / "results.json")
+                write_feedback_page(result, folder / "feedback.html")
+                if on_result:
+                    on_result(submission, result)
+            except Exception as error:      # the grader's failure: recorded for this student, the class goes on
+                result = grader_failure(submission.student, error, seed, device, submission.student)
+                write_results(result, folder / "results.json")
             return result
 
         try:
@@ -136,7 +154,10 @@ def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int,
     for submission in submissions:
         path = out / submission.student / "results.json"
         if path.is_file():
-            rows.append(_row(submission.student, json.loads(path.read_text())))
+            try:
+                rows.append(_row(submission.student, json.loads(path.read_text())))
+            except (OSError, ValueError) as error:
+                rows.append(_row(submission.student, {"extra_data": {"grader_errors": [f"results unreadable: {error}"]}}))
     write_grades_csv(out, rows)
     return rows
 

@@ -20,6 +20,20 @@ DEVICE = click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), de
                       callback=_checked_device, help="where the checks run; 'auto' picks CUDA when available")
 SEED = click.option("--seed", type=int, default=None, help="hidden-input seed (default: a fresh random one, "
                                                           "recorded in the results)")
+UNSAFE = click.option("--unsafe", is_flag=True, help="grade even where submissions cannot be isolated (no "
+                                                     "bubblewrap, not root); every result then says so")
+PRIVATE = click.option("--private", "private", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+                       help="a folder submissions must not read, besides the kit and the course (repeatable)")
+
+
+def _servers_or_exit(make):
+    """Start the sandbox, or stop with the reason the grader refuses to (not a graded result: nothing ran)."""
+    from .sandbox import IsolationUnavailable
+
+    try:
+        return make()
+    except IsolationUnavailable as error:
+        raise click.ClickException(str(error)) from None
 
 
 @click.group()
@@ -35,15 +49,26 @@ def main() -> None:
               help="also write the student's HTML feedback page here")
 @SEED
 @DEVICE
-def grade(submission: Path, results_path: Path, feedback_path: Path | None, seed: int | None, device: str) -> None:
-    """Grade one SUBMISSION (a notebook or a .py file) and write its results."""
-    from .grading import grade_file, new_seed, resolve_device
+@UNSAFE
+@PRIVATE
+def grade(submission: Path, results_path: Path, feedback_path: Path | None, seed: int | None, device: str,
+          unsafe: bool, private: tuple) -> None:
+    """Grade one SUBMISSION (a notebook or a .py file) and write its results.
+
+    The results are written once the submission and everything it started have ended, atomically."""
+    from .grading import grade_file, grader_failure, new_seed, resolve_device
     from .gradescope import summary, write_results
     from .sandbox import SandboxServer
 
-    device = resolve_device(device)
-    with SandboxServer() as server:
-        result = grade_file(submission, server, seed=seed or new_seed(), device=device)
+    device, seed = resolve_device(device), new_seed() if seed is None else seed
+    folder = submission.resolve().parent
+    server = _servers_or_exit(lambda: SandboxServer(private=(folder, *private), unsafe=unsafe))
+    try:
+        result = grade_file(submission, server, seed=seed, device=device)
+    except Exception as error:       # never a traceback for a submission: the grader's failure is a result
+        result = grader_failure(submission.name, error, seed, device)
+    finally:
+        server.close()
     write_results(result, results_path)
     if feedback_path:
         from .feedback import write_feedback_page
@@ -65,22 +90,23 @@ def grade(submission: Path, results_path: Path, feedback_path: Path | None, seed
                                                   "course holds several of the kit's)")
 @SEED
 @DEVICE
+@UNSAFE
 def grade_class(submissions: Path, out: Path, workers: int | None, force: bool, course: Path | None,
-                assignment: str | None, seed: int | None, device: str) -> None:
+                assignment: str | None, seed: int | None, device: str, unsafe: bool) -> None:
     """Grade every student's submission in SUBMISSIONS."""
     from . import kit
     from .classgrade import grade_class as run
     from .grading import new_seed, resolve_device
 
-    device, seed = resolve_device(device), seed or new_seed()
+    device, seed = resolve_device(device), new_seed() if seed is None else seed
     course = course or _enclosing_course(submissions)
     on_result, graded = None, kit.KIT
     if course is not None:
         from .nbgrader_bridge import CourseRecorder
         on_result = CourseRecorder(course, assignment)
         graded = on_result.assignment
-    rows = run(submissions, out, workers=workers, seed=seed, device=device, force=force, on_result=on_result,
-               assignment=graded)
+    rows = _servers_or_exit(lambda: run(submissions, out, workers=workers, seed=seed, device=device, force=force,
+                                        on_result=on_result, assignment=graded, unsafe=unsafe))
     mean = sum(float(r["score"]) for r in rows) / len(rows) if rows else 0.0
     click.echo(f"graded {len(rows)} students (seed {seed}); mean score {mean:.2f}; grades in {out / 'grades.csv'}")
     if course is not None:

@@ -34,7 +34,7 @@ def results_json(result: SubmissionResult) -> dict:
             "extra_data": {"check": check.check,
                            "parts": [{"name": s.name, "score": s.points, "max_score": s.max_points,
                                       "passed": s.passed, "output": s.message} for s in check.subtests],
-                           "details": check.details},
+                           "details": check.details, "grader_error": check.grader_error},
         })
     return {
         "score": result.score,
@@ -44,6 +44,7 @@ def results_json(result: SubmissionResult) -> dict:
         "stdout_visibility": "hidden",
         "tests": tests,
         "extra_data": {"submission": result.submission, "student": result.student, "seed": result.seed,
+                       "grader_errors": list(result.grader_errors),
                        "device": result.device, "isolation": result.isolation,
                        "first_divergence": result.first_divergence, "notes": list(result.notes),
                        "max_score": result.max_score, "profiles": result.profile},

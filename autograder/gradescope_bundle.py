@@ -83,6 +83,10 @@ fi
 "$VENV/bin/python" -m pip install --quiet --extra-index-url "$TORCH_INDEX_URL" -r "$SOURCE/requirements.txt"
 # the kit itself is not installed: run_autograder puts the source folder on PYTHONPATH
 PYTHONPATH="$SOURCE" MPLBACKEND=Agg "$VENV/bin/python" -c "import autograder.grading, autograder.classgrade"
+# the kit, its reference solution and its notebook: no one but root may read them (a submission runs as a
+# user of its own, and Gradescope's containers often cannot start bubblewrap or make namespaces)
+chmod -R o-rwx "$SOURCE"
+chmod o+x "$ROOT"
 echo "setup.sh: ready ($("$VENV/bin/python" --version), $VENV)"
 """
 
@@ -106,7 +110,9 @@ if [ -z "$SUBMISSION" ]; then
   exec "$PYTHON" -m autograder.gradescope_bundle nothing "$RESULTS"
 fi
 echo "run_autograder: grading $SUBMISSION"
-exec "$PYTHON" -m autograder grade "$SUBMISSION" --results "$RESULTS" --device "${AUTOGRADER_DEVICE:-auto}"
+# everything under $ROOT but Python is out of the submission's sight (covered, or closed by permissions)
+exec "$PYTHON" -m autograder grade "$SUBMISSION" --results "$RESULTS" --device "${AUTOGRADER_DEVICE:-auto}" \
+  --private "$ROOT"
 """
 
 SCRIPTS = {"setup.sh": SETUP_SH, "run_autograder": RUN_AUTOGRADER}

@@ -32,7 +32,7 @@ from .notebook import SubmissionError, read_cells, student_code
 from .replays import Replays
 from .results import CheckResult, SubmissionResult, SubTest
 from .rubric import RUBRIC
-from .sandbox import SandboxServer
+from .sandbox import UNSAFE, SandboxServer
 
 CHECKS = (order, shortcuts, prenorm, dropout, gradients, robustness, compounding)
 ALL_PROBES = tuple(PROBES)
@@ -178,6 +178,12 @@ def evaluate(raw: dict, plan: Plan, assignment: kit.Assignment = kit.KIT) -> Eva
                 errors.append(_grader_error(f"reading the {mode}-mode run", error))
                 student[mode] = {"ok": False, "error": {"type": "ProtocolError", "message":
                                  "the grader could not read your forward's run (a grader error, reported)"}}
+                continue
+            wrong = flows[mode].unverified
+            if wrong:      # a record the grader cannot reproduce is not believed, in any of its parts
+                flows[mode] = None
+                student[mode] = {"ok": False, "error": {"type": "ProtocolError", "message":
+                                 f"{wrong[0].why}; nothing recorded in that run can be believed"}}
     evidence = Evidence(student, ref.answers, ref.named, parts, x.astype(np.float64), flows,
                         replays=Replays(flows, parts, plan, reference_namespace(assignment)), plan=plan,
                         device=plan.device, drop_p=plan.drop_p)
@@ -230,8 +236,9 @@ def grade_cells(cells: list, name: str, server: SandboxServer, *, seed: int, dev
         return grader_failure(name, error, seed, device, student)
     for text in found.grader_errors:
         print(f"grader error while grading {student or name}: {text}", file=sys.stderr)
+    unsafe = (f"Graded without isolation ({server.isolation}).",) if server.isolation == UNSAFE else ()
     return SubmissionResult(name, found.checks, seed, device, server.isolation, round(time.monotonic() - started, 3),
-                            found.first_divergence, tuple(restored) + found.notes, found.profiles, student,
+                            found.first_divergence, unsafe + tuple(restored) + found.notes, found.profiles, student,
                             found.grader_errors)
 
 

@@ -7,7 +7,9 @@ placeholders, slow experiments, IPython magics).
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,14 +86,35 @@ def cells_from_python(text: str) -> list[Cell]:
     return cells
 
 
-def read_cells(path: str | Path, *, max_bytes: int = 20_000_000) -> list[Cell]:
+def read_text(path: str | Path, max_bytes: int = 20_000_000) -> str:
+    """A submission's text: a plain file only (no symlink, FIFO or device, which could point at the solution or
+    hang the grader), at most `max_bytes`, read without following links and without blocking."""
     path = Path(path)
     try:
-        if path.stat().st_size > max_bytes:
+        info = os.lstat(path)
+        if stat.S_ISLNK(info.st_mode):
+            raise SubmissionError(f"{path.name} is a symbolic link, not a file: submit the notebook itself")
+        if not stat.S_ISREG(info.st_mode):
+            raise SubmissionError(f"{path.name} is not a regular file (a pipe, a device or a folder)")
+        if info.st_size > max_bytes:
             raise SubmissionError(f"{path.name} is larger than {max_bytes // 1_000_000} MB")
-        text = path.read_text(encoding="utf-8", errors="replace")
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        try:
+            if not stat.S_ISREG(os.fstat(handle).st_mode):
+                raise SubmissionError(f"{path.name} is not a regular file")
+            data = os.read(handle, max_bytes + 1)
+        finally:
+            os.close(handle)
     except OSError as error:
         raise SubmissionError(f"could not read {path.name}: {error.strerror or error}") from None
+    if len(data) > max_bytes:
+        raise SubmissionError(f"{path.name} is larger than {max_bytes // 1_000_000} MB")
+    return data.decode("utf-8", errors="replace")
+
+
+def read_cells(path: str | Path, *, max_bytes: int = 20_000_000) -> list[Cell]:
+    path = Path(path)
+    text = read_text(path, max_bytes)
     if path.suffix == ".py":
         return cells_from_python(text)
     try:

@@ -1,9 +1,13 @@
-"""The hostile corpus (catalog/hostile.py) through the real sandbox.
+"""The hostile corpus (catalog/hostile.py) through the real sandbox, in every isolation layer this machine has.
 
 For every hostile submission: a well-formed result, the fair score, the message that explains it, the
 grading server still the same process, and no process of the sandbox user left behind. Around the whole
 corpus: a correct and a wrong submission graded before and after it give identical results, and nothing
 outside the sandbox (the repository, the temporary folder, a canary) was touched.
+
+The corpus runs once per layer (see `LAYERS`): with bubblewrap; without it, with the namespaces root can make;
+and with neither, on permissions and seccomp alone (a container that refuses namespaces). Every outcome must
+hold in each; a layer this machine cannot give is reported as a skip that names it.
 
 The corpus runs on its own server with short limits (catalog.hostile.LIMITS), so the cases that can only
 fail by running out of time fail in seconds.
@@ -23,18 +27,35 @@ from autograder import kit
 from autograder.gradescope import results_json
 from autograder.grading import grade_file
 from autograder.rubric import RUBRIC, TOTAL_POINTS
-from autograder.sandbox import Limits, SandboxServer
+from autograder.sandbox import Limits, SandboxServer, bubblewrap_works
 from catalog.build import submission
-from catalog.hostile import (BUBBLEWRAP, CANARY, FORGED_IN_GRADER_FOLDERS, FORGED_IN_TMP, FULL, HOSTILE, LIMITS, MARK,
-                             POST_LN, SANDBOX_USER, TASK1_ONLY, TASK2_ONLY, WRONG, ZERO)
+from catalog.hostile import (AS_POST_LN, CANARY, FORGED_IN_GRADER_FOLDERS, FORGED_IN_TMP, FULL, HOSTILE, LIMITS,
+                             MARK, POST_LN, SANDBOX_USER, TASK1_ONLY, TASK2_ONLY, WRONG, ZERO)
 
 TASK2 = "compounding"
 FORWARD_CHECKS = [name for name in RUBRIC if name != TASK2]
+LAYERS = {"bubblewrap": {"bubblewrap": "on"}, "namespaces": {"bubblewrap": "off"},
+          "permissions": {"bubblewrap": "off", "namespaces": "off"}}
 
 
-@pytest.fixture(scope="session")
-def hostile_server():
-    with SandboxServer(limits=Limits(**LIMITS)) as server:
+def layer_available(layer: str) -> str | None:
+    """Why this machine cannot give `layer`, or None."""
+    if layer == "bubblewrap" and not bubblewrap_works():
+        return "bubblewrap is not installed or cannot start here"
+    if layer != "bubblewrap" and os.geteuid() != 0:
+        return "the layers without bubblewrap need root (a sandbox user of its own)"
+    return None
+
+
+@pytest.fixture(scope="session", params=list(LAYERS))
+def hostile_server(request):
+    why = layer_available(request.param)
+    if why:
+        pytest.skip(f"layer '{request.param}' not available: {why}")
+    with SandboxServer(limits=Limits(**LIMITS), **LAYERS[request.param]) as server:
+        if request.param == "namespaces":
+            assert server.layers["namespaces"], "root could not make namespaces here"
+        server.layer = request.param
         yield server
 
 
@@ -121,8 +142,8 @@ class Graded:
 class Corpus:
     """Grades each entry once, on the hostile server, and remembers what happened around it."""
 
-    def __init__(self, server, seed, folder):
-        self.server, self.seed, self.folder, self.graded = server, seed, folder, {}
+    def __init__(self, server, seed, folder, honest):
+        self.server, self.seed, self.folder, self.graded, self.honest = server, seed, folder, {}, honest
         self.uids = {server.sandbox_uid} - {None}     # the sandbox users the corpus ran as
 
     def runnable(self, entry) -> str | None:
@@ -155,7 +176,7 @@ class Corpus:
 
 @pytest.fixture(scope="session")
 def corpus(before, hostile_server, seed, tmp_path_factory):
-    return Corpus(hostile_server, seed, tmp_path_factory.mktemp("hostile"))
+    return Corpus(hostile_server, seed, tmp_path_factory.mktemp("hostile"), before.results)
 
 
 def _text(result) -> str:
@@ -177,7 +198,7 @@ def assert_well_formed(result) -> None:
     json.dumps(results_json(result), default=float)          # what gets written as results.json
 
 
-def assert_outcome(result, outcome: str) -> None:
+def assert_outcome(result, outcome: str, honest: dict) -> None:
     points = {c.check: c.points for c in result.checks}
     full = {c.check: c.max_points for c in result.checks}
     lost = {c.check: c.message for c in result.checks if not c.passed}
@@ -195,6 +216,8 @@ def assert_outcome(result, outcome: str) -> None:
         assert points["forward_order"] == 0, points
         assert points[TASK2] == full[TASK2], lost
         assert result.score < TOTAL_POINTS
+    elif outcome == AS_POST_LN:
+        assert result.score <= honest["post_ln"].score, (result.score, honest["post_ln"].score, lost)
     else:
         raise AssertionError(f"unknown outcome {outcome!r}")
 
@@ -206,7 +229,7 @@ def _param(entry):
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")   # numpy, on inf outputs
 @pytest.mark.parametrize("entry", [_param(e) for e in HOSTILE])
-def test_hostile_submission_gets_its_fair_result(corpus, hostile_server, entry):
+def test_hostile_submission_gets_its_fair_result(corpus, hostile_server, before, entry):
     if corpus.runnable(entry):
         pytest.skip(corpus.runnable(entry))
     graded = corpus.grade(entry)
@@ -219,9 +242,7 @@ def test_hostile_submission_gets_its_fair_result(corpus, hostile_server, entry):
     assert entry.phrase.lower() in _text(result).lower(), _text(result)
     if entry.max_seconds is not None:
         assert graded.seconds < entry.max_seconds, f"grading took {graded.seconds:.1f} s"
-    if entry.needs == BUBBLEWRAP and not hostile_server.use_bubblewrap:
-        pytest.skip("no bubblewrap here: the grading files are readable by path, so this score is not guaranteed")
-    assert_outcome(result, entry.outcome)
+    assert_outcome(result, entry.outcome, corpus.honest)
 
 
 def test_the_corpus_changes_no_other_result(before, corpus, hostile_server, seed, tmp_path):
@@ -236,8 +257,6 @@ def test_the_corpus_changes_no_other_result(before, corpus, hostile_server, seed
 
 def test_nothing_outside_the_sandbox_changes(before, corpus, hostile_server):
     corpus.grade_all()
-    if hostile_server.sandbox_uid is None and not hostile_server.use_bubblewrap:
-        pytest.skip("neither a sandbox user nor bubblewrap here: submissions run with the grader's own rights")
     # The repository and the grader's folders: out of reach for the sandbox user, and not even there in bubblewrap.
     # Other work may go on in the same checkout meanwhile: every change to `git status` is examined, one a
     # submission could have made fails the test, any other is only reported.
@@ -250,9 +269,7 @@ def test_nothing_outside_the_sandbox_changes(before, corpus, hostile_server):
     forged = [str(path) for path in FORGED_IN_GRADER_FOLDERS if _holds_forgery(path)]
     assert not forged, f"forged results outside the sandbox: {forged}"
     assert (CANARY / "keep.txt").is_file(), "a submission deleted a file outside its sandbox"
-    # The shared temporary folder: only bubblewrap gives each server a private one.
-    if not hostile_server.use_bubblewrap:
-        pytest.skip("no bubblewrap here: the sandbox user may write to the shared temporary folder")
+    # The shared temporary folder: private to each child (bubblewrap, namespaces) or cleaned when it ends.
     forged = [str(path) for path in FORGED_IN_TMP if _holds_forgery(path)]
     assert not forged, f"forged results in the temporary folder: {forged}"
     new = _tmp_entries() - before.tmp

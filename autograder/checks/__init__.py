@@ -67,7 +67,7 @@ class Evidence:
     @functools.cached_property
     def work(self) -> str | None:
         """None when the block did the work (attention and the feed-forward network both ran, as the grader's
-        own components compute them, and both reach the output); else why not. Parts whose property a
+        own components compute them, which `grading.evaluate` made sure of, and both reach the output); else why not. Parts whose property a
         do-nothing block has for free pay only when this is None."""
         run = self.obs("eval")
         if not run["ok"]:
@@ -76,10 +76,6 @@ class Evidence:
         missing = [name for name in ("att", "ff") if flow.first(name) is None]
         if missing:
             return f"{' and '.join(NAMES[m] for m in missing)} never ran in your forward (in eval mode)"
-        for name in ("att", "ff"):
-            step = flow.first(name)
-            if not step.verified:
-                return step.why
         if flow.y_takes is not None:
             unused = [NAMES[n] for n in ("att", "ff") if not flow.influences(flow.first(n).key)]
             if unused:

@@ -38,8 +38,8 @@ def profile_verdict(profile: list[float]) -> tuple[bool, str, dict]:
     stats = {"min_factor": float(factors.min()), "growth": growth}
     if factors[weakest] < MIN_BLOCK_FACTOR:
         return False, (f"block {weakest + 1} of {values.size} multiplies the gradient by {factors[weakest]:.2f} on its "
-                       "way back; in a Pre-LN stack the shortcut hands every block the gradient of the block above "
-                       "unchanged, so no block shrinks it noticeably. Shrinking factors compound into a vanishing "
+                       "way back; in a Pre-LN stack the shortcut carries the gradient of the block above straight "
+                       "through every block, so no block shrinks it noticeably. Shrinking factors compound into a vanishing "
                        "gradient"), stats
     if growth > MAX_GROWTH:
         return False, (f"the gradient grows {growth:.3g}x from the last block back to the first (a Pre-LN stack "

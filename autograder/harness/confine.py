@@ -1,18 +1,33 @@
-"""Confining a child before it runs any student code: limits, user, working directory, environment, imports.
+"""Confining a child before it runs any student code.
 
 Everything here runs in the freshly forked child, in this order: CUDA first when asked for (its context must
-be made before the memory limit and the user switch), then `confine`.
+be made before the memory limit and the user switch), then `confine`:
+
+1. join the job's control groups (one memory and process limit, one CPU clock for all it starts);
+2. namespaces, when the server runs as root outside bubblewrap: a private mount view (grading files covered,
+   a small private /tmp, /dev/shm and /var/tmp, only its own processes in /proc), no network, no shared IPC;
+3. where no network namespace could be made: a seccomp filter that refuses every socket but a Unix one;
+4. a new session, resource limits, the sandbox user, a private working directory, a clean environment and
+   no grading modules on the import path.
 """
 from __future__ import annotations
 
+import ctypes
 import importlib.machinery
 import os
+import platform
 import resource
 import signal
+import struct
 import sys
 import tempfile
 
 import torch
+
+_libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUTS = 0x00020000, 0x40000000, 0x08000000, 0x04000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 32, 4096, 16384, 1 << 18
+PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 def inside(path: str, folder: str) -> bool:
@@ -54,9 +69,94 @@ def start_cuda(limits: dict) -> None:
     torch.cuda.set_per_process_memory_fraction(min(1.0, limits["memory_mb"] * 2**20 / total))
 
 
-def confine(workdir: str, limits: dict, sandbox_uid: int | None, nproc_base: int, hide_root: str | None) -> None:
-    """Limits, a new session, the sandbox user (as root), a private working directory, a clean environment
-    and no grading modules on the import path."""
+def _mount(source, target: str, fstype, flags: int, data: str | None = None) -> None:
+    if _libc.mount(source.encode() if source else None, target.encode(), fstype.encode() if fstype else None,
+                   flags, data.encode() if data else None) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"mount {target}: {os.strerror(error)}")
+
+
+def unshare(flags: int) -> None:
+    if _libc.unshare(flags) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"unshare: {os.strerror(error)}")
+
+
+def private_view(hide: list[str], keep: list[str], tmp_mb: int) -> None:
+    """A mount namespace where `hide`'s folders are empty, `keep`'s folders (Python, its packages) are there
+    read-only, ancestors of `keep` the sandbox user could not traverse are opened, /tmp, /var/tmp and /dev/shm
+    are small private tmpfs, and /proc shows only the sandbox user's own processes. Also no network, no shared
+    IPC. Needs root (CAP_SYS_ADMIN); raises OSError where the kernel or a container refuses."""
+    unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    keep = sorted({os.path.realpath(k) for k in keep if os.path.isdir(k)}, key=len)
+    closed = {a for k in keep for a in _ancestors(k) if not os.stat(a).st_mode & 0o001}
+    covers = sorted({os.path.realpath(h) for h in hide if os.path.isdir(h)} | closed, key=len)
+    handles = {k: os.open(k, os.O_PATH) for k in keep}
+    covered: list[str] = []
+    for folder in covers:
+        if any(inside(folder, c) for c in covered) and not any(inside(k, folder) for k in keep):
+            continue                                    # already out of sight under an outer cover
+        os.makedirs(folder, exist_ok=True)
+        _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+        covered.append(folder)
+    for path, handle in handles.items():
+        if any(inside(path, c) for c in covered):
+            os.makedirs(path, exist_ok=True)
+            _mount(f"/proc/self/fd/{handle}", path, None, MS_BIND | MS_REC)
+            _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_REC)
+        os.close(handle)
+    for folder in PRIVATE_TMP:
+        if os.path.isdir(folder):
+            _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={tmp_mb}m")
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV, "hidepid=2")
+
+
+def _ancestors(path: str) -> list[str]:
+    parts, out = path.rstrip("/").split("/")[1:], []
+    for i in range(1, len(parts)):
+        out.append("/" + "/".join(parts[:i]))
+    return out
+
+
+# --- no network without a network namespace: seccomp ------------------------------------------------------
+
+_ARCH = {"x86_64": (0xC000003E, 41, 425), "aarch64": (0xC00000B7, 198, 425)}   # audit arch, socket, io_uring_setup
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+
+def refuse_sockets() -> None:
+    """A seccomp filter: socket() only for AF_UNIX, no io_uring, no foreign system-call ABI. Raises OSError
+    where seccomp is not available (then the isolation string says the network was left open)."""
+    if platform.machine() not in _ARCH:
+        raise OSError(f"no seccomp filter for {platform.machine()}")
+    arch, nr_socket, nr_uring = _ARCH[platform.machine()]
+    load, equal, ret = 0x20, 0x15, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | 1         # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    op = lambda code, jt, jf, k: struct.pack("HBBI", code, jt, jf, k)   # noqa: E731
+    program = b"".join([op(load, 0, 0, 4), op(equal, 1, 0, arch), op(ret, 0, 0, deny),        # the ABI
+                        op(load, 0, 0, 0), op(equal, 0, 2, nr_socket),                         # socket(...)
+                        op(load, 0, 0, 16), op(equal, 2, 1, 1),                                # AF_UNIX only
+                        op(equal, 0, 1, nr_uring), op(ret, 0, 0, deny), op(ret, 0, 0, allow)])
+    buffer = ctypes.create_string_buffer(program)
+    filter_program = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_char_p))
+    if _libc.prctl(38, 1, 0, 0, 0) != 0 or _libc.prctl(22, 2, ctypes.byref(filter_program), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp refused")
+
+
+def confine(workdir: str, limits: dict, sandbox_uid: int | None, nproc_base: int, hide_root: str | None,
+            view: dict | None = None, sockets: bool = True) -> str:
+    """Limits, a new session, the sandbox user (as root), a private working directory, a clean environment and
+    no grading modules on the import path. With `view`, first the private mount namespace (`private_view`);
+    the working directory is then made inside its private /tmp. Returns the working directory."""
+    if view is not None:
+        private_view(view["hide"], view["keep"], view["tmp_mb"])
+        workdir = tempfile.mkdtemp(prefix="submission-", dir="/tmp")
+    elif not sockets:
+        refuse_sockets()
     os.setsid()
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
         signal.signal(number, signal.SIG_DFL)
@@ -87,3 +187,4 @@ def confine(workdir: str, limits: dict, sandbox_uid: int | None, nproc_base: int
         sys.path[:] = [p for p in sys.path if p and (not inside(p, hide_root)
                                                      or any(inside(p, e) for e in environments))]
     sys.meta_path.insert(0, NoGradingCode(hide_root))
+    return workdir

@@ -24,8 +24,9 @@ import time
 import torch
 
 from .child import load_cells, run_job
-from .confine import confine, start_cuda
-from .processes import exit_watch, has_exited, kill_everything_from, task_count
+from .confine import PRIVATE_TMP, confine, private_view, refuse_sockets, start_cuda
+from .jobs import Job
+from .processes import cpu_seconds, exit_watch, has_exited, kill_everything_from, remove_files_of, task_count
 from .probes import FORWARD_PROBES, PROBES, Plan, Probing, run_probe
 from .protocol import FrameReader, ProtocolError, frame, read_frame
 
@@ -34,6 +35,9 @@ PRELOAD = ("math", "random", "itertools", "functools", "collections", "typing", 
            "numpy", "torch.nn.functional", "matplotlib", "matplotlib.pyplot")
 PR_SET_CHILD_SUBREAPER = 36
 CUDA_FAILED = 71          # the child's exit status when CUDA could not start: the grader's fault, not the student's
+CONFINE_FAILED = 72       # ... when the child could not be confined: the grader's fault too
+MAX_DEPTH = 12            # nesting of one observation (the answers need 6)
+MAX_ITEMS = 200_000       # values in one observation
 
 
 def _warm_up(kit: dict) -> None:
@@ -55,6 +59,8 @@ class Server:
         self.limits = init["limits"]
         self.sandbox_uid = init.get("sandbox_uid")
         self.hide_root = init.get("hide_root")
+        self.groups = init.get("groups") or {}
+        self.jobs = 0
         self.kit, errors = load_cells([(f"kit {label}", code) for label, code in init["kit_code"]])
         if errors:
             raise RuntimeError(f"the kit's own code failed to load: {errors[0]}")
@@ -70,8 +76,16 @@ class Server:
         libc = ctypes.CDLL(None, use_errno=True)
         self.subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
         self.nproc_base = task_count(os.getuid()) if self.sandbox_uid is None else 0
+        self.view = init.get("view") if init.get("view") and _works(lambda: private_view(**init["view"])) else None
+        self.sockets = self.view is not None or init.get("network") or not _works(refuse_sockets)
 
-    def _child(self, job: dict, probes: list, workdir: str, report_w: int, out_w: int) -> None:
+    @property
+    def layers(self) -> dict:
+        """What this server could actually set up, for the parent to name (and to refuse to grade without)."""
+        return {"namespaces": self.view is not None, "no_sockets": not self.sockets,
+                "cgroups": sorted(self.groups), "subreaper": self.subreaper}
+
+    def _child(self, job: dict, probes: list, workdir: str, report_w: int, out_w: int, group: Job | None) -> None:
         try:
             os.dup2(report_w, 200)
             os.dup2(out_w, 201)
@@ -86,7 +100,13 @@ class Server:
                     start_cuda(self.limits)
                 except BaseException:
                     os._exit(CUDA_FAILED)
-            confine(workdir, self.limits, self.sandbox_uid, self.nproc_base, self.hide_root)
+            try:
+                if group is not None:
+                    group.join()
+                confine(workdir, self.limits, self.sandbox_uid, self.nproc_base, self.hide_root, self.view,
+                        self.sockets)
+            except BaseException:
+                os._exit(CONFINE_FAILED)
             run_job(self.kit, {**job, "probes": probes}, 3)
             sys.stdout.flush()
             os._exit(0)
@@ -94,40 +114,59 @@ class Server:
             os._exit(70)
 
     # --- in the server -------------------------------------------------------------------------------
-    def _run_child(self, job: dict, probes: list, deadline: float, output: bytearray) -> dict:
+    def _run_child(self, job: dict, probes: list, budget: dict, output: bytearray) -> dict:
+        """One child: runs until it is done, crashes, or spends its phase's CPU time (or, for code that only
+        waits, `wall_factor` times as much wall-clock time). `budget` carries the job's CPU time used and its
+        wall-clock deadline across children."""
         report_r, report_w = os.pipe()
         out_r, out_w = os.pipe()
         workdir = tempfile.mkdtemp(prefix="submission-")
+        self.jobs += 1
+        group = Job(self.groups, f"job-{self.jobs}", self.limits["memory_mb"] * 2**20,
+                    self.limits["processes"]) if self.groups else None
         pid = os.fork()
         if pid == 0:
-            self._child(job, probes, workdir, report_w, out_w)
+            self._child(job, probes, workdir, report_w, out_w, group)
         os.close(report_w)
         os.close(out_w)
         ended = exit_watch(pid)   # the run ends when the child does, even if something it started holds its pipes
         reader = FrameReader()
+        clock = (lambda: group.cpu_seconds()) if group is not None and group.cpu_seconds() is not None else \
+            (lambda: cpu_seconds(pid))
         state = {"loaded": None, "observations": {}, "in_flight": None, "cells": [], "done": False,
-                 "reported": False, "garbage": False, "phase_end": time.monotonic() + self.limits["load_s"]}
+                 "reported": False, "garbage": False, "phase": None}
+        self._phase(state, clock, "load_s")
         cause, open_fds = None, [report_r, out_r]
         while cause is None:
-            remaining = min(state["phase_end"], deadline) - time.monotonic()
-            if remaining <= 0:
+            cpu, now = clock() or 0.0, time.monotonic()
+            if cpu - state["phase_cpu"] > state["phase_limit"] or budget["cpu"] + cpu > self.limits["job_s"]:
                 cause = "timeout"
                 break
+            if now >= min(state["phase_wall"], budget["deadline"]):
+                cause = "waiting"
+                break
             watched = open_fds + ([ended] if ended is not None else [])
-            ready, _, _ = select.select(watched, [], [], remaining if ended is not None else min(remaining, 0.05))
+            wait = min(0.1, state["phase_wall"] - now, budget["deadline"] - now)
+            ready, _, _ = select.select(watched, [], [], max(0.0, wait if ended is not None else min(wait, 0.05)))
             for fd in ready:
-                if fd != ended and not self._take(fd, report_r, reader, state, output):
+                if fd != ended and not self._take(fd, report_r, reader, state, output, clock):
                     open_fds.remove(fd)
             if state["garbage"]:
                 cause = "protocol"
             elif (ended in ready) if ended is not None else has_exited(pid):
                 break
         stopped = time.monotonic()
+        budget["cpu"] += clock() or 0.0
         status = self._wait(pid, 0)
+        if group is not None:
+            budget["memory_peak"] = max(budget.get("memory_peak") or 0, group.memory_peak() or 0)
+            group.end()
         kill_everything_from(pid, self.sandbox_uid)
+        if self.view is None and self.sandbox_uid is not None:
+            remove_files_of(self.sandbox_uid, PRIVATE_TMP)     # nothing it wrote outlives it
         if cause is not None:       # killed: what it reports no longer counts, what it printed still shows
             open_fds = [fd for fd in open_fds if fd != report_r]
-        self._drain(open_fds, report_r, reader, state, output)   # what it wrote before it ended
+        self._drain(open_fds, report_r, reader, state, output, clock)   # what it wrote before it ended
         if cause is None and state["garbage"]:
             cause = "protocol"
         state["cell"] = _blamed_cell(state.pop("cells"), cause, stopped)
@@ -136,7 +175,14 @@ class Server:
         shutil.rmtree(workdir, ignore_errors=True)
         return {**state, "cause": cause or ("finished" if state["done"] else status), "status": status}
 
-    def _take(self, fd: int, report_r: int, reader: FrameReader, state: dict, output: bytearray) -> bool:
+    def _phase(self, state: dict, clock, limit: str) -> None:
+        """Start a phase (loading the cells, or one probe) with its own CPU budget and wall-clock backstop."""
+        seconds = self.limits[limit]
+        state["phase"], state["phase_limit"] = limit, seconds
+        state["phase_cpu"] = clock() or 0.0
+        state["phase_wall"] = time.monotonic() + seconds * self.limits["wall_factor"]
+
+    def _take(self, fd: int, report_r: int, reader: FrameReader, state: dict, output: bytearray, clock) -> bool:
         """Read what is ready on one of the child's pipes; False at end of file."""
         data = os.read(fd, 1 << 16)
         if not data:
@@ -147,19 +193,20 @@ class Server:
             state["reported"] = True      # run_job's first frame comes before any student code runs
             frames, state["garbage"] = _frames(reader, data)
             for item in frames:
-                self._follow(item, state)
+                self._follow(item, state, clock)
         return True
 
-    def _drain(self, open_fds: list, report_r: int, reader: FrameReader, state: dict, output: bytearray) -> None:
+    def _drain(self, open_fds: list, report_r: int, reader: FrameReader, state: dict, output: bytearray,
+               clock) -> None:
         """After the kill: read the pipes to their end (everything that could write to them is gone)."""
         until = time.monotonic() + 2.0
         while open_fds and time.monotonic() < until:
             ready, _, _ = select.select(open_fds, [], [], max(0.0, until - time.monotonic()))
             for fd in ready:
-                if not self._take(fd, report_r, reader, state, output):
+                if not self._take(fd, report_r, reader, state, output, clock):
                     open_fds.remove(fd)
 
-    def _follow(self, item, state: dict) -> None:
+    def _follow(self, item, state: dict, clock) -> None:
         """Track the child's progress. Its frames are untrusted: anything malformed is ignored."""
         if not isinstance(item, dict):
             return
@@ -170,12 +217,14 @@ class Server:
         elif event == "loaded":
             state["loaded"] = {"cell_errors": _cell_errors(item.get("cell_errors")),
                                "defined": [n for n in _list(item.get("defined")) if isinstance(n, str)][:20]}
-            state["phase_end"] = now + self.limits["probe_s"]
+            self._phase(state, clock, "probe_s")
         elif event == "start" and probe:
             state["in_flight"] = probe
-            state["phase_end"] = now + self.limits["probe_s"]
+            self._phase(state, clock, "probe_s")
         elif event == "result" and probe:
-            state["observations"][probe] = item.get("observation")
+            observation = item.get("observation")
+            state["observations"][probe] = observation if _bounded(observation) else {"ok": False, "error": {
+                "type": "ProtocolError", "message": "your code sent the grader an answer nested too deeply or too large"}}
             state["in_flight"] = None
         elif event == "done":
             state["done"] = True
@@ -202,47 +251,52 @@ class Server:
         the cells without it. One during a probe fails that probe; the next child goes on with the others.
         """
         started = time.monotonic()
-        deadline = started + self.limits["job_s"]
+        budget = {"cpu": 0.0, "deadline": started + self.limits["job_s"] * self.limits["wall_factor"]}
         pending, observations, runs, output, loaded = list(job["probes"]), {}, [], bytearray(), None
         skipped = []
         while pending:
-            run = self._run_child({**job, "skipped": skipped}, pending, deadline, output)
+            run = self._run_child({**job, "skipped": skipped}, pending, budget, output)
             runs.append(run["cause"])
-            if run["status"] == f"exit {CUDA_FAILED}" and not run["reported"]:   # not a student's os._exit(71)
-                return {"observations": {}, "loaded": None, "runs": runs, "output": "", "seconds": 0.0,
-                        "grader_error": "CUDA could not be started in the sandbox (is the GPU visible to it?)"}
+            for code, what in ((CUDA_FAILED, "CUDA could not be started in the sandbox (is the GPU visible to it?)"),
+                               (CONFINE_FAILED, "the sandbox could not confine the child (limits, user or namespaces)")):
+                if run["status"] == f"exit {code}" and not run["reported"]:   # not a student's os._exit(71)
+                    return {"observations": {}, "loaded": None, "runs": runs, "output": "", "seconds": 0.0,
+                            "grader_error": what}
             loaded = loaded or run["loaded"]
             observations.update(run["observations"])
             if run["done"]:
                 break
-            out_of_time = time.monotonic() >= deadline or len(runs) >= self.limits["max_runs"]
+            out_of_time = (time.monotonic() >= budget["deadline"] or budget["cpu"] >= self.limits["job_s"]
+                           or len(runs) >= self.limits["max_runs"])
             left = [p for p in pending if p not in run["observations"]]
             if run["loaded"] is None:
                 cell = run["cell"]
                 if out_of_time or cell is None or not 0 <= cell < len(job["cells"]) or cell in dict(skipped):
-                    failure = _failure(run["cause"], "while loading your code", self.limits["load_s"])
+                    failure = _failure(run["cause"], "while loading your code", self.limits["load_s"], self.limits)
                     observations.update({p: failure for p in left})
                     break
-                error = _failure(run["cause"], "in this cell", self.limits["load_s"])["error"]
+                error = _failure(run["cause"], "in this cell", self.limits["load_s"], self.limits)["error"]
                 skipped.append([cell, {**error, "message": error["message"] + "; the grader skipped this cell"}])
                 continue
             victim = run["in_flight"] or (left[0] if left else None)
             if victim is None:
                 break
-            observations[victim] = _failure(run["cause"], f"during the '{victim}' check", self.limits["probe_s"])
+            observations[victim] = _failure(run["cause"], f"during the '{victim}' check", self.limits["probe_s"],
+                                            self.limits)
             left.remove(victim)
-            if run["cause"] == "timeout" and victim in FORWARD_PROBES:
+            if run["cause"] in ("timeout", "waiting") and victim in FORWARD_PROBES:
                 skipped_probe = {"ok": False, "error": {"type": "Skipped", "message":
                                  "not run: an earlier call of your forward did not finish within the time limit"}}
                 observations.update({p: skipped_probe for p in left if p in FORWARD_PROBES})
                 left = [p for p in left if p not in FORWARD_PROBES]
             if out_of_time and left:
-                failure = _failure("timeout", "before these checks could run", self.limits["job_s"])
+                failure = _failure("timeout", "before these checks could run", self.limits["job_s"], self.limits)
                 observations.update({p: failure for p in left})
                 break
             pending = left
-        return {"observations": observations, "loaded": loaded, "runs": runs,
-                "output": output.decode("utf-8", "replace"), "seconds": time.monotonic() - started}
+        return {"observations": observations, "loaded": loaded, "runs": runs, "cpu_s": budget["cpu"],
+                "memory_peak": budget.get("memory_peak"), "output": output.decode("utf-8", "replace"),
+                "seconds": time.monotonic() - started}
 
 
 def _frames(reader: FrameReader, data: bytes) -> tuple[list, bool]:
@@ -254,10 +308,38 @@ def _frames(reader: FrameReader, data: bytes) -> tuple[list, bool]:
         wanted = 4 - have if have < 4 else 4 + int.from_bytes(reader.buffer[:4], "big") - have
         try:
             frames += reader.feed(view[:wanted])
-        except ProtocolError:
+        except (ProtocolError, ValueError, RecursionError, MemoryError):
             return frames, True
         view = view[wanted:]
     return frames, False
+
+
+def _bounded(value) -> bool:
+    """Is this (untrusted) observation at most MAX_DEPTH deep and MAX_ITEMS large? Walked without recursion."""
+    stack, items = [(value, 0)], 0
+    while stack:
+        current, depth = stack.pop()
+        items += 1
+        if depth > MAX_DEPTH or items > MAX_ITEMS:
+            return False
+        if isinstance(current, dict):
+            stack += [(v, depth + 1) for v in current.values()]
+        elif isinstance(current, list):
+            stack += [(v, depth + 1) for v in current]
+    return True
+
+
+def _works(attempt) -> bool:
+    """Can a forked child do `attempt` (set up a namespace, a seccomp filter)? Tried once, at start."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            attempt()
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 def _blamed_cell(cells: list, cause: str | None, stopped: float) -> int | None:
@@ -265,7 +347,7 @@ def _blamed_cell(cells: list, cause: str | None, stopped: float) -> int | None:
     that took longest (a slow cell just before, not the quick one that happened to be running, is to blame)."""
     if not cells:
         return None
-    if cause != "timeout":
+    if cause not in ("timeout", "waiting"):
         return cells[-1][0]
     ends = [started for _, started in cells[1:]] + [stopped]
     return max(zip(cells, ends), key=lambda pair: pair[1] - pair[0][1])[0][0]
@@ -285,9 +367,12 @@ def _cell_errors(value) -> list[dict]:
     return errors
 
 
-def _failure(cause: str, when: str, limit: float) -> dict:
+def _failure(cause: str, when: str, limit: float, limits: dict) -> dict:
     if cause == "timeout":
-        kind, message = "Timeout", f"your code did not finish within {limit:g} s {when} (an endless loop?)"
+        kind, message = "Timeout", f"your code did not finish within {limit:g} s of computing time {when} (an endless loop?)"
+    elif cause == "waiting":
+        kind, message = "Timeout", (f"your code did not finish within {limit * limits['wall_factor']:g} s {when}, "
+                                    "most of it spent waiting (an endless sleep, or a read that never returns?)")
     elif cause == "protocol":
         kind, message = "Crashed", f"your code wrote garbage into the grader's channel {when}"
     elif cause.startswith("exit"):
@@ -309,8 +394,7 @@ def main() -> None:
     channel_in = os.fdopen(os.dup(0), "rb")
     init = read_frame(channel_in)
     server = Server(init)
-    channel_out.write(frame({"ready": True, "warmup_s": server.warmup_s, "subreaper": server.subreaper,
-                             "pid": os.getpid()}))
+    channel_out.write(frame({"ready": True, "warmup_s": server.warmup_s, "layers": server.layers}))
     channel_out.flush()
     while True:
         job = read_frame(channel_in)

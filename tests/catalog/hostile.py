@@ -28,14 +28,14 @@ FULL = "full marks"                 # score == TOTAL_POINTS
 TASK2_ONLY = "Task 2 only"          # every forward check 0 points, Task 2 full: only the forward is lost
 TASK1_ONLY = "Task 1 only"          # every forward check full, Task 2 0 points
 WRONG = "wrong forward"             # 'output matches a Pre-LN block' lost, Task 2 full, below full marks
+AS_POST_LN = "no better than Post-LN"   # at most what an honest Post-LN forward scores
 ZERO = "zero"                       # score 0: nothing could be graded
 
-# What an entry's outcome relies on; without it the outcome assertion is skipped (or the case not run).
-BUBBLEWRAP = "bubblewrap"           # without it the grading files are readable by path
+# What an entry relies on; without it the case is not run (and the test says why).
 SANDBOX_USER = "sandbox user"       # without it (not root) the child runs as the grader's own user
 
 # The test server's limits: short, so that what can only fail by running out of time fails in seconds.
-LIMITS = {"load_s": 3, "probe_s": 3, "job_s": 20, "processes": 16}
+LIMITS = {"load_s": 3, "probe_s": 3, "job_s": 20, "processes": 16, "wall_factor": 3}
 
 PASSED = "All parts passed"         # the phrase of full marks with nothing to explain
 MARK = "hostile-corpus-forgery"     # in every forged file, so a stray one is recognisable
@@ -57,7 +57,7 @@ class Hostile:
     source: str
     outcome: str
     phrase: str                       # must appear (any case) in the result's messages or notes
-    needs: str | None = None          # BUBBLEWRAP or SANDBOX_USER
+    needs: str | None = None          # SANDBOX_USER
     known_bug: str | None = None      # expected to fail, and why (xfail, strict)
     max_seconds: float | None = None  # the grading must not take longer than this
 
@@ -109,43 +109,202 @@ print(FAKE)
 print("\\x00\\x00\\x00\\x10" + FAKE)    # and once framed like the grader's own messages
 """
 
-# Look for the solution the way a determined student would: through the grader's modules (after removing
-# the import block), the notebooks at their known paths, and a walk around the folder the harness came from;
-# run the first solution found so that TransformerBlock becomes the reference's.
+# Look for the solution the way a determined student would: through the grader's modules (after removing every
+# import hook that is not Python's own, and by loading the kit's files by path), the notebooks and the kit's own
+# catalogs at their known paths, and a walk around the folder the harness came from. If anything secret could be
+# read, the submission turns itself into a correct one (so the score shows the leak), and says what it found.
 FIND_REFERENCE = f"""
-import importlib, json, os, sys, time
+import importlib, importlib.util, json, os, sys, time
 ROOT = {str(kit.ROOT)!r}
-_sources = []
-sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "_NoGradingCode"]
+_found = []
+sys.meta_path[:] = [f for f in sys.meta_path if type(f).__module__.startswith(("_frozen_importlib", "importlib"))]
 sys.path[:0] = [ROOT, os.path.dirname(ROOT), "/"]
 for _name in ("autograder.kit", "autograder.grading", ROOT.strip("/").replace("/", ".") + ".autograder.kit"):
     try:
-        _module = importlib.import_module(_name)
-        _kit = getattr(_module, "kit", _module)
-        _sources += [code for label, code in _kit.KIT.reference_code() if "task1" in label]
+        importlib.import_module(_name)
+        _found.append(_name)
+    except Exception:
+        pass
+for _file in ("autograder/kit.py", "autograder/notebook.py"):
+    try:
+        _spec = importlib.util.spec_from_file_location("stolen", os.path.join(ROOT, _file))
+        _spec.loader.exec_module(importlib.util.module_from_spec(_spec))
+        _found.append(_file)
     except Exception:
         pass
 _paths = [os.path.join(ROOT, "assignments", "source", "layernorm", "layernorm.ipynb"),
-          os.path.join(ROOT, "solutions", "layernorm.ipynb")]
+          os.path.join(ROOT, "solutions", "layernorm.ipynb"),
+          os.path.join(ROOT, "assignments", "sample_class", "ada_correct", "layernorm", "layernorm.ipynb"),
+          os.path.join(ROOT, "tests", "catalog", "equivalent_forwards.py")]
 _harness = os.path.dirname(getattr(sys.modules.get("autograder.harness"), "__file__", None) or ROOT)
 _stop, _seen = time.monotonic() + 1.5, 0
 for _top, _dirs, _files in os.walk(os.path.dirname(os.path.dirname(_harness))):
     _dirs[:] = [d for d in _dirs if not d.startswith(".") and d not in ("site-packages", "node_modules")]
-    _paths += [os.path.join(_top, f) for f in _files if f.endswith(".ipynb")]
+    _paths += [os.path.join(_top, f) for f in _files if f.endswith((".ipynb", "wrong_forwards.py"))]
     _seen += 1
     if time.monotonic() > _stop or _seen > 2000:
         break
 for _path in _paths:
     try:
         with open(_path) as _handle:
-            _notebook = json.load(_handle)
-        _cells = ["".join(c["source"]) for c in _notebook["cells"]]
-        _sources += [code for code in _cells if "class TransformerBlock" in code]
+            if "drop_shortcut(self.ff" in _handle.read():
+                _found.append(_path)
     except Exception:
         pass
-for _code in _sources:
-    if "BEGIN SOLUTION" in _code or "x = x + shortcut" in _code:
-        exec(_code, globals())
+if _found:
+    def _stolen_forward(self, x):
+        x = x + self.drop_shortcut(self.att(self.norm1(x)))
+        return x + self.drop_shortcut(self.ff(self.norm2(x)))
+    TransformerBlock.forward = _stolen_forward
+    def magnitude_by_formula(factor, n_layers):
+        return [abs(float(factor)) ** k for k in range(1, n_layers + 1)]
+    def magnitude_by_autograd(factor, n_layers):
+        import torch
+        x = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+        y, out = x, []
+        for _ in range(n_layers):
+            y = y * factor
+            out.append(torch.autograd.grad(y, x, retain_graph=True)[0].abs().item())
+        return out
+    def classify_factor(factor):
+        return "vanishing" if abs(factor) < 1 else "exploding" if abs(factor) > 1 else "stable"
+    print("found a way to the grading files:", _found[:3])
+"""
+
+# A blank template: both tasks as released, the stubs that raise.
+TEMPLATE_FORWARD = 'def forward(self, x):\n    raise NotImplementedError("Task 1: write TransformerBlock.forward")\n'
+TEMPLATE_TASK2 = """
+def magnitude_by_formula(factor, n_layers):
+    raise NotImplementedError("Task 2: write magnitude_by_formula")
+
+def magnitude_by_autograd(factor, n_layers):
+    raise NotImplementedError("Task 2: write magnitude_by_autograd")
+
+def classify_factor(factor):
+    raise NotImplementedError("Task 2: write classify_factor")
+"""
+
+
+def template(extra: str = "") -> str:
+    return submission(forward=TEMPLATE_FORWARD, task2=TEMPLATE_TASK2, extra=extra)
+
+
+# Code in the child can reach the harness it shares a process with: these patch it to report made-up answers.
+FORGE_EVERYTHING = """
+import sys, torch
+_probes = sys.modules["autograder.harness.probes"]
+def _fake_run(p):
+    x = p.x()
+    grads = {name: torch.zeros_like(param) for name, param in _probes.part_params(p.block()).items()}
+    return {"y": x.clone(), "calls": [], "notes": [], "x_grad": torch.ones_like(x), "param_grads": grads, "events": []}
+_probes.PROBES.update({
+    "eval": _fake_run, "train": _fake_run, "eval_seeds": lambda p: {"y_a": p.x(), "y_b": p.x()},
+    "zero": lambda p: {"y": p.x()}, "inplace": lambda p: {"x_after": p.x()},
+    "robust_small": lambda p: {"y": p.x()[:1, : p.plan.cfg["context_length"] - 3].clone()},
+    "robust_nograd": lambda p: {"y": p.x()}, "robust_double": lambda p: {"y": p.x(torch.float64), "dtype": "float64"},
+    "robust_meta": lambda p: {"device": "meta", "dtype": "float32"}, "profile": lambda p: {"profile": [1.0] * 24},
+    "compounding": lambda p: {"chains": [], "classify": []},
+})
+"""
+
+# Made-up calls that tell the Pre-LN story with invented values, and an output that agrees with them.
+FORGE_CONSISTENT_CALLS = """
+import sys, torch
+_probes = sys.modules["autograder.harness.probes"]
+def _story(p):
+    x = p.x()
+    g = torch.Generator().manual_seed(1)
+    n1, a, n2, f = (torch.randn(x.shape, generator=g) for _ in range(4))
+    h = x + a
+    calls = [{"name": n, "kind": "module", "input": i, "output": o, "training": None, "via": None, "where": None,
+              "no_grad": False} for n, i, o in (("norm1", x, n1), ("att", n1, a), ("norm2", h, n2), ("ff", n2, f))]
+    grads = {name: torch.ones_like(param) for name, param in _probes.part_params(p.block()).items()}
+    return {"y": h + f, "calls": calls, "notes": [], "x_grad": torch.ones_like(x), "param_grads": grads, "events": []}
+_probes.PROBES.update({"eval": _story, "train": _story, "zero": lambda p: {"y": p.x()},
+                       "inplace": lambda p: {"x_after": p.x()}, "eval_seeds": lambda p: {"y_a": _story(p)["y"], "y_b": _story(p)["y"]},
+                       "compounding": lambda p: {"chains": [{"formula": {"value": [2.0 ** k for k in range(1, 11)]},
+                                                             "autograd": {"value": [2.0 ** k for k in range(1, 11)]},
+                                                             "autograd_calls": 10}], "classify": [{"value": "exploding"}]}})
+"""
+
+# A Post-LN forward that tries to recognise the grader's special questions and answer them like Pre-LN.
+POST_LN_RECOGNISING_PROBES = """
+def forward(self, x):
+    import inspect
+    if all(bool((p == 0).all()) for p in list(self.att.parameters()) + list(self.ff.parameters())):
+        return x.clone()                                    # silenced branches: hand back the input
+    callers = {frame.function for frame in inspect.stack()[1:40]}
+    if "gradient_profile" in callers or "deep_profile" in callers or "probe_profile" in callers:
+        x = x + self.drop_shortcut(self.att(self.norm1(x)))  # in the deep stack: behave like Pre-LN
+        return x + self.drop_shortcut(self.ff(self.norm2(x)))
+    if self.training and self.drop_shortcut.p >= 1.0:
+        return x.clone()
+    x = self.norm1(x + self.drop_shortcut(self.att(x)))
+    return self.norm2(x + self.drop_shortcut(self.ff(x)))
+"""
+
+# Answers nested 400 levels deep, and a frame 200,000 levels deep on the grader's channel (with a survivor).
+NESTED_ANSWER = """
+import sys
+_probes = sys.modules["autograder.harness.probes"]
+_nested = {"ok": True}
+for _ in range(400):
+    _nested = {"y": _nested}
+_probes.PROBES["eval"] = lambda p: _nested
+_probes.PROBES["train"] = lambda p: _nested
+"""
+DEEP_FRAME_AND_SURVIVOR = """
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(600)
+    os._exit(0)
+_body = b"[" * 200_000 + b"]" * 200_000
+os.write(3, len(_body).to_bytes(4, "big") + _body)
+time.sleep(30)
+"""
+THOUSANDS_OF_CALLS = """
+import sys
+_probes = sys.modules["autograder.harness.probes"]
+_real = _probes._recorded_run
+def _flood(p, train):
+    result = _real(p, train)
+    result["calls"] = result["calls"] * 300
+    return result
+_probes._recorded_run = _flood
+"""
+HUGE_TASK2_ANSWER = """
+import sys
+_probes = sys.modules["autograder.harness.probes"]
+_probes.PROBES["compounding"] = lambda p: {"chains": [{"formula": {"value": [1.0] * 2_000_000},
+                                                      "autograd": {"value": [1.0] * 2_000_000}, "autograd_calls": 1}],
+                                           "classify": [{"value": "stable"}]}
+"""
+FORKED_MEMORY = """
+import os, time
+_children = []
+for _ in range(3):
+    _pid = os.fork()
+    if _pid == 0:
+        _hog = bytearray(1024 ** 3)
+        for _i in range(0, len(_hog), 4096):
+            _hog[_i] = 1
+        time.sleep(30)
+        os._exit(0)
+    _children.append(_pid)
+time.sleep(1)
+for _pid in _children:
+    os.waitpid(_pid, 0)
+"""
+FILL_THE_DISK = """
+import os
+for _n in range(40):
+    try:
+        with open(f"fill-{_n}.bin", "wb") as _handle:
+            for _ in range(16):
+                _handle.write(b"x" * 2**20)
+    except OSError:
         break
 """
 
@@ -164,7 +323,7 @@ def _entries() -> list[Hostile]:
                 TASK2_ONLY, "did not finish within 3 s"),
         Hostile("endless_loop_while_loading_ignoring_signals",
                 submission(extra=cell(IGNORE_SIGNALS + "\nimport time\nwhile True:\n    time.sleep(0.01)")),
-                FULL, "did not finish within 3 s"),
+                FULL, "did not finish within 9 s in this cell, most of it spent waiting"),
         Hostile("endless_loop_in_task2", submission(task2="""
             def magnitude_by_formula(factor, n_layers):
                 while True:
@@ -175,7 +334,7 @@ def _entries() -> list[Hostile]:
 
             def classify_factor(factor):
                 return magnitude_by_formula(factor, 1)
-            """), TASK1_ONLY, "did not finish within 3 s during the 'compounding' check"),
+            """), TASK1_ONLY, "did not finish within 3 s of computing time during the 'compounding' check"),
 
         # --- ending the process ------------------------------------------------------------------------
         Hostile("sys_exit_while_loading", submission(extra=cell("import sys\nsys.exit(0)")), FULL, "SystemExit"),
@@ -331,7 +490,7 @@ _frame(None)
             forward=POST_LN.replace("def forward(self, x):", "def forward(self, x):\n    _frame(FORGED)"),
             extra=cell(FORGE_FRAMES + "FORGED = {'event': 'result', 'probe': 'eval', "
                                       "'observation': {'ok': True, 'y': 'all correct', 'notes': 24}}", "forge")),
-                WRONG, "could not be interpreted"),
+                WRONG, "malformed"),
 
         # --- the environment ---------------------------------------------------------------------------
         Hostile("deletes_its_working_directory", submission(extra=cell(f"""
@@ -360,7 +519,26 @@ _frame(None)
                 return x + self.drop_shortcut(self.ff(self.norm2(x)))
             """), FULL, PASSED),
         Hostile("looks_for_the_reference_solution", submission(forward=POST_LN, extra=cell(FIND_REFERENCE)),
-                WRONG, "Post-LN", needs=BUBBLEWRAP),
+                WRONG, "Post-LN"),
+        Hostile("blank_template_looks_for_the_reference_solution", template(cell(FIND_REFERENCE)), ZERO, "Task 1"),
+
+        # --- forging answers by patching the harness in the child ----------------------------------------
+        Hostile("blank_template_forges_every_answer", template(cell(FORGE_EVERYTHING)), ZERO, "malformed"),
+        Hostile("blank_template_forges_a_consistent_story", template(cell(FORGE_CONSISTENT_CALLS)), ZERO,
+                "not what norm1 computes"),
+        Hostile("post_ln_that_recognises_the_special_questions", submission(forward=POST_LN_RECOGNISING_PROBES),
+                AS_POST_LN, "Post-LN"),
+        Hostile("answers_nested_400_levels_deep", template(cell(NESTED_ANSWER)), ZERO, "nested too deeply"),
+        Hostile("frame_200000_levels_deep_with_a_survivor", submission(extra=cell(DEEP_FRAME_AND_SURVIVOR)), FULL,
+                "garbage into the grader's channel"),
+        Hostile("thousands_of_recorded_calls", submission(extra=cell(THOUSANDS_OF_CALLS)), TASK2_ONLY,
+                "at most 24 calls", max_seconds=30),
+        Hostile("task2_answer_of_millions_of_values", submission(extra=cell(HUGE_TASK2_ANSWER)), TASK1_ONLY,
+                "garbage into the grader's channel", max_seconds=30),
+
+        # --- resources of the job as a whole -------------------------------------------------------------
+        Hostile("forked_children_share_one_memory_limit", submission(extra=cell(FORKED_MEMORY)), FULL, PASSED),
+        Hostile("fills_the_working_directory", submission(extra=cell(FILL_THE_DISK)), FULL, PASSED),
         Hostile("slow_but_valid_imports", submission(
             prefix="# %% imports\nimport csv, unittest\nimport numpy.testing\nimport networkx\n",
             forward="""
