@@ -18,11 +18,13 @@ EVAL, TRAIN, INPUT, PROFILE = ("gradients flow through every path (eval mode)",
                                "gradients flow through every path (train mode)", "input left unchanged",
                                "24-block stack keeps a Pre-LN profile")
 
-# Calibrated by benchmarks/calibrate_profile.py on the grader's exact stack, loss and seeds: Pre-LN blocks shrank
-# the gradient by at most 1.8% (min factor >= 0.982) and grew it 2.2-4.6x across 24 blocks; Post-LN always had a
-# block with factor <= 0.855, no-shortcut <= 0.506, and stacks without normalization grew it >= 804x. Each threshold
-# sits near the log-midpoint between the groups.
-MIN_BLOCK_FACTOR = 0.92             # no block may shrink the gradient by more than 8%
+# Calibrated by benchmarks/calibrate_profile.py on the grader's exact stacks and loss, over the plans of run seeds
+# 1..200: in Pre-LN stacks the smallest factor was 0.952 and the second smallest 0.997 (at most one block shrank
+# the gradient at all noticeably) and the gradient grew 2.1-5.8x across 24 blocks; every Post-LN stack had two or
+# more blocks at 0.933 or less, every no-shortcut stack two at 0.83 or less, and stacks without normalization grew
+# it 125x or more. Each threshold sits near the log-midpoint between the groups.
+SEVERE_FACTOR = 0.90                # no block may shrink the gradient by 10% or more
+MILD_FACTOR = 0.965                 # and at most one block by 3.5% or more
 MAX_GROWTH = 10 ** 1.5              # nor may it grow more than about 32x across the stack
 PROFILE_RTOL = 1e-3                 # the child's profile against the grader's replay of the same stack
 
@@ -33,14 +35,21 @@ def profile_verdict(profile: list[float]) -> tuple[bool, str, dict]:
     if values.size < 2 or not np.all(np.isfinite(values)) or np.any(values <= 0):
         return False, "the gradient reaching some blocks is zero, NaN or infinite", {}
     factors = values[:-1] / values[1:]          # factors[i]: what block i+1 multiplies the gradient by on its way back
-    weakest = int(np.argmin(factors))
+    order = np.argsort(factors)
     growth = float(values[0] / values[-1])
-    stats = {"min_factor": float(factors.min()), "growth": growth}
-    if factors[weakest] < MIN_BLOCK_FACTOR:
-        return False, (f"block {weakest + 1} of {values.size} multiplies the gradient by {factors[weakest]:.2f} on its "
-                       "way back; in a Pre-LN stack the shortcut carries the gradient of the block above straight "
-                       "through every block, so no block shrinks it noticeably. Shrinking factors compound into a vanishing "
-                       "gradient"), stats
+    stats = {"min_factor": float(factors[order[0]]), "second_factor": float(factors[order[1]]) if factors.size > 1
+             else float("inf"), "growth": growth}
+    why = ("in a Pre-LN stack the shortcut carries the gradient of the block above straight through every block, so "
+           "no block shrinks it by much and at most one shrinks it noticeably. Shrinking factors compound into a "
+           "vanishing gradient")
+    if factors[order[0]] < SEVERE_FACTOR:
+        return False, (f"block {order[0] + 1} of {values.size} multiplies the gradient by {factors[order[0]]:.2f} on "
+                       f"its way back; {why}"), stats
+    shrinking = [int(i) for i in order if factors[i] < MILD_FACTOR]
+    if len(shrinking) > 1:
+        named = ", ".join(f"block {i + 1} ({factors[i]:.2f})" for i in sorted(shrinking)[:4])
+        more = f" and {len(shrinking) - 4} more" if len(shrinking) > 4 else ""
+        return False, (f"{len(shrinking)} blocks shrink the gradient on its way back: {named}{more}; {why}"), stats
     if growth > MAX_GROWTH:
         return False, (f"the gradient grows {growth:.3g}x from the last block back to the first (a Pre-LN stack "
                        f"stays within {MAX_GROWTH:.0f}x): without normalization inside each branch, factors above "
