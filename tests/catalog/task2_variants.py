@@ -105,11 +105,22 @@ WRONG = [
             return out""")),
     ("one_counts_as_vanishing", "classify_factor", "expected 'stable'", _replace("classify_factor", """
         def classify_factor(factor):
-            return "exploding" if factor > 1 else "vanishing\"""")),
+            return "exploding" if abs(factor) > 1 else "vanishing\"""")),
     ("one_counts_as_exploding", "classify_factor", "expected 'stable'", _replace("classify_factor", """
         def classify_factor(factor):
+            return "vanishing" if abs(factor) < 1 else "exploding\"""")),
+    ("sign_not_size", "classify_factor", "a negative factor only flips the sign", _replace("classify_factor", """
+        def classify_factor(factor):
+            if factor == 1:
+                return "stable"
             return "vanishing" if factor < 1 else "exploding\"""")),
-    ("tolerant_boundary", "classify_factor", "classify_factor(0.999)", _replace("classify_factor", """
+    ("negative_magnitudes", "magnitude_by_formula", "some values are negative", _replace("magnitude_by_formula", """
+        def magnitude_by_formula(factor, n_layers):
+            return [factor ** k for k in range(1, n_layers + 1)]""")),
+    ("autograd_copies_the_formula", "magnitude_by_autograd", "without asking autograd", _replace("magnitude_by_autograd", """
+        def magnitude_by_autograd(factor, n_layers):
+            return magnitude_by_formula(factor, n_layers)""")),
+    ("tolerant_boundary", "classify_factor", "returned 'stable'", _replace("classify_factor", """
         def classify_factor(factor):
             if abs(abs(factor) - 1) < 0.01:
                 return "stable"
