@@ -260,6 +260,12 @@ class SandboxServer:
             except OSError:
                 self.process.kill()
             self.process.wait()
+        if self.process:
+            for pipe in (self.process.stdin, self.process.stdout):
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
         for folder in self.groups.values():
             jobs.kill_group(folder)
         if self.sandbox_uid is not None:

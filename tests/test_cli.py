@@ -48,11 +48,23 @@ def test_grade_writes_results_for_solution_template_and_garbage(tmp_path):
             assert "Task 2" in outputs["compounding"]
 
 
-def test_same_seed_same_grade(grade_source, seed):
+def test_same_seed_same_grade_other_seed_other_questions(grade_source, seed):
+    """A seed reproduces a grade exactly, and is what decides the hidden questions: another seed asks others."""
+    from autograder.harness.probes import Plan
     from catalog.build import submission
     from catalog.wrong_forwards import WRONG
 
     text = submission(forward=WRONG[0].forward)
-    first, second = grade_source(text), grade_source(text)
-    assert [(c.check, c.points, c.message) for c in first.checks] == [(c.check, c.points, c.message) for c in second.checks]
-    assert first.seed == second.seed == seed
+    first, second, other = grade_source(text), grade_source(text), grade_source(text, seed=seed + 1)
+    same = lambda r: [(c.check, c.points, c.message) for c in r.checks]  # noqa: E731
+    assert same(first) == same(second) and first.profile == second.profile
+    assert first.profile["student"] != other.profile["student"]       # another deep stack, other weights
+    assert Plan.draw(seed) != Plan.draw(seed + 1) and Plan.draw(seed) == Plan.draw(seed)
+
+
+@pytest.mark.slow
+def test_seed_zero_is_a_seed(tmp_path):
+    results = tmp_path / "r.json"
+    run = grade(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, results, "--seed", "0", "--device", "cpu")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(results.read_text())["extra_data"]["seed"] == 0

@@ -96,12 +96,14 @@ def test_probes_start_without_tf32():
     assert left == {switch: [False, False, "highest"] for switch in TF32_SWITCHES}
 
 
-@pytest.mark.parametrize("device", DEVICES)
-def test_tf32_switched_on_by_the_student_is_undone(server, seed, tmp_path, device):
-    """A notebook that turns TF32 on, through both APIs, is graded in full float32 precision like any other."""
+@pytest.mark.gpu
+@needs_cuda
+def test_tf32_switched_on_by_the_student_is_undone(server, seed, tmp_path):
+    """A notebook that turns TF32 on, through both APIs, is graded in full float32 precision like any other (on a
+    CPU TF32 changes nothing, so only CUDA can show it)."""
     path = tmp_path / "submission.py"
     path.write_text(submission(prefix="import torch\n" + "\n".join(TF32_SWITCHES) + "\n"))
-    result = grade_file(path, server, seed=seed, device=device)
+    result = grade_file(path, server, seed=seed, device="cuda")
     assert result.score == TOTAL_POINTS, _lost(result)
 
 

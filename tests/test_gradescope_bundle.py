@@ -47,7 +47,7 @@ def gradescope(bundle, tmp_path):
     _unpack(bundle, root / "source")
     (root / "submission").mkdir()
 
-    def run(files: dict[str, str | Path]):
+    def run(files: dict[str, str | Path], env_extra: dict | None = None):
         for name, content in files.items():
             target = root / "submission" / name
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -55,7 +55,7 @@ def gradescope(bundle, tmp_path):
                 shutil.copy(content, target)
             else:
                 target.write_text(content)
-        env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
+        env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable, **(env_extra or {})}
         env.pop("PYTHONPATH", None)
         done = subprocess.run([str(root / "source" / "run_autograder")], env=env, cwd=tmp_path,
                               capture_output=True, text=True, timeout=600)
@@ -170,6 +170,52 @@ def test_empty_submission_scores_zero_with_a_message(gradescope):
     assert results["score"] == 0
     assert NO_SUBMISSION in results["output"]
     assert all(t["status"] == "failed" and NO_SUBMISSION in t["output"] for t in results["tests"])
+
+
+def _hunting_template(root: Path) -> str:
+    """A blank template that hunts for the solution in Gradescope's layout and, if it finds any, copies it."""
+    from catalog.hostile import cell, template
+
+    return template(cell(f"""
+        import glob, json, os
+        _found = []
+        for _path in glob.glob({str(root)!r} + "/**/*.ipynb", recursive=True) + glob.glob({str(root)!r} + "/**/*.py", recursive=True):
+            try:
+                with open(_path) as _handle:
+                    _text = _handle.read()
+            except OSError:
+                continue
+            if "BEGIN SOLUTION" in _text or "x = x + shortcut" in _text:
+                _found.append(_path)
+        if _found:
+            def _copied(self, x):
+                x = x + self.drop_shortcut(self.att(self.norm1(x)))
+                return x + self.drop_shortcut(self.ff(self.norm2(x)))
+            TransformerBlock.forward = _copied
+            print("read", _found[:2])
+        """))
+
+
+@pytest.mark.slow     # a real grading through the bundle's own scripts, without bubblewrap
+@pytest.mark.skipif(os.geteuid() != 0, reason="Gradescope grades as root; a sandbox user of its own needs root")
+@pytest.mark.parametrize("namespaces", ["auto", "off"], ids=["namespaces", "permissions only"])
+def test_a_solution_hunting_template_scores_zero_without_bubblewrap(gradescope, tmp_path, namespaces):
+    """Laid out as on Gradescope, where bubblewrap often cannot start (and a Docker container may refuse
+    namespaces too): the source notebook with the solution lies in /autograder/source, yet a template that goes
+    looking for it finds nothing it can read."""
+    nobwrap = tmp_path / "nobwrap"
+    nobwrap.mkdir()
+    (nobwrap / "bwrap").write_text("#!/bin/sh\nexit 1\n")
+    (nobwrap / "bwrap").chmod(0o755)
+    done, results = gradescope({"hunt.py": _hunting_template(gradescope.root)},
+                               {"PATH": f"{nobwrap}{os.pathsep}{os.environ['PATH']}", "AUTOGRADER_NAMESPACES": namespaces})
+    assert done.returncode == 0, done.stdout + done.stderr
+    _validate(results)
+    assert results["extra_data"]["submission"] == "hunt.py"           # graded, not refused as unreadable
+    assert results["score"] == 0, [(t["name"], t["output"][:120]) for t in results["tests"] if t["score"]]
+    assert "Task 1: write TransformerBlock.forward" in results["tests"][0]["output"]
+    assert "bubblewrap" not in results["extra_data"]["isolation"]
+    assert ("namespaces" in results["extra_data"]["isolation"]) == (namespaces == "auto")
 
 
 def test_results_json_is_strict_json_even_for_diverging_values(tmp_path):
