@@ -17,7 +17,7 @@ from .harness.probes import BATCH, PROBES, PROFILE_DEPTH, Plan
 from .harness.recording import DEVICE_MOVES, MAX_CALLS, MAX_EVENTS
 
 CALL_NAMES = {"norm1", "norm2", "att", "ff", "drop_shortcut", "dropout", "layer_norm"}
-EVENT_OPS = {"detach", ".data", "inplace", *DEVICE_MOVES}
+EVENT_OPS = {"detach", ".data", "inplace", "factory", *DEVICE_MOVES}
 _DTYPES = {"float32": np.float32, "float64": np.float64, "bool": np.bool_, "int64": np.int64}
 _TEXT = 500
 
@@ -215,8 +215,10 @@ def _read(probe: str, answer: dict, expect: Expect) -> dict:
             raise Malformed(f"profile has {len(values)} entries, not {PROFILE_DEPTH}")
         return {"profile": [_number(v, "profile[]") for v in values]}
     if probe == "robust_meta":
-        _dict(answer, "answer", {"ok", "device", "dtype"})
-        return {"device": _text(_field(answer, "device", "answer"), "device", False)[:20],
+        _dict(answer, "answer", {"ok", "device", "dtype", "screened"})
+        if answer.get("screened") is True:
+            return {"screened": True}
+        return {"screened": False, "device": _text(_field(answer, "device", "answer"), "device", False)[:20],
                 "dtype": _text(_field(answer, "dtype", "answer"), "dtype", False)[:20]}
     fields = {"eval_seeds": {"y_a": expect.x, "y_b": expect.x}, "zero": {"y": expect.x},
               "inplace": {"x_after": expect.x}, "robust_small": {"y": expect.small},

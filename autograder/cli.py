@@ -6,18 +6,19 @@ from pathlib import Path
 import click
 
 
-def _checked_device(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """'auto' becomes the device it picks; a device that is not there is a usage error, not a traceback."""
+def _checked_device(value: str) -> str:
+    """'auto' becomes the device it picks; a device that is not there is a usage error, not a traceback.
+    Called inside a command (not as the option's callback) so that a sandbox can start before torch loads."""
     from .grading import resolve_device
 
     try:
         return resolve_device(value)
     except ValueError as error:
-        raise click.BadParameter(str(error), ctx=ctx, param=param) from None
+        raise click.BadParameter(str(error), param_hint="'--device'") from None
 
 
 DEVICE = click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
-                      callback=_checked_device, help="where the checks run; 'auto' picks CUDA when available")
+                      help="where the checks run; 'auto' picks CUDA when available")
 SEED = click.option("--seed", type=int, default=None, help="hidden-input seed (default: a fresh random one, "
                                                           "recorded in the results)")
 UNSAFE = click.option("--unsafe", is_flag=True, help="grade even where submissions cannot be isolated (no "
@@ -56,17 +57,24 @@ def grade(submission: Path, results_path: Path, feedback_path: Path | None, seed
     """Grade one SUBMISSION (a notebook or a .py file) and write its results.
 
     The results are written once the submission and everything it started have ended, atomically."""
-    from .grading import grade_file, grader_failure, new_seed, resolve_device
-    from .gradescope import summary, write_results
     from .sandbox import SandboxServer
 
-    device, seed = resolve_device(device), new_seed() if seed is None else seed
+    # the sandbox starts first: it imports torch and warms up on the other core while this process does
     folder = submission.resolve().parent
-    server = _servers_or_exit(lambda: SandboxServer(private=(folder, *private), unsafe=unsafe))
+    server = _servers_or_exit(lambda: SandboxServer(private=(folder, *private), unsafe=unsafe, start=False))
     try:
-        result = grade_file(submission, server, seed=seed, device=device)
-    except Exception as error:       # never a traceback for a submission: the grader's failure is a result
-        result = grader_failure(submission.name, error, seed, device)
+        server.launch()
+        device = _checked_device(device)
+        from .grading import grade_file, grader_failure, new_seed, reference
+        from .gradescope import summary, write_results
+
+        seed = new_seed() if seed is None else seed
+        try:
+            reference(seed, device, server.assignment)      # meanwhile: the reference's answers
+            server.wait_until_ready()
+            result = grade_file(submission, server, seed=seed, device=device)
+        except Exception as error:       # never a traceback for a submission: the grader's failure is a result
+            result = grader_failure(submission.name, error, seed, device)
     finally:
         server.close()
     write_results(result, results_path)
@@ -98,7 +106,7 @@ def grade_class(submissions: Path, out: Path, workers: int | None, force: bool, 
     from .classgrade import grade_class as run
     from .grading import new_seed, resolve_device
 
-    device, seed = resolve_device(device), new_seed() if seed is None else seed
+    device, seed = _checked_device(device), new_seed() if seed is None else seed
     course = course or _enclosing_course(submissions)
     on_result, graded = None, kit.KIT
     if course is not None:

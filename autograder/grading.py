@@ -74,6 +74,9 @@ def expected_shapes(assignment: kit.Assignment, plan: Plan) -> Expect:
     return Expect.of(plan, {name: tuple(p.shape) for name, p in part_params(holder).items()})
 
 
+REFERENCE_PROBES = ("eval", "train", "profile")     # the reference answers any check reads
+
+
 @dataclass(frozen=True)
 class Reference:
     answers: dict            # probe -> the reference's answer, read like the child's
@@ -90,7 +93,7 @@ def reference(seed: int, device: str, assignment: kit.Assignment = kit.KIT) -> R
     torch.set_num_threads(1)
     try:
         ask = lambda names, probe: read_answer(probe, encode_observation(run_probe(probe, Probing(names, ref, plan))), expect)  # noqa: E731
-        answers = {probe: ask(ref, probe) for probe in ALL_PROBES}
+        answers = {probe: ask(ref, probe) for probe in REFERENCE_PROBES}
         named, profiles = {}, {"reference": answers["profile"].get("profile")}
         for label, cls in ARRANGEMENTS.items():
             names = {**ref, "TransformerBlock": ref[cls]}
@@ -159,8 +162,9 @@ def _sentence(text: str) -> str:
     return text if text.endswith((".", "!", "?")) else text + "."
 
 
-def evaluate(raw: dict, plan: Plan, assignment: kit.Assignment = kit.KIT) -> Evaluation:
-    """Every check on one sandbox reply. Pure apart from the (cached) reference and the grader's replays."""
+def evaluate(raw: dict, plan: Plan, assignment: kit.Assignment = kit.KIT, sources: list[str] = ()) -> Evaluation:
+    """Every check on one sandbox reply. Pure apart from the (cached) reference and the grader's replays.
+    `sources`: the student's code as sent (the device check repeats the child's screening on it)."""
     expect = expected_shapes(assignment, plan)
     answers = raw.get("observations") if isinstance(raw.get("observations"), dict) else {}
     student = {probe: read_answer(probe, answers.get(probe), expect) for probe in ALL_PROBES}
@@ -186,7 +190,7 @@ def evaluate(raw: dict, plan: Plan, assignment: kit.Assignment = kit.KIT) -> Eva
                                  f"{wrong[0].why}; nothing recorded in that run can be believed"}}
     evidence = Evidence(student, ref.answers, ref.named, parts, x.astype(np.float64), flows,
                         replays=Replays(flows, parts, plan, reference_namespace(assignment)), plan=plan,
-                        device=plan.device, drop_p=plan.drop_p)
+                        device=plan.device, drop_p=plan.drop_p, sources=list(sources))
     try:
         divergence = first_divergence({mode: evidence.anatomy(mode) for mode in flows})
     except Exception as error:   # an explanation is a bonus: its failure costs no points, but is reported
@@ -228,10 +232,11 @@ def grade_cells(cells: list, name: str, server: SandboxServer, *, seed: int, dev
         assignment = server.assignment
         plan = Plan.draw(seed, device)
         cells, restored = assignment.restore_locked_cells(cells)
-        raw = server.grade(student_code(cells), plan.to_dict(), list(ALL_PROBES))
+        code = student_code(cells)
+        raw = server.grade(code, plan.to_dict(), list(ALL_PROBES))
         if raw.get("grader_error"):      # the grader's own failure (CUDA would not start): never scored as a 0
             raise RuntimeError(f"on {device}: {raw['grader_error']}")
-        found = evaluate(raw, plan, assignment)
+        found = evaluate(raw, plan, assignment, [source for _, source in code])
     except Exception as error:
         return grader_failure(name, error, seed, device, student)
     for text in found.grader_errors:

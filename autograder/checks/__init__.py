@@ -46,6 +46,7 @@ class Evidence:
     flows: dict                        # "eval" / "train" -> Flow of the student's recorded run (None: no run)
     replays: object = None             # replays.Replays: gradients and profiles the grader recomputes
     plan: object = None                # the questions (harness.probes.Plan)
+    sources: list = field(default_factory=list)   # the student's code as sent to the sandbox
     device: str = "cpu"
     drop_p: float = 0.5
     divergence: object = None          # diagnosis.Divergence

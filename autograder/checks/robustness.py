@@ -3,7 +3,7 @@ and on the input's device. Each part compares the student's forward with itself 
 forward keeps these points), and pays only for a block that did the work (`Evidence.work`)."""
 from __future__ import annotations
 
-from ..harness.recording import DEVICE_MOVES
+from ..harness.recording import DEVICE_MOVES, device_suspects
 from . import PASS, Evidence, difference, error_text, fail
 
 NAME = "forward_robustness"
@@ -57,7 +57,12 @@ def evaluate(evidence: Evidence) -> dict:
     meta = evidence.obs("robust_meta")
     moves = _moves(evidence)
     how = f" Your forward calls {', '.join('.' + m + '()' for m in moves)}." if moves else ""
-    if not meta["ok"]:
+    if meta["ok"] and meta["screened"]:
+        suspects = device_suspects(run.get("events", []), evidence.sources)
+        outcomes[DEVICE] = PASS if not suspects else fail(
+            "Your code skipped the device check although its forward made a CPU tensor or moved one "
+            f"({suspects[0]}): the grader's own screening disagrees with what it was told.")
+    elif not meta["ok"]:
         outcomes[DEVICE] = fail(f"On another device than the CPU your forward failed ({error_text(meta)}).{how} Keep "
                                 "every tensor on x.device: no .cpu() or .numpy() inside forward, and create new tensors "
                                 "with device=x.device.")

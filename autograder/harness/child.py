@@ -65,7 +65,7 @@ def run_job(kit: dict, job: dict, report_fd: int) -> None:
         errors += load_cells([(label, code)], namespace)[1]
     report({"event": "loaded", "cell_errors": errors[:20],
             "defined": [name for name in GRADED_NAMES if name in namespace]})
-    probing = Probing(namespace, kit, Plan.from_dict(job["plan"]))
+    probing = Probing(namespace, kit, Plan.from_dict(job["plan"]), [code for _, code in job["cells"]])
     for name in job["probes"]:
         report({"event": "start", "probe": name})
         observation = run_probe(name, probing)

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from .parts import PART_NAMES, build_block, graded_block, install_parts
-from .recording import Recorder
+from .recording import Recorder, device_suspects
 
 GRADING_CFG = {"vocab_size": 101, "context_length": 8, "emb_dim": 32, "n_heads": 4, "n_layers": 2,
                "drop_rate": 0.1, "qkv_bias": False}
@@ -68,9 +68,11 @@ class Plan:
 class Probing:
     """What every probe needs: the student's names, the public kit, the plan."""
 
-    def __init__(self, student: dict, kit: dict, plan: Plan):
+    def __init__(self, student: dict, kit: dict, plan: Plan, sources: list[str] | None = None):
         self.student, self.kit, self.plan = student, kit, plan
+        self.sources = sources           # the student's code, when known (for the device check's screening)
         self.notes: list[str] = []
+        self.eval_events: list[dict] | None = None     # what the eval run noted, once it ran
 
     def definition(self, name: str):
         if name not in self.student:
@@ -136,7 +138,9 @@ def _recorded_run(p: Probing, train: bool) -> dict:
 
 def probe_eval(p):
     """Eval mode: the output, every component call with its input and output, and the gradients."""
-    return _recorded_run(p, train=False)
+    result = _recorded_run(p, train=False)
+    p.eval_events = result["events"]
+    return result
 
 
 def probe_train(p):
@@ -223,11 +227,18 @@ class _MetaReadable(torch.overrides.TorchFunctionMode):
 
 
 def probe_robust_meta(p):
-    """On the meta device: any move to a real device inside forward fails here, even without a GPU."""
+    """On the meta device: any move to a real device inside forward fails here, even without a GPU.
+
+    Screened first: a forward whose eval run made no CPU tensor and moved nothing (no factory without
+    device=, no .cpu(), .to(), .numpy(), .item(), no legacy Tensor(...) in its code) cannot leave its input's
+    device, and is not run again (the meta device's first use costs a second of imports). The parent checks
+    the same screening on what it was sent."""
+    if p.eval_events is not None and p.sources is not None and not device_suspects(p.eval_events, p.sources):
+        return {"screened": True}
     block, x = p.block().eval().to("meta"), p.x().to("meta")
     with _MetaReadable():
         y = p.call(block, x)
-    return {"device": y.device.type, "dtype": str(y.dtype).removeprefix("torch.")}
+    return {"screened": False, "device": y.device.type, "dtype": str(y.dtype).removeprefix("torch.")}
 
 
 # --- Task 2 --------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ components before it believes it.
 """
 from __future__ import annotations
 
+import re
 import sys
 import traceback
 from dataclasses import dataclass
@@ -21,6 +22,19 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 DEVICE_MOVES = ("cpu", "cuda", "to", "numpy", "item", "tolist")
+# Tensor factories: without a device= they make CPU tensors, wherever the block's input lives.
+FACTORIES = {"zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "linspace",
+             "logspace", "eye", "tensor", "as_tensor", "from_numpy", "scalar_tensor"}
+# The same in the legacy spelling, which no TorchFunctionMode sees: found in the source instead.
+LEGACY_CONSTRUCTOR = re.compile(r"\b(torch\.|\b)(Float|Double|Half|BFloat16|Long|Int|Short|Byte|Bool|Char)?Tensor\(")
+
+
+def device_suspects(events: list[dict], sources: list[str]) -> list[str]:
+    """What in a forward's run (its events) or its code could leave the input's device: the device check
+    must then run the forward on another device to see. Empty: nothing can, and that run is not needed."""
+    found = [e.get("where") or e["op"] for e in events if e.get("op") in DEVICE_MOVES or e.get("op") == "factory"]
+    found += [f"{match.group(0)}...)" for code in sources for match in LEGACY_CONSTRUCTOR.finditer(code)]
+    return found
 _IN_PLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__"}
 _DROPOUTS = {"dropout", "dropout1d", "dropout2d", "dropout3d", "feature_dropout", "alpha_dropout"}
 MAX_CALLS = 24
@@ -163,6 +177,8 @@ class EventMode(TorchFunctionMode):
         note = self.recorder.note
         if name in DEVICE_MOVES:
             note({"op": name, "where": student_line()})
+        elif name in FACTORIES and kwargs.get("device") is None:
+            note({"op": "factory", "name": name, "where": student_line()})
         elif (name.endswith("_") and not name.startswith("_")) or name in _IN_PLACE_DUNDERS:
             if isinstance(first, torch.Tensor):
                 note({"op": "inplace", "name": name, "on_input": first is self.recorder.block_input,

@@ -30,9 +30,11 @@ from .processes import cpu_seconds, exit_watch, has_exited, kill_everything_from
 from .probes import FORWARD_PROBES, PROBES, Plan, Probing, run_probe
 from .protocol import FrameReader, ProtocolError, frame, read_frame
 
+# Imported once by the server so that children need not: what graded cells commonly import (not matplotlib:
+# the notebook's figures are in experiment cells, which graders skip; a child that needs it imports it).
 PRELOAD = ("math", "random", "itertools", "functools", "collections", "typing", "dataclasses", "copy", "time",
            "json", "re", "statistics", "fractions", "decimal", "operator", "string", "textwrap", "warnings",
-           "numpy", "torch.nn.functional", "matplotlib", "matplotlib.pyplot")
+           "numpy", "torch.nn.functional")
 PR_SET_CHILD_SUBREAPER = 36
 CUDA_FAILED = 71          # the child's exit status when CUDA could not start: the grader's fault, not the student's
 CONFINE_FAILED = 72       # ... when the child could not be confined: the grader's fault too
@@ -41,7 +43,9 @@ MAX_ITEMS = 200_000       # values in one observation
 
 
 def _warm_up(kit: dict) -> None:
-    """Run every probe once on a public arrangement, so lazy loading (the meta device...) happens here."""
+    """Run every probe once on a public arrangement, so lazy loading happens here, once, not in every child.
+    The meta device is left out: its first use imports a second's worth of modules, and the device check
+    runs it only for forwards that could leave their input's device (see probes.probe_robust_meta)."""
 
     class WarmUpBlock(kit["TransformerBlock"]):
         def forward(self, x):
@@ -49,7 +53,7 @@ def _warm_up(kit: dict) -> None:
 
     names = {"TransformerBlock": WarmUpBlock, "magnitude_by_formula": lambda f, n: [f] * n,
              "magnitude_by_autograd": lambda f, n: [f] * n, "classify_factor": lambda f: "stable"}
-    probing = Probing(names, kit, Plan.draw(0))
+    probing = Probing(names, kit, Plan.draw(0), sources=[])
     for name in PROBES:
         run_probe(name, probing)
 

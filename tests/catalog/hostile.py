@@ -29,6 +29,7 @@ TASK2_ONLY = "Task 2 only"          # every forward check 0 points, Task 2 full:
 TASK1_ONLY = "Task 1 only"          # every forward check full, Task 2 0 points
 WRONG = "wrong forward"             # 'output matches a Pre-LN block' lost, Task 2 full, below full marks
 AS_POST_LN = "no better than Post-LN"   # at most what an honest Post-LN forward scores
+TASK_AS_IS = "device part lost"     # everything but "stays on the input's device"
 ZERO = "zero"                       # score 0: nothing could be graded
 
 # What an entry relies on; without it the case is not run (and the test says why).
@@ -528,6 +529,16 @@ _frame(None)
                 "not what norm1 computes"),
         Hostile("post_ln_that_recognises_the_special_questions", submission(forward=POST_LN_RECOGNISING_PROBES),
                 AS_POST_LN, "Post-LN"),
+        Hostile("skips_the_device_check_it_needs", submission(
+            forward="""
+            def forward(self, x):
+                x = x.cpu()
+                x = x + self.drop_shortcut(self.att(self.norm1(x)))
+                return x + self.drop_shortcut(self.ff(self.norm2(x)))
+            """, extra=cell("""
+            import sys
+            sys.modules["autograder.harness.probes"].PROBES["robust_meta"] = lambda p: {"screened": True}
+            """)), TASK_AS_IS, "screening disagrees"),
         Hostile("answers_nested_400_levels_deep", template(cell(NESTED_ANSWER)), ZERO, "nested too deeply"),
         Hostile("frame_200000_levels_deep_with_a_survivor", submission(extra=cell(DEEP_FRAME_AND_SURVIVOR)), FULL,
                 "garbage into the grader's channel"),

@@ -232,6 +232,12 @@ WRONG = [
             x = x + torch.nn.functional.dropout(self.att(self.norm1(x)), 0.1, self.training)
             return x + torch.nn.functional.dropout(self.ff(self.norm2(x)), 0.1, self.training)
         """, "forward_dropout", 4, "used p = 0.1"),
+    Wrong("legacy_tensor_constructor_inside", """
+        def forward(self, x):
+            total = torch.Tensor(*x.shape).zero_()
+            total = total + x + self.drop_shortcut(self.att(self.norm1(x)))
+            return total + self.drop_shortcut(self.ff(self.norm2(total)))
+        """, "forward_robustness", None, "Keep every tensor on x.device"),
     Wrong("float32_cast_inside", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x).float()))

@@ -1,0 +1,65 @@
+"""Latency of grading one submission: `python -m autograder grade` against `python -c "import torch"`.
+
+Both run as whole processes, alternating, several times each (default 5), on the solution notebook with a
+fixed seed; the medians and their ratio are printed. This is what every Gradescope submission and every
+`grade` an instructor runs waits for. The baseline is the floor any grader in Python with torch pays.
+
+Target: median grade / median import torch <= 2.5.
+
+    .venv/bin/python benchmarks/grade_latency.py [--runs N] [--submission PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET = 2.5
+
+
+def timed(command: list[str]) -> tuple[float, float]:
+    """Wall and CPU (user + system, children included) seconds of one command."""
+    before = os.times()
+    started = time.perf_counter()
+    subprocess.run(command, cwd=ROOT, check=True, capture_output=True)
+    wall = time.perf_counter() - started
+    after = os.times()
+    return wall, (after.children_user - before.children_user) + (after.children_system - before.children_system)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--submission", type=Path, default=ROOT / "solutions" / "layernorm.ipynb")
+    args = parser.parse_args(argv)
+    results = Path(tempfile.mkdtemp(prefix="bench-latency-")) / "results.json"
+    grade = [sys.executable, "-m", "autograder", "grade", str(args.submission), "--results", str(results),
+             "--seed", "11", "--device", "cpu"]
+    torch = [sys.executable, "-c", "import torch"]
+    timed(torch)                                    # warm the page cache for both, untimed
+    timed(grade)
+    samples = {"import torch": [], "grade": []}
+    for _ in range(args.runs):
+        samples["import torch"].append(timed(torch))
+        samples["grade"].append(timed(grade))
+    score = json.loads(results.read_text())["score"]
+    medians = {name: (statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs))
+               for name, runs in samples.items()}
+    for name, (wall, cpu) in medians.items():
+        print(f"{name:13s} median wall {wall:.2f} s, CPU {cpu:.2f} s  (walls: "
+              f"{', '.join(f'{w:.2f}' for w, _ in samples[name])})")
+    ratio = medians["grade"][0] / medians["import torch"][0]
+    print(f"grade scored {score:g}; ratio grade / import torch: {ratio:.2f}x  "
+          f"{'OK' if ratio <= TARGET else 'MISSED'} (target <= {TARGET}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
