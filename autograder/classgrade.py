@@ -112,12 +112,9 @@ def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int,
     todo = [s for s in submissions if force or not _is_fresh(out / s.student / "results.json", s)]
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     if todo:
-        reference(seed, device, assignment)          # once, before the workers share it
-        servers = SandboxServer.start_many(workers, limits=limits, assignment=assignment, private=(root, out),
-                                           unsafe=unsafe, **(isolation or {}))
+        servers = [SandboxServer(limits=limits, assignment=assignment, private=(root, out), unsafe=unsafe,
+                                 start=False, **(isolation or {})) for _ in range(workers)]
         pool: queue.Queue = queue.Queue()
-        for server in servers:
-            pool.put(server)
 
         def grade_one(submission: Submission):
             if submission.path is None:
@@ -141,6 +138,12 @@ def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int,
             return result
 
         try:
+            for server in servers:          # the servers warm up on their own while this process computes the
+                server.launch()             # reference's answers, once, for every worker to share
+            reference(seed, device, assignment)
+            for server in servers:
+                server.wait_until_ready()
+                pool.put(server)
             with concurrent.futures.ThreadPoolExecutor(workers) as executor:
                 futures = [executor.submit(grade_one, s) for s in todo]
                 bar = tqdm(concurrent.futures.as_completed(futures), total=len(futures), unit="student",

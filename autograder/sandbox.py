@@ -242,16 +242,6 @@ class SandboxServer:
             return {"observations": {p: failure for p in probes}, "loaded": None, "runs": ["worker lost"],
                     "output": "", "seconds": 0.0}
 
-    @classmethod
-    def start_many(cls, count: int, **options) -> list["SandboxServer"]:
-        """`count` servers warming up side by side (launched from this thread, so they live as long as it)."""
-        servers = [cls(start=False, **options) for _ in range(count)]
-        for server in servers:
-            server.launch()
-        for server in servers:
-            server.wait_until_ready()
-        return servers
-
     def close(self) -> None:
         """End the server and everything any submission started, wherever it went (new sessions included)."""
         if self.process and self.process.poll() is None:

@@ -1,31 +1,39 @@
-"""Grading a class: `grade-class` against stock `nbgrader autograde` (every notebook run in a Jupyter kernel).
+"""Grading a class: `grade-class` against the ways a course could grade the same notebooks without it.
 
-What it measures: wall time and peak memory of both tools on the same N submissions (default 50: the
-sample-class notebooks cycled as students s000, s001, ...) with the same seed, and whether both give every
-student the same total. Two sample students are left out because stock nbgrader grades them wrongly, so a
-difference there says nothing about speed (see STOCK_MISGRADES). Two scratch courses (assignments/source + the kit's nbgrader_config.py, then
-`nbgrader generate_assignment`):
-  * kit:   `python -m autograder grade-class <course>/submitted --out ... --seed S --force`, which also records
-           into that course's gradebook, as for instructors. Timed before and after the stock run (mean used);
-  * stock: the kit's config with `Autograde.autograde_preprocessors` back to nbgrader's defaults, Execute's
-           timeout 120 s and a kernelspec of this venv's Python (in the scratch folder, via JUPYTER_PATH):
-           all cells run in a kernel, the hidden cells call `autograder.nbgrader_cells.report`. Seed from
-           AUTOGRADER_SEED. One notebook is autograded first to prove the kernel runs the hidden checks.
+All on the same N submissions (default 50: the sample-class notebooks cycled as students s000, s001, ...) and
+the same seed, as whole commands, wall time and peak memory each:
+
+  * grade-class:  `python -m autograder grade-class <course>/submitted --out ... --seed S --force` (also records
+                  into the course's gradebook, as for instructors). Run before and after the long stock run
+                  (the machine's load varies; the mean is used);
+  * stock:        stock `nbgrader autograde` (nbgrader's own Execute, one kernel per notebook, every cell of the
+                  notebook run as submitted) on a course whose hidden check cells run the very same checks
+                  inside the kernel (`autograder.inprocess.kernel_report`: the kit's probes and checks on the
+                  kernel's own definitions, no sandbox): what a course without the kit would run. Its config is
+                  plain nbgrader, nothing of the kit's. One notebook is autograded first to show the kernel runs
+                  the checks;
+  * nbgrader+kit: `nbgrader autograde` with the kit's course configuration (SandboxedExecute): what
+                  instructors who stay on plain nbgrader commands get;
+  * plain:        the same checks on every submission in one plain process, no sandbox and no kernel
+                  (`autograder.inprocess.grade_cells_in_process`): the cost of the checks themselves.
+
+Two sample students are left out because stock nbgrader grades them wrongly, so a difference there says
+nothing about speed (see STOCK_MISGRADES). Scores must agree between all four wherever stock grades right.
 Memory: a thread (at nice 10; its CPU time is printed) reads /proc for the tool's process tree every 0.1 s.
 A process forked from a parent with the same command line (a sandbox child) counts its private pages, any
 other its VmRSS. "per worker": one sandbox server with its children; "tree": everything the tool started.
 
-Targets: stock wall time / grade-class wall time >= 20; peak memory <= 600 MB per grade-class worker.
+Targets: stock / grade-class >= 30; grade-class / plain <= 2; peak memory <= 600 MB per grade-class worker.
 
-Reading the output: setup, stock progress, then wall times and ratio, peak memory, and the score comparison.
-Exit status 1 when a student's total differs (printed per check), 2 when the stock kernel cannot run the
-hidden checks; a missed target only prints MISSED.
+Reading the output: setup, stock progress, then wall times and ratios, peak memory, and the score comparison.
+Exit status 1 when a student's total differs, 2 when the stock kernel cannot run the hidden checks; a missed
+target only prints MISSED.
 
     .venv/bin/python benchmarks/class_grading.py [--students N] [--workers N] [--seed S] [--once] [--keep]
 """
 from __future__ import annotations
 
-import argparse, csv, os, re, shutil, statistics, subprocess, sys, tempfile, threading, time  # noqa: E401
+import argparse, csv, json, os, re, shutil, statistics, subprocess, sys, tempfile, threading, time  # noqa: E401
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,15 +42,27 @@ STOCK_MISGRADES = {
     "fen_crashes": "its forward calls os._exit: in a kernel that kills the kernel, and the notebook scores 0",
     "gil_edits_locked_cells": "it deleted a graded cell: stock Execute has nothing to run there and gives 0",
 }
+# A course without the kit: nbgrader's defaults, every cell in a kernel of this environment's Python.
 STOCK_CONFIG = """
-# --- benchmark: nbgrader's stock autograde pipeline (every cell runs in a kernel) ---
-from nbconvert.preprocessors import ClearMetadataPreprocessor
-from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern, LimitOutput,
-                                    SaveAutoGrades)
-c.Autograde.autograde_preprocessors = [Execute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
-                                       SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
-c.Execute.timeout = 120
+c = get_config()
+c.Execute.timeout = 300
 c.Execute.kernel_name = "bench-venv-python"
+"""
+IN_KERNEL = """import os
+from autograder.inprocess import kernel_report
+kernel_report(globals(), {check!r}, int(os.environ["AUTOGRADER_SEED"]))
+"""
+PLAIN = """
+import json, sys, time
+from pathlib import Path
+from autograder.inprocess import grade_cells_in_process
+from autograder.notebook import read_cells
+seed, folder = int(sys.argv[1]), Path(sys.argv[2])
+scores = {}
+for notebook in sorted(folder.glob("*/layernorm/layernorm.ipynb")):
+    result = grade_cells_in_process(read_cells(notebook), seed)
+    scores[notebook.parts[-3]] = {"score": result.score, **{c.check: c.points for c in result.checks}}
+print(json.dumps(scores))
 """
 
 
@@ -135,9 +155,23 @@ def run_tool(command: list[str], cwd: Path, env: dict, on_line=None) -> dict:
             "sampler_cpu": time.process_time() - cpu}
 
 
-def make_course(folder: Path, students: list[str], extra_config: str, env: dict) -> None:
+def make_course(folder: Path, students: list[str], flavour: str, env: dict) -> None:
+    """A course with the kit's assignment and the students' notebooks in submitted/. `flavour` "kit": the
+    kit's own configuration; "stock": plain nbgrader, hidden check cells that run the checks in the kernel."""
+    import nbformat
     shutil.copytree(ROOT / "assignments" / "source", folder / "source")
-    (folder / "nbgrader_config.py").write_text((ROOT / "assignments" / "nbgrader_config.py").read_text() + extra_config)
+    if flavour == "kit":
+        shutil.copy(ROOT / "assignments" / "nbgrader_config.py", folder / "nbgrader_config.py")
+    else:
+        (folder / "nbgrader_config.py").write_text(STOCK_CONFIG)
+        path = folder / "source" / "layernorm" / "layernorm.ipynb"
+        notebook = nbformat.read(path, as_version=4)
+        for cell in notebook.cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+            if grade_id.startswith("check_"):     # the checks alone (a failing visible assert would zero the cell)
+                cell.source = ("### BEGIN HIDDEN TESTS\n" + IN_KERNEL.format(check=grade_id[len("check_"):])
+                               + "### END HIDDEN TESTS")
+        nbformat.write(notebook, path)
     subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "layernorm", "--log-level=ERROR"],
                    cwd=folder, env=env, check=True, capture_output=True)
     samples = sorted(p.name for p in SAMPLES.iterdir()
@@ -173,7 +207,12 @@ def kernel_check(course: Path, student: str, command: list[str], env: dict) -> s
     if not cells or any(not c.outputs or any(o.output_type == "error" for o in c.outputs) for c in cells):
         print(run.stdout[-2000:] + run.stderr[-2000:])
         return None
-    return f"{len(cells)} hidden cells ran report() in the kernel; first: {cells[0].outputs[0].get('text', '').strip()[:60]!r}"
+    printed = [o.get("text", "") for c in cells for o in c.outputs if o.output_type == "stream"]
+    return f"{len(cells)} hidden cells ran the checks in the kernel; first said: {printed[-1].strip()[:70]!r}" if printed else None
+
+
+def gradebook_totals(course: Path, students: list[str]) -> dict:
+    return {s: total for s, (total, _) in stock_scores(course, students).items()}
 
 
 def main(argv=None) -> int:
@@ -190,9 +229,10 @@ def main(argv=None) -> int:
     try:
         subprocess.run([sys.executable, "-m", "ipykernel", "install", "--prefix", str(scratch / "kernel"),
                         "--name", "bench-venv-python"], check=True, capture_output=True)
-        kit_course, stock_course = scratch / "kit", scratch / "stock"
-        make_course(kit_course, students, "", env)
-        make_course(stock_course, students, STOCK_CONFIG, env)
+        kit_course, nbkit_course, stock_course = scratch / "kit", scratch / "nbgrader-kit", scratch / "stock"
+        make_course(kit_course, students, "kit", env)
+        make_course(nbkit_course, students, "kit", env)
+        make_course(stock_course, students, "stock", env)
         print(f"scratch: {scratch}; {len(students)} students; seed {args.seed}; kernel python: {sys.executable}")
         nbgrader = [sys.executable, "-m", "nbgrader", "autograde", "layernorm", "--force"]
         checked = kernel_check(stock_course, students[0], nbgrader, env)
@@ -205,50 +245,58 @@ def main(argv=None) -> int:
         grade_class += ["--workers", str(args.workers)] if args.workers else []
         kit_runs = [run_tool(grade_class, ROOT, env)]
         print(f"grade-class: {kit_runs[0]['wall']:.1f} s, exit {kit_runs[0]['code']}", flush=True)
+        plain = run_tool([sys.executable, "-c", PLAIN, str(args.seed), str(kit_course / "submitted")], ROOT, env)
+        print(f"plain process: {plain['wall']:.1f} s, exit {plain['code']}", flush=True)
+        nbkit = run_tool(nbgrader, nbkit_course, env)
+        print(f"nbgrader autograde with the kit's configuration: {nbkit['wall']:.1f} s, exit {nbkit['code']}", flush=True)
         started, seen = time.perf_counter(), []
 
         def progress(line: str) -> None:
             if found := re.search(r"Autograding .*autograded/([^/]+)/", line):
                 seen.append(found.group(1))
-                print(f"  stock nbgrader: {len(seen)}/{len(students)} ({found.group(1)}) starts at "
-                      f"{time.perf_counter() - started:.0f} s", flush=True)
+                if len(seen) % 10 == 1:
+                    print(f"  stock nbgrader: {len(seen)}/{len(students)} starts at "
+                          f"{time.perf_counter() - started:.0f} s", flush=True)
 
         stock = run_tool(nbgrader + ["--log-level=INFO"], stock_course, env, progress)
         failed = sorted(set(re.findall(r"error processing assignment '[^']*' for student '([^']+)'", stock["log"])))
-        causes = sorted(set(re.findall(r"^\s*(\S*(?:Error|Exception): .*)$", stock["log"], re.M)))[:3]
-        print(f"stock nbgrader: {stock['wall']:.1f} s, exit {stock['code']}"
-              + (f"; it failed to autograde {failed}: {causes}" if failed else ""), flush=True)
+        print(f"stock nbgrader: {stock['wall']:.1f} s, exit {stock['code']}" + (f"; it failed {failed}" if failed else ""),
+              flush=True)
         if not args.once:    # grade-class on both sides of the long stock run: the machine's load varies
             kit_runs.append(run_tool(grade_class, ROOT, env))
             print(f"grade-class again: {kit_runs[-1]['wall']:.1f} s, exit {kit_runs[-1]['code']}", flush=True)
-        if any(r["code"] for r in kit_runs):
-            print(next(r["log"][-3000:] for r in kit_runs if r["code"]))
+        if any(r["code"] for r in kit_runs + [plain]):
+            print(next(r["log"][-3000:] for r in kit_runs + [plain] if r["code"]))
             return 1
 
         n, kit_wall = len(students), statistics.mean(r["wall"] for r in kit_runs)
-        kit, ratio = {k: max(r["peak"][k] for r in kit_runs) for k in kit_runs[0]["peak"]}, stock["wall"] / kit_wall
+        kit = {k: max(r["peak"][k] for r in kit_runs) for k in kit_runs[0]["peak"]}
         runs = ", ".join(f"{r['wall']:.1f}" for r in kit_runs)
-        print(f"\nwall time: grade-class {kit_wall:.1f} s ({kit_wall / n:.2f} s/student; runs: {runs}), "
-              f"stock nbgrader {stock['wall']:.1f} s ({stock['wall'] / n:.2f} s/student)")
-        print(f"ratio stock / grade-class: {ratio:.1f}x  {'OK' if ratio >= 20 else 'MISSED'} (target >= 20x)")
+        print(f"\nwall time for {n} students: grade-class {kit_wall:.1f} s (runs: {runs}); stock nbgrader "
+              f"{stock['wall']:.1f} s; nbgrader with the kit {nbkit['wall']:.1f} s; plain process {plain['wall']:.1f} s")
+        ratios = {"stock / grade-class": (stock["wall"] / kit_wall, ">=", 30),
+                  "nbgrader with the kit / grade-class": (nbkit["wall"] / kit_wall, None, None),
+                  "grade-class / plain process": (kit_wall / plain["wall"], "<=", 2)}
+        for name, (value, sense, target) in ratios.items():
+            verdict = "" if target is None else (" OK" if (value >= target if sense == ">=" else value <= target)
+                                                 else " MISSED") + f" (target {sense} {target}x)"
+            print(f"ratio {name}: {value:.1f}x{verdict}")
         print("peak memory, MB (forked copies count their private pages only):")
         print(f"  grade-class:    tree {kit['tree']:.0f}; per worker {kit['worker']:.0f} (server VmHWM {kit['hwm']:.0f})"
               f"  {'OK' if kit['worker'] <= 600 else 'MISSED'} (target <= 600 per worker)")
-        print(f"  stock nbgrader: tree {stock['peak']['tree']:.0f}; per kernel with its sandbox server "
-              f"{stock['peak']['kernel']:.0f}")
-        print(f"  (the memory sampler used {sum(r['sampler_cpu'] for r in kit_runs + [stock]):.1f} s CPU in all)")
+        print(f"  stock nbgrader: tree {stock['peak']['tree']:.0f}; per kernel {stock['peak']['kernel']:.0f}")
+        print(f"  (the memory sampler used {sum(r['sampler_cpu'] for r in kit_runs + [stock, nbkit, plain]):.1f} s CPU in all)")
 
         with open(scratch / "grade-class-out" / "grades.csv") as handle:
-            rows = {row["student"]: row for row in csv.DictReader(handle)}
-        stock_by_student = stock_scores(stock_course, students)
-        differ = [s for s in students if s not in rows or stock_by_student[s][0] is None
-                  or abs(float(rows[s]["score"]) - stock_by_student[s][0]) > 1e-6]
+            totals = {"grade-class": {row["student"]: float(row["score"]) for row in csv.DictReader(handle)}}
+        totals["plain"] = {s: v["score"] for s, v in json.loads(plain["log"].strip().splitlines()[-1]).items()}
+        totals["nbgrader with the kit"] = gradebook_totals(nbkit_course, students)
+        totals["stock"] = gradebook_totals(stock_course, students)
+        differ = [s for s in students if len({totals[k].get(s) for k in totals}) != 1]
         for s in differ:
-            row, (total, checks) = rows.get(s, {}), stock_by_student[s]
-            apart = [f"{k} {row.get(k)} vs {v}" for k, v in checks.items() if float(row.get(k) or 0) != (v or 0)]
-            print(f"  DIFFERENT {s}: total grade-class {row.get('score')} vs stock {total}"
-                  + (f" ({', '.join(apart)})" if apart else "") + (" [stock failed it]" if s in failed else ""))
-        print(f"scores: {n - len(differ)}/{n} students have the same total" + (f"; differ: {differ}" if differ else ""))
+            print(f"  DIFFERENT {s}: " + ", ".join(f"{k} {totals[k].get(s)}" for k in totals)
+                  + (" [stock failed it]" if s in failed else ""))
+        print(f"scores: {n - len(differ)}/{n} students have the same total in all four" + (f"; differ: {differ}" if differ else ""))
         return 1 if differ else 0
     finally:
         if args.keep:
