@@ -100,20 +100,29 @@ def write_grades_csv(out: Path, rows: list[dict]) -> Path:
 def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int, device: str = "cpu",
                 force: bool = False, limits: Limits = Limits(), progress: bool = True,
                 on_result=None, assignment: kit.Assignment = kit.KIT, unsafe: bool = False,
-                isolation: dict | None = None) -> list[dict]:
+                isolation: dict | None = None, servers: list | None = None) -> list[dict]:
     """Grade every submission under `root` into `out`; returns the grade rows. Never stops for one student.
 
     `assignment` is the source notebook graded against: the kit's own, or a course's (`--course`). The
     submissions and `out` are private: no submission can read another's file or results. `isolation` passes
-    layer choices to the sandbox (tests switch bubblewrap or namespaces off)."""
+    layer choices to the sandbox (tests switch bubblewrap or namespaces off). `servers`: sandbox servers the
+    caller spawned early (they warm up while it imports), used as the workers; closed here, like the others."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)         # exists before the sandbox hides it
     submissions = discover(root, assignment)
     todo = [s for s in submissions if force or not _is_fresh(out / s.student / "results.json", s)]
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
+    if not todo:
+        for server in servers or []:
+            server.close()
     if todo:
-        servers = [SandboxServer(limits=limits, assignment=assignment, private=(root, out), unsafe=unsafe,
-                                 start=False, **(isolation or {})) for _ in range(workers)]
+        given = list(servers or [])
+        for extra in given[workers:]:
+            extra.close()
+        servers = given[:workers] + [SandboxServer(limits=limits, unsafe=unsafe, start=False, **(isolation or {}))
+                                     for _ in range(workers - len(given))]
+        for server in servers:
+            server.assignment, server.extra_private = assignment, (root, out)
         pool: queue.Queue = queue.Queue()
 
         def grade_one(submission: Submission):

@@ -102,19 +102,34 @@ def grade(submission: Path, results_path: Path, feedback_path: Path | None, seed
 def grade_class(submissions: Path, out: Path, workers: int | None, force: bool, course: Path | None,
                 assignment: str | None, seed: int | None, device: str, unsafe: bool) -> None:
     """Grade every student's submission in SUBMISSIONS."""
-    from . import kit
-    from .classgrade import grade_class as run
-    from .grading import new_seed, resolve_device
+    import os
 
-    device, seed = _checked_device(device), new_seed() if seed is None else seed
-    course = course or _enclosing_course(submissions)
-    on_result, graded = None, kit.KIT
-    if course is not None:
-        from .nbgrader_bridge import CourseRecorder
-        on_result = CourseRecorder(course, assignment)
-        graded = on_result.assignment
+    from . import kit
+    from .sandbox import SandboxServer
+
+    # the sandbox servers start first: they import torch and warm up on their own while this process imports
+    # the grader (and nbgrader, for a course) and computes the reference
+    spawned = _servers_or_exit(lambda: [SandboxServer(start=False, unsafe=unsafe)
+                                        for _ in range(workers or os.cpu_count() or 1)])
+    try:
+        for server in spawned:
+            server.spawn()
+        from .classgrade import grade_class as run
+        from .grading import new_seed
+
+        device, seed = _checked_device(device), new_seed() if seed is None else seed
+        course = course or _enclosing_course(submissions)
+        on_result, graded = None, kit.KIT
+        if course is not None:
+            from .nbgrader_bridge import CourseRecorder
+            on_result = CourseRecorder(course, assignment)
+            graded = on_result.assignment
+    except BaseException:
+        for server in spawned:
+            server.close()
+        raise
     rows = _servers_or_exit(lambda: run(submissions, out, workers=workers, seed=seed, device=device, force=force,
-                                        on_result=on_result, assignment=graded, unsafe=unsafe))
+                                        on_result=on_result, assignment=graded, unsafe=unsafe, servers=spawned))
     mean = sum(float(r["score"]) for r in rows) / len(rows) if rows else 0.0
     click.echo(f"graded {len(rows)} students (seed {seed}); mean score {mean:.2f}; grades in {out / 'grades.csv'}")
     if course is not None:

@@ -151,6 +151,32 @@ class Flow:
     def replayable(self) -> bool:
         return self.y_takes is not None and all(s.verified and s.takes is not None for s in self.steps)
 
+    def signature(self) -> tuple:
+        """The program this flow is, without its values: the calls (a dropout that kept everything left out)
+        and what each took, over canonical names. Equal signatures replay to equal results."""
+        canonical, steps = {"x": "x"}, []
+
+        def expand(combination: dict) -> tuple:
+            total: dict = {}
+            for key, c in combination.items():
+                parts = expand_key(key)
+                for name, weight in parts:
+                    total[name] = total.get(name, 0.0) + c * weight
+            return tuple(sorted((name, round(c, 9)) for name, c in total.items() if abs(c) > 1e-9))
+
+        def expand_key(key: str) -> tuple:
+            if key in self.aliases:
+                return expand(self.aliases[key])
+            return ((canonical[key], 1.0),)
+
+        for step in self.steps:
+            if step.is_dropout and step.mask is None:
+                continue                       # identity: already named by its input (see `_alias_key`)
+            name = "drop" if step.is_dropout else step.name
+            steps.append((name, expand(step.takes) if step.takes is not None else None, tuple(step.input.shape)))
+            canonical[step.key] = f"c{len(steps)}"
+        return tuple(steps), expand(self.y_takes) if self.y_takes is not None else None
+
     def why_not_replayable(self) -> str:
         for step in self.steps:
             if not step.verified:

@@ -84,9 +84,17 @@ class Reference:
     profiles: dict           # curve name -> deep-stack profile, for the feedback plot
 
 
-@functools.lru_cache(maxsize=16)
 def reference(seed: int, device: str, assignment: kit.Assignment = kit.KIT) -> Reference:
-    """The reference solution and the named wrong arrangements, through the very same probes and reader."""
+    """The reference solution and the named wrong arrangements, through the very same probes and reader
+    (computed once per seed, device and assignment however it is asked for)."""
+    return _reference(seed, device, assignment)
+
+
+reference.cache_clear = lambda: _reference.cache_clear()
+
+
+@functools.lru_cache(maxsize=16)
+def _reference(seed: int, device: str, assignment: kit.Assignment) -> Reference:
     ref, plan = reference_namespace(assignment), Plan.draw(seed, device)
     expect = expected_shapes(assignment, plan)
     threads = torch.get_num_threads()

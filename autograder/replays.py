@@ -53,7 +53,8 @@ class Replays:
 
     @functools.cached_property
     def profile(self) -> list[float]:
-        """The deep-stack profile of blocks that compute the student's eval-mode flow (ValueError: cannot)."""
+        """The deep-stack profile of blocks that compute the student's eval-mode flow (ValueError: cannot).
+        Many students write the same program: it is computed once per program and stack (see `_PROFILES`)."""
         flow: Flow = self.flows["eval"]
         if flow is None or not flow.replayable:
             raise ValueError(flow.why_not_replayable() if flow is not None else "the run failed")
@@ -61,5 +62,13 @@ class Replays:
             raise ValueError("your forward is random in eval mode")
         if not flow.influences("x", minimum=1e-12) and "x" not in (flow.y_takes or {}):
             raise ValueError("your block's output does not depend on its input")
-        plan = Plan(**{**self.plan.__dict__, "device": "cpu"})
-        return deep_profile(lambda parts: ReplayedBlock(flow, parts), self.kit, plan)
+        key = (id(self.kit), self.plan.profile_seed, flow.signature())
+        if key not in _PROFILES:
+            plan = Plan(**{**self.plan.__dict__, "device": "cpu"})
+            if len(_PROFILES) > 256:
+                _PROFILES.clear()
+            _PROFILES[key] = deep_profile(lambda parts: ReplayedBlock(flow, parts), self.kit, plan)
+        return _PROFILES[key]
+
+
+_PROFILES: dict = {}     # (kit namespace, stack seed, program signature) -> its profile

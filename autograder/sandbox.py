@@ -137,14 +137,15 @@ class SandboxServer:
                 "refusing to grade: bubblewrap does not work here and the grader is not root, so a submission could "
                 "read the solution and other students' files. Install bubblewrap (Debian: apt-get install "
                 "bubblewrap), or grade as root, or pass --unsafe to grade anyway (every result will say so).")
-        self.private = containment.private_folders(assignment, private)
+        self.extra_private = tuple(private)
         self.keep = containment.keep_folders()
         # AUTOGRADER_NAMESPACES=off behaves like a container that refuses namespaces (for tests of that layer)
         self.namespaces = namespaces or os.environ.get("AUTOGRADER_NAMESPACES", "auto")
-        self.sandbox_uid = None      # set when launched
+        self.sandbox_uid = None      # set when spawned
         self.process = None
         self.layers: dict = {}
         self.groups: dict = {}
+        self.private: list[str] = []
         self.locked: list[str] = []
         self.lock = threading.Lock()
         if start:
@@ -173,8 +174,10 @@ class SandboxServer:
         self.launch()
         self.wait_until_ready()
 
-    def launch(self) -> None:
-        """Start the process. Call from a long-lived thread: bubblewrap's --die-with-parent follows the thread."""
+    def spawn(self) -> None:
+        """Start the server's process: it imports torch and the harness while the caller goes on, and waits
+        for `launch` to tell it what to grade. Call from a long-lived thread: bubblewrap's --die-with-parent
+        follows the thread."""
         self.groups = jobs.server_groups(f"autograder-{os.getpid()}-{id(self)}") if self.root else {}
         command = [sys.executable, "-m", "autograder.harness.server"]
         if self.use_bubblewrap:
@@ -187,6 +190,13 @@ class SandboxServer:
                                         stderr=subprocess.DEVNULL, env=env, cwd="/", start_new_session=True,
                                         preexec_fn=(lambda: _join(groups)) if groups else None)
         self.sandbox_uid = SANDBOX_UID_BASE + self.process.pid if self.root else None
+
+    def launch(self) -> None:
+        """Tell the server (spawned now if it was not) the assignment's public code, its limits and what to hide;
+        it then warms up on its own. `assignment` and the private folders may change until this is called."""
+        if self.process is None:
+            self.spawn()
+        self.private = containment.private_folders(self.assignment, self.extra_private)
         view = None
         if self.root and not self.use_bubblewrap and self.namespaces != "off":
             view = {"hide": self.private, "keep": self.keep, "tmp_mb": self.limits.tmp_mb}

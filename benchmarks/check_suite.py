@@ -4,12 +4,13 @@ What it measures, in this one process, with torch limited to one thread (as in t
 reference computation), after one untimed warm-up pass (the first meta-device op etc. are slow once per
 process; a sandbox server pays that once while warming up, before any submission):
   * the child's side, what one sandbox child does: load the submission's cells (`load_cells`), run every
-    probe of `PROBES` on one `Probing(namespace, kit, Plan(seed))`, encode each observation for the wire
-    (`encode_observation`), and the JSON framing of the reply;
-  * the parent's side: decoding the reply and every verdict (`grading.evaluate(raw, seed, device)`) with the
-    reference observations already cached (as in grade-class: once per seed, shared by the class);
-  * the reference observations themselves (`reference_observations`, cache cleared), a one-off per seed
-    that a single-submission `grade` pays in full;
+    probe of `PROBES` on one `Probing(namespace, kit, Plan.draw(seed), sources)`, encode each answer for the
+    wire (`encode_observation`), and the JSON framing of the reply;
+  * the parent's side: reading the answers strictly, naming the recorded runs, replaying them, and every
+    verdict (`grading.evaluate(raw, plan)`), with the reference's answers already cached (as in grade-class:
+    once per seed, shared by the class);
+  * the reference's answers themselves (`grading.reference`, cache cleared), a one-off per seed that a
+    single-submission `grade` pays in full (while its sandbox starts on the other core);
 and, as the baseline, the CPU time (user + sys) of `python -c "import torch"` in a subprocess.
 Everything is `time.process_time()` (all threads of this process), median of --repeat passes.
 
@@ -54,9 +55,11 @@ def one_pass(cells, kit_ns, seed: int, modules) -> dict:
     clock = time.process_time
     times: dict[str, float] = {}
     started = clock()
+    probes.AutogradUse.install()          # as the child does before loading a submission's cells
     namespace, errors = child.load_cells(cells)
     times["load cells"] = clock() - started
-    probing = probes.Probing(namespace, kit_ns, probes.Plan(seed=seed))
+    plan = probes.Plan.draw(seed)
+    probing = probes.Probing(namespace, kit_ns, plan, [code for _, code in cells])
     encoded, probe_times, encode_time = {}, {}, 0.0
     for name in probes.PROBES:
         started = clock()
@@ -74,11 +77,13 @@ def one_pass(cells, kit_ns, seed: int, modules) -> dict:
     raw = protocol.FrameReader(limit=256_000_000).feed(protocol.frame(raw))[0]   # to the parent and back
     times["JSON framing"] = clock() - started
     started = clock()
-    checks = grading.evaluate(raw, seed, "cpu")[0]
+    from autograder import replays
+    replays._PROFILES.clear()             # every submission's own replay, as for a class of different programs
+    checks = grading.evaluate(raw, plan, sources=[code for _, code in cells]).checks
     times["verdicts (evaluate)"] = clock() - started
-    grading.reference_observations.cache_clear()
+    grading.reference.cache_clear()
     started = clock()
-    grading.reference_observations(seed, "cpu")
+    grading.reference(seed, "cpu")
     times["reference (per seed)"] = clock() - started
     score = sum(c.points for c in checks), sum(c.max_points for c in checks)
     return {"stages": times, "probes": probe_times, "score": score, "errors": errors}

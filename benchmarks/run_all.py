@@ -3,9 +3,11 @@
 What it runs, each as its own process with this Python:
   1. local_tests.py    the students' `python run_tests.py` against `import torch`   (target: ratio <= 2)
   2. check_suite.py    CPU time of the whole check suite on one submission          (target: <= 1 s CPU)
-  3. class_grading.py  grade-class against stock `nbgrader autograde`, same scores  (targets: >= 20x faster,
-                       <= 600 MB per grade-class worker)
-`--quick` makes each smaller: 2 repetitions, 2 measured passes, 10 students with grade-class timed once.
+  3. grade_latency.py  one `python -m autograder grade` against `import torch`       (target: ratio <= 2.5)
+  4. class_grading.py  grade-class against stock nbgrader with the same checks in its kernels, nbgrader with
+                       the kit, and the checks in one plain process; same scores    (targets: >= 30x faster than
+                       stock, <= 2x the plain process, <= 600 MB per grade-class worker)
+`--quick` makes each smaller: 2 repetitions, 2 measured passes, 3 runs, 10 students with grade-class timed once.
 The full class benchmark runs stock nbgrader on 50 notebooks, each in a kernel: expect tens of minutes on a
 small machine; `--quick` takes a few.
 
@@ -34,6 +36,7 @@ def main(argv=None) -> int:
     runs = [
         ("local_tests.py", ["--repeat", "2"] if args.quick else []),
         ("check_suite.py", ["--repeat", "2"] if args.quick else []),
+        ("grade_latency.py", ["--runs", "3"] if args.quick else []),
         ("class_grading.py", ["--students", "10", "--once"] if args.quick else []),
     ]
     summary = []

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from .parts import PART_NAMES, build_block, graded_block, install_parts
+from .parts import PART_NAMES, build_block, graded_block, install_parts, make_parts
 from .recording import Recorder, device_suspects
 
 GRADING_CFG = {"vocab_size": 101, "context_length": 8, "emb_dim": 32, "n_heads": 4, "n_layers": 2,
@@ -182,13 +182,13 @@ def probe_profile(p):
 def deep_profile(make_block, kit: dict, plan: Plan) -> list[float]:
     """The notebook's `gradient_profile` of `PROFILE_DEPTH` blocks made by `make_block(parts)`.
 
-    The stack's weights are drawn by the notebook's `make_stack` on blocks of the notebook's own class, then
-    handed to the blocks being measured: they never depend on how a student's `__init__` orders its modules,
-    and the grader can rebuild the very same stack around its own reading of the student's forward."""
+    The stack's weights are drawn by the notebook's `make_stack` on bare sets of the kit's five components,
+    then handed to the blocks being measured: they never depend on how a student's `__init__` orders its
+    modules, and the grader can rebuild the very same stack around its own reading of the student's forward."""
     cfg = plan.cfg
-    drawn = kit["make_stack"](lambda: graded_block(kit["TransformerBlock"], kit, cfg, 0, random_norms=False, draw=False),
+    drawn = kit["make_stack"](lambda: torch.nn.ModuleDict(make_parts(kit, cfg, 0, random_norms=False, draw=False)),
                               PROFILE_DEPTH, seed=plan.profile_seed)
-    stack = torch.nn.Sequential(*[make_block({name: getattr(source, name) for name in PART_NAMES}).eval()
+    stack = torch.nn.Sequential(*[make_block({name: source[name] for name in PART_NAMES}).eval()
                                   for source in drawn]).to(plan.device)
     generator = torch.Generator().manual_seed(plan.profile_seed)
     x = torch.randn(BATCH, cfg["context_length"], cfg["emb_dim"], generator=generator).to(plan.device)
