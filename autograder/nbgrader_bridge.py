@@ -133,10 +133,12 @@ def _run_by_command_line(configurable) -> bool:
     """True under `nbgrader autograde`; False inside a long-lived process (formgrader's Autograde button)."""
     from nbgrader.apps.autogradeapp import AutogradeApp
 
-    node = configurable
-    while node.parent is not None:
+    node = configurable         # `nbgrader autograde` runs an AutogradeApp under the NbGraderApp at the root
+    while node is not None:
+        if isinstance(node, AutogradeApp):
+            return True
         node = node.parent
-    return isinstance(node, AutogradeApp)
+    return False
 
 
 @functools.lru_cache(maxsize=1)
