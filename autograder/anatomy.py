@@ -121,6 +121,10 @@ class Anatomy:
         if side == "att":
             return Finding(step, f"{name} normalized the input of attention: the attention half uses norm1, norm2 "
                                  "belongs to the feed-forward half (are the two norms swapped or is norm2 reused?)")
+        if self.att is not None and self.att.added_in == h.norm.key:
+            return Finding(step, f"the feed-forward network received {name}'s output of the first half's sum: a "
+                                 "LayerNorm after the addition fed the second half (the Post-LN arrangement). Pre-LN "
+                                 "keeps that sum as it is and normalizes it with norm2 inside the second half")
         return Finding(step, f"{name} ran again where norm2 belongs: each half has its own LayerNorm (norm1 reused "
                              "for both halves?)")
 
@@ -145,6 +149,8 @@ class Anatomy:
             return None
         flow = self.flow
         key = h.branch.key
+        if h.branch.output.size != flow.x.size:
+            return self._unfollowable(side, step)
         before = self._dropout_before(side)
         if before is not None:
             return before
@@ -176,6 +182,11 @@ class Anatomy:
                                           "discarded")
         return None
 
+    def _unfollowable(self, side: str, step: int) -> Finding:
+        s, h = SIDE[side], getattr(self, side)
+        return Finding(step, f"what happens to {s['out']} cannot be followed: it has shape "
+                             f"{tuple(h.branch.output.shape)}, not the block's {tuple(self.flow.x.shape)}", sure=False)
+
     # --- steps 5 and 10 (and 1, 6): the shortcut additions --------------------------------------------
     def _h(self) -> dict | None:
         return self.att.result if self.att is not None else None
@@ -186,6 +197,8 @@ class Anatomy:
         if h is None:
             return None
         flow = self.flow
+        if h.branch.output.size != flow.x.size:
+            return self._unfollowable(side, add)
         if h.added_in is None:
             lost = flow.y_takes is None or any(st.takes is None for st in flow.steps[h.branch.index + 1:])
             if lost:
@@ -222,6 +235,10 @@ class Anatomy:
                               "x + drop_shortcut(att(norm1(x))): the attention half's contribution is lost")
         if first is not None and start is not None and _is(flow, rest, self.norm_value("norm2", start)):
             return Finding(6, "the second shortcut was saved after norm2: norm2(h) was added back instead of h")
+        if h.norm is not None and rest == {h.norm.key: 1.0}:
+            return Finding(6, f"the feed-forward branch was added to {h.norm.name}'s output, not to the sum it "
+                              f"normalized: a LayerNorm sits on the shortcut path (the Post-LN arrangement), so the "
+                              "shortcut no longer carries the first half's result h")
         if first is not None and set(rest) == set(first) and len({round(rest[k] / first[k], 6) for k in rest}) == 1:
             factor = rest[next(iter(rest))] / first[next(iter(rest))]
             return Finding(10, f"the second shortcut was scaled by {coefficient_text(factor)}: add h back unchanged")

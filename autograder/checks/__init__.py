@@ -104,6 +104,15 @@ class Evidence:
             return outcome
         return fail(f"Not credited: {why}, and this part counts only for a half whose branch is part of the result.")
 
+    def half_part(self, mode: str, side: str, finder: str, what: str) -> Outcome:
+        """A part about one half, judged by its `anatomy` finder ("norm", "dropout", "addition") in the `mode`
+        run, and paid only when that half did its work. `what` ends the message when the half never ran."""
+        anatomy = self.anatomy(mode)
+        if getattr(anatomy, side) is None:
+            return fail(f"{NAMES[side].capitalize()} never ran{what}.")
+        found = getattr(anatomy, finder)(side)
+        return self.half_gate(PASS if found is None else fail(found.text()), mode, side)
+
     def gate(self, outcome: Outcome) -> Outcome:
         """`outcome`, paid only for a block that did the work (see `work`)."""
         if not outcome.passed or self.work is None:

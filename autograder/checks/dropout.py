@@ -7,19 +7,10 @@ student's own values: what each dropout received and where its result went.
 from __future__ import annotations
 
 from ..anatomy import active_how
-from . import NAMES, PASS, Evidence, error_text, fail
+from . import PASS, Evidence, error_text, fail
 
 NAME = "forward_dropout"
 ATT, FF, EVAL = ("dropout on attention's output", "dropout on the feed-forward output", "dropout is off in eval mode")
-
-
-def _placement(evidence: Evidence, side: str):
-    anatomy = evidence.anatomy("train")
-    half = getattr(anatomy, side)
-    if half is None:
-        return fail(f"{NAMES[side].capitalize()} never ran in train mode, so there is no branch output to drop.")
-    found = anatomy.dropout(side)
-    return evidence.half_gate(PASS if found is None else fail(found.text()), "train", side)
 
 
 def _eval_off(evidence: Evidence):
@@ -42,6 +33,8 @@ def evaluate(evidence: Evidence) -> dict:
     if not train["ok"]:
         message = f"In train mode: {error_text(train)}."
         return {ATT: fail(message), FF: fail(message), EVAL: fail(message)}
+    placed = {part: evidence.half_part("train", side, "dropout", " in train mode, so there is no branch output to drop")
+              for part, side in ((ATT, "att"), (FF, "ff"))}
     if not evidence.obs("eval")["ok"]:
-        return {ATT: _placement(evidence, "att"), FF: _placement(evidence, "ff"), EVAL: fail(error_text(evidence.obs("eval")))}
-    return {ATT: _placement(evidence, "att"), FF: _placement(evidence, "ff"), EVAL: evidence.gate(_eval_off(evidence))}
+        return {**placed, EVAL: fail(error_text(evidence.obs("eval")))}
+    return {**placed, EVAL: evidence.gate(_eval_off(evidence))}

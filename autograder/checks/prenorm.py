@@ -5,18 +5,10 @@ Each half is judged on the value it started from, so a wrong shortcut does not c
 """
 from __future__ import annotations
 
-from . import NAMES, PASS, Evidence, error_text, fail, norm_params, standardized
+from . import PASS, Evidence, error_text, fail, norm_params, standardized
 
 NAME = "forward_prenorm"
 NORM1, NORM2, EXTRA = ("norm1 feeds attention", "norm2 feeds the feed-forward network", "no extra normalization")
-
-
-def _placement(evidence: Evidence, side: str):
-    anatomy = evidence.anatomy("eval")
-    if getattr(anatomy, side) is None:
-        return fail(f"{NAMES[side].capitalize()} never ran.")
-    found = anatomy.norm(side)
-    return evidence.half_gate(PASS if found is None else fail(found.text()), "eval", side)
 
 
 def _extra(evidence: Evidence):
@@ -50,4 +42,5 @@ def evaluate(evidence: Evidence) -> dict:
     if not run["ok"]:
         message = error_text(run)
         return {NORM1: fail(message), NORM2: fail(message), EXTRA: fail(message)}
-    return {NORM1: _placement(evidence, "att"), NORM2: _placement(evidence, "ff"), EXTRA: _extra(evidence)}
+    return {NORM1: evidence.half_part("eval", "att", "norm", ""), NORM2: evidence.half_part("eval", "ff", "norm", ""),
+            EXTRA: _extra(evidence)}

@@ -8,20 +8,11 @@ are right on the real weights, so a block cannot earn it by recognising silenced
 """
 from __future__ import annotations
 
-from . import NAMES, PASS, Evidence, difference, error_text, fail
+from . import PASS, Evidence, difference, error_text, fail
 
 NAME = "forward_shortcuts"
 ATT, FF, PATH = ("shortcut around attention", "shortcut around the feed-forward network",
                  "silent branches give back the input")
-
-
-def _addition(evidence: Evidence, side: str):
-    anatomy = evidence.anatomy("eval")
-    half = getattr(anatomy, side)
-    if half is None:
-        return fail(f"{NAMES[side].capitalize()} never ran, so there is no branch to add a shortcut around.")
-    found = anatomy.addition(side)
-    return PASS if found is None else fail(found.text())
 
 
 def evaluate(evidence: Evidence) -> dict:
@@ -29,7 +20,8 @@ def evaluate(evidence: Evidence) -> dict:
     if not run["ok"]:
         message = error_text(run)
         return {ATT: fail(message), FF: fail(message), PATH: fail(message)}
-    outcomes = {ATT: _addition(evidence, "att"), FF: _addition(evidence, "ff")}
+    outcomes = {part: evidence.half_part("eval", side, "addition", ", so there is no branch to add a shortcut around")
+                for part, side in ((ATT, "att"), (FF, "ff"))}
     zero = evidence.obs("zero")
     if not zero["ok"]:
         outcomes[PATH] = fail(f"With attention and feed-forward silenced: {error_text(zero)}.")

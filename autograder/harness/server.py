@@ -75,12 +75,10 @@ class Server:
             except ImportError:
                 pass
         torch.set_num_threads(1)
-        started = time.monotonic()
         _warm_up(self.kit)
         gc.collect()
         gc.freeze()      # what the server holds stays put: a child's garbage collector never touches (and so
         #                  never copies) those pages, which makes each fork's copy-on-write far cheaper
-        self.warmup_s = time.monotonic() - started
         libc = ctypes.CDLL(None, use_errno=True)
         self.subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
         self.nproc_base = task_count(os.getuid()) if self.sandbox_uid is None else 0
@@ -402,7 +400,7 @@ def main() -> None:
     channel_in = os.fdopen(os.dup(0), "rb")
     init = read_frame(channel_in)
     server = Server(init)
-    channel_out.write(frame({"ready": True, "warmup_s": server.warmup_s, "layers": server.layers}))
+    channel_out.write(frame({"ready": True, "layers": server.layers}))
     channel_out.flush()
     while True:
         job = read_frame(channel_in)

@@ -110,6 +110,9 @@ print(FAKE)
 print("\\x00\\x00\\x00\\x10" + FAKE)    # and once framed like the grader's own messages
 """
 
+# Task 2 as the reference solves it: what a submission that reached the grading files would copy.
+TASK2_SOLUTION = next(code for label, code in kit.KIT.reference_code() if "task2_compounding" in label)
+
 # Look for the solution the way a determined student would: through the grader's modules (after removing every
 # import hook that is not Python's own, and by loading the kit's files by path), the notebooks and the kit's own
 # catalogs at their known paths, and a walk around the folder the harness came from. If anything secret could be
@@ -117,6 +120,7 @@ print("\\x00\\x00\\x00\\x10" + FAKE)    # and once framed like the grader's own 
 FIND_REFERENCE = f"""
 import importlib, importlib.util, json, os, sys, time
 ROOT = {str(kit.ROOT)!r}
+_STOLEN_TASK2 = {TASK2_SOLUTION!r}
 _found = []
 sys.meta_path[:] = [f for f in sys.meta_path if type(f).__module__.startswith(("_frozen_importlib", "importlib"))]
 sys.path[:0] = [ROOT, os.path.dirname(ROOT), "/"]
@@ -153,22 +157,11 @@ for _path in _paths:
     except Exception:
         pass
 if _found:
+    exec(_STOLEN_TASK2, globals())
     def _stolen_forward(self, x):
         x = x + self.drop_shortcut(self.att(self.norm1(x)))
         return x + self.drop_shortcut(self.ff(self.norm2(x)))
     TransformerBlock.forward = _stolen_forward
-    def magnitude_by_formula(factor, n_layers):
-        return [abs(float(factor)) ** k for k in range(1, n_layers + 1)]
-    def magnitude_by_autograd(factor, n_layers):
-        import torch
-        x = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
-        y, out = x, []
-        for _ in range(n_layers):
-            y = y * factor
-            out.append(torch.autograd.grad(y, x, retain_graph=True)[0].abs().item())
-        return out
-    def classify_factor(factor):
-        return "vanishing" if abs(factor) < 1 else "exploding" if abs(factor) > 1 else "stable"
     print("found a way to the grading files:", _found[:3])
 """
 
