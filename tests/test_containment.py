@@ -275,3 +275,22 @@ def test_the_cli_refuses_with_a_message_not_a_traceback(tmp_path):
                           timeout=300)
     assert done.returncode != 0 and "refusing to grade" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "r.json").exists()
+
+
+def test_forked_children_share_one_memory_limit(server, tmp_path):
+    """Three children of the submission, 1 GiB each: with a control group the job as a whole stays under the
+    2 GiB limit (each child alone would be allowed); the grade is unaffected."""
+    from catalog.hostile import FORKED_MEMORY
+    from autograder.grading import ALL_PROBES
+    from autograder.harness.probes import Plan
+    from autograder.notebook import cells_from_python, student_code
+
+    if "memory" not in server.layers.get("cgroups", []) and "v2" not in server.layers.get("cgroups", []):
+        pytest.skip("no control group with a memory limit on this host: the limit is per process here")
+    limited = Limits(load_s=8, probe_s=4, job_s=40, wall_factor=4, memory_mb=2048)
+    with SandboxServer(limits=limited, **LAYERS[server.layer]) as own:
+        code = student_code(cells_from_python(submission(extra=cell(FORKED_MEMORY))))
+        raw = own.grade(code, Plan.draw(3).to_dict(), list(ALL_PROBES))
+    if raw.get("memory_peak") is None:
+        pytest.skip("this host's control groups keep no peak memory")
+    assert raw["memory_peak"] <= 2048 * 2**20 * 1.05, raw["memory_peak"] / 2**20

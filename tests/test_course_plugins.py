@@ -104,3 +104,20 @@ def test_grade_class_takes_from_a_course_only_the_students_who_submitted_this_as
     (plain / "dee").mkdir(parents=True)
     (plain / "dee" / "hw.ipynb").write_text("{}")
     assert [s.student for s in discover(plain)] == ["dee"]          # outside nbgrader's layout: any notebook
+
+
+def test_one_sandbox_server_serves_a_whole_autograde_command_and_one_per_formgrader_request():
+    """`nbgrader autograde` runs an AutogradeApp under the NbGraderApp at the root: the executor must see it
+    there and share one server across the command's notebooks; formgrader's API has no such app above it."""
+    from nbgrader.apps.autogradeapp import AutogradeApp
+    from nbgrader.apps.nbgraderapp import NbGraderApp
+    from nbgrader.converters import Autograde
+    from traitlets.config import LoggingConfigurable
+
+    from autograder.nbgrader_bridge import SandboxedExecute, _run_by_command_line
+
+    root = NbGraderApp()
+    command = AutogradeApp(parent=root)
+    assert _run_by_command_line(SandboxedExecute(parent=Autograde(parent=command)))
+    formgrader_api = LoggingConfigurable()          # what formgrader's NbGraderAPI is to its converters
+    assert not _run_by_command_line(SandboxedExecute(parent=Autograde(parent=formgrader_api)))

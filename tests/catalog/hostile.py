@@ -284,7 +284,7 @@ for _ in range(3):
         _hog = bytearray(1024 ** 3)
         for _i in range(0, len(_hog), 4096):
             _hog[_i] = 1
-        time.sleep(30)
+        time.sleep(2)             # all three alive together
         os._exit(0)
     _children.append(_pid)
 time.sleep(1)
