@@ -121,7 +121,7 @@ class Anatomy:
         if side == "att":
             return Finding(step, f"{name} normalized the input of attention: the attention half uses norm1, norm2 "
                                  "belongs to the feed-forward half (are the two norms swapped or is norm2 reused?)")
-        if self.att is not None and self.att.added_in == h.norm.key:
+        if self.att is not None and self.att.added_in == h.norm.key and h.added_to == {h.norm.key: 1.0}:
             return Finding(step, f"the feed-forward network received {name}'s output of the first half's sum: a "
                                  "LayerNorm after the addition fed the second half (the Post-LN arrangement). Pre-LN "
                                  "keeps that sum as it is and normalizes it with norm2 inside the second half")

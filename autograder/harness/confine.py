@@ -91,24 +91,24 @@ def private_view(hide: list[str], keep: list[str], tmp_mb: int) -> None:
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     keep = sorted({os.path.realpath(k) for k in keep if os.path.isdir(k)}, key=len)
     closed = {a for k in keep for a in _ancestors(k) if not os.stat(a).st_mode & 0o001}
-    covers = sorted({os.path.realpath(h) for h in hide if os.path.isdir(h)} | closed, key=len)
+    tmp = {folder: f"mode=1777,size={tmp_mb}m" for folder in PRIVATE_TMP if os.path.isdir(folder)}
+    covers = {**{os.path.realpath(h): "mode=0755,size=1m" for h in hide if os.path.isdir(h)},
+              **{folder: "mode=0755,size=1m" for folder in closed}, **tmp}
     handles = {k: os.open(k, os.O_PATH) for k in keep}
     covered: list[str] = []
-    for folder in covers:
-        if any(inside(folder, c) for c in covered) and not any(inside(k, folder) for k in keep):
+    for folder in sorted(covers, key=len):            # outer folders first; what to keep is put back after
+        if any(inside(folder, c) for c in covered) and not any(inside(k, folder) for k in keep) \
+                and folder not in tmp:
             continue                                    # already out of sight under an outer cover
         os.makedirs(folder, exist_ok=True)
-        _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+        _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, covers[folder])
         covered.append(folder)
-    for path, handle in handles.items():
+    for path, handle in handles.items():                # Python and its packages, even below a cover
         if any(inside(path, c) for c in covered):
             os.makedirs(path, exist_ok=True)
             _mount(f"/proc/self/fd/{handle}", path, None, MS_BIND | MS_REC)
             _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_REC)
         os.close(handle)
-    for folder in PRIVATE_TMP:
-        if os.path.isdir(folder):
-            _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={tmp_mb}m")
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV, "hidepid=2")
 
 

@@ -271,8 +271,8 @@ _probes._recorded_run = _flood
 HUGE_TASK2_ANSWER = """
 import sys
 _probes = sys.modules["autograder.harness.probes"]
-_probes.PROBES["compounding"] = lambda p: {"chains": [{"formula": {"value": [1.0] * 2_000_000},
-                                                      "autograd": {"value": [1.0] * 2_000_000}, "autograd_calls": 1}],
+_probes.PROBES["compounding"] = lambda p: {"chains": [{"formula": {"value": "1.0," * 6_000_000},
+                                                      "autograd": {"value": []}, "autograd_calls": 1}],
                                            "classify": [{"value": "stable"}]}
 """
 FORKED_MEMORY = """
@@ -537,7 +537,7 @@ _frame(None)
                 "garbage into the grader's channel"),
         Hostile("thousands_of_recorded_calls", submission(extra=cell(THOUSANDS_OF_CALLS)), TASK2_ONLY,
                 "at most 24 calls", max_seconds=30),
-        Hostile("task2_answer_of_millions_of_values", submission(extra=cell(HUGE_TASK2_ANSWER)), TASK1_ONLY,
+        Hostile("task2_answer_of_tens_of_megabytes", submission(extra=cell(HUGE_TASK2_ANSWER)), TASK1_ONLY,
                 "garbage into the grader's channel", max_seconds=30),
 
         # --- resources of the job as a whole -------------------------------------------------------------
