@@ -40,8 +40,10 @@ def profile_verdict(profile: list[float]) -> tuple[bool, str, dict]:
     stats = {"min_factor": float(factors[order[0]]), "second_factor": float(factors[order[1]]) if factors.size > 1
              else float("inf"), "growth": growth}
     why = ("in a Pre-LN stack the shortcut carries the gradient of the block above straight through every block, so "
-           "no block shrinks it by much and at most one shrinks it noticeably. Shrinking factors compound into a "
-           "vanishing gradient")
+           "no block shrinks it by much and at most one shrinks it noticeably")
+    if growth < 0.5:       # said only where it is so: the factors' product left block 1 with far less than block 24
+        why += (f". Over the stack these factors compound: block 1 receives {growth:.2g} times the gradient block "
+                f"{values.size} receives, a vanishing gradient")
     if factors[order[0]] < SEVERE_FACTOR:
         return False, (f"block {order[0] + 1} of {values.size} multiplies the gradient by {factors[order[0]]:.2f} on "
                        f"its way back; {why}"), stats
