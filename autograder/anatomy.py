@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dataflow import H_LEGEND, H_NAME, Flow, Half, coefficient_text, half, standardized
+from .dataflow import H_LEGEND, H_NAME, Flow, Half, coefficient_text, half, norm_of, standardized
 
 STEPS = {
     1: "save the block input as the first shortcut",
@@ -75,12 +75,7 @@ class Anatomy:
         self.att, self.ff = half(self.flow, "att"), half(self.flow, "ff")
 
     def norm_value(self, name: str, combination: dict | None) -> np.ndarray | None:
-        if combination is None:
-            return None
-        import torch
-        value = torch.as_tensor(self.flow.value(combination).reshape(self.flow.x.shape), dtype=torch.float32)
-        with torch.no_grad():
-            return self.parts[name](value).numpy().reshape(-1).astype(np.float64)
+        return None if combination is None else norm_of(self.parts, name, self.flow.value(combination), self.flow.x.shape)
 
     # --- the halves' order --------------------------------------------------------------------------
     def order(self) -> Finding | None:

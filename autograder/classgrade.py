@@ -115,7 +115,7 @@ def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int,
     if not todo:
         for server in servers or []:
             server.close()
-    if todo:
+    else:
         given = list(servers or [])
         for extra in given[workers:]:
             extra.close()

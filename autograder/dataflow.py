@@ -224,25 +224,22 @@ class _Basis:
         self.vectors.append(np.asarray(value, dtype=np.float64).reshape(-1))
 
 
-def _display(name: str) -> str:
-    return {"dropout": "dropout", "layer_norm": "layer_norm"}.get(name, name)
-
-
-def _run_part(parts: dict, name: str, value: np.ndarray, train: bool) -> np.ndarray:
-    tensor = torch.as_tensor(value, dtype=torch.float32)
+def _run_part(parts: dict, name: str, value: np.ndarray) -> np.ndarray:
     with torch.no_grad():
-        if name == "layer_norm":
-            return F.layer_norm(tensor, tensor.shape[-1:]).numpy().astype(np.float64)
-        return parts[name](tensor).numpy().astype(np.float64)
+        return _apply(parts, name, torch.as_tensor(value, dtype=torch.float32)).numpy().astype(np.float64)
+
+
+def arrays_close(a, b, rtol: float, atol: float) -> bool:
+    """Same shape, finite, and equal within the tolerances."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return a.shape == b.shape and bool(np.all(np.isfinite(a))) and bool(np.allclose(a, b, rtol=rtol, atol=atol))
 
 
 def _close(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return a.shape == b.shape and bool(np.all(np.isfinite(a))) and bool(
-        np.allclose(a, b, rtol=10 * tol, atol=10 * tol))
+    return arrays_close(a, b, 10 * tol, 10 * tol)
 
 
-def _verify(step: Step, parts: dict, train: bool, tol: float) -> None:
+def _verify(step: Step, parts: dict, tol: float) -> None:
     """Is the recorded output what the grader's own component gives for the recorded input?"""
     if step.is_dropout:
         if step.output.shape != step.input.shape:
@@ -260,7 +257,7 @@ def _verify(step: Step, parts: dict, train: bool, tol: float) -> None:
         step.mask = np.where(kept, ratio, scales[0] if scales.size else 1.0)
         return
     try:
-        expected = _run_part(parts, step.name, step.input, train)
+        expected = _run_part(parts, step.name, step.input)
     except Exception as error:   # the component cannot take this input at all
         step.verified, step.why = False, f"{step.name} could not have received a value of {_shape(step.input)} ({type(error).__name__})"
         return
@@ -270,9 +267,10 @@ def _verify(step: Step, parts: dict, train: bool, tol: float) -> None:
                     "forward change the component's weights?)")
 
 
-def _norm_of(parts: dict, name: str, value: np.ndarray, shape) -> np.ndarray | None:
+def norm_of(parts: dict, name: str, value: np.ndarray, shape) -> np.ndarray | None:
+    """The grader's `name` norm of a flat value taken in `shape`, flat again (None: it cannot take it)."""
     try:
-        return _run_part(parts, name, value.reshape(shape), False).reshape(-1)
+        return _run_part(parts, name, value.reshape(shape)).reshape(-1)
     except Exception:
         return None
 
@@ -294,9 +292,9 @@ def analyse(x: np.ndarray, run: dict, parts: dict, *, train: bool, device: str =
         step = Step(index, call["name"], call["kind"], call["input"], call["output"], takes, f"s{index}", True,
                     training=call.get("training"), via=call.get("via"), where=call.get("where"),
                     no_grad=call.get("no_grad", False))
-        _verify(step, parts, train, tol)
+        _verify(step, parts, tol)
         inner = flow.describe(step.takes) if step.takes is not None else "..."
-        label = f"{_display(step.name)}({inner})"
+        label = f"{step.name}({inner})"
         alias = basis.explain(call["output"], size) if call["output"].size == size else None
         if alias is not None and step.is_dropout:      # an identity dropout: its output is its input
             step.key = _alias_key(flow, alias, label)
@@ -329,7 +327,7 @@ def _manual_norm(flow: Flow, basis: _Basis, parts: dict, value: np.ndarray, shap
             combination = {"x": 1.0, **{k: 1.0 for k in chosen}}
             source = flow.value(combination)
             for name in ("norm1", "norm2", "layer_norm"):
-                normalized = _norm_of(parts, name, source, shape)
+                normalized = norm_of(parts, name, source, shape)
                 if normalized is not None and np.linalg.norm(normalized - target) <= 10 * tol * max(np.linalg.norm(target), 1.0):
                     index = len(flow.steps)      # recorded as a step of its own, as if the norm had been called
                     step = Step(index, name, "manual", source.reshape(shape), value, combination, f"s{index}", True)

@@ -67,11 +67,9 @@ def trusted_parts(assignment: kit.Assignment, plan: Plan) -> dict:
     return parts
 
 
-def expected_shapes(assignment: kit.Assignment, plan: Plan) -> Expect:
-    holder = torch.nn.Module()
-    for name, part in trusted_parts(assignment, plan).items():
-        holder.add_module(name, part)
-    return Expect.of(plan, {name: tuple(p.shape) for name, p in part_params(holder).items()})
+def expected_shapes(plan: Plan, parts: dict) -> Expect:
+    """The shapes of every answer to `plan`, the parameters' from the grader's own `parts`."""
+    return Expect.of(plan, {name: tuple(p.shape) for name, p in part_params(parts).items()})
 
 
 REFERENCE_PROBES = ("eval", "train", "profile")     # the reference answers any check reads
@@ -84,19 +82,12 @@ class Reference:
     profiles: dict           # curve name -> deep-stack profile, for the feedback plot
 
 
-def reference(seed: int, device: str, assignment: kit.Assignment = kit.KIT) -> Reference:
-    """The reference solution and the named wrong arrangements, through the very same probes and reader
-    (computed once per seed, device and assignment however it is asked for)."""
-    return _reference(seed, device, assignment)
-
-
-reference.cache_clear = lambda: _reference.cache_clear()
-
-
 @functools.lru_cache(maxsize=16)
-def _reference(seed: int, device: str, assignment: kit.Assignment) -> Reference:
+def reference(seed: int, device: str, assignment: kit.Assignment) -> Reference:
+    """The reference solution and the named wrong arrangements, through the very same probes and reader
+    (once per seed, device and assignment: a class shares it)."""
     ref, plan = reference_namespace(assignment), Plan.draw(seed, device)
-    expect = expected_shapes(assignment, plan)
+    expect = expected_shapes(plan, trusted_parts(assignment, plan))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -173,19 +164,20 @@ def _sentence(text: str) -> str:
 def evaluate(raw: dict, plan: Plan, assignment: kit.Assignment = kit.KIT, sources: list[str] = ()) -> Evaluation:
     """Every check on one sandbox reply. Pure apart from the (cached) reference and the grader's replays.
     `sources`: the student's code as sent (the device check repeats the child's screening on it)."""
-    expect = expected_shapes(assignment, plan)
+    parts = trusted_parts(assignment, plan)
+    expect = expected_shapes(plan, parts)
     answers = raw.get("observations") if isinstance(raw.get("observations"), dict) else {}
     student = {probe: read_answer(probe, answers.get(probe), expect) for probe in ALL_PROBES}
     ref = reference(plan.seed, plan.device, assignment)
-    parts = trusted_parts(assignment, plan)
-    x = Probing({}, reference_namespace(assignment), Plan(**{**plan.__dict__, "device": "cpu"})).x().numpy()
+    cpu_plan = Plan(**{**plan.__dict__, "device": "cpu"})
+    x = Probing({}, reference_namespace(assignment), cpu_plan).x().numpy().astype(np.float64)
     errors: list[str] = []
     flows = {}
     for mode in ("eval", "train"):
         flows[mode] = None
         if student[mode]["ok"]:
             try:
-                flows[mode] = analyse(x.astype(np.float64), student[mode], parts, train=mode == "train", device=plan.device)
+                flows[mode] = analyse(x, student[mode], parts, train=mode == "train", device=plan.device)
             except Exception as error:
                 errors.append(_grader_error(f"reading the {mode}-mode run", error))
                 student[mode] = {"ok": False, "error": {"type": "ProtocolError", "message":
@@ -196,7 +188,7 @@ def evaluate(raw: dict, plan: Plan, assignment: kit.Assignment = kit.KIT, source
                 flows[mode] = None
                 student[mode] = {"ok": False, "error": {"type": "ProtocolError", "message":
                                  f"{wrong[0].why}; nothing recorded in that run can be believed"}}
-    evidence = Evidence(student, ref.answers, ref.named, parts, x.astype(np.float64), flows,
+    evidence = Evidence(student, ref.answers, ref.named, parts, x, flows,
                         replays=Replays(flows, parts, plan, reference_namespace(assignment)), plan=plan,
                         device=plan.device, drop_p=plan.drop_p, sources=list(sources))
     try:

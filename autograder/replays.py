@@ -43,11 +43,8 @@ class Replays:
         y = replay(flow, x, parts)
         if y.requires_grad:          # a forward that returns a constant has no gradient at all
             (y * self._readout(y.shape)).sum().backward()
-        holder = torch.nn.Module()
-        for name, part in parts.items():
-            holder.add_module(name, part)
         grads = {name: (p.grad.numpy().astype(np.float64) if p.grad is not None else np.zeros(tuple(p.shape)))
-                 for name, p in part_params(holder).items()}
+                 for name, p in part_params(parts).items()}
         x_grad = x.grad.numpy().astype(np.float64) if x.grad is not None else np.zeros(flow.x.shape)
         return x_grad, grads
 

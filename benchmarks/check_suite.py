@@ -50,6 +50,7 @@ def import_torch_cpu(repeat: int) -> float:
 
 
 def one_pass(cells, kit_ns, seed: int, modules) -> dict:
+    from autograder import kit
     """One full suite; returns CPU seconds per stage and per probe."""
     grading, child, probes, protocol = modules
     clock = time.process_time
@@ -83,7 +84,7 @@ def one_pass(cells, kit_ns, seed: int, modules) -> dict:
     times["verdicts (evaluate)"] = clock() - started
     grading.reference.cache_clear()
     started = clock()
-    grading.reference(seed, "cpu")
+    grading.reference(seed, "cpu", kit.KIT)
     times["reference (per seed)"] = clock() - started
     score = sum(c.points for c in checks), sum(c.max_points for c in checks)
     return {"stages": times, "probes": probe_times, "score": score, "errors": errors}

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..anatomy import Anatomy
-from ..dataflow import Flow, standardized  # noqa: F401  (checks import it from here)
+from ..dataflow import Flow, arrays_close, standardized  # noqa: F401  (checks import them from here)
 
 # Tolerance tiers for comparing float32 results with the reference: CUDA kernels reorder sums.
 TOLERANCES = {"cpu": (1e-5, 1e-6), "cuda": (2e-3, 2e-4)}
@@ -122,19 +122,6 @@ class Evidence:
 
 
 NAMES = {"att": "attention", "ff": "the feed-forward network"}
-
-
-def arrays_close(a, b, rtol: float, atol: float) -> bool:
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return a.shape == b.shape and bool(np.all(np.isfinite(a))) and bool(np.allclose(a, b, rtol=rtol, atol=atol))
-
-
-def same_values(flow: Flow, a: dict | None, b: dict | None, scale: float = 10.0) -> bool:
-    """Do two sums of a flow have the same value (within float32 rounding)?"""
-    if a is None or b is None:
-        return False
-    va, vb = flow.value(a), flow.value(b)
-    return bool(np.linalg.norm(va - vb) <= scale * flow.tol * max(np.linalg.norm(vb), 1.0))
 
 
 def difference(a, b) -> str:

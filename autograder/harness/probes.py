@@ -107,7 +107,9 @@ def tensor_out(value, like=None):
 
 
 def part_params(block) -> dict:
-    return {f"{name}.{pname}": param for name in PART_NAMES for pname, param in getattr(block, name).named_parameters()}
+    """The parameters of a block's five components (or of a dict of them), by dotted name."""
+    parts = block if isinstance(block, dict) else {name: getattr(block, name) for name in PART_NAMES}
+    return {f"{name}.{pname}": param for name in PART_NAMES for pname, param in parts[name].named_parameters()}
 
 
 def _recorded_run(p: Probing, train: bool) -> dict:

@@ -140,8 +140,8 @@ class Server:
         clock = (lambda: group.cpu_seconds()) if group is not None and group.cpu_seconds() is not None else \
             (lambda: cpu_seconds(pid))
         state = {"loaded": None, "observations": {}, "in_flight": None, "cells": [], "done": False,
-                 "reported": False, "garbage": False, "phase": None}
-        self._phase(state, clock, "load_s")
+                 "reported": False, "garbage": False, "phase": None, "clock": clock}
+        self._phase(state, "load_s")
         cause, open_fds = None, [report_r, out_r]
         while cause is None:
             cpu, now = clock() or 0.0, time.monotonic()
@@ -155,7 +155,7 @@ class Server:
             wait = min(0.1, state["phase_wall"] - now, budget["deadline"] - now)
             ready, _, _ = select.select(watched, [], [], max(0.0, wait if ended is not None else min(wait, 0.05)))
             for fd in ready:
-                if fd != ended and not self._take(fd, report_r, reader, state, output, clock):
+                if fd != ended and not self._take(fd, report_r, reader, state, output):
                     open_fds.remove(fd)
             if state["garbage"]:
                 cause = "protocol"
@@ -172,23 +172,24 @@ class Server:
             remove_files_of(self.sandbox_uid, PRIVATE_TMP)     # nothing it wrote outlives it
         if cause is not None:       # killed: what it reports no longer counts, what it printed still shows
             open_fds = [fd for fd in open_fds if fd != report_r]
-        self._drain(open_fds, report_r, reader, state, output, clock)   # what it wrote before it ended
+        self._drain(open_fds, report_r, reader, state, output)   # what it wrote before it ended
         if cause is None and state["garbage"]:
             cause = "protocol"
+        state.pop("clock")
         state["cell"] = _blamed_cell(state.pop("cells"), cause, stopped)
         for fd in (report_r, out_r) + ((ended,) if ended is not None else ()):
             os.close(fd)
         shutil.rmtree(workdir, ignore_errors=True)
         return {**state, "cause": cause or ("finished" if state["done"] else status), "status": status}
 
-    def _phase(self, state: dict, clock, limit: str) -> None:
+    def _phase(self, state: dict, limit: str) -> None:
         """Start a phase (loading the cells, or one probe) with its own CPU budget and wall-clock backstop."""
         seconds = self.limits[limit]
         state["phase"], state["phase_limit"] = limit, seconds
-        state["phase_cpu"] = clock() or 0.0
+        state["phase_cpu"] = state["clock"]() or 0.0
         state["phase_wall"] = time.monotonic() + seconds * self.limits["wall_factor"]
 
-    def _take(self, fd: int, report_r: int, reader: FrameReader, state: dict, output: bytearray, clock) -> bool:
+    def _take(self, fd: int, report_r: int, reader: FrameReader, state: dict, output: bytearray) -> bool:
         """Read what is ready on one of the child's pipes; False at end of file."""
         data = os.read(fd, 1 << 16)
         if not data:
@@ -199,20 +200,19 @@ class Server:
             state["reported"] = True      # run_job's first frame comes before any student code runs
             frames, state["garbage"] = _frames(reader, data)
             for item in frames:
-                self._follow(item, state, clock)
+                self._follow(item, state)
         return True
 
-    def _drain(self, open_fds: list, report_r: int, reader: FrameReader, state: dict, output: bytearray,
-               clock) -> None:
+    def _drain(self, open_fds: list, report_r: int, reader: FrameReader, state: dict, output: bytearray) -> None:
         """After the kill: read the pipes to their end (everything that could write to them is gone)."""
         until = time.monotonic() + 2.0
         while open_fds and time.monotonic() < until:
             ready, _, _ = select.select(open_fds, [], [], max(0.0, until - time.monotonic()))
             for fd in ready:
-                if not self._take(fd, report_r, reader, state, output, clock):
+                if not self._take(fd, report_r, reader, state, output):
                     open_fds.remove(fd)
 
-    def _follow(self, item, state: dict, clock) -> None:
+    def _follow(self, item, state: dict) -> None:
         """Track the child's progress. Its frames are untrusted: anything malformed is ignored."""
         if not isinstance(item, dict):
             return
@@ -223,10 +223,10 @@ class Server:
         elif event == "loaded":
             state["loaded"] = {"cell_errors": _cell_errors(item.get("cell_errors")),
                                "defined": [n for n in _list(item.get("defined")) if isinstance(n, str)][:20]}
-            self._phase(state, clock, "probe_s")
+            self._phase(state, "probe_s")
         elif event == "start" and probe:
             state["in_flight"] = probe
-            self._phase(state, clock, "probe_s")
+            self._phase(state, "probe_s")
         elif event == "result" and probe:
             observation = item.get("observation")
             state["observations"][probe] = observation if _bounded(observation) else {"ok": False, "error": {
