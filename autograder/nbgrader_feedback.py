@@ -1,0 +1,118 @@
+"""The kit's feedback page, made by nbgrader's own feedback commands, always from the gradebook as it stands.
+
+* `KitFeedbackPage` is the exporter of `nbgrader generate_feedback` (and formgrader's Generate Feedback button).
+  For a notebook of the kit's assignments it runs nbgrader's feedback preprocessors and then draws the kit's page
+  (`feedback.feedback_html`): the grader's findings, kept in the autograded notebook, with every number from the
+  gradebook (late penalty, overrides, written answers graded or awaiting, comments). Every other assignment gets
+  nbgrader's own page, untouched. Pages of the kit's assignments are always drawn again (nbgrader would skip a
+  student whose page exists), so an override or a regrade reaches the page: drawing one takes milliseconds.
+* `KitReleaseFeedback` draws the kit's pages again before `nbgrader release_feedback` hands them out, so what a
+  student fetches agrees with the gradebook even when nobody ran generate_feedback after a change.
+* `standing_from_gradebook` is the one reading of the gradebook that the page, grade-class's grades.csv and the
+  class report share.
+"""
+from __future__ import annotations
+
+from nbconvert.exporters import Exporter, HTMLExporter
+from nbgrader.api import Gradebook
+from nbgrader.converters import GenerateFeedback
+from nbgrader.exchange.default import ExchangeReleaseFeedback
+
+from . import kit
+from .feedback import feedback_html
+from .nbgrader_plugins import KIT_KEY, kit_source
+from .nbgrader_preflight import source_notebooks
+from .notebook import HIDDEN_CHECK_PREFIX
+from .results import SubmissionResult
+from .rubric import RUBRIC
+from .standing import CellGrade, Standing, written_title
+
+
+def _points(grade) -> float | None:
+    """nbgrader's rule: the instructor's score where there is one, else the autograder's; None when neither."""
+    return grade.manual_score if grade.manual_score is not None else grade.auto_score
+
+
+def standing_from_gradebook(gradebook: Gradebook, assignment: kit.Assignment, student: str,
+                            notebook=None) -> Standing:
+    """The student's standing on a kit assignment as the gradebook holds it. `notebook` (the autograded one)
+    supplies the written answers' text for the page."""
+    submitted = gradebook.find_submission_notebook(assignment.notebook_id, assignment.name, student)
+    grades = {g.name: g for g in submitted.grades}
+    comments = {c.name: (c.manual_comment or c.auto_comment or "") for c in submitted.comments}
+    texts = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in (notebook.cells if notebook else [])}
+    checks, written, remarks = {}, [], []
+    for cell in assignment.cells():
+        grade = grades.get(cell.grade_id or "")
+        if grade is None:
+            if cell.nbgrader.get("solution") and comments.get(cell.grade_id):
+                remarks.append((cell.grade_id, comments[cell.grade_id]))
+            continue
+        common = dict(points=_points(grade), max_points=grade.max_score, manual=grade.manual_score is not None,
+                      comment=comments.get(cell.grade_id, ""))
+        if cell.is_hidden_check:
+            name = cell.grade_id.removeprefix(HIDDEN_CHECK_PREFIX)
+            title = RUBRIC[name].title if name in RUBRIC else cell.grade_id
+            checks[name] = CellGrade(cell.grade_id, title, **common)
+        else:
+            written.append(CellGrade(cell.grade_id, written_title(assignment, cell.grade_id),
+                                     answer=texts.get(cell.grade_id), **common))
+    penalty = submitted.late_submission_penalty or 0.0
+    seconds_late = gradebook.find_submission(assignment.name, student).total_seconds_late or 0.0
+    return Standing(submitted.score - penalty, submitted.max_score, checks, tuple(written), penalty, seconds_late,
+                    tuple(remarks))
+
+
+def recorded_result(notebook, student: str) -> SubmissionResult:
+    """The grader's result kept in an autograded notebook, with the remarks written into its check cells."""
+    from .grading import unreadable
+
+    record = notebook.metadata.get(KIT_KEY, {}).get("result")
+    try:
+        result = SubmissionResult.from_dict(record)
+    except Exception:
+        return unreadable(f"{student}'s notebook", "This notebook has not been graded by the kit's grader yet.",
+                          0, "none", student)
+    remarks = [c.metadata[KIT_KEY].get("remark") for c in notebook.cells if c.get("metadata", {}).get(KIT_KEY)]
+    notes = tuple(dict.fromkeys([*filter(None, remarks), *result.notes]))
+    return SubmissionResult(**{**result.__dict__, "notes": notes})
+
+
+def kit_page(notebook, resources: dict, assignment: kit.Assignment) -> str:
+    info = resources["nbgrader"]
+    with Gradebook(info["db_url"]) as gradebook:
+        standing = standing_from_gradebook(gradebook, assignment, info["student"], notebook)
+    return feedback_html(recorded_result(notebook, info["student"]), standing)
+
+
+def kit_assignment_in(coursedir) -> bool:
+    return any(kit.is_kit_source(p, RUBRIC) for p in source_notebooks(coursedir, coursedir.assignment_id))
+
+
+class KitFeedbackPage(HTMLExporter):
+    """nbgrader's feedback exporter, drawing the kit's page for the kit's notebooks (see the module)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        converter = self.parent
+        if isinstance(converter, GenerateFeedback) and kit_assignment_in(converter.coursedir):
+            converter.force = True       # always from the gradebook as it stands now
+
+    def from_notebook_node(self, nb, resources=None, **kw):
+        source = kit_source(self, resources) if resources and "nbgrader" in resources else None
+        if source is None:
+            return super().from_notebook_node(nb, resources, **kw)
+        notebook, resources = Exporter.from_notebook_node(self, nb, resources, **kw)   # nbgrader's preprocessors
+        return kit_page(notebook, resources, kit.Assignment(source)), resources
+
+
+class KitReleaseFeedback(ExchangeReleaseFeedback):
+    """`nbgrader release_feedback`, which first draws the kit's pages again from the gradebook."""
+
+    def init_src(self):
+        if kit_assignment_in(self.coursedir):
+            converter = GenerateFeedback(coursedir=self.coursedir, parent=self)
+            converter.force = True
+            converter.start()
+        super().init_src()
+
