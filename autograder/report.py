@@ -113,19 +113,21 @@ def divergences(rows) -> str:
 
 
 def mistakes(rows) -> str:
-    students, example, where = defaultdict(set), {}, {}
+    """Failed parts grouped by what their message says, numbers aside: one family may touch several checks (a
+    forward that raises fails them all, with one message)."""
+    students, example, where = defaultdict(set), {}, defaultdict(set)
     for student, result, _ in rows:
         for check in result.checks:
             for part in check.subtests:
                 if part.passed or not part.message or check.grader_error:
                     continue
-                key = (check.title, family(part.message))
+                key = family(part.message)
                 students[key].add(student)
                 example.setdefault(key, anonymised(part.message, _names(student, result)))
-                where.setdefault(key, set()).add(part.name)
+                where[key].add(f"{check.title}: {part.name}")
     common = sorted(students, key=lambda k: (-len(students[k]), k))[:TOP]
-    return _table("mistakes", ["Check", "Parts", "Students", "One message"],
-                  [[k[0], ", ".join(sorted(where[k])), len(students[k]), example[k]] for k in common])
+    return _table("mistakes", ["Students", "One message", "Parts it fails"],
+                  [[len(students[k]), example[k], "; ".join(sorted(where[k]))] for k in common])
 
 
 def late(rows) -> str:
