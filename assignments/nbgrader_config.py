@@ -48,6 +48,8 @@ c.Autograde.autograde_preprocessors = stock(Autograde, "autograde_preprocessors"
 # overrides, written answers), again before release_feedback hands pages out; other assignments keep nbgrader's.
 c.GenerateFeedback.exporter_class = "autograder.nbgrader_feedback.KitFeedbackPage"
 c.ExchangeFactory.release_feedback = "autograder.nbgrader_feedback.KitReleaseFeedback"
+# Formgrader's view of a kit notebook opens with the score the student's page shows (after the late penalty).
+c.HTMLExporter.preprocessors = ["autograder.nbgrader_feedback.FormgraderStanding"]
 
 # Export: one row per student, each assignment's columns side by side; grades_per_check.csv beside it.
 c.ExportApp.plugin_class = "autograder.nbgrader_export.PerCheckExport"

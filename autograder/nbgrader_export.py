@@ -84,7 +84,7 @@ class PerCheckExport(ExportPlugin):
         awaiting = 0.0
         for notebook in submission.notebooks:
             for grade in notebook.grades:
-                points = grade.manual_score if grade.manual_score is not None else grade.auto_score
+                points = None if grade.manual_score is None and grade.auto_score is None else grade.score
                 if points is None:
                     awaiting += grade.max_score
                 column = columns.get((notebook.name, grade.name))
@@ -92,7 +92,7 @@ class PerCheckExport(ExportPlugin):
                     row[column] = _number(points)
                 long.append({"student": student.id, "assignment": name, "check": grade.name,
                              "points": _number(points), "max": _number(grade.max_score), "late": late,
-                             "manual": int(grade.manual_score is not None)})
+                             "manual": int(grade.manual_score is not None or bool(grade.extra_credit))})
         row.update({f"{name}/timestamp": submission.timestamp or "", f"{name}/late_penalty": _number(penalty),
                     f"{name}/score": _number(max(0.0, submission.score - penalty)),
                     f"{name}/awaiting": _number(awaiting)})

@@ -8,29 +8,36 @@
   student whose page exists), so an override or a regrade reaches the page: drawing one takes milliseconds.
 * `KitReleaseFeedback` draws the kit's pages again before `nbgrader release_feedback` hands them out, so what a
   student fetches agrees with the gradebook even when nobody ran generate_feedback after a change.
+* `FormgraderStanding` opens formgrader's view of a kit notebook with the score the student's page shows: the
+  gradebook's, after the late penalty, which formgrader itself never shows.
 * `standing_from_gradebook` is the one reading of the gradebook that the page, grade-class's grades.csv and the
   class report share.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
+import nbformat
 from nbconvert.exporters import Exporter, HTMLExporter
-from nbgrader.api import Gradebook
+from nbconvert.preprocessors import Preprocessor
+from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.converters import GenerateFeedback
 from nbgrader.exchange.default import ExchangeReleaseFeedback
 
 from . import kit
 from .feedback import feedback_html
-from .nbgrader_plugins import KIT_KEY, kit_source
+from .nbgrader_plugins import KIT_KEY, course_directory, kit_source
 from .nbgrader_preflight import source_notebooks
 from .notebook import HIDDEN_CHECK_PREFIX
-from .results import SubmissionResult
+from .results import SubmissionResult, points_text
 from .rubric import RUBRIC
 from .standing import CellGrade, Standing, written_title
 
 
 def _points(grade) -> float | None:
-    """nbgrader's rule: the instructor's score where there is one, else the autograder's; None when neither."""
-    return grade.manual_score if grade.manual_score is not None else grade.auto_score
+    """nbgrader's own score (the instructor's where there is one, else the autograder's, plus any extra credit);
+    None while neither has given one (a written answer awaiting grading)."""
+    return None if grade.manual_score is None and grade.auto_score is None else grade.score
 
 
 def standing_from_gradebook(gradebook: Gradebook, assignment: kit.Assignment, student: str,
@@ -48,7 +55,8 @@ def standing_from_gradebook(gradebook: Gradebook, assignment: kit.Assignment, st
             if cell.nbgrader.get("solution") and comments.get(cell.grade_id):
                 remarks.append((cell.grade_id, comments[cell.grade_id]))
             continue
-        common = dict(points=_points(grade), max_points=grade.max_score, manual=grade.manual_score is not None,
+        common = dict(points=_points(grade), max_points=grade.max_score,
+                      manual=grade.manual_score is not None or bool(grade.extra_credit),
                       comment=comments.get(cell.grade_id, ""))
         if cell.is_hidden_check:
             name = cell.grade_id.removeprefix(HIDDEN_CHECK_PREFIX)
@@ -116,3 +124,31 @@ class KitReleaseFeedback(ExchangeReleaseFeedback):
             converter.start()
         super().init_src()
 
+
+
+class FormgraderStanding(Preprocessor):
+    """Formgrader's submission view of a kit notebook opens with the standing the student's page shows, read
+    from the gradebook when the view is opened (formgrader's own totals leave the late penalty out). Acts only
+    in formgrader (its exporter has no nbgrader converter above it) and only on the kit's notebooks."""
+
+    enabled = True
+
+    def preprocess(self, nb, resources):
+        if "submission_id" not in resources or "nbgrader" in resources:
+            return nb, resources
+        coursedir = course_directory(self)
+        folder = Path(coursedir.format_path(coursedir.source_directory, ".", resources["assignment_id"]))
+        source = folder / f"{resources['notebook_id']}.ipynb"
+        if not (source.is_file() and kit.is_kit_source(source, RUBRIC)):
+            return nb, resources
+        try:
+            with Gradebook(coursedir.db_url) as gradebook:
+                standing = standing_from_gradebook(gradebook, kit.Assignment(source), resources["student"])
+        except MissingEntry:
+            return nb, resources
+        lines = [f"**The student's feedback page says: {standing.summary()}.**"]
+        if standing.late_penalty:
+            lines.append(f"Late by {standing.seconds_late / 3600:.1f} h: the totals formgrader shows here and in "
+                         f"its lists ({points_text(standing.raw_score)}) are before the late penalty.")
+        nb.cells.insert(0, nbformat.v4.new_markdown_cell("\n\n".join(lines), metadata={KIT_KEY: "standing"}))
+        return nb, resources

@@ -53,7 +53,8 @@ def test_the_course_pipelines_are_nbgraders_with_the_kits_classes_swapped_in():
     saved = stock.index("nbgrader.preprocessors.saveautogrades.SaveAutoGrades")
     assert autograde == [("autograder.nbgrader_bridge.SandboxedExecute" if c.endswith(".Execute") else c)
                          for c in stock[:saved + 1]] + ["autograder.nbgrader_plugins.WithoutScoreOutputs"] + stock[saved + 1:]
-    assert "preprocessors" not in config.GenerateFeedback and "HTMLExporter" not in config     # nbgrader's own
+    assert "preprocessors" not in config.GenerateFeedback                                      # nbgrader's own
+    assert config.HTMLExporter.preprocessors == ["autograder.nbgrader_feedback.FormgraderStanding"]
     assert config.GenerateFeedback.exporter_class == "autograder.nbgrader_feedback.KitFeedbackPage"
     assert config.Autograde.exporter_class == "autograder.nbgrader_preflight.KitPreflight"
     assert config.ExchangeFactory.release_feedback == "autograder.nbgrader_feedback.KitReleaseFeedback"
