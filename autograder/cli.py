@@ -122,7 +122,7 @@ def grade_class(submissions: Path, out: Path, workers: int | None, force: bool, 
     course = course or _enclosing_course(submissions)
     # the sandbox servers start first: they import torch and warm up on their own while this process imports
     # the grader (and nbgrader, for a course) and computes the reference
-    spawned = _spawn_servers(workers or os.cpu_count() or 1, unsafe or _course_allows_unsafe(course))
+    spawned = _spawn_servers(workers or os.cpu_count() or 1, unsafe or _course_allows_unsafe(course), course)
     try:
         from .classgrade import grade_class as run
         from .grading import new_seed
@@ -150,10 +150,16 @@ def grade_class(submissions: Path, out: Path, workers: int | None, force: bool, 
                    f"feedback pages in {course / 'feedback'}")
 
 
-def _spawn_servers(count: int, unsafe: bool) -> list:
-    from .sandbox import SandboxServer
+def _spawn_servers(count: int, unsafe: bool, course: Path | None = None) -> list:
+    from .sandbox import IsolationUnavailable, SandboxServer
 
-    spawned = _servers_or_exit(lambda: [SandboxServer(start=False, unsafe=unsafe) for _ in range(count)])
+    try:
+        spawned = [SandboxServer(start=False, unsafe=unsafe) for _ in range(count)]
+    except IsolationUnavailable as error:
+        if course is None:
+            raise click.ClickException(str(error)) from None
+        from .nbgrader_preflight import ISOLATION_REFUSAL       # a course decides in its configuration
+        raise click.ClickException(f"Not grading: {ISOLATION_REFUSAL} (or pass --unsafe).") from None
     for server in spawned:
         server.spawn()
     return spawned

@@ -19,6 +19,11 @@ from pathlib import Path
 from nbgrader.api import MissingEntry
 from nbgrader.plugins import ExportPlugin
 
+from . import kit
+from .nbgrader_plugins import course_directory
+from .nbgrader_preflight import source_notebooks
+from .rubric import RUBRIC
+
 STUDENT_COLUMNS = ["student_id", "last_name", "first_name", "email"]
 PER_ASSIGNMENT = ["timestamp", "late_penalty", "score", "max_score", "awaiting"]
 LONG_COLUMNS = ["student", "assignment", "check", "points", "max", "late", "manual"]
@@ -46,6 +51,7 @@ class PerCheckExport(ExportPlugin):
     """The kit's `nbgrader export` (see the module); `nbgrader export --exporter=...` picks another."""
 
     def export(self, gradebook) -> None:
+        self._refresh_late_penalties(gradebook)
         destination = Path(self.to or "grades.csv")
         wanted_students = {str(s) for s in self.student}
         wanted = {str(a) for a in self.assignment}
@@ -69,6 +75,27 @@ class PerCheckExport(ExportPlugin):
                       destination, long_path(destination))
         _write(destination, header, wide)
         _write(long_path(destination), LONG_COLUMNS, long)
+
+    def _refresh_late_penalties(self, gradebook) -> None:
+        """The kit's assignments' late penalties applied again to the scores as they are now (a written answer
+        graded after autograde, say), as the feedback pages apply them: the export says what the pages say."""
+        from .nbgrader_feedback import refresh_late_penalty     # not at the top: it brings matplotlib in
+
+        coursedir = course_directory(self)
+        names = {path.parent.name: path.stem for path in source_notebooks(coursedir, "*") if kit.is_kit_source(path, RUBRIC)}
+        late = [(name, names[name], submission.student.id) for name in names
+                for submission in self._submissions(gradebook, name) if (submission.total_seconds_late or 0) > 0]
+        gradebook.db.commit()          # no read of this session holds the database while the penalties are written
+        for name, notebook_id, student in late:
+            refresh_late_penalty(self.config, coursedir.db_url, name, notebook_id, student)
+        gradebook.db.expire_all()
+
+    @staticmethod
+    def _submissions(gradebook, name: str) -> list:
+        try:
+            return list(gradebook.find_assignment(name).submissions)
+        except MissingEntry:
+            return []
 
     @staticmethod
     def _assignment(gradebook, assignment, student, columns, long: list) -> dict:

@@ -10,11 +10,15 @@
   student fetches agrees with the gradebook even when nobody ran generate_feedback after a change.
 * `FormgraderStanding` opens formgrader's view of a kit notebook with the score the student's page shows: the
   gradebook's, after the late penalty, which formgrader itself never shows.
+* `refresh_late_penalty` applies the course's late-penalty plugin again before any of these reads the gradebook:
+  nbgrader computes a penalty when it autogrades, so a written answer graded later (or an override) would
+  otherwise leave it behind (with `penalty_method = "zero"`, a late student would then score the new points).
 * `standing_from_gradebook` is the one reading of the gradebook that the page, grade-class's grades.csv and the
   class report share.
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import nbformat
@@ -23,6 +27,7 @@ from nbconvert.preprocessors import Preprocessor
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.converters import GenerateFeedback
 from nbgrader.exchange.default import ExchangeReleaseFeedback
+from nbgrader.preprocessors import AssignLatePenalties
 
 from . import kit
 from .feedback import feedback_html
@@ -71,6 +76,15 @@ def standing_from_gradebook(gradebook: Gradebook, assignment: kit.Assignment, st
                     tuple(remarks))
 
 
+def refresh_late_penalty(config, db_url: str, assignment: str, notebook_id: str, student: str) -> None:
+    """nbgrader's AssignLatePenalties once more, on the scores as they are now (quietly: nbgrader logs a warning
+    for every late submission it looks at)."""
+    quiet = logging.getLogger("autograder.late")
+    quiet.setLevel(logging.ERROR)
+    resources = {"nbgrader": {"notebook": notebook_id, "assignment": assignment, "student": student, "db_url": db_url}}
+    AssignLatePenalties(config=config, log=quiet).preprocess(nbformat.v4.new_notebook(), resources)
+
+
 def recorded_result(notebook, student: str) -> SubmissionResult:
     """The grader's result kept in an autograded notebook, with the remarks written into its check cells."""
     from .grading import unreadable
@@ -110,6 +124,8 @@ class KitFeedbackPage(HTMLExporter):
         source = kit_source(self, resources) if resources and "nbgrader" in resources else None
         if source is None:
             return super().from_notebook_node(nb, resources, **kw)
+        info = resources["nbgrader"]
+        refresh_late_penalty(self.config, info["db_url"], info["assignment"], info["notebook"], info["student"])
         notebook, resources = Exporter.from_notebook_node(self, nb, resources, **kw)   # nbgrader's preprocessors
         return kit_page(notebook, resources, kit.Assignment(source)), resources
 
@@ -142,6 +158,8 @@ class FormgraderStanding(Preprocessor):
         if not (source.is_file() and kit.is_kit_source(source, RUBRIC)):
             return nb, resources
         try:
+            refresh_late_penalty(self.config, coursedir.db_url, resources["assignment_id"], resources["notebook_id"],
+                                 resources["student"])
             with Gradebook(coursedir.db_url) as gradebook:
                 standing = standing_from_gradebook(gradebook, kit.Assignment(source), resources["student"])
         except MissingEntry:
