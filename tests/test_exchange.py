@@ -392,3 +392,17 @@ def test_a_course_may_grade_without_isolation_and_every_result_says_so(hub, with
               "--assignment", NAME, cwd=course, env=env)
     results = json.loads((out / "ada_correct" / "results.json").read_text())
     assert results["extra_data"]["isolation"].startswith("UNSAFE") and results["score"] == TOTAL_POINTS
+
+
+def test_grading_the_course_as_root_leaves_it_the_instructors(hub, without_bubblewrap):
+    """A dedicated grading pod, or `sudo`: grade-class as root writes into the instructor's course, which stays
+    theirs: they generate and release feedback afterwards as before."""
+    course = without_bubblewrap.course
+    root = Shell({"AUTOGRADER_SEED": "2024"}, python=hub.python)
+    root("python", "-m", "autograder", "grade-class", "submitted", "--out", str(course.parent / "as-root"), "--course",
+         ".", "--assignment", NAME, "--force", cwd=course, env=without_bubblewrap.env)
+    owner = course.stat().st_uid
+    written = [p for kind in ("autograded", "feedback") for p in (course / kind).rglob("*")]
+    assert written and [p for p in written if p.stat().st_uid != owner] == []
+    assert (course / "gradebook.db").stat().st_uid == owner
+    hub.shell("nbgrader", "generate_feedback", NAME, cwd=course, env=without_bubblewrap.env)
