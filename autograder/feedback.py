@@ -70,15 +70,18 @@ def _checks_table(result: SubmissionResult, standing: Standing) -> str:
 def _written_section(standing: Standing) -> str:
     if not standing.written:
         return ""
+    with_answers = any(cell.answer or cell.comment for cell in standing.written)   # outside a course: none known
     rows = []
     for cell in standing.written:
         answer = f'<div class="answer">{_paragraphs(cell.answer)}</div>' if cell.answer else ""
         comment = f'<p class="comment">Your instructor: {_e(cell.comment)}</p>' if cell.comment else ""
         state = "awaiting" if cell.points is None else "graded"
         rows.append(f'<tr class="written {state}" data-cell="{_e(cell.grade_id)}"><td class="title">{_e(cell.title)}'
-                    f'</td><td class="pts">{_e(cell.text)}</td><td>{answer}{comment}</td></tr>')
-    return ('<h2>Written answers</h2><table id="written"><thead><tr><th>Question</th><th>Points</th>'
-            '<th>Your answer</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>")
+                    f'</td><td class="pts">{_e(cell.text)}</td>' + (f"<td>{answer}{comment}</td>" if with_answers else "")
+                    + "</tr>")
+    header = "<th>Question</th><th>Points</th>" + ("<th>Your answer</th>" if with_answers else "")
+    return (f'<h2>Written answers</h2><table id="written"><thead><tr>{header}</tr></thead><tbody>' + "".join(rows)
+            + "</tbody></table>")
 
 
 def _paragraphs(text: str) -> str:
