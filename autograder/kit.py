@@ -163,6 +163,8 @@ class Assignment:
         """What stops the kit from grading this source (empty when nothing does). The points are the course's:
         any number of points is fine, and the rubric's parts share them."""
         found = Counter(cell.grade_id for cell in self.cells() if cell.is_hidden_check)
+        own_tests = [c.grade_id for c in self.cells() if c.kind == "code" and c.nbgrader.get("grade")
+                     and not c.nbgrader.get("solution") and not c.is_hidden_check]
         problems = [f"the cell check_{name} is missing (give it 0 points to leave the check out)"
                     for name in rubric if f"{HIDDEN_CHECK_PREFIX}{name}" not in found]
         for grade_id, count in found.items():
@@ -176,6 +178,9 @@ class Assignment:
                 problems.append(f"the cell {grade_id} is not graded (make it an autograded test cell)")
             if _points(cell) < 0:
                 problems.append(f"the cell {grade_id} gives {cell.nbgrader.get('points')!r} points")
+        problems += [f"the cell {grade_id} is an autograded test the kit does not run (student code runs only in "
+                     "its sandbox, so it would give full points): make it a check_<name> cell or a written answer"
+                     for grade_id in own_tests]
         return problems
 
     def verify(self, rubric: dict) -> "Assignment":

@@ -69,6 +69,9 @@ def _copy(cell):
     (lambda nb: _cell(nb, "check_compounding").metadata.nbgrader.update(grade_id="check_speed"),
      "check_speed names no check of the kit"),
     (lambda nb: nb.cells.append(_copy(_cell(nb, "check_compounding"))), "2 cells are called check_compounding"),
+    (lambda nb: nb.cells.append(nbformat.v4.new_code_cell("assert True", metadata={"nbgrader": {
+        "grade_id": "our_test", "grade": True, "solution": False, "locked": True, "points": 2, "schema_version": 3}})),
+     "our_test is an autograded test the kit does not run"),
 ])
 def test_a_source_the_kit_cannot_grade_is_refused_in_one_sentence(tmp_path, edit, said):
     course = _course_copy(tmp_path, edit)
