@@ -3,8 +3,8 @@ run from the course folder (README, "For instructors"):
 
     nbgrader generate_assignment layernorm   # release: stubs name their task; hidden checks stripped
     nbgrader autograde layernorm             # student code runs in the kit's sandbox, never in a kernel
-    nbgrader generate_feedback layernorm     # each check named, no hidden tests, no tracebacks
-    nbgrader export                          # grades.csv: nbgrader's columns, then one column per graded cell
+    nbgrader generate_feedback layernorm     # the kit's page, every number from the gradebook
+    nbgrader export                          # grades.csv: a row per student, each assignment's columns
 
 Every pipeline below is nbgrader's own, with one class swapped for the kit's. Each kit class acts only on the
 kit's assignments (recognised by their source notebook, whatever their name) and behaves exactly like the
@@ -13,11 +13,10 @@ stock class it replaces on every other assignment of the course.
 The course id is not set here: on a hub it comes from the hub-wide nbgrader_config.py, and a value set in this
 file would override it (nbgrader reads the course folder's configuration last).
 """
-from nbgrader.converters import Autograde, GenerateAssignment, GenerateFeedback
-from nbgrader.preprocessors import ClearSolutions, Execute, GetGrades, OverwriteCells
+from nbgrader.converters import Autograde, GenerateAssignment
+from nbgrader.preprocessors import ClearSolutions, Execute, OverwriteCells, SaveAutoGrades
 
-from autograder.nbgrader_plugins import (FEEDBACK_TEMPLATE_DIRS, FeedbackWithoutHiddenTests, PerCheckExport,
-                                         TaskStubs, TellingOverwriteCells)
+from autograder.nbgrader_plugins import TaskStubs, TellingOverwriteCells, WithoutScoreOutputs
 
 c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
 
@@ -30,18 +29,27 @@ def stock(converter, trait: str, swap: dict) -> list:
 # Release: stubs that name their task.
 c.GenerateAssignment.preprocessors = stock(GenerateAssignment, "preprocessors", {ClearSolutions: [TaskStubs]})
 
-# Autograde: locked cells put back (and edits noted), then the sandbox grades the kit's notebooks as a whole.
+# Autograde: the kit's assignment checked before any student's folder is touched (a refusal is one line and
+# deletes nothing); locked cells put back (and edits noted); the sandbox grades the kit's notebooks as a whole;
+# each check's points read into the gradebook, then taken out of the cell (formgrader shows the gradebook's).
+c.Autograde.exporter_class = "autograder.nbgrader_preflight.KitPreflight"
 c.Autograde.sanitize_preprocessors = stock(Autograde, "sanitize_preprocessors",
                                            {OverwriteCells: [TellingOverwriteCells]})
 c.Autograde.autograde_preprocessors = stock(Autograde, "autograde_preprocessors", {
     Execute: ["autograder.nbgrader_bridge.SandboxedExecute"],   # by name: only autograde pays for importing torch
+    SaveAutoGrades: [SaveAutoGrades, WithoutScoreOutputs],
 })
 
-# Feedback: each check named; no hidden-test source, tracebacks or stale points (nbgrader shows all three).
-c.GenerateFeedback.preprocessors = stock(GenerateFeedback, "preprocessors",
-                                         {GetGrades: [GetGrades, FeedbackWithoutHiddenTests]})
-c.GenerateFeedback.HTMLExporter.template_file = "kit_feedback.html.j2"   # feedback only: formgrader keeps its own
-c.GenerateFeedback.HTMLExporter.extra_template_basedirs = FEEDBACK_TEMPLATE_DIRS
+# Where nothing can isolate student code (no working bubblewrap, not root), the kit refuses to grade. A course
+# (or the hub, in its nbgrader_config.py) may choose to grade anyway; every result then records it:
+# c.KitSandbox.when_unisolated = "unsafe"
 
-# Export: nbgrader's columns, then one column per graded cell (each check of the kit's assignments).
-c.ExportApp.plugin_class = PerCheckExport
+# Feedback: the kit's page, drawn by nbgrader's feedback exporter from the gradebook as it stands (late penalty,
+# overrides, written answers), again before release_feedback hands pages out; other assignments keep nbgrader's.
+c.GenerateFeedback.exporter_class = "autograder.nbgrader_feedback.KitFeedbackPage"
+c.ExchangeFactory.release_feedback = "autograder.nbgrader_feedback.KitReleaseFeedback"
+# Formgrader's view of a kit notebook opens with the score the student's page shows (after the late penalty).
+c.HTMLExporter.preprocessors = ["autograder.nbgrader_feedback.FormgraderStanding"]
+
+# Export: one row per student, each assignment's columns side by side; grades_per_check.csv beside it.
+c.ExportApp.plugin_class = "autograder.nbgrader_export.PerCheckExport"

@@ -2,8 +2,9 @@
 
 Reads a folder of submissions (one per student: a notebook, a .py, or a folder holding one) or nbgrader's
 `submitted/<student>/<assignment>/` layout, and writes for every student `OUT/<student>/results.json`
-(Gradescope format) and `OUT/<student>/feedback.html`, then `OUT/grades.csv`. A student whose results are
-newer than their submission is not graded again unless `force`.
+(Gradescope format) and `OUT/<student>/feedback.html`, then `OUT/grades.csv` and the class report
+`OUT/report.html`. A student whose results are newer than their submission, and were graded against the source
+as it is now, is not graded again unless `force`.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import io
 import json
 import os
 import queue
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,10 +22,13 @@ from tqdm import tqdm
 
 from . import kit
 from .feedback import write_feedback_page
-from .gradescope import write_atomically, write_results
+from .gradescope import result_from_json, write_atomically, write_results
 from .grading import grade_file, grader_failure, reference, unreadable
-from .rubric import RUBRIC, TOTAL_POINTS
+from .report import write_class_report
+from .results import SubmissionResult, points_text
+from .rubric import RUBRIC
 from .sandbox import Limits, SandboxServer
+from .standing import Standing, standing_of
 
 SUBMISSION_SUFFIXES = (".ipynb", ".py")
 
@@ -70,106 +75,141 @@ def discover(root: Path, assignment: kit.Assignment = kit.KIT) -> list[Submissio
     return submissions
 
 
-def _is_fresh(results: Path, submission: Submission) -> bool:
+def _is_fresh(results: Path, submission: Submission, assignment: kit.Assignment) -> bool:
+    """Graded after the submission was last changed, against the source as it is now (its points, say)."""
     try:
-        return (results.is_file() and submission.path is not None
-                and results.stat().st_mtime >= os.lstat(submission.path).st_mtime)
-    except OSError:
+        fresh = (results.is_file() and submission.path is not None
+                 and results.stat().st_mtime >= os.lstat(submission.path).st_mtime)
+        return fresh and json.loads(results.read_text()).get("extra_data", {}).get("source") == assignment.key
+    except (OSError, ValueError):
         return False
 
 
-def _row(student: str, results: dict) -> dict:
-    by_check = {t["tags"][0]: t["score"] for t in results.get("tests", []) if t.get("tags")}
-    extra = results.get("extra_data", {})
-    return {"student": student, "submission": extra.get("submission", ""), "score": results.get("score", 0),
-            "max_score": TOTAL_POINTS, **{name: by_check.get(name, 0) for name in RUBRIC},
-            "first_divergence": extra.get("first_divergence") or "", "seed": extra.get("seed", ""),
-            "grader_errors": " | ".join(extra.get("grader_errors") or [])}
+def grade_row(student: str, result: SubmissionResult, standing: Standing) -> dict:
+    """One row of grades.csv: the standing's numbers (the gradebook's, in a course), the grader's findings."""
+    return {"student": student, "submission": result.submission, "score": points_text(standing.score),
+            "max_score": points_text(standing.max_score), "late_penalty": points_text(standing.late_penalty),
+            "awaiting": points_text(standing.awaiting),
+            **{name: points_text(cell.points) if cell.points is not None else "" for name, cell in standing.checks.items()},
+            **{cell.grade_id: points_text(cell.points) if cell.points is not None else "" for cell in standing.written},
+            "first_divergence": result.first_divergence or "", "seed": result.seed,
+            "grader_errors": " | ".join(result.grader_errors)}
 
 
-def write_grades_csv(out: Path, rows: list[dict]) -> Path:
+def write_grades_csv(out: Path, rows: list[dict], assignment: kit.Assignment = kit.KIT) -> Path:
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=["student", "submission", "score", "max_score", *RUBRIC,
-                                                "first_divergence", "seed", "grader_errors"])
+    writer = csv.DictWriter(buffer, fieldnames=["student", "submission", "score", "max_score", "late_penalty",
+                                                "awaiting", *RUBRIC, *assignment.written_points(),
+                                                "first_divergence", "seed", "grader_errors"], restval="")
     writer.writeheader()
     writer.writerows(sorted(rows, key=lambda r: r["student"]))
     write_atomically(out / "grades.csv", buffer.getvalue())
     return out / "grades.csv"
 
 
+def read_results(out: Path, students: list[str]) -> dict[str, SubmissionResult]:
+    """Each student's result as results.json holds it (graded now or in an earlier run)."""
+    results = {}
+    for student in students:
+        path = out / student / "results.json"
+        if path.is_file():
+            try:
+                results[student] = result_from_json(json.loads(path.read_text()))
+            except (OSError, ValueError, KeyError, TypeError) as error:
+                results[student] = unreadable(student, "The results could not be read.", 0, "none", student,
+                                              (f"results unreadable: {error}",))
+    return results
+
+
+def results_rows(out: Path, assignment: kit.Assignment = kit.KIT) -> list:
+    """(student, result, standing) of every student with results in a grade-class folder, for the report."""
+    students = sorted(p.parent.name for p in Path(out).glob("*/results.json"))
+    return [(s, r, standing_of(r, assignment)) for s, r in read_results(Path(out), students).items()]
+
+
 def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int, device: str = "cpu",
                 force: bool = False, limits: Limits = Limits(), progress: bool = True,
-                on_result=None, assignment: kit.Assignment = kit.KIT, unsafe: bool = False,
+                course=None, assignment: kit.Assignment = kit.KIT, unsafe: bool = False,
                 isolation: dict | None = None, servers: list | None = None) -> list[dict]:
     """Grade every submission under `root` into `out`; returns the grade rows. Never stops for one student.
 
-    `assignment` is the source notebook graded against: the kit's own, or a course's (`--course`). The
-    submissions and `out` are private: no submission can read another's file or results. `isolation` passes
-    layer choices to the sandbox (tests switch bubblewrap or namespaces off). `servers`: sandbox servers the
-    caller spawned early (they warm up while it imports), used as the workers; closed here, like the others."""
+    `assignment` is the source notebook graded against: the kit's own, or a course's. `course` (an
+    `nbgrader_recorder.CourseRecorder`) writes each result into the course and then has nbgrader draw the feedback
+    pages; the numbers of grades.csv, the pages and the report are then the gradebook's. The submissions and `out`
+    are private: no submission can read another's file or results. `isolation` passes layer choices to the
+    sandbox (tests switch bubblewrap or namespaces off). `servers`: sandbox servers the caller spawned early (they
+    warm up while it imports), used as the workers; closed here, like the others."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)         # exists before the sandbox hides it
     submissions = discover(root, assignment)
-    todo = [s for s in submissions if force or not _is_fresh(out / s.student / "results.json", s)]
+    todo = [s for s in submissions if force or not _is_fresh(out / s.student / "results.json", s, assignment)]
+    _grade(todo, root, out, workers, seed, device, limits, course, assignment, unsafe, isolation, servers, progress)
+    students = [s.student for s in submissions]
+    results = read_results(out, students)
+    if course is not None:
+        standings = course.finish([s for s in students if s in results])
+        for student in standings:
+            shutil.copyfile(course.feedback_page(student), out / student / "feedback.html")
+    else:
+        standings = {s: standing_of(r, assignment) for s, r in results.items()}
+    rows = [grade_row(s, results[s], standings[s]) for s in students if s in results and s in standings]
+    write_grades_csv(out, rows, assignment)
+    write_class_report(out / "report.html", [(s, results[s], standings[s]) for s in students if s in standings],
+                       title=f"{assignment.name}: class report")
+    return rows
+
+
+def _grade(todo, root, out, workers, seed, device, limits, course, assignment, unsafe, isolation, servers,
+           progress) -> None:
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     if not todo:
         for server in servers or []:
             server.close()
-    else:
-        given = list(servers or [])
-        for extra in given[workers:]:
-            extra.close()
-        servers = given[:workers] + [SandboxServer(limits=limits, unsafe=unsafe, start=False, **(isolation or {}))
-                                     for _ in range(workers - len(given))]
-        for server in servers:
-            server.assignment, server.extra_private = assignment, (root, out)
-        pool: queue.Queue = queue.Queue()
+        return
+    given = list(servers or [])
+    for extra in given[workers:]:
+        extra.close()
+    servers = given[:workers] + [SandboxServer(limits=limits, unsafe=unsafe, start=False, **(isolation or {}))
+                                 for _ in range(workers - len(given))]
+    for server in servers:
+        server.assignment, server.extra_private = assignment, (root, out)
+    pool: queue.Queue = queue.Queue()
 
-        def grade_one(submission: Submission):
-            if submission.path is None:
-                result = unreadable(submission.student, "No notebook or .py file was found in your submission.",
-                                    seed, device, student=submission.student)
-            else:
-                server = pool.get()
-                try:
-                    result = grade_file(submission.path, server, seed=seed, device=device, student=submission.student)
-                finally:
-                    pool.put(server)
-            folder = out / submission.student
+    def grade_one(submission: Submission):
+        if submission.path is None:
+            result = unreadable(submission.student, "No notebook or .py file was found in your submission.",
+                                seed, device, student=submission.student, assignment=assignment)
+        else:
+            server = pool.get()
             try:
-                write_results(result, folder / "results.json")
-                write_feedback_page(result, folder / "feedback.html")
-                if on_result:
-                    on_result(submission, result)
-            except Exception as error:      # the grader's failure: recorded for this student, the class goes on
-                result = grader_failure(submission.student, error, seed, device, submission.student)
-                write_results(result, folder / "results.json")
-            return result
-
-        try:
-            for server in servers:          # the servers warm up on their own while this process computes the
-                server.launch()             # reference's answers, once, for every worker to share
-            reference(seed, device, assignment)
-            for server in servers:
-                server.wait_until_ready()
+                result = grade_file(submission.path, server, seed=seed, device=device, student=submission.student)
+            finally:
                 pool.put(server)
-            with concurrent.futures.ThreadPoolExecutor(workers) as executor:
-                futures = [executor.submit(grade_one, s) for s in todo]
-                bar = tqdm(concurrent.futures.as_completed(futures), total=len(futures), unit="student",
-                           desc="grading", disable=not progress)
-                for future in bar:
-                    future.result()
-        finally:
-            for server in servers:
-                server.close()
-    rows = []
-    for submission in submissions:
-        path = out / submission.student / "results.json"
-        if path.is_file():
-            try:
-                rows.append(_row(submission.student, json.loads(path.read_text())))
-            except (OSError, ValueError) as error:
-                rows.append(_row(submission.student, {"extra_data": {"grader_errors": [f"results unreadable: {error}"]}}))
-    write_grades_csv(out, rows)
-    return rows
+        folder = out / submission.student
+        try:
+            write_results(result, folder / "results.json", source=assignment.key)
+            if course is not None:
+                course(submission, result)
+            else:
+                write_feedback_page(result, folder / "feedback.html", standing_of(result, assignment))
+        except Exception as error:      # the grader's failure: recorded for this student, the class goes on
+            result = grader_failure(submission.student, error, seed, device, submission.student, assignment)
+            write_results(result, folder / "results.json", source=assignment.key)
+        return result
 
+    try:
+        for server in servers:          # the servers warm up on their own while this process computes the
+            server.launch()             # reference's answers, once, for every worker to share
+        reference(seed, device, assignment)
+        for server in servers:
+            server.wait_until_ready()
+            pool.put(server)
+        with concurrent.futures.ThreadPoolExecutor(workers) as executor:
+            futures = [executor.submit(grade_one, s) for s in todo]
+            bar = tqdm(concurrent.futures.as_completed(futures), total=len(futures), unit="student",
+                       desc="grading", disable=not progress)
+            for future in bar:
+                future.result()
+    finally:
+        for server in servers:
+            server.close()

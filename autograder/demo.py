@@ -16,7 +16,7 @@ from . import kit
 from .build import nbgrader
 from .classgrade import grade_class
 from .grading import new_seed
-from .nbgrader_bridge import CourseRecorder
+from .nbgrader_recorder import CourseRecorder
 from .rubric import RUBRIC
 from .sample_class import SAMPLE_DIR
 
@@ -108,8 +108,9 @@ def run_demo(out: Path, seed: int | None = None, workers: int | None = None) -> 
                    + ("no hidden-test text in feedback" if not leaks else f"LEAKS: {leaks}"))
 
     started = _step("5/6 grade-class: the hardened, parallel path, into a copy of the course")
+    recorder = CourseRecorder(hardened)
     grade_class(hardened / "submitted", out / "grade-class", seed=seed, workers=workers, force=True,
-                on_result=CourseRecorder(hardened))
+                course=recorder, assignment=recorder.assignment)
     second = {row["student"]: row for row in gradebook_table(hardened)}
     agree = plain == second
     _done(started, f"results in {out / 'grade-class'}; both paths agree on every check: {'yes' if agree else 'NO'}")
@@ -119,7 +120,8 @@ def run_demo(out: Path, seed: int | None = None, workers: int | None = None) -> 
     notebook = Path(kit.KIT.notebook_name).stem
     click.echo(f"\nfeedback pages: {course / 'feedback'}/<student>/{kit.KIT.name}/{notebook}.html (nbgrader)")
     click.echo(f"                {hardened / 'feedback'}/<student>/{kit.KIT.name}/{notebook}.html (grade-class)")
-    click.echo(f"grades, one column per check: {course / 'grades.csv'} (nbgrader export), "
+    click.echo(f"grades: {course / 'grades.csv'} and {course / 'grades_per_check.csv'} (nbgrader export), "
                f"{out / 'grade-class' / 'grades.csv'} (grade-class)")
+    click.echo(f"class report: {out / 'grade-class' / 'report.html'}")
     if not agree or leaks:
         raise SystemExit(1)

@@ -8,11 +8,11 @@ import os
 import tempfile
 from pathlib import Path
 
-from .results import SubmissionResult
+from .results import CheckResult, SubmissionResult, SubTest, score_text
 
 
 def summary(result: SubmissionResult) -> str:
-    lines = [f"Score: {result.score:g} / {result.max_score:g}"]
+    lines = [f"Score: {score_text(result.score, result.max_score)}"]
     if result.first_divergence:
         lines.append("Where your block first went wrong: " + result.first_divergence)
     lines += [f"Note: {note}" for note in result.notes]
@@ -76,5 +76,25 @@ def _finite(value):
     return value
 
 
-def write_results(result: SubmissionResult, path: str | Path) -> None:
-    write_atomically(path, json.dumps(_finite(results_json(result)), indent=2, allow_nan=False, default=float))
+def write_results(result: SubmissionResult, path: str | Path, source: str | None = None) -> None:
+    """results.json; `source`: the digest of the source notebook graded against (`kit.Assignment.key`)."""
+    data = results_json(result)
+    if source:
+        data["extra_data"]["source"] = source
+    write_atomically(path, json.dumps(_finite(data), indent=2, allow_nan=False, default=float))
+
+
+def result_from_json(data: dict) -> SubmissionResult:
+    """The SubmissionResult a results.json was written from (for the class's grades.csv and report)."""
+    extra = data.get("extra_data") or {}
+    checks = []
+    for test in data.get("tests", []):
+        more = test.get("extra_data") or {}
+        parts = tuple(SubTest(p["name"], p["score"] or 0.0, p["max_score"] or 0.0, bool(p["passed"]), p.get("output") or "")
+                      for p in more.get("parts", []))
+        checks.append(CheckResult(more.get("check") or test["tags"][0], test["name"], parts, test.get("output", ""),
+                                  test.get("visibility", "visible"), more.get("details") or {}, more.get("grader_error")))
+    return SubmissionResult(extra.get("submission", ""), tuple(checks), extra.get("seed", 0), extra.get("device", ""),
+                            extra.get("isolation", ""), data.get("execution_time", 0.0), extra.get("first_divergence"),
+                            tuple(extra.get("notes") or ()), extra.get("profiles") or {}, extra.get("student"),
+                            tuple(extra.get("grader_errors") or ()))

@@ -5,15 +5,17 @@ Gradescope unpacks the zip into `/autograder/source/`, runs its `setup.sh` once 
 `/autograder/submission/`, runs `/autograder/run_autograder` and reads `/autograder/results/results.json`.
 
 The zip holds only what grading needs, in the repository's own layout (so `kit.ROOT` is the unpacked
-source folder): the `autograder` package, `requirements.txt`, `pyproject.toml` and the annotated source
-notebook, from which the grader reads the provided code and the reference solution. Both scripts honour
+source folder): the `autograder` package, `requirements.txt`, `pyproject.toml`, the kit's annotated source
+notebook and, when bundled from a course (`gradescope-bundle --course`), the course's copy of the assignment,
+from which the grader reads the provided code, the reference solution and the points. `assignment.txt` names
+the source notebook run_autograder grades against. Both scripts honour
 `AUTOGRADER_ROOT` (default `/autograder`); `run_autograder` also honours `AUTOGRADER_PYTHON` (the Python
 to grade with, default the virtual environment `setup.sh` made) and `AUTOGRADER_DEVICE` (auto/cpu/cuda).
 
 This module is also what `run_autograder` calls for the two steps around `python -m autograder grade`:
 
-    python -m autograder.gradescope_bundle pick SUBMISSION_DIR         prints the file to grade, or nothing
-    python -m autograder.gradescope_bundle nothing RESULTS_JSON        writes a zero score with a message
+    python -m autograder.gradescope_bundle pick SUBMISSION_DIR SOURCE     prints the file to grade, or nothing
+    python -m autograder.gradescope_bundle nothing RESULTS_JSON SOURCE    writes a zero score with a message
 """
 from __future__ import annotations
 
@@ -31,8 +33,15 @@ EXCLUDED_SUFFIXES = (".pyc", ".pyo", ".egg-info", ".tmp", ".swp")
 EXECUTABLE, REGULAR = 0o100755, 0o100644
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)      # a reproducible zip: the same tree gives the same bytes
 
-NO_SUBMISSION = ("No notebook or .py file was found in your submission: upload your completed "
-                 f"{kit.KIT.notebook_name} (or a .py export of it).")
+ASSIGNMENT_FILE = "assignment.txt"     # the source notebook graded against, relative to the unpacked folder
+
+
+def no_submission(notebook_name: str = kit.KIT.notebook_name) -> str:
+    return (f"No notebook or .py file was found in your submission: upload your completed {notebook_name} "
+            "(or a .py export of it).")
+
+
+NO_SUBMISSION = no_submission()
 
 SETUP_SH = r"""#!/usr/bin/env bash
 # Gradescope runs this once, as root, while it builds the autograder image (network on).
@@ -104,22 +113,30 @@ mkdir -p "$ROOT/results"
 rm -f "$RESULTS"
 cd "$SOURCE" || exit 1
 
-SUBMISSION="$("$PYTHON" -m autograder.gradescope_bundle pick "$ROOT/submission")" || {
+NOTEBOOK="$SOURCE/$(cat "$SOURCE/assignment.txt")"
+SUBMISSION="$("$PYTHON" -m autograder.gradescope_bundle pick "$ROOT/submission" "$NOTEBOOK")" || {
   echo "run_autograder: could not look for the submission" >&2; exit 1; }
 if [ -z "$SUBMISSION" ]; then
-  exec "$PYTHON" -m autograder.gradescope_bundle nothing "$RESULTS"
+  exec "$PYTHON" -m autograder.gradescope_bundle nothing "$RESULTS" "$NOTEBOOK"
 fi
 echo "run_autograder: grading $SUBMISSION"
 # everything under $ROOT but Python is out of the submission's sight (covered, or closed by permissions)
 exec "$PYTHON" -m autograder grade "$SUBMISSION" --results "$RESULTS" --device "${AUTOGRADER_DEVICE:-auto}" \
-  --private "$ROOT"
+  --source "$NOTEBOOK" --private "$ROOT"
 """
 
 SCRIPTS = {"setup.sh": SETUP_SH, "run_autograder": RUN_AUTOGRADER}
 
 
-def bundled_files(root: Path = kit.ROOT) -> dict[str, Path]:
-    """Archive name -> file on disk, for everything but the two scripts."""
+def source_name(source: kit.Assignment) -> str:
+    """Where a source notebook lies in the bundle: the kit's own where it is, a course's copy beside it."""
+    if source.source == kit.SOURCE_NOTEBOOK.resolve():
+        return kit.SOURCE_NOTEBOOK.relative_to(kit.ROOT).as_posix()
+    return f"{kit.COURSE_DIR.name}/source/{source.name}/{source.notebook_name}"
+
+
+def bundled_files(root: Path = kit.ROOT, source: kit.Assignment = kit.KIT) -> dict[str, Path]:
+    """Archive name -> file on disk, for everything but the two scripts and assignment.txt."""
     root = Path(root)
     files = {}
     for path in sorted((root / PACKAGE).rglob("*")):
@@ -130,6 +147,7 @@ def bundled_files(root: Path = kit.ROOT) -> dict[str, Path]:
         files[name] = root / name
     notebook = kit.SOURCE_NOTEBOOK.relative_to(kit.ROOT)
     files[notebook.as_posix()] = root / notebook
+    files[source_name(source)] = source.source
     missing = [name for name, path in files.items() if not path.is_file()]
     if missing:
         raise FileNotFoundError(f"cannot bundle, missing: {', '.join(missing)}")
@@ -144,45 +162,49 @@ def _add(archive: zipfile.ZipFile, name: str, data: bytes, mode: int) -> None:
     archive.writestr(info, data)
 
 
-def build_bundle(out: str | Path, root: Path = kit.ROOT) -> Path:
-    """Write the autograder zip to `out`; returns its path."""
+def build_bundle(out: str | Path, root: Path = kit.ROOT, source: kit.Assignment = kit.KIT) -> Path:
+    """Write the autograder zip to `out`, grading against `source` (a course's copy, or the kit's); returns its
+    path."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    files = bundled_files(root)
+    files = bundled_files(root, source)
     temporary = out.with_name(f".{out.name}.tmp")
     with zipfile.ZipFile(temporary, "w") as archive:
         for name, text in SCRIPTS.items():
             _add(archive, name, text.encode(), EXECUTABLE)
+        _add(archive, ASSIGNMENT_FILE, source_name(source).encode(), REGULAR)
         for name, path in files.items():
             _add(archive, name, path.read_bytes(), REGULAR)
     temporary.replace(out)
     return out
 
 
-def pick_submission(folder: Path) -> Path | None:
+def pick_submission(folder: Path, source: kit.Assignment = kit.KIT) -> Path | None:
     """The file to grade in Gradescope's submission folder (the same choice as for a class's folders)."""
     from .classgrade import pick_file
 
     folder = Path(folder)
-    return pick_file(folder) if folder.is_dir() else None
+    return pick_file(folder, source) if folder.is_dir() else None
 
 
-def write_nothing_to_grade(results: Path, message: str = NO_SUBMISSION) -> None:
+def write_nothing_to_grade(results: Path, source: kit.Assignment = kit.KIT) -> str:
     """results.json for a submission with nothing gradable: every test at 0, the reason as the output."""
     from .gradescope import write_results
     from .grading import unreadable
 
-    write_results(unreadable("submission", message, seed=0, device="none"), results)
+    message = no_submission(source.notebook_name)
+    write_results(unreadable("submission", message, seed=0, device="none", assignment=source), results)
+    return message
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) == 2 and argv[0] == "pick":
-        found = pick_submission(Path(argv[1]))
+    source = kit.Assignment(argv[2]) if len(argv) == 3 else kit.KIT
+    if len(argv) in (2, 3) and argv[0] == "pick":
+        found = pick_submission(Path(argv[1]), source)
         print(found or "")
         return 0
-    if len(argv) == 2 and argv[0] == "nothing":
-        write_nothing_to_grade(Path(argv[1]))
-        print(NO_SUBMISSION)
+    if len(argv) in (2, 3) and argv[0] == "nothing":
+        print(write_nothing_to_grade(Path(argv[1]), source))
         return 0
     print(__doc__.split("\n\n")[-1], file=sys.stderr)
     return 2

@@ -136,7 +136,8 @@ def _grader_error(where: str, error: BaseException) -> str:
     return f"{where}: {line}{at}"
 
 
-def _check_result(module, evidence: Evidence, errors: list) -> CheckResult:
+def _check_result(module, evidence: Evidence, errors: list, points: float | None = None) -> CheckResult:
+    """One check's result, its parts sharing `points` (the course's cell points) by the rubric's weights."""
     spec = RUBRIC[module.NAME]
     grader_error = None
     try:
@@ -149,8 +150,8 @@ def _check_result(module, evidence: Evidence, errors: list) -> CheckResult:
         errors.append(grader_error)
         outcomes = {part: fail("Not graded: the grader itself failed on this check (a grader error, not a mistake of "
                                "yours); your instructor can see it and will regrade.") for part in spec.parts}
-    subtests = tuple(SubTest(part, points if outcomes[part].passed else 0.0, points, outcomes[part].passed,
-                             outcomes[part].message) for part, points in spec.parts.items())
+    subtests = tuple(SubTest(part, worth if outcomes[part].passed else 0.0, worth, outcomes[part].passed,
+                             outcomes[part].message) for part, worth in spec.parts_for(points).items())
     failed = [_sentence(s.message) for s in subtests if not s.passed]
     message = "All parts passed." if not failed else " ".join(dict.fromkeys(failed))
     return CheckResult(module.NAME, spec.title, subtests, message, spec.visibility, dict(evidence.details), grader_error)
@@ -197,7 +198,8 @@ def evaluate(raw: dict, plan: Plan, assignment: kit.Assignment = kit.KIT, source
         errors.append(_grader_error("finding the first divergent step", error))
         divergence = None
     evidence.divergence = divergence
-    checks = tuple(_check_result(module, evidence, errors) for module in CHECKS)
+    points = assignment.check_points()
+    checks = tuple(_check_result(module, evidence, errors, points.get(module.NAME)) for module in CHECKS)
     if all(check.passed for check in checks if check.check != compounding.NAME):
         divergence = None   # the trace only explains lost points; equivalent code in any style has nothing to explain
     profiles = {"student": (student["profile"].get("profile") if student["profile"]["ok"] else None), **ref.profiles}
@@ -205,9 +207,11 @@ def evaluate(raw: dict, plan: Plan, assignment: kit.Assignment = kit.KIT, source
 
 
 def unreadable(submission: str, message: str, seed: int, device: str, student: str | None = None,
-               grader_errors: tuple = ()) -> SubmissionResult:
+               grader_errors: tuple = (), assignment: kit.Assignment = kit.KIT) -> SubmissionResult:
+    points = assignment.check_points()
     checks = tuple(
-        CheckResult(name, spec.title, tuple(SubTest(p, 0.0, pts, False, message) for p, pts in spec.parts.items()),
+        CheckResult(name, spec.title, tuple(SubTest(p, 0.0, pts, False, message)
+                                            for p, pts in spec.parts_for(points.get(name)).items()),
                     message, spec.visibility)
         for name, spec in RUBRIC.items()
     )
@@ -215,12 +219,13 @@ def unreadable(submission: str, message: str, seed: int, device: str, student: s
                             grader_errors=tuple(grader_errors))
 
 
-def grader_failure(submission: str, error: BaseException, seed: int, device: str, student: str | None = None):
+def grader_failure(submission: str, error: BaseException, seed: int, device: str, student: str | None = None,
+                   assignment: kit.Assignment = kit.KIT):
     """The whole grading of one submission failed for the grader's own reasons: a result that says so."""
     text = _grader_error("grading", error)
     print(f"grader error while grading {student or submission}: {text}", file=sys.stderr)
     return unreadable(submission, "Not graded: the grader itself failed (a grader error, not a mistake of yours); your "
-                      "instructor can see it and will regrade.", seed, device, student, (text,))
+                      "instructor can see it and will regrade.", seed, device, student, (text,), assignment)
 
 
 def grade_cells(cells: list, name: str, server: SandboxServer, *, seed: int, device: str = "cpu",
@@ -238,7 +243,7 @@ def grade_cells(cells: list, name: str, server: SandboxServer, *, seed: int, dev
             raise RuntimeError(f"on {device}: {raw['grader_error']}")
         found = evaluate(raw, plan, assignment, [source for _, source in code])
     except Exception as error:
-        return grader_failure(name, error, seed, device, student)
+        return grader_failure(name, error, seed, device, student, getattr(server, "assignment", kit.KIT))
     for text in found.grader_errors:
         print(f"grader error while grading {student or name}: {text}", file=sys.stderr)
     unsafe = (f"Graded without isolation ({server.isolation}).",) if server.isolation == UNSAFE else ()
@@ -253,5 +258,6 @@ def grade_file(path: str | Path, server: SandboxServer, *, seed: int, device: st
     try:
         cells = read_cells(path)
     except SubmissionError as error:
-        return unreadable(path.name, f"Your submission could not be read: {error}.", seed, device, student)
+        return unreadable(path.name, f"Your submission could not be read: {error}.", seed, device, student,
+                          assignment=server.assignment)
     return grade_cells(cells, path.name, server, seed=seed, device=device, student=student)

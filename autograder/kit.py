@@ -7,13 +7,17 @@ own checkout holds one (`KIT`); a course may hold its own edited copy anywhere (
 * `public_code()`    - the code a student receives (provided cells, task cells with their stubs). The
   sandboxed child gets only this.
 * `reference_code()` - the same cells with the solutions in place. Only the trusted parent runs it.
-* `check_points()`   - the points of each hidden-check cell, which must agree with the kit's rubric.
+* `check_points()`   - the points of each hidden-check cell: the points each check is graded out of (the
+  rubric's parts share them by weight).
+* `written_points()` - the points of every other graded cell (written answers, graded by hand).
 """
 from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import re
+from collections import Counter
 from pathlib import Path
 
 from .notebook import HIDDEN_CHECK_PREFIX, Cell, read_cells, student_code
@@ -36,8 +40,8 @@ END_SOLUTION = "### END SOLUTION"
 _DEF = re.compile(r"^(\s*)(def|class)\s+(\w+)")
 
 
-class RubricMismatch(Exception):
-    """A course's source notebook and the kit's rubric disagree: the kit will not grade against either."""
+class SourceProblem(Exception):
+    """A course's source notebook cannot be graded by the kit as it stands; the message says why and what to do."""
 
 
 def _qualified_name(lines: list[str]) -> str:
@@ -147,23 +151,44 @@ class Assignment:
 
     def check_points(self) -> dict[str, float]:
         """Points of each hidden-check cell, keyed by check name (grade_id without `check_`)."""
-        return {cell.grade_id.removeprefix(HIDDEN_CHECK_PREFIX): float(cell.nbgrader.get("points", 0))
+        return {cell.grade_id.removeprefix(HIDDEN_CHECK_PREFIX): _points(cell)
                 for cell in self.cells() if cell.is_hidden_check}
 
-    def verify_rubric(self, rubric: dict) -> None:
-        """Refuse, naming the cell and both values, where the source's points differ from the kit's rubric."""
-        points = self.check_points()
-        problems = []
-        for name, spec in rubric.items():
-            if name not in points:
-                problems.append(f"the cell check_{name} is missing (the kit's rubric gives it {spec.points:g} points)")
-            elif points[name] != spec.points:
-                problems.append(f"the cell check_{name} gives {points[name]:g} points, the kit's rubric "
-                                f"(autograder/rubric.py) gives {spec.points:g}")
-        problems += [f"the cell check_{name} has no check in the kit's rubric" for name in points if name not in rubric]
+    def written_points(self) -> dict[str, float]:
+        """Points of every other graded cell, by grade_id: the written answers an instructor grades by hand."""
+        return {cell.grade_id: _points(cell) for cell in self.cells()
+                if cell.nbgrader.get("grade") and not cell.is_hidden_check}
+
+    def problems(self, rubric: dict) -> list[str]:
+        """What stops the kit from grading this source (empty when nothing does). The points are the course's:
+        any number of points is fine, and the rubric's parts share them."""
+        found = Counter(cell.grade_id for cell in self.cells() if cell.is_hidden_check)
+        own_tests = [c.grade_id for c in self.cells() if c.kind == "code" and c.nbgrader.get("grade")
+                     and not c.nbgrader.get("solution") and not c.is_hidden_check]
+        problems = [f"the cell check_{name} is missing (give it 0 points to leave the check out)"
+                    for name in rubric if f"{HIDDEN_CHECK_PREFIX}{name}" not in found]
+        for grade_id, count in found.items():
+            cell = next(c for c in self.cells() if c.grade_id == grade_id)
+            if grade_id.removeprefix(HIDDEN_CHECK_PREFIX) not in rubric:
+                problems.append(f"the cell {grade_id} names no check of the kit (its checks: "
+                                f"{', '.join(HIDDEN_CHECK_PREFIX + name for name in rubric)})")
+            if count > 1:
+                problems.append(f"{count} cells are called {grade_id}")
+            if not cell.nbgrader.get("grade"):
+                problems.append(f"the cell {grade_id} is not graded (make it an autograded test cell)")
+            if _points(cell) < 0:
+                problems.append(f"the cell {grade_id} gives {cell.nbgrader.get('points')!r} points")
+        problems += [f"the cell {grade_id} is an autograded test the kit does not run (student code runs only in "
+                     "its sandbox, so it would give full points): make it a check_<name> cell or a written answer"
+                     for grade_id in own_tests]
+        return problems
+
+    def verify(self, rubric: dict) -> "Assignment":
+        """This assignment, or SourceProblem naming every problem in one sentence."""
+        problems = self.problems(rubric)
         if problems:
-            raise RubricMismatch(f"{self.source}: " + "; ".join(problems) + ". Make the notebook and the rubric agree "
-                                 "(change the cell's points back, or the part points in autograder/rubric.py).")
+            raise SourceProblem(f"{self.source}: " + "; ".join(problems))
+        return self
 
     def locked_cells(self) -> dict[str, Cell]:
         return {c.grade_id: c for c in self.cells() if c.grade_id and c.nbgrader.get("locked")}
@@ -198,14 +223,25 @@ class Assignment:
         return graded, notes
 
 
+def _points(cell: Cell) -> float:
+    """A graded cell's points; anything that is not a finite number counts as -1, which `problems` reports."""
+    try:
+        points = float(cell.nbgrader.get("points", 0))
+    except (TypeError, ValueError):
+        return -1.0
+    return points if math.isfinite(points) else -1.0
+
+
 def is_kit_source(path: str | Path, rubric: dict) -> bool:
     """Is this source notebook one of the kit's assignments? Recognised by its content: it holds a hidden-check
-    cell for every check of the kit's rubric (whatever the assignment or notebook is called)."""
+    cell of a check of the kit's rubric (whatever the assignment or notebook is called). A source that holds some
+    but not all of them is still the kit's: grading it then refuses and says what is missing, rather than letting
+    a kernel run it."""
     try:
         names = {c.grade_id.removeprefix(HIDDEN_CHECK_PREFIX) for c in read_cells(path) if c.is_hidden_check}
     except Exception:
         return False
-    return set(rubric) <= names
+    return bool(set(rubric) & names)
 
 
 KIT = Assignment(SOURCE_NOTEBOOK)

@@ -1,4 +1,5 @@
-"""The nbgrader plugins the course configuration names (assignments/nbgrader_config.py).
+"""The nbgrader plugins the course configuration names (assignments/nbgrader_config.py): release, sanitizing.
+(The feedback page, the export and the checks before autograding have modules of their own.)
 
 Each one acts only on the kit's own assignments, recognised by their source notebook in the course being
 processed (`kit.is_kit_source`), whatever the assignment is called; on every other assignment of the course it
@@ -7,26 +8,22 @@ not grade stay fast; the sandboxed executor lives in `nbgrader_bridge` and is na
 """
 from __future__ import annotations
 
-import csv
 import functools
 from pathlib import Path
 
-import nbgrader
 from nbconvert.preprocessors import Preprocessor
 from nbgrader.api import MissingEntry
 from nbgrader.coursedir import CourseDirectory
-from nbgrader.plugins import ExportPlugin
 from nbgrader.preprocessors import ClearSolutions, OverwriteCells
 
 from . import kit
 from .kit import without_hidden_tests
 from .rubric import RUBRIC
 
-KIT_KEY = "layernorm_kit"     # cell metadata the kit writes: {"edited": true} on a locked cell put back, and
-                              # {"check": name, "title": title} on a graded hidden-check cell
-# where the feedback page's template (`feedback/kit_feedback.html.j2`) and nbgrader's own, which it extends, live
-FEEDBACK_TEMPLATE_DIRS = [str(Path(__file__).resolve().parent / "templates"),
-                          str(Path(nbgrader.__file__).resolve().parent / "server_extensions" / "formgrader" / "templates")]
+KIT_KEY = "layernorm_kit"     # metadata the kit writes: {"edited": true} on a locked cell put back; {"check": name,
+                              # "title": ..., "remark": ...} on a graded hidden-check cell; {"result": ..., "source":
+                              # digest} on the notebook (nbgrader_annotate)
+SCORE_OUTPUT = "score"        # marks the output that hands a check's points to nbgrader's SaveAutoGrades
 
 
 # --- which assignments are the kit's ----------------------------------------------------------------
@@ -125,85 +122,22 @@ class TellingOverwriteCells(KitOnly, OverwriteCells):
             return None
 
 
-# --- feedback ---------------------------------------------------------------------------------------
+# --- autograde: after the points are saved ---------------------------------------------------------------
 
-class FeedbackWithoutHiddenTests(KitOnly, Preprocessor):
-    """For generate_feedback on the kit's assignments: no hidden-test source, no tracebacks, and no score in a
-    check cell's output (the page shows each check's score from the gradebook, so a manual override is the
-    only number the student reads).
+class WithoutScoreOutputs(Preprocessor):
+    """After nbgrader's SaveAutoGrades has read each check's points from its cell: the number goes, so formgrader
+    shows the findings under a check and the gradebook's points beside it, and no "Out[1]: 3".
 
     An nbconvert Preprocessor, not nbgrader's: nbgrader's base class makes `display_data_priority` unconfigurable,
-    and generate_feedback then warns that the option is "not recognized"."""
+    and nbgrader then warns that the option is "not recognized"."""
 
     enabled = True
 
     def preprocess_cell(self, cell, resources, index):
-        if not self.kit_notebook:
-            return cell, resources
-        cell.source = without_hidden_tests(cell.source)
-        outputs = cell.get("outputs", [])
-        if cell.get("metadata", {}).get(KIT_KEY, {}).get("check"):
-            outputs = [o for o in outputs if o.get("output_type") != "execute_result"]
-        for output in outputs:
-            if output.get("output_type") == "error":
-                output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
-        if "outputs" in cell:
-            cell.outputs = outputs
+        if cell.get("metadata", {}).get(KIT_KEY, {}).get("check") and "outputs" in cell:
+            cell.outputs = without_score_outputs(cell.outputs)
         return cell, resources
 
 
-# --- export -----------------------------------------------------------------------------------------
-
-STOCK_COLUMNS = ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
-                 "raw_score", "late_submission_penalty", "score", "max_score"]
-
-
-def check_columns(assignment) -> dict[tuple[str, str], str]:
-    """(notebook, grade_id) -> column name for every graded cell: `<assignment>/<grade_id>`, with the
-    notebook's name in between when the assignment has several notebooks."""
-    several = len(assignment.notebooks) > 1
-    return {(notebook.name, cell.name): "/".join([assignment.name, *([notebook.name] if several else []), cell.name])
-            for notebook in assignment.notebooks for cell in notebook.grade_cells}
-
-
-class PerCheckExport(ExportPlugin):
-    """`nbgrader export` with nbgrader's own columns (same values) followed by one column per graded cell of
-    every assignment (`layernorm/check_forward_order`, ...): the points in the gradebook, a manual override
-    included; empty where the student submitted nothing or a written answer is not graded yet."""
-
-    def export(self, gradebook) -> None:
-        destination = self.to or "grades.csv"
-        wanted_students = {str(s) for s in self.student}
-        wanted_assignments = {str(a) for a in self.assignment}
-        assignments = [a for a in gradebook.assignments if not wanted_assignments or a.name in wanted_assignments]
-        columns = {name: check_columns(a) for name, a in ((a.name, a) for a in assignments)}
-        header = STOCK_COLUMNS + [c for a in assignments for c in columns[a.name].values()]
-        self.log.info("Exporting grades, one column per graded cell, to %s", destination)
-        with open(destination, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=header, restval="")
-            writer.writeheader()
-            for assignment in assignments:
-                for student in gradebook.students:
-                    if not wanted_students or student.id in wanted_students:
-                        writer.writerow(self._row(gradebook, assignment, student, columns[assignment.name]))
-
-    @staticmethod
-    def _row(gradebook, assignment, student, columns) -> dict:
-        row = {"assignment": assignment.name, "duedate": assignment.duedate, "student_id": student.id,
-               "last_name": student.last_name, "first_name": student.first_name, "email": student.email,
-               "max_score": assignment.max_score}
-        try:
-            submission = gradebook.find_submission(assignment.name, student.id)
-        except MissingEntry:
-            row.update(timestamp="", raw_score=0.0, late_submission_penalty=0.0, score=0.0)
-        else:
-            penalty = submission.late_submission_penalty
-            row.update(timestamp=submission.timestamp, raw_score=submission.score, late_submission_penalty=penalty,
-                       score=max(0.0, submission.score - penalty))
-            for notebook in submission.notebooks:
-                for grade in notebook.grades:
-                    column = columns.get((notebook.name, grade.name))
-                    if column and (grade.manual_score is not None or grade.auto_score is not None):
-                        row[column] = grade.score       # nbgrader's: the manual score where one was given
-        return {key: "" if value is None else value for key, value in row.items()}
-
+def without_score_outputs(outputs: list) -> list:
+    return [o for o in outputs if o.get("metadata", {}).get(KIT_KEY) != SCORE_OUTPUT]

@@ -1,7 +1,23 @@
-"""Results as data: what each check found, for one submission. Scoring and feedback read only these."""
+"""Results as data: what each check found, for one submission. Scoring and feedback read only these.
+
+Points are written the same way everywhere a person reads them (`points_text`, `score_text`): "17 / 30",
+whole numbers without decimals, others with at most two.
+"""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+
+
+def points_text(value: float | None) -> str:
+    """17.0 -> "17", 2.5 -> "2.5", 1.6667 -> "1.67"."""
+    if value is None:
+        return "-"
+    text = f"{float(value):.2f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
+def score_text(score: float, max_score: float) -> str:
+    return f"{points_text(score)} / {points_text(max_score)}"
 
 
 @dataclass(frozen=True)
@@ -25,11 +41,11 @@ class CheckResult:
 
     @property
     def points(self) -> float:
-        return sum(s.points for s in self.subtests)
+        return round(sum(s.points for s in self.subtests), 6)
 
     @property
     def max_points(self) -> float:
-        return sum(s.max_points for s in self.subtests)
+        return round(sum(s.max_points for s in self.subtests), 6)
 
     @property
     def passed(self) -> bool:
@@ -56,7 +72,15 @@ class SubmissionResult:
 
     @property
     def max_score(self) -> float:
-        return sum(c.max_points for c in self.checks)
+        return round(sum(c.max_points for c in self.checks), 6)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SubmissionResult":
+        """The inverse of `to_dict` (a result kept in an autograded notebook's metadata, say)."""
+        checks = tuple(CheckResult(**{**c, "subtests": tuple(SubTest(**s) for s in c["subtests"])})
+                       for c in data["checks"])
+        return cls(**{**data, "checks": checks, "notes": tuple(data.get("notes") or ()),
+                      "grader_errors": tuple(data.get("grader_errors") or ())})

@@ -1,7 +1,10 @@
 """Points: every check, every part of it, in one readable place, and why each part pays.
 
 The keys are the check names used everywhere: the hidden-check cells of the notebook (`check_<name>`), the
-Gradescope test names, the columns of grades.csv. A test keeps the notebook's cell points equal to these.
+Gradescope test names, the columns of grades.csv. The course owns its points: each check is worth what its
+`check_<name>` cell gives in the course's source notebook, and the parts below share those points in
+proportion to their weights (`CheckSpec.parts_for`). What is written here are the relative weights and the
+defaults, which the kit's own notebook uses (a test keeps them equal).
 
 Why a part pays (the rule an instructor can defend):
 
@@ -32,7 +35,20 @@ class CheckSpec:
 
     @property
     def points(self) -> float:
+        """The default: what the check is worth when a course keeps the kit's points."""
         return sum(self.parts.values())
+
+    def parts_for(self, points: float | None = None) -> dict[str, float]:
+        """Each part's points when the check is worth `points` (the course's cell; None: the default). The
+        parts keep their relative weights, rounded to 4 decimals, and add up to exactly `points`."""
+        if points is None:
+            return dict(self.parts)
+        weight = sum(self.parts.values())
+        names = list(self.parts)
+        shares = {name: round(points * (self.parts[name] / weight if weight else 1 / len(names)), 4)
+                  for name in names[:-1]}
+        shares[names[-1]] = round(points - sum(shares.values()), 4)
+        return shares
 
 
 RUBRIC: dict[str, CheckSpec] = {
@@ -76,7 +92,8 @@ RUBRIC: dict[str, CheckSpec] = {
 TOTAL_POINTS = sum(spec.points for spec in RUBRIC.values())
 
 # Written answers: markdown cells (`answer_<name>`) graded by hand in formgrader, not by the kit; their points are
-# not part of TOTAL_POINTS. A test keeps the notebook's answer-cell points equal to these.
+# not part of TOTAL_POINTS. The defaults of the kit's own notebook (a test keeps them equal); a course's source
+# may give them other points, or add answers of its own.
 WRITTEN: dict[str, float] = {
     "answer_zero_branches": 2,
     "answer_last_block": 2,

@@ -86,6 +86,11 @@ def bubblewrap_works() -> bool:
     return probe.returncode == 0
 
 
+def isolation_available() -> bool:
+    """Can submissions be kept from the grading files here: bubblewrap works (for any user), or the grader is root?"""
+    return os.geteuid() == 0 or bubblewrap_works()
+
+
 def _bubblewrap_command(limits: Limits, groups: dict) -> list[str]:
     """A new root holding only the system, Python, the virtual environment and the harness package."""
     command = ["bwrap", "--die-with-parent", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-pid",

@@ -75,24 +75,30 @@ def do_kit_homework(released: nbformat.NotebookNode, student: str) -> nbformat.N
 
 
 class Shell:
-    """Runs commands as the instructor or a student would, and keeps a log of each (for the README check)."""
+    """Runs commands as the instructor or a student would, and keeps a log of each (for the README check).
+    `python`: the environment's Python (default this one); `user`: run as that Unix user (needs root)."""
 
-    def __init__(self, env: dict | None = None):
+    def __init__(self, env: dict | None = None, python: str | Path = sys.executable, user: str | None = None):
+        self.python, self.user = str(python), user
         self.env = {**os.environ, **(env or {}),
-                    "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+                    "PATH": f"{Path(self.python).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
         self.log: list[list[str]] = []
 
     def __call__(self, *arguments: str, cwd: Path, env: dict | None = None, check: bool = True):
         command = list(arguments)
         self.log.append(command)
         if command[0] == "nbgrader":
-            argv = [sys.executable, "-m", "nbgrader", *command[1:]]
+            argv = [self.python, "-m", "nbgrader", *command[1:]]
         elif command[:2] == ["python", "-m"]:
-            argv = [sys.executable, *command[1:]]
+            argv = [self.python, *command[1:]]
         else:
             argv = command
-        process = subprocess.run(argv, cwd=cwd, env={**self.env, **(env or {})}, capture_output=True, text=True,
-                                 timeout=900)
+        environment = {**self.env, **(env or {})}
+        if self.user:
+            home = Path("/home") / self.user
+            environment = {**environment, "HOME": str(home), "USER": self.user, "LOGNAME": self.user}
+            argv = ["setpriv", f"--reuid={self.user}", f"--regid={self.user}", "--init-groups", "--", *argv]
+        process = subprocess.run(argv, cwd=cwd, env=environment, capture_output=True, text=True, timeout=900)
         if check and process.returncode != 0:
             raise AssertionError(f"{' '.join(command)} failed ({process.returncode}):\n{process.stdout}\n{process.stderr}")
         return process

@@ -3,13 +3,14 @@ never stops the run; up-to-date students are not graded twice unless forced."""
 import csv
 import json
 import os
+import re
 import shutil
 
 import pytest
 
 from autograder import kit
 from autograder.classgrade import discover, grade_class
-from autograder.rubric import TOTAL_POINTS
+from autograder.rubric import RUBRIC, TOTAL_POINTS, WRITTEN
 
 
 @pytest.fixture
@@ -46,7 +47,23 @@ def test_grade_class_grades_everyone_and_resumes(mixed_class, tmp_path):
     with open(out / "grades.csv") as handle:
         table = list(csv.DictReader(handle))
     assert [r["student"] for r in table] == sorted(scores)
+    assert list(table[0]) == ["student", "submission", "score", "max_score", "late_penalty", "awaiting", *RUBRIC,
+                              *WRITTEN, "first_divergence", "seed", "grader_errors"]
+    full = TOTAL_POINTS + sum(WRITTEN.values())        # outside a course the written answers await an instructor
+    ana = next(r for r in table if r["student"] == "ana")
+    assert (ana["score"], ana["max_score"], ana["awaiting"]) == (f"{TOTAL_POINTS:g}", f"{full:g}", f"{sum(WRITTEN.values()):g}")
+    assert f'<span id="score">{TOTAL_POINTS:g} / {full:g}</span>' in (out / "ana" / "feedback.html").read_text()
     assert "No notebook or .py file" in (out / "ed" / "feedback.html").read_text()
+    report = (out / "report.html").read_text()
+    assert "5 students; mean" in report and 'id="pass-rates"' in report
+
+    from click.testing import CliRunner
+
+    from autograder.cli import main
+    again = CliRunner().invoke(main, ["class-report", str(out), "--out", str(tmp_path / "again.html")])
+    assert again.exit_code == 0, again.output
+    untitled = lambda page: re.sub(r"<(title|h1)>[^<]*</\1>", "", page)  # noqa: E731
+    assert untitled((tmp_path / "again.html").read_text()) == untitled(report)     # the same report from the folder
 
     stamps = {s: (out / s / "results.json").stat().st_mtime_ns for s in scores}
     os.utime(mixed_class / "cy.py")                              # cy resubmits

@@ -13,7 +13,6 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder import kit
-from autograder.nbgrader_bridge import WIDTH
 from autograder.rubric import RUBRIC, TOTAL_POINTS, WRITTEN
 from nbgrader_course import (KIT_STUDENTS, ORDINARY, Shell, do_kit_homework, do_ordinary_homework, make_course,
                              sample_submission)
@@ -101,42 +100,55 @@ def test_feedback_of_the_ordinary_assignment_is_stock_nbgraders(graded, tmp_path
     assert "BEGIN HIDDEN TESTS" not in (graded.course / "feedback" / "ben_post_ln" / NAME / "layernorm.html").read_text()
 
 
-def printed_outputs(page: str) -> list[str]:
-    """The text of every printed output on an nbconvert page (each is a <pre> in an output_text area)."""
-    return [html.unescape(re.sub(r"<[^>]+>", "", text))
-            for text in re.findall(r'output_text">\s*<pre>(.*?)</pre>', page, flags=re.DOTALL)]
-
-
-def test_kit_feedback_names_each_check_and_wraps_long_messages(graded):
+def test_kit_feedback_is_the_kits_page_with_the_gradebooks_numbers(graded):
     page = (graded.course / "feedback" / "ben_post_ln" / NAME / "layernorm.html").read_text()
-    summary = re.findall(r'<li><a href="#(check_\w+)">([^<]+)</a>', page)
-    assert summary == [(f"check_{name}", spec.title) for name, spec in RUBRIC.items()]
-    assert "Test cell" not in page
-    printed = "\n".join(printed_outputs(page))
-    assert "Step 2 of 10" in printed and "Post-LN" in printed      # the first divergent step
-    assert max(len(line) for line in printed.splitlines()) <= WIDTH
-    ordinary = (graded.course / "feedback" / "ben_post_ln" / ORDINARY / f"{ORDINARY}.html").read_text()
-    assert '<a href="#test_add">Test cell</a>' in ordinary          # nbgrader's own wording, left alone
-
-
-def test_export_has_one_column_per_check(graded):
-    with open(graded.course / "grades.csv", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    header = list(rows[0])
-    assert header[:11] == ["assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
-                           "raw_score", "late_submission_penalty", "score", "max_score"]
-    kit_columns = [c for c in header[11:] if c.startswith(f"{NAME}/")]
-    assert [c for c in kit_columns if c.startswith(f"{NAME}/check_")] == [f"{NAME}/check_{name}" for name in RUBRIC]
-    assert sorted(set(kit_columns) - {f"{NAME}/check_{name}" for name in RUBRIC}) == \
-        sorted(f"{NAME}/{grade_id}" for grade_id in WRITTEN)              # the written answers, graded by hand
-    assert [c for c in header[11:] if not c.startswith(f"{NAME}/")] == [f"{ORDINARY}/test_add", f"{ORDINARY}/explain"]
-    ben = next(r for r in rows if r["assignment"] == NAME and r["student_id"] == "ben_post_ln")
+    rows = re.findall(r'<tr class="check (passed|failed)" data-check="(\w+)"><td class="title">([^<]+)</td>'
+                      r'<td class="pts">([^<]+)</td>', page)
     book = scores(graded.course, NAME, "ben_post_ln")
-    assert {name: float(ben[f"{NAME}/check_{name}"]) for name in RUBRIC} == {
-        name: book[f"check_{name}"][0] for name in RUBRIC}
-    assert float(ben["score"]) == book["total"] and ben[f"{ORDINARY}/test_add"] == ""
-    ordinary = next(r for r in rows if r["assignment"] == ORDINARY and r["student_id"] == "ada_correct")
-    assert float(ordinary[f"{ORDINARY}/test_add"]) == 2 and ordinary[f"{ORDINARY}/explain"] == ""
+    assert [(name, html.unescape(title)) for _, name, title, _ in rows] == [(n, s.title) for n, s in RUBRIC.items()]
+    assert [points for *_, points in rows] == [f"{book[f'check_{n}'][0]:g} / {s.points:g}" for n, s in RUBRIC.items()]
+    total = TOTAL_POINTS + sum(WRITTEN.values())
+    assert f'<span id="score">{book["total"]:g} / {total:g}</span>' in page
+    assert "awaiting your instructor" in page                  # ben's written answers, not graded yet
+    assert "Step 2 of 10" in page and "Post-LN" in page        # the first divergent step
+    assert "Test cell" not in page and "In&nbsp;[" not in page and "In [" not in page and "Out[" not in page
+    assert not re.search(r"worth \d+ points?\)", page)           # check text names no points
+    ordinary = (graded.course / "feedback" / "ben_post_ln" / ORDINARY / f"{ORDINARY}.html").read_text()
+    assert '<a href="#test_add">Test cell</a>' in ordinary          # nbgrader's own page, left alone
+
+
+def test_export_has_a_row_per_student_and_each_assignments_columns(graded, tmp_path):
+    with open(graded.course / "grades.csv", newline="") as handle:
+        rows = {r["student_id"]: r for r in csv.DictReader(handle)}
+    header = list(next(iter(rows.values())))
+    assert header[:4] == ["student_id", "last_name", "first_name", "email"]
+    blocks = [c.split("/")[0] for c in header[4:]]
+    assert blocks == sorted(blocks) and set(blocks) == {NAME, ORDINARY}        # assignments sorted, side by side
+    assert [c for c in header if c.startswith(f"{NAME}/check_")] == [f"{NAME}/check_{name}" for name in RUBRIC]
+    assert {c for c in header if c.startswith(f"{NAME}/answer_")} == {f"{NAME}/{grade_id}" for grade_id in WRITTEN}
+    assert list(rows) == sorted(rows) == sorted({*KIT_STUDENTS, *ORDINARY_STUDENTS})
+    for student in KIT_STUDENTS:
+        book, row = scores(graded.course, NAME, student), rows[student]
+        assert {name: float(row[f"{NAME}/check_{name}"]) for name in RUBRIC} == {
+            name: book[f"check_{name}"][0] for name in RUBRIC}
+        assert float(row[f"{NAME}/score"]) == book["total"] and float(row[f"{NAME}/max_score"]) == 30
+        assert all(row[f"{NAME}/{grade_id}"] == "" for grade_id in WRITTEN)     # awaiting the instructor
+        assert float(row[f"{NAME}/awaiting"]) == sum(WRITTEN.values())
+    ben = rows["ben_post_ln"]
+    assert float(ben[f"{ORDINARY}/test_add"]) == 0 and ben[f"{ORDINARY}/explain"] == ""
+    assert [rows[s][f"{ORDINARY}/score"] for s in ("gil_edits_locked_cells",)] == ["0"]   # did not submit hw2
+    with open(graded.course / "grades_per_check.csv", newline="") as handle:
+        long = list(csv.DictReader(handle))
+    assert list(long[0]) == ["student", "assignment", "check", "points", "max", "late", "manual"]
+    ada = {(r["assignment"], r["check"]): r for r in long if r["student"] == "ada_correct"}
+    assert float(ada[(NAME, "check_forward_order")]["points"]) == 4 and ada[(NAME, "answer_last_block")]["points"] == ""
+    assert float(ada[(ORDINARY, "test_add")]["points"]) == 2 and ada[(ORDINARY, "test_add")]["manual"] == "0"
+    # one assignment only
+    graded.shell("nbgrader", "export", f"--to={tmp_path / 'one.csv'}", f"--assignment={ORDINARY}", cwd=graded.course)
+    with open(tmp_path / "one.csv", newline="") as handle:
+        one = list(csv.DictReader(handle))
+    assert {c.split("/")[0] for c in list(one[0])[4:]} == {ORDINARY}
+    assert (tmp_path / "one_per_check.csv").is_file()
 
 
 # --- the course's source is the truth ---------------------------------------------------------------
@@ -152,24 +164,48 @@ def _cell(notebook, grade_id):
     return next(c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
 
 
-def test_points_edited_in_the_course_source_are_refused_naming_the_cell(tmp_path):
+def test_the_points_in_the_course_source_are_the_points_graded_and_nothing_is_deleted(tmp_path):
+    """The course gives a check other points: graded out of them, by both paths. Changed again after grading, the
+    gradebook still holds the old ones: plain autograde and grade-class refuse in one line and delete nothing;
+    once generate_assignment has recorded the new points, autograde says who was graded with the old ones and
+    --force grades them again."""
     course = make_course(tmp_path / "course", ordinary=False)
     _edit_source(course, NAME, NOTEBOOK, lambda nb: _cell(nb, "check_forward_order").metadata.nbgrader.update(points=6))
-    shell = Shell()
+    shell = Shell({"AUTOGRADER_SEED": "11"})
     shell("nbgrader", "generate_assignment", NAME, cwd=course)
-    submit(course, NAME, "ada_correct", sample_submission("ada_correct"), NOTEBOOK)
-    refused = shell("nbgrader", "autograde", NAME, cwd=course, check=False)
-    said = refused.stdout + refused.stderr
-    assert refused.returncode != 0
-    assert "Not grading" in said and "check_forward_order gives 6 points" in said and "rubric" in said and "gives 4" in said
-    assert not (course / "autograded" / "ada_correct" / NAME).exists()
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        grades = gradebook.find_submission_notebook(kit.KIT.notebook_id, NAME, "ada_correct").grades
-        assert all(g.auto_score is None for g in grades)
-    by_class = shell("python", "-m", "autograder", "grade-class", "submitted", "--out", str(tmp_path / "out"),
-                     "--course", ".", cwd=course, check=False)
-    assert by_class.returncode != 0 and "check_forward_order gives 6 points" in by_class.stdout + by_class.stderr
-    assert not (tmp_path / "out").exists()
+    for student in ("ada_correct", "ben_post_ln"):
+        submit(course, NAME, student, sample_submission(student), NOTEBOOK)
+    shell("nbgrader", "autograde", NAME, cwd=course)
+    ada, ben = scores(course, NAME, "ada_correct"), scores(course, NAME, "ben_post_ln")
+    assert ada["check_forward_order"] == (6, False) and ada["total"] == TOTAL_POINTS + 2
+    assert ben["check_forward_order"] == (0, False)
+
+    _edit_source(course, NAME, NOTEBOOK, lambda nb: _cell(nb, "check_forward_shortcuts").metadata.nbgrader.update(points=9))
+    autograded = course / "autograded" / "ben_post_ln" / NAME / NOTEBOOK
+    before = autograded.read_bytes()
+    for command in (["nbgrader", "autograde", NAME], ["nbgrader", "autograde", NAME, "--force"],
+                    ["python", "-m", "autograder", "grade-class", "submitted", "--out", str(tmp_path / "out"),
+                     "--course", "."]):
+        refused = shell(*command, cwd=course, check=False)
+        said = (refused.stdout + refused.stderr).strip()
+        assert refused.returncode != 0 and "Traceback" not in said, said
+        (line,) = [line for line in said.splitlines() if "Not grading" in line]
+        assert "check_forward_shortcuts gives 9 points in the source, 3 in the gradebook" in line
+        assert "generate_assignment layernorm --force" in line
+    assert autograded.read_bytes() == before and not (tmp_path / "out").exists()
+    assert scores(course, NAME, "ben_post_ln") == ben
+
+    shell("nbgrader", "generate_assignment", NAME, "--force", cwd=course)
+    skipped = shell("nbgrader", "autograde", NAME, cwd=course)
+    assert "2 students were graded against an earlier version" in skipped.stdout + skipped.stderr
+    shell("nbgrader", "autograde", NAME, "--force", cwd=course)
+    again = scores(course, NAME, "ben_post_ln")
+    assert again["check_forward_shortcuts"][0] == pytest.approx(ben["check_forward_shortcuts"][0] * 3)
+    shell("python", "-m", "autograder", "grade-class", "submitted", "--out", str(tmp_path / "out"), "--course", ".",
+          "--seed", "11", cwd=course)
+    assert scores(course, NAME, "ben_post_ln") == again
+    page = (course / "feedback" / "ben_post_ln" / NAME / "layernorm.html").read_text()
+    assert f"{again['check_forward_shortcuts'][0]:g} / 9" in page
 
 
 def test_a_renamed_kit_assignment_is_recognised_and_graded_from_the_course_source(tmp_path):
@@ -219,3 +255,13 @@ def test_written_answers_in_the_kit_notebook_wait_for_a_person(tmp_path):
     assert again["answer_why_preln"] == (2, True) and again["total"] == TOTAL_POINTS + 2
     assert {k: v for k, v in again.items() if k.startswith("check_")} == \
         {k: v for k, v in graded.items() if k.startswith("check_")}
+    # grade-class had nbgrader draw the page: the graded answer, the others awaiting, the same total everywhere
+    page = (course / "feedback" / "ada_correct" / NAME / "layernorm.html").read_text()
+    total, maximum = TOTAL_POINTS + 2, TOTAL_POINTS + 2 + sum(WRITTEN.values())
+    assert f'<span id="score">{total:g} / {maximum:g}</span>' in page
+    assert re.search(r'data-cell="answer_why_preln"><td class="title">[^<]*</td><td class="pts">2 / 2</td>', page)
+    assert "Normalizing inside each branch keeps the shortcut path clean." in page
+    assert (tmp_path / "out" / "ada_correct" / "feedback.html").read_text() == page
+    with open(tmp_path / "out" / "grades.csv", newline="") as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert (row["score"], row["max_score"], row["answer_why_preln"]) == (f"{total:g}", f"{maximum:g}", "2")

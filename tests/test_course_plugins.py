@@ -1,5 +1,7 @@
 """The kit's nbgrader plugins, piece by piece (fast): which assignments are the kit's, the course configuration's
-pipelines, what a check cell says, and which students grade-class takes from a course's submitted/ folder."""
+pipelines, what a check cell says, the points a course gives, and which students grade-class takes from a
+course's submitted/ folder."""
+import re
 import shutil
 
 import nbformat
@@ -7,7 +9,7 @@ from traitlets.config import Config, PyFileConfigLoader
 
 from autograder import kit
 from autograder.classgrade import discover
-from autograder.nbgrader_plugins import (FeedbackWithoutHiddenTests, TaskStubs, TellingOverwriteCells, kit_source)
+from autograder.nbgrader_plugins import KIT_KEY, TaskStubs, TellingOverwriteCells, WithoutScoreOutputs, kit_source
 from autograder.results import CheckResult, SubmissionResult, SubTest
 from nbgrader_course import ORDINARY, make_course
 
@@ -31,26 +33,33 @@ def _course_config() -> Config:
     return PyFileConfigLoader("nbgrader_config.py", path=str(kit.COURSE_DIR)).load_config()
 
 
-def test_the_course_pipelines_are_nbgraders_with_one_class_swapped():
+def test_the_course_pipelines_are_nbgraders_with_the_kits_classes_swapped_in():
     from nbgrader.converters import Autograde, GenerateAssignment, GenerateFeedback
     config = _course_config()
 
-    def swapped(converter, trait, configured):
-        stock = converter.class_traits()[trait].default()
-        names = [c if isinstance(c, str) else f"{c.__module__}.{c.__name__}" for c in configured]
-        return [(f"{s.__module__}.{s.__name__}", n) for s, n in zip(stock, names) if f"{s.__module__}.{s.__name__}" != n]
+    def name(c):
+        return c if isinstance(c, str) else f"{c.__module__}.{c.__name__}"
 
-    assert swapped(GenerateAssignment, "preprocessors", config.GenerateAssignment.preprocessors) == [
+    def changes(converter, trait, configured):
+        stock = [name(c) for c in converter.class_traits()[trait].default()]
+        return [(s, c) for s, c in zip(stock + [None] * len(configured), [name(c) for c in configured]) if s != c]
+
+    assert changes(GenerateAssignment, "preprocessors", config.GenerateAssignment.preprocessors) == [
         ("nbgrader.preprocessors.clearsolutions.ClearSolutions", "autograder.nbgrader_plugins.TaskStubs")]
-    assert swapped(Autograde, "sanitize_preprocessors", config.Autograde.sanitize_preprocessors) == [
+    assert changes(Autograde, "sanitize_preprocessors", config.Autograde.sanitize_preprocessors) == [
         ("nbgrader.preprocessors.overwritecells.OverwriteCells", "autograder.nbgrader_plugins.TellingOverwriteCells")]
-    assert swapped(Autograde, "autograde_preprocessors", config.Autograde.autograde_preprocessors) == [
-        ("nbgrader.preprocessors.execute.Execute", "autograder.nbgrader_bridge.SandboxedExecute")]
-    feedback = config.GenerateFeedback.preprocessors
-    assert feedback[1] is FeedbackWithoutHiddenTests and [feedback[0], *feedback[2:]] == \
-        GenerateFeedback.class_traits()["preprocessors"].default()
+    autograde = [name(c) for c in config.Autograde.autograde_preprocessors]
+    stock = [name(c) for c in Autograde.class_traits()["autograde_preprocessors"].default()]
+    saved = stock.index("nbgrader.preprocessors.saveautogrades.SaveAutoGrades")
+    assert autograde == [("autograder.nbgrader_bridge.SandboxedExecute" if c.endswith(".Execute") else c)
+                         for c in stock[:saved + 1]] + ["autograder.nbgrader_plugins.WithoutScoreOutputs"] + stock[saved + 1:]
+    assert "preprocessors" not in config.GenerateFeedback                                      # nbgrader's own
+    assert config.HTMLExporter.preprocessors == ["autograder.nbgrader_feedback.FormgraderStanding"]
+    assert config.GenerateFeedback.exporter_class == "autograder.nbgrader_feedback.KitFeedbackPage"
+    assert config.Autograde.exporter_class == "autograder.nbgrader_preflight.KitPreflight"
+    assert config.ExchangeFactory.release_feedback == "autograder.nbgrader_feedback.KitReleaseFeedback"
     assert "course_id" not in config.CourseDirectory          # a hub-wide course id stays in force
-    assert "template_file" in config.GenerateFeedback.HTMLExporter and "HTMLExporter" not in config  # formgrader keeps its own
+    assert "KitSandbox" not in config                         # refusing where nothing isolates is the default
 
 
 def test_kit_plugins_leave_other_assignments_alone(tmp_path):
@@ -58,16 +67,11 @@ def test_kit_plugins_leave_other_assignments_alone(tmp_path):
     config = Config()
     config.CourseDirectory.root = str(course)
     ordinary = nbformat.read(course / "source" / ORDINARY / f"{ORDINARY}.ipynb", as_version=4)
-    ordinary.cells[2].outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="",
-                                                        traceback=["line 1", "line 2"])]
+    ordinary.cells[2].outputs = [nbformat.v4.new_output("execute_result", data={"text/plain": "1"}, execution_count=1)]
     resources = {"nbgrader": {"assignment": ORDINARY, "notebook": ORDINARY}}
     before = nbformat.writes(ordinary)
-    FeedbackWithoutHiddenTests(config=config).preprocess(ordinary, resources)
-    assert nbformat.writes(ordinary) == before                     # hidden tests and traceback as nbgrader has them
-    kit_notebook = nbformat.read(course / "source" / kit.KIT.name / kit.KIT.notebook_name, as_version=4)
-    FeedbackWithoutHiddenTests(config=config).preprocess(
-        kit_notebook, {"nbgrader": {"assignment": kit.KIT.name, "notebook": kit.KIT.notebook_id}})
-    assert "BEGIN HIDDEN TESTS" not in nbformat.writes(kit_notebook)
+    WithoutScoreOutputs(config=config).preprocess(ordinary, resources)
+    assert nbformat.writes(ordinary) == before                     # a partial-credit number nbgrader shows as is
     stubs = TaskStubs(config=config)
     stubs.preprocess(ordinary, resources)
     assert "NotImplementedError()" in ordinary.cells[1].source and "Task" not in ordinary.cells[1].source
@@ -81,17 +85,29 @@ def _result(message: str, passed: bool) -> SubmissionResult:
                             first_divergence=None if passed else "Step 2 of 10 (normalize with norm1): " + "x " * 200)
 
 
-def test_a_check_cell_wraps_long_lines_and_states_no_earned_points():
-    from autograder.nbgrader_bridge import WIDTH, check_text
+def test_a_check_cell_wraps_long_lines_and_names_no_points():
+    from autograder.nbgrader_annotate import WIDTH, annotate, check_text
     long = "Your block's output differs from a Pre-LN block's. " * 10
     result = _result(long, False)
     failed = check_text(result.checks[0], result)
     assert max(len(line) for line in failed.splitlines()) <= WIDTH
     assert " ".join(failed.split()).count("Your block's output differs") == 10 and "Step 2 of 10" in failed
-    assert "0 / 4" not in failed and "0/4" not in failed and "(worth 4 points)" in failed
+    assert not re.search(r"\d+(\.\d+)? ?/ ?4|worth|points?\b", failed)
     result = _result("All parts passed.", True)
     passed = check_text(result.checks[0], result)
     assert "[x] output matches a Pre-LN block" in passed and "4 / 4" not in passed
+    # in the notebook: the findings as HTML and text, the points only as the number nbgrader reads, which goes
+    # once read; the whole result in the notebook's metadata, with the version of the source graded against
+    notebook = nbformat.read(kit.SOURCE_NOTEBOOK, as_version=4)
+    annotate(notebook, result)
+    (cell,) = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "check_forward_order"]
+    assert [o.output_type for o in cell.outputs] == ["display_data", "execute_result"]
+    assert "output matches a Pre-LN block" in cell.outputs[0].data["text/html"]
+    assert cell.outputs[1].data["text/plain"] == "4"
+    WithoutScoreOutputs().preprocess(notebook, {})
+    assert [o.output_type for o in cell.outputs] == ["display_data"]
+    assert notebook.metadata[KIT_KEY]["source"] == kit.KIT.key
+    assert notebook.metadata[KIT_KEY]["result"]["checks"][0]["subtests"][0]["points"] == 4.0
 
 
 def test_grade_class_takes_from_a_course_only_the_students_who_submitted_this_assignment(tmp_path):

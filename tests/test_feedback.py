@@ -6,7 +6,8 @@ import re
 from autograder import kit
 from autograder.feedback import feedback_html, profile_figure_png, write_feedback_page
 from autograder.results import CheckResult, SubmissionResult, SubTest
-from autograder.rubric import TOTAL_POINTS
+from autograder.rubric import TOTAL_POINTS, WRITTEN
+from autograder.standing import CellGrade, Standing, standing_of
 from catalog.build import submission
 from catalog.wrong_forwards import WRONG
 
@@ -105,7 +106,8 @@ def test_malformed_profiles_never_break_the_plot():
 def test_page_structure():
     page = feedback_html(_result(divergence="Step 2 of 10 (normalize with norm1): attention ran first",
                                  notes=["cell 3 raised ValueError: oops"]))
-    assert '<span id="score">5 / 7</span>' in page
+    assert f'<span id="score">5 / {7 + sum(WRITTEN.values()):g}</span>' in page       # the written answers count
+    assert "awaiting your instructor" in page and 'id="late"' not in page
     assert 'id="first-divergence"' in page and "Where your block first went wrong" in page
     assert "Step 2 of 10 (normalize with norm1)" in page
     assert _rows(page) == {"forward_order": "check passed", "forward_shortcuts": "check failed"}
@@ -115,6 +117,40 @@ def test_page_structure():
     assert _embedded_png(page).startswith(PNG_SIGNATURE)
     _assert_standalone(page)
     _assert_nothing_secret(page)
+
+
+def test_every_number_comes_from_the_standing():
+    """In a course the numbers are the gradebook's: an override, written answers graded or awaiting, comments and
+    the late penalty; the parts say passed or failed and never their points, which an override would contradict."""
+    result = _result()
+    checks = {"forward_order": CellGrade("check_forward_order", "Operation order (Pre-LN)", 4, 4),
+              "forward_shortcuts": CellGrade("check_forward_shortcuts", "Both shortcut additions", 2.5, 3, manual=True,
+                                             comment=f"Close {SCRIPT}")}
+    written = (CellGrade("answer_a", "Written question 1", 2, 2, manual=True, answer=f"Because\nof {SCRIPT}.\n\nAnd so."),
+               CellGrade("answer_b", "Written question 2", None, 3, answer="YOUR ANSWER HERE"))
+    standing = Standing(6.5, 12, checks, written, late_penalty=2, seconds_late=3600,
+                        remarks=(("task1_forward", "Nice loop"),))
+    page = feedback_html(result, standing)
+    assert '<span id="score">6.5 / 12</span>' in page and "Late submission: 2 points deducted" in page
+    assert "before the deduction: 8.5" in page
+    assert re.search(r'data-check="forward_shortcuts"><td class="title">[^<]*</td><td class="pts">2.5 / 3'
+                     r'<div class="muted">set by your instructor', page)
+    assert "Written answers worth 3 points are awaiting your instructor" in page
+    assert "<p>Because of &lt;script&gt;alert(1)&lt;/script&gt;.</p><p>And so.</p>" in page
+    assert re.search(r'data-cell="answer_b"><td class="title">Written question 2</td><td class="pts">awaiting', page)
+    assert "Nice loop" in page and "Close &lt;script&gt;" in page and "<script" not in page.lower()
+    parts = re.findall(r'<li class="part[^"]*">(.*?)</li>', page)
+    assert parts and not [p for p in parts if re.search(r"\d\s*/\s*\d", p)]
+    _assert_standalone(page)
+
+
+def test_outside_a_course_the_written_answers_await_the_instructor():
+    standing = standing_of(_result())
+    assert standing.score == 5 and standing.max_score == 7 + sum(WRITTEN.values())
+    assert [c.grade_id for c in standing.written] == list(WRITTEN) and standing.awaiting == sum(WRITTEN.values())
+    assert all(c.title and c.title != c.grade_id for c in standing.written)     # named as the notebook asks them
+    written = sum(WRITTEN.values())
+    assert standing.summary() == f"Score: 5 / {7 + written:g} ({written:g} points of written answers awaiting your instructor)"
 
 
 def test_no_divergence_box_without_a_divergence():
@@ -142,7 +178,8 @@ def test_solution_page_shows_full_marks(grade_source):
     result = grade_source(submission())
     page = feedback_html(result)
     assert result.score == TOTAL_POINTS
-    assert f'<span id="score">{TOTAL_POINTS:g} / {TOTAL_POINTS:g}</span>' in page
+    full = TOTAL_POINTS + sum(WRITTEN.values())
+    assert f'<span id="score">{TOTAL_POINTS:g} / {full:g}</span>' in page
     assert 'id="first-divergence"' not in page
     assert set(_rows(page).values()) == {"check passed"}
     assert result.isolation not in page
@@ -159,7 +196,7 @@ def test_post_ln_page_explains_where_it_went_wrong(grade_source):
     assert html.escape(result.first_divergence) in page
     assert 'id="first-divergence"' in page
     assert _rows(page)[post_ln.check] == "check failed"
-    assert f'<span id="score">{result.score:g} / {TOTAL_POINTS:g}</span>' in page
+    assert f'<span id="score">{result.score:g} / {TOTAL_POINTS + sum(WRITTEN.values()):g}</span>' in page
     assert result.isolation not in page
     _assert_standalone(page)
     _assert_nothing_secret(page)

@@ -9,6 +9,7 @@ from matplotlib.colors import to_rgb
 from matplotlib.image import imread
 
 from autograder.feedback import CURVES, write_feedback_page
+from autograder.standing import standing_of
 from catalog.build import submission
 from catalog.wrong_forwards import WRONG
 
@@ -74,7 +75,7 @@ def post_ln_page(grade_source, tmp_path):
 def test_browser_builds_the_expected_dom(chromium, post_ln_page):
     result, post_ln, page = post_ln_page
     dom = Dom(chromium("--dump-dom", page.as_uri()))
-    assert dom.text_by_id["score"].strip() == f"{result.score:g} / {result.max_score:g}"
+    assert dom.text_by_id["score"].strip() == standing_of(result).text        # the written answers count too
     assert "Where your block first went wrong" in dom.text_by_id["first-divergence"]
     assert result.first_divergence in dom.text_by_id["first-divergence"]
     failed = {attrs["data-check"] for attrs in dom.find("tr", **{"class": "failed"})}

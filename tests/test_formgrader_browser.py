@@ -1,117 +1,26 @@
 """Formgrader in a real browser: headless Chromium, driven over its DevTools protocol, on a Jupyter server started
 in a course that holds the kit's assignment. The Autograde button grades and leaves no process behind; the
-submission view shows each check's findings, the first divergent step and the gradient plot; a score typed in
-formgrader changes the total; the feedback generated afterwards says the overridden points everywhere."""
-import base64
-import json
-import os
+submission view opens with the student's standing and shows each check's findings (no "Out[1]" under a check),
+the first divergent step and the gradient plot; a score typed in formgrader changes the total; the feedback
+generated afterwards (the kit's page) says the overridden points everywhere."""
 import re
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 
 import nbformat
 import psutil
 import pytest
-import websocket
 from nbgrader.api import Gradebook
 
 from autograder import kit
-from autograder.rubric import RUBRIC, TOTAL_POINTS
+from autograder.rubric import RUBRIC, TOTAL_POINTS, WRITTEN
+from browser import Browser, jupyter_server, shots, wait_until
 from nbgrader_course import Shell, make_course, sample_submission
 
 pytestmark = pytest.mark.slow
 
 NAME = kit.KIT.name
 STUDENT = "ben_post_ln"
-STALE = r"(?<![\d.])0(\.0)?\s*/\s*4(\.0)?(?![\d.])"     # "0 / 4", "0.0 / 4.0": the check's autograded points
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--no-first-run", "--disable-sync", "--hide-scrollbars", "--remote-allow-origins=*", "--window-size=1280,1600"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def wait_until(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-
-
-class Browser:
-    """Just enough of the Chrome DevTools protocol: open pages, run JavaScript, type, take screenshots."""
-
-    def __init__(self, executable: str, profile: Path):
-        self.process = subprocess.Popen([executable, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
-                                         "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        active = profile / "DevToolsActivePort"
-        port = wait_until(lambda: active.is_file() and active.read_text().split("\n")[0], 60, "Chromium to start")
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/version") as reply:
-            url = json.load(reply)["webSocketDebuggerUrl"]
-        self.socket = websocket.create_connection(url, timeout=120, suppress_origin=True)
-        self.counter, self.session = 0, None
-        target = self.call("Target.createTarget", url="about:blank")["targetId"]
-        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-
-    def call(self, method: str, **params) -> dict:
-        self.counter += 1
-        message = {"id": self.counter, "method": method, "params": params}
-        if self.session:
-            message["sessionId"] = self.session
-        self.socket.send(json.dumps(message))
-        while True:
-            reply = json.loads(self.socket.recv())
-            if reply.get("id") == self.counter:
-                if "error" in reply:
-                    raise RuntimeError(f"{method}: {reply['error']}")
-                return reply.get("result", {})
-
-    def js(self, expression: str):
-        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
-        if "exceptionDetails" in result:
-            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
-        return result["result"].get("value")
-
-    def open(self, url: str, ready: str = "true", timeout: float = 60) -> None:
-        self.call("Page.navigate", url=url)
-        time.sleep(0.5)
-        wait_until(lambda: self.js(f"document.readyState === 'complete' && !!({ready})"), timeout, f"{url} to show {ready}")
-
-    def type_into(self, selector: str, text: str) -> None:
-        """Focus the field, type as a user types, then leave it (which fires its change event)."""
-        self.js(f"document.querySelector({selector!r}).focus()")
-        self.call("Input.insertText", text=text)
-        self.js(f"document.querySelector({selector!r}).blur()")
-
-    def screenshot(self, path: Path) -> Path:
-        path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png",
-                                                    captureBeyondViewport=True)["data"]))
-        return path
-
-    def close(self) -> None:
-        try:
-            self.session = None
-            self.call("Browser.close")
-        except Exception:
-            pass
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
+FULL = TOTAL_POINTS + sum(WRITTEN.values())
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     course = make_course(tmp_path_factory.mktemp("formgrader") / "course", ordinary=False)
@@ -125,37 +34,13 @@ def course(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(course, tmp_path_factory):
-    """The instructor's Jupyter server, started in the course folder, with the hub-wide settings of the README
-    (local only: bound to 127.0.0.1 with authentication off, so the browser needs no login)."""
+    """The instructor's Jupyter server, started in the course folder, with the hub-wide settings of the README."""
     hub = tmp_path_factory.mktemp("hub")
     (hub / "exchange").mkdir(mode=0o777)
     (hub / "nbgrader_config.py").write_text(f"c = get_config()\nc.CourseDirectory.course_id = 'dl101'\n"
                                             f"c.Exchange.root = {str(hub / 'exchange')!r}\n")
-    port = free_port()
-    log = open(course.parent / "server.log", "w")
-    process = subprocess.Popen([sys.executable, "-m", "jupyter", "server", "--no-browser", "--allow-root",
-                                f"--port={port}", "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=",
-                                "--ServerApp.password=", f"--ServerApp.root_dir={course}"],
-                               cwd=course, env={**os.environ, "JUPYTER_CONFIG_DIR": str(hub)},
-                               stdout=subprocess.DEVNULL, stderr=log)
-    base = f"http://127.0.0.1:{port}"
-
-    def up():
-        if process.poll() is not None:
-            pytest.fail((course.parent / "server.log").read_text())
-        try:
-            with urllib.request.urlopen(f"{base}/api/status", timeout=2):
-                return True
-        except OSError:
-            return False
-    wait_until(up, 120, "the Jupyter server")
-    yield process, base
-    process.terminate()
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log.close()
+    with jupyter_server(course, hub, course.parent / "server.log") as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -199,15 +84,19 @@ def test_the_autograde_button_grades_and_leaves_no_process(autograded):
     assert autograded["leftovers"] == []
 
 
-def test_submission_view_shows_each_check_the_first_divergent_step_and_the_plot(course, server, browser, autograded,
-                                                                             tmp_path):
+def test_submission_view_shows_the_standing_each_check_and_no_score_outputs(course, server, browser, autograded,
+                                                                           tmp_path):
     _, base = server
     browser.open(f"{base}/formgrader/submissions/{autograded['id']}",
                  "document.querySelector('input.score#check_forward_order')")
     text = browser.js("document.body.innerText")
+    score = f"{autograded['score']:g} / {FULL:g}"
+    assert f"The student's feedback page says: Score: {score}" in text
     for title in ("Operation order (Pre-LN)", "Both shortcut additions", "Task 2: gradient compounding"):
         assert title in text
     assert re.search(r"Step 2 of 10 \(normalize with norm1\)", text) and "Post-LN" in text
+    assert not re.search(r"Out\s*\[\d*\]", text), "a check's points shown as the cell's output"
+    assert browser.js("document.querySelectorAll('.kit-findings li.part').length") >= sum(len(s.parts) for s in RUBRIC.values())
     assert browser.js("[...document.images].some(i => i.src.startsWith('data:image/png') && i.naturalWidth > 400)")
     shown = browser.js("Object.fromEntries([...document.querySelectorAll('input.score')].map(i => [i.id, i.placeholder]))")
     with gradebook(course) as book:
@@ -216,7 +105,7 @@ def test_submission_view_shows_each_check_the_first_divergent_step_and_the_plot(
     checks = {name: float(points) for name, points in shown.items() if name.startswith("check_")}
     assert set(checks) == {f"check_{name}" for name in RUBRIC}
     assert checks == {name: stored[name] for name in checks}      # each check's autograded points, per check
-    assert browser.screenshot(tmp_path / "formgrader-submission.png").stat().st_size > 50_000
+    assert browser.screenshot(shots(tmp_path) / "formgrader-submission.png").stat().st_size > 50_000
 
 
 def test_a_manual_override_changes_the_total_and_the_regenerated_feedback(course, server, browser, autograded,
@@ -243,14 +132,11 @@ def test_a_manual_override_changes_the_total_and_the_regenerated_feedback(course
 
     page = course / "feedback" / STUDENT / NAME / f"{kit.KIT.notebook_id}.html"
     html = page.read_text()
-    maximum = f"{autograded['max']:.1f}"
-    assert f"(Score: {total:.1f} / {maximum})" in html and f"(Score: {autograded['score']:.1f} / {maximum})" not in html
-    summary = re.search(r'href="#check_forward_order">Operation order \(Pre-LN\)</a> \(Score: ([\d.]+) / 4\.0\)', html)
-    assert summary and summary.group(1) == "2.0"
-    cell = html.split('name="check_forward_order"', 1)[1].split('name="check_', 1)[0]
-    assert "Score: 2.0 / 4.0" in cell and "Operation order (Pre-LN)" in cell
-    assert not re.search(STALE, cell), "the overridden check's cell still says the autograder's points"
-    browser.open(page.as_uri(), "document.querySelector('#toc')")
+    assert f'<span id="score">{total:g} / {FULL:g}</span>' in html
+    assert re.search(r'data-check="forward_order"><td class="title">Operation order \(Pre-LN\)</td>'
+                     r'<td class="pts">2 / 4<div class="muted">set by your instructor</div>', html)
+    assert not re.search(r"\b0 / 4\b", html), "the overridden check still says the autograder's points"
+    browser.open(page.as_uri(), "document.querySelector('#checks')")
     shown = browser.js("document.body.innerText")
-    assert f"Score: {total:.1f} / {maximum}" in shown and "Operation order (Pre-LN) (Score: 2.0 / 4.0)" in shown
-    assert browser.screenshot(tmp_path / "feedback-after-override.png").stat().st_size > 50_000
+    assert f"Score: {total:g} / {FULL:g}" in shown and "set by your instructor" in shown
+    assert browser.screenshot(shots(tmp_path) / "feedback-after-override.png").stat().st_size > 50_000

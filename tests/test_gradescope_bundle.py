@@ -66,7 +66,7 @@ def gradescope(bundle, tmp_path):
     return run
 
 
-def _validate(results: dict) -> None:
+def _validate(results: dict, total: float = TOTAL_POINTS) -> None:
     """The fields Gradescope reads, with the types its specification gives."""
     assert isinstance(results["score"], (int, float)) and not isinstance(results["score"], bool)
     assert isinstance(results["execution_time"], (int, float))
@@ -83,7 +83,7 @@ def _validate(results: dict) -> None:
         assert (test["status"] == "passed") == (test["score"] == test["max_score"])
         assert isinstance(test["output"], str)
         assert test["visibility"] in VISIBILITIES
-    assert sum(t["max_score"] for t in results["tests"]) == TOTAL_POINTS
+    assert sum(t["max_score"] for t in results["tests"]) == pytest.approx(total)
     assert results["score"] == pytest.approx(sum(t["score"] for t in results["tests"]))
     hidden_until_published = {t["tags"][0] for t in results["tests"] if t["visibility"] == "after_published"}
     assert hidden_until_published == {name for name, spec in RUBRIC.items() if spec.visibility == "after_published"}
@@ -99,7 +99,9 @@ def test_bundle_layout(bundle, tmp_path):
         assert (infos[script].external_attr >> 16) & 0o111 == 0o111, f"{script} is not executable in the zip"
     source_notebook = kit.SOURCE_NOTEBOOK.relative_to(kit.ROOT).as_posix()
     assert {"requirements.txt", "pyproject.toml", source_notebook, "autograder/__init__.py",
-            "autograder/harness/server.py", "autograder/gradescope_bundle.py"} <= names
+            "autograder/harness/server.py", "autograder/gradescope_bundle.py", "assignment.txt"} <= names
+    with zipfile.ZipFile(bundle) as archive:
+        assert archive.read("assignment.txt").decode() == source_notebook
     assert [n for n in names if n.endswith(".ipynb")] == [source_notebook]
     for forbidden in ("student_template/", "tests/", "solutions/", "assignments/sample_class/", ".venv/"):
         assert not [n for n in names if n.startswith(forbidden)], forbidden
@@ -170,6 +172,56 @@ def test_empty_submission_scores_zero_with_a_message(gradescope):
     assert results["score"] == 0
     assert NO_SUBMISSION in results["output"]
     assert all(t["status"] == "failed" and NO_SUBMISSION in t["output"] for t in results["tests"])
+
+
+@pytest.fixture(scope="module")
+def course_bundle(tmp_path_factory):
+    """A course's renamed copy of the assignment, with points of its own, bundled by the command line."""
+    import nbformat
+    from click.testing import CliRunner
+
+    from autograder.cli import main
+
+    course = tmp_path_factory.mktemp("course") / "course"
+    source = nbformat.read(kit.SOURCE_NOTEBOOK, as_version=4)
+    for cell in source.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "check_forward_order":
+            cell.metadata.nbgrader.points = 10
+    (course / "source" / "transformer_hw").mkdir(parents=True)
+    nbformat.write(source, course / "source" / "transformer_hw" / "block.ipynb")
+    shutil.copy(kit.COURSE_DIR / "nbgrader_config.py", course / "nbgrader_config.py")
+    out = course.parent / "course-autograder.zip"
+    made = CliRunner().invoke(main, ["gradescope-bundle", str(out), "--course", str(course),
+                                     "--assignment", "transformer_hw"])
+    assert made.exit_code == 0, made.output
+    assert "block.ipynb" in made.output and "30 points of checks" in made.output
+    return out
+
+
+def test_a_course_bundle_holds_the_courses_copy(course_bundle):
+    with zipfile.ZipFile(course_bundle) as archive:
+        names = set(archive.namelist())
+        assert archive.read("assignment.txt").decode() == "assignments/source/transformer_hw/block.ipynb"
+    assert "assignments/source/transformer_hw/block.ipynb" in names
+
+
+@pytest.mark.slow     # a real grading through the bundle's own scripts
+def test_a_course_bundle_grades_with_the_courses_points(course_bundle, tmp_path):
+    root = tmp_path / "autograder"
+    _unpack(course_bundle, root / "source")
+    (root / "submission").mkdir()
+    shutil.copy(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, root / "submission" / "block.ipynb")
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run([str(root / "source" / "run_autograder")], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600)
+    results = json.loads((root / "results" / "results.json").read_text())
+    _validate(results, total=TOTAL_POINTS + 6)
+    assert results["score"] == TOTAL_POINTS + 6, done.stdout + done.stderr
+    assert {t["tags"][0]: t["max_score"] for t in results["tests"]}["forward_order"] == 10
+    (root / "submission" / "block.ipynb").unlink()
+    subprocess.run([str(root / "source" / "run_autograder")], env=env, cwd=tmp_path, capture_output=True, timeout=600)
+    assert "upload your completed block.ipynb" in json.loads((root / "results" / "results.json").read_text())["output"]
 
 
 def _hunting_template(root: Path) -> str:
