@@ -1,7 +1,8 @@
 """One command regenerates every view of the assignment from the annotated source.
 
 * `student_template/` is the nbgrader release, exactly as students receive it;
-* `solutions/` is the release notebook with every solution cell solved (same cells, same metadata).
+* `solutions/` is the release with every solution cell of the notebook solved (same cells, same metadata, the
+  same files beside it).
 
 nbgrader itself makes the release (`nbgrader generate_assignment`, with the kit's configuration), in a
 scratch copy of the course so the build never touches the instructor's gradebook.
@@ -69,5 +70,5 @@ def build(template_dir: Path = kit.TEMPLATE_DIR, solutions_dir: Path = kit.SOLUT
         _replace_folder(template_dir, files)
         notebook = nbformat.read(released / kit.KIT.notebook_name, as_version=4)
         source = nbformat.read(kit.SOURCE_NOTEBOOK, as_version=4)
-        _replace_folder(solutions_dir, {kit.KIT.notebook_name: nbformat.writes(solved(notebook, source)).encode() + b"\n"})
+        _replace_folder(solutions_dir, {**files, kit.KIT.notebook_name: nbformat.writes(solved(notebook, source)).encode() + b"\n"})
     build_sample_class(sample_dir or SAMPLE_DIR, template_dir, solutions_dir)

@@ -103,13 +103,17 @@ def _without_the_kit(tmp_path: Path) -> dict:
     return {**os.environ, "PYTHONPATH": str(blocker)}
 
 
-def _run_local_tests(folder: Path, notebook: Path, tmp_path: Path):
+RELEASED_BESIDE = ("run_tests.py", "visible_tests.py")     # what a student's folder holds next to the notebook
+
+
+def _run_local_tests(folder: Path, notebook: Path, tmp_path: Path, name: str = kit.KIT.notebook_name, *arguments):
     work = tmp_path / folder
-    work.mkdir()
-    shutil.copy(notebook, work / kit.KIT.notebook_name)
-    shutil.copy(kit.TEMPLATE_DIR / "run_tests.py", work / "run_tests.py")
-    return subprocess.run([sys.executable, "run_tests.py"], cwd=work, capture_output=True, text=True, timeout=300,
-                          env=_without_the_kit(tmp_path))
+    work.mkdir(exist_ok=True)
+    shutil.copy(notebook, work / name)
+    for helper in RELEASED_BESIDE:
+        shutil.copy(kit.TEMPLATE_DIR / helper, work / helper)
+    return subprocess.run([sys.executable, "run_tests.py", *arguments], cwd=work, capture_output=True, text=True,
+                          timeout=300, env=_without_the_kit(tmp_path))
 
 
 def test_local_tests_on_the_template_fail_with_each_task_named(tmp_path):
@@ -147,6 +151,48 @@ def test_local_tests_list_every_failing_check_of_a_test(tmp_path):
     assert "- silenced_branches_give_back_the_input: " in report
     assert "- silenced_branches_pass_the_gradient_back: " in report
     assert "PASS  test_compounding" in run.stdout and "PASS  test_input_unchanged" in run.stdout
+
+
+def test_local_tests_find_a_renamed_notebook(tmp_path):
+    run = _run_local_tests(Path("renamed"), kit.SOLUTIONS_DIR / kit.KIT.notebook_name, tmp_path, "my attempt (2).ipynb")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.splitlines()[0] == "Testing my attempt (2).ipynb"
+    assert f"{len(VISIBLE_TESTS)} passed, 0 failed" in run.stdout
+
+
+def test_local_tests_pick_the_latest_of_several_copies_and_say_so(tmp_path):
+    import os
+    _run_local_tests(Path("copies"), kit.TEMPLATE_DIR / kit.KIT.notebook_name, tmp_path, "layernorm.ipynb")
+    os.utime(tmp_path / "copies" / "layernorm.ipynb", (1_000_000_000, 1_000_000_000))
+    run = _run_local_tests(Path("copies"), kit.SOLUTIONS_DIR / kit.KIT.notebook_name, tmp_path, "layernorm-Copy1.ipynb")
+    first = run.stdout.splitlines()[0]
+    assert first.startswith("Testing layernorm-Copy1.ipynb, the most recently saved") and "also: layernorm.ipynb" in first
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_local_tests_say_in_one_line_what_to_do_without_the_notebook(tmp_path):
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    for helper in RELEASED_BESIDE:
+        shutil.copy(kit.TEMPLATE_DIR / helper, work / helper)
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(1)")]), work / "notes.ipynb")
+    (work / "broken.ipynb").write_text("{not json")
+    run = subprocess.run([sys.executable, "run_tests.py"], cwd=work, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and not run.stderr
+    assert len(run.stdout.splitlines()) == 1 and "holds this assignment's cells" in run.stdout
+    assert "python run_tests.py path/to/notebook.ipynb" in run.stdout
+    named = subprocess.run([sys.executable, "run_tests.py", "missing.ipynb"], cwd=work, capture_output=True, text=True,
+                           timeout=60)
+    assert named.returncode == 2 and len(named.stdout.splitlines()) == 1 and not named.stderr
+
+
+def test_local_tests_run_a_notebook_named_on_the_command_line(tmp_path):
+    notebook = tmp_path / "drafts" / "try.ipynb"
+    notebook.parent.mkdir()
+    shutil.copy(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, notebook)
+    run = _run_local_tests(Path("runner"), kit.TEMPLATE_DIR / kit.KIT.notebook_name, tmp_path, "layernorm.ipynb",
+                           str(notebook))
+    assert run.returncode == 0 and run.stdout.splitlines()[0] == "Testing try.ipynb", run.stdout + run.stderr
 
 
 @pytest.mark.slow

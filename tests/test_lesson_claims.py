@@ -77,11 +77,11 @@ def test_one_full_size_block_has_7_1_million_parameters_nearly_all_in_attention_
 
 def test_the_compounding_examples(lesson):
     says("gradients_intro", "$2^{10} = 1024$", r"$0.5^{10} = 1/1024 \approx 0.001$")
-    assert lesson["magnitude_by_formula"](2, 10)[-1] == 1024 == lesson["magnitude_by_autograd"](2, 10)[-1]
+    assert lesson["magnitude_by_formula"](2, 10)[-1] == 1024 == lesson["magnitude_by_autograd"](lambda y: 2 * y, 10)[-1]
     assert lesson["magnitude_by_formula"](0.5, 10)[-1] == 1 / 1024 and round(1 / 1024, 3) == 0.001
     says("task2_intro", "`magnitude_by_formula(-2, 3)` is `[2.0, 4.0, 8.0]`",
          '`-2` is `"exploding"`, `-0.5` is `"vanishing"` and `-1` is `"stable"`, just like `2`, `0.5` and `1`')
-    assert lesson["magnitude_by_formula"](-2, 3) == [2.0, 4.0, 8.0] == lesson["magnitude_by_autograd"](-2, 3)
+    assert lesson["magnitude_by_formula"](-2, 3) == [2.0, 4.0, 8.0] == lesson["magnitude_by_autograd"](lambda y: -2 * y, 3)
     assert [lesson["classify_factor"](f) for f in (-2, -0.5, -1, 2, 0.5, 1)] == ["exploding", "vanishing", "stable"] * 2
 
 
