@@ -40,6 +40,16 @@ def test_committed_views_match_the_source(rebuilt, view, committed):
     assert not stale, f"{view} drifted from the source ({stale}); run `python -m autograder build`"
 
 
+def test_the_text_the_language_model_trains_on_is_the_lesson_above_the_training_experiment():
+    from autograder.build import LESSON_TEXT, lesson_text
+
+    text = (kit.SOURCE_NOTEBOOK.parent / LESSON_TEXT).read_text(encoding="utf-8")
+    assert text == lesson_text(), "lesson_text.txt drifted from the notebook; run `python -m autograder build`"
+    markdown = [c.source.strip() for c in kit.KIT.cells() if c.kind == "markdown"]
+    assert text.startswith(markdown[0]) and "## Does it matter in training?" not in text
+    assert "### BEGIN SOLUTION" not in text and len(text) > 15_000
+
+
 def test_release_holds_no_solution_and_no_hidden_test():
     secret = secret_lines()
     assert len(secret) > 10
@@ -195,20 +205,40 @@ def test_local_tests_run_a_notebook_named_on_the_command_line(tmp_path):
     assert run.returncode == 0 and run.stdout.splitlines()[0] == "Testing try.ipynb", run.stdout + run.stderr
 
 
-@pytest.mark.slow
-def test_solution_notebook_runs_headless_top_to_bottom_with_figures_in_under_20_s_of_cpu(monkeypatch, tmp_path):
-    from nbclient import NotebookClient
+TRAINING_CPU_BUDGET = 60          # seconds: the training experiment (about 36 on a quiet 2-core machine)
+NOTEBOOK_CPU_BUDGET = 75          # seconds: the whole solved notebook, figures and training included
 
-    monkeypatch.delenv("MPLBACKEND", raising=False)     # the kernel's inline backend turns figures into outputs
-    for name, value in _without_the_kit(tmp_path).items():
-        monkeypatch.setenv(name, value)
-    notebook = nbformat.read(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, as_version=4)
-    notebook.cells.append(nbformat.v4.new_code_cell(
-        "import resource\nusage = resource.getrusage(resource.RUSAGE_SELF)\nprint(usage.ru_utime + usage.ru_stime)"))
-    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(kit.SOLUTIONS_DIR)}}).execute()
-    outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
+
+@pytest.mark.slow
+def test_solution_notebook_runs_headless_top_to_bottom_with_figures_within_its_cpu_budget(solved_run):
+    outputs = [o for c in solved_run.cells for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error" or o.get("name") == "stderr"]
-    figures = [o for o in outputs if o.output_type == "display_data" and "image/png" in o.data]
-    assert len(figures) == 5      # diagram, compounding curves, depth profiles, Pre-LN against Post-LN, plain network
-    cpu_seconds = float(notebook.cells[-1].outputs[0].text)
-    assert cpu_seconds < 20, f"the solved notebook took {cpu_seconds:.1f} s of CPU"
+    figures = {c.metadata["nbgrader"]["grade_id"]: sum("image/png" in o.get("data", {}) for o in c.outputs)
+               for c in solved_run.cells}
+    assert {name: count for name, count in figures.items() if count} == dict.fromkeys(
+        ("diagram", "plot_compounding", "depth_experiment", "prepost_experiment", "training_experiment",
+         "mlp_experiment"), 1)
+    slowest = sorted(solved_run.cell_cpu.items(), key=lambda item: -item[1])[:3]
+    print(f"solved notebook: {solved_run.total_cpu:.1f} s of CPU; slowest cells {slowest}")
+    assert solved_run.cell_cpu["training_experiment"] < TRAINING_CPU_BUDGET, slowest
+    assert solved_run.total_cpu < NOTEBOOK_CPU_BUDGET, slowest
+
+
+def test_every_experiment_waits_while_nbgrader_validates(monkeypatch):
+    """nbgrader sets NBGRADER_EXECUTION while it runs a notebook (Validate, autograde): the experiment cells then
+    only define things (no figure, no measurement, no training), so Validate takes seconds."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
+    monkeypatch.chdir(kit.SOLUTIONS_DIR)           # where the text the model trains on lies beside the notebook
+    namespace, drawn = {"__name__": "__main__"}, []
+    monkeypatch.setattr(plt, "show", lambda *args, **kwargs: drawn.append(plt.gcf()))
+    for cell in kit.KIT.cells():
+        if cell.kind == "code" and not (cell.is_visible_test or cell.is_hidden_check):
+            exec(compile(kit.strip_solution_markers(cell.source), f"<{cell.grade_id}>", "exec"), namespace)
+    assert namespace["RUN_EXPERIMENTS"] is False and not drawn and not plt.get_fignums()
+    measured = {"profiles", "pre_post", "mlp_gradients", "training_losses", "sin_chain", "pre_post_outputs"}
+    assert not measured & set(namespace), measured & set(namespace)
+    assert {"block_factors", "plot_band", "train_characters", "CharacterModel", "LETTER_ENTROPY"} <= set(namespace)

@@ -205,3 +205,27 @@ def test_a_numpy_array_from_magnitude_by_formula_passes_locally_and_in_grading(g
 
 def test_the_visible_tests_and_the_grader_ask_the_same_exactness():
     assert released.EXACT == compounding.EXACT
+
+
+def test_while_nbgrader_validates_the_graded_cells_run_every_visible_check(monkeypatch):
+    """Validate reports only the graded cells: they hold every check of the test cells, which then stand aside."""
+    tests = [released.test_block_shape, released.test_zero_branches, released.test_input_unchanged,
+             released.test_norm_placement, released.test_dropout, released.test_reference_numbers,
+             released.test_compounding]
+    graded = [getattr(released, c.grade_id) for c in kit.KIT.cells() if c.is_hidden_check]
+    assert {check for test in tests for check in test.checks} == {check for cell in graded for check in cell.checks}
+
+    class Broken(torch.nn.Module):
+        def __init__(self, cfg):
+            super().__init__()
+
+        def forward(self, x):
+            raise AssertionError("ran")
+
+    monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
+    assert released.test_block_shape(Broken, {}) is None                  # left to the graded cells
+    with pytest.raises(AssertionError):
+        released.check_forward_order(Broken, {})
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    with pytest.raises(AssertionError):
+        released.test_block_shape(Broken, {})
