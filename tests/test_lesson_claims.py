@@ -91,6 +91,31 @@ def test_one_full_size_block_has_7_1_million_parameters_nearly_all_in_attention_
     assert count(block.norm1) + count(block.norm2) == 3072 == count(block) - count(block.att) - count(block.ff)
 
 
+def test_the_parts_are_as_described():
+    says("parts_intro", "with `eps = 1e-5` added", "They start at 1 and 0",
+         "a linear map from `emb_dim` to `4 * emb_dim`, GELU, and a linear map back to `emb_dim`")
+    ns = reference_namespace()
+    norm = ns["LayerNorm"](32)
+    assert norm.eps == 1e-5 and bool((norm.scale == 1).all()) and bool((norm.shift == 0).all())
+    first, _, last = ns["FeedForward"](ns["GPT_CONFIG_TINY"]).layers
+    assert (first.in_features, first.out_features, last.out_features) == (32, 128, 32)
+    says("depth_intro", "With `gain = 1.0` that is PyTorch's own default range")
+    linear = torch.nn.Linear(32, 8)
+    assert float(linear.weight.abs().max()) <= 1 / 32 ** 0.5 and float(linear.bias.abs().max()) <= 1 / 32 ** 0.5
+
+
+def test_a_silenced_post_ln_block_returns_its_input_normalized_twice():
+    says("answer_zero_branches", "the Post-LN block returns `norm2(norm1(x))`")
+    ns = reference_namespace()
+    block = ns["PostLNBlock"](ns["GPT_CONFIG_TINY"]).eval()
+    with torch.no_grad():
+        for param in [*block.att.parameters(), *block.ff.parameters()]:
+            param.zero_()
+        x = 3 * torch.randn(2, 5, 32) + 1
+        assert torch.allclose(block(x), block.norm2(block.norm1(x)), atol=1e-6)
+        assert not torch.allclose(block(x), x, atol=0.1)
+
+
 def test_the_compounding_examples():
     ns = reference_namespace()
     formula, autograd, classify = ns["magnitude_by_formula"], ns["magnitude_by_autograd"], ns["classify_factor"]

@@ -55,11 +55,10 @@ class Plan:
         factors = [1.0, -1.0, 0.999, 1.001, 2.0, 0.5, 0.0, -2.0, -0.5,
                    round(rng.uniform(0.1, 0.99), 3), round(rng.uniform(1.01, 3.0), 3), -round(rng.uniform(1.01, 3.0), 3)]
         rng.shuffle(factors)
+        seeds = dict(weights=draw(), inputs=draw(), readout=draw(), rng=(draw(), draw(), draw()), profile_seed=draw())
         layers = [(chains_.constant(factor), n) for factor, n in chains[:4]] + \
-                 [(chains_.draw(rng), rng.randint(5, 12)) for _ in range(3)]
-        return cls(seed=seed, device=device, weights=draw(), inputs=draw(), readout=draw(),
-                   rng=(draw(), draw(), draw()), profile_seed=draw(), chains=tuple(chains), layers=tuple(layers),
-                   factors=tuple(factors))
+                 [(chains_.draw(rng), rng.randint(5, 12)) for _ in range(3)]      # drawn last: the seeds above stay
+        return cls(seed=seed, device=device, **seeds, chains=tuple(chains), layers=tuple(layers), factors=tuple(factors))
 
     def to_dict(self) -> dict:
         return asdict(self)
