@@ -273,9 +273,11 @@ def test_the_training_settings_are_the_ones_stated(lesson):
     says("training_intro", "The model below reads 16 characters of text",
          "its Markdown above this section, without code or answers, shipped next to the notebook as `lesson_text.txt`",
          "a character embedding and a position embedding of width 32", "`GPT_CONFIG_TINY` (4 heads, no dropout)",
-         "12 blocks, and 2 blocks for comparison", "Adam with learning rate 0.006, 150 steps",
-         "a batch of 16 windows of 17 characters", "grows linearly from 0.00006 to 0.006 over the first 100 steps",
+         "12 blocks, and 2 blocks for comparison", "Adam with learning rate 0.006 (PyTorch's defaults otherwise), 150 "
+         "steps", "a batch of 16 windows of 17 characters", "grows linearly from 0.00006 to 0.006 over the first 100 steps",
          "seeds** 0, 1 and 2", "as a moving average over 10 steps", "the mean loss of each run's last 20 steps")
+    source = next(c.source for c in kit.KIT.cells() if c.grade_id == "training_setup")
+    assert "torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)" in source    # nothing else changed
     cfg = lesson["TRAIN_CFG"]
     assert (cfg["context_length"], cfg["emb_dim"], cfg["n_heads"], cfg["drop_rate"]) == (16, 32, 4, 0.0)
     assert (lesson["TRAIN_STEPS"], lesson["BATCH_SIZE"], lesson["LEARNING_RATE"], lesson["WARMUP_STEPS"]) == \
