@@ -257,7 +257,7 @@ def test_post_ln_gives_the_last_block_more_gradient_the_deeper_the_stack(lesson)
 def test_the_bound_is_set_beside_the_measurement(lesson):
     says("prepost_reading", r"$\sqrt{L}$, would be $\sqrt{32} \approx 5.7$ at 32 blocks, where this notebook measures "
                             "about 2")
-    says("answer_last_block", "about twice as large at 32 blocks here", r"$\sqrt{L}$, about 5.7 at 32 blocks")
+    says("answer_last_block", "about twice as large at 32 blocks here", "differ by a factor √L, about 5.7 at 32 blocks")
     assert round(math.sqrt(32), 1) == 5.7 and lesson["STACK_DEPTHS"][-1] == 32
     assert round(float(np.median(lesson["post_over_pre"][:, -1]))) == 2
 
