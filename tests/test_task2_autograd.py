@@ -9,7 +9,7 @@ import random
 import pytest
 import torch
 
-from autograder.checks.compounding import EXACT
+from autograder.checks.compounding import EXACT, by_hand
 from autograder.grading import reference_namespace
 from autograder.harness import chains
 from autograder.harness.probes import Plan
@@ -25,7 +25,7 @@ def _worst(values, target):
 
 def test_the_graders_magnitudes_agree_with_autograd_on_every_drawn_layer():
     measure = reference_namespace()["magnitude_by_autograd"]
-    worst = max(_worst(measure(chains.torch_layer(spec), n), chains.by_hand(spec, n)[0]) for spec, n in DRAWN)
+    worst = max(_worst(measure(chains.torch_layer(spec), n), by_hand(spec, n)[0]) for spec, n in DRAWN)
     assert worst < EXACT / 10, worst
 
 
@@ -43,14 +43,14 @@ def test_no_finite_difference_gets_a_drawn_chain_right():
         return [abs(chain(1 + h, k) - chain(1 - h, k)) / (2 * h) for k in range(1, n + 1)]
 
     for spec, n in DRAWN[:40]:
-        target = chains.by_hand(spec, n)[0]
+        target = by_hand(spec, n)[0]
         for h in (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9):
             assert _worst(central_difference(spec, n, h), target) > EXACT, (chains.describe(spec), h)
 
 
 def test_the_drawn_layers_keep_the_magnitudes_in_a_comparable_range():
     for spec, n in DRAWN:
-        magnitudes, values = chains.by_hand(spec, n)
+        magnitudes, values = by_hand(spec, n)
         assert all(1e-6 < m < 1e4 for m in magnitudes) and all(math.isfinite(v) for v in values)
         assert magnitudes != values          # the chain's values are never its gradient
 

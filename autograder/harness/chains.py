@@ -9,32 +9,26 @@ lesson never gives (erf, tanh, atan, sigmoid) and a tiny, fast sine: it moves th
 millionth but its slope by several percent, so only an exact derivative gets the magnitudes right (a finite
 difference is off by 1e-6 or more), and erf has no complex version, so a complex-step trick fails too.
 
-The child builds the torch function (`torch_layer`); the trusted parent computes the magnitudes by the chain
-rule in plain floating point (`by_hand`), never trusting anything the child did.
+The child builds the torch function (`torch_layer`). The magnitudes the grader expects are computed by the trusted
+parent alone, by the chain rule in plain floating point (`checks/compounding.by_hand`): that arithmetic is never
+loaded in the child, so student code cannot borrow it.
 """
 from __future__ import annotations
 
-import math
 import random
 
 import torch
 
 START = 1.0           # every chain starts from x = 1.0
 
-_OPS = {   # name -> (torch function, math function, derivative)
-    "erf": (torch.erf, math.erf, lambda u: 2 / math.sqrt(math.pi) * math.exp(-u * u)),
-    "tanh": (torch.tanh, math.tanh, lambda u: 1 - math.tanh(u) ** 2),
-    "atan": (torch.atan, math.atan, lambda u: 1 / (1 + u * u)),
-    "sigmoid": (torch.sigmoid, lambda u: 1 / (1 + math.exp(-u)), lambda u: math.exp(-u) / (1 + math.exp(-u)) ** 2),
-    "sin": (torch.sin, math.sin, math.cos),
-}
+OPS = {"erf": torch.erf, "tanh": torch.tanh, "atan": torch.atan, "sigmoid": torch.sigmoid, "sin": torch.sin}
 
 
 def as_spec(raw) -> tuple:
     """A spec as the plan stores it (lists after a round trip through JSON) back to tuples, checked."""
     a, terms = raw
     spec = (float(a), tuple((str(op), float(b), float(c)) for op, b, c in terms))
-    if any(op not in _OPS for op, _, _ in spec[1]):
+    if any(op not in OPS for op, _, _ in spec[1]):
         raise ValueError(f"unknown operation in layer spec {raw!r}")
     return spec
 
@@ -54,7 +48,7 @@ def draw(rng: random.Random) -> tuple:
 def torch_layer(spec: tuple):
     """The layer as a function of a tensor (what the student's `magnitude_by_autograd` receives)."""
     a, terms = spec
-    functions = [(_OPS[op][0], b, c) for op, b, c in terms]
+    functions = [(OPS[op], b, c) for op, b, c in terms]
 
     def layer(y):
         out = a * y
@@ -63,21 +57,6 @@ def torch_layer(spec: tuple):
         return out
 
     return layer
-
-
-def by_hand(spec: tuple, n: int) -> tuple[list[float], list[float]]:
-    """The chain's exact magnitudes |d y_k / d x| for k = 1..n (chain rule, float64), and its values |y_k|."""
-    a, terms = spec
-    y, gradient, magnitudes, values = START, 1.0, [], []
-    for _ in range(n):
-        slope = a + sum(b * c * _OPS[op][2](c * y) for op, b, c in terms)
-        value = a * y
-        for op, b, c in terms:
-            value = value + b * _OPS[op][1](c * y)
-        gradient, y = gradient * slope, value
-        magnitudes.append(abs(gradient))
-        values.append(abs(y))
-    return magnitudes, values
 
 
 def describe(spec: tuple) -> str:

@@ -2,7 +2,8 @@
 gradient of the chain they are given. Each stands for a family:
 
 * a throw-away `backward()` (autograd "ran", on something else) around a formula;
-* poking the grader: counters, flags or the probe itself, patched from inside the child;
+* poking the grader: counters, flags or the probe itself, patched from inside the child, or the grader's own
+  arithmetic borrowed from the child's memory;
 * a formula passed off as autograd: one factor taken from the layer, the chain's values, the layer's linear
   coefficient read from the closure;
 * an estimate of the slope instead of a derivative: finite differences, and the complex-step trick.
@@ -68,6 +69,23 @@ FORGED = {
             numbers = [c for c in cells if isinstance(c, float)]
             factor = numbers[0] if numbers else layer(torch.tensor(1.0, dtype=torch.float64)).item()
             return [abs(factor) ** k for k in range(1, n_layers + 1)]'''),
+    # The grader's own chain-rule arithmetic, if the child held it, would give exact values without autograd.
+    "borrows_the_graders_arithmetic": _replace("magnitude_by_autograd", '''
+        def magnitude_by_autograd(layer, n_layers):
+            import sys
+            cells = [c.cell_contents for c in (layer.__closure__ or ())]
+            a = next((c for c in cells if isinstance(c, float)), 1.0)
+            names = {torch.erf: "erf", torch.tanh: "tanh", torch.atan: "atan", torch.sigmoid: "sigmoid", torch.sin: "sin"}
+            terms = tuple((names.get(f, "sin"), b, c) for cell in cells if isinstance(cell, list) for f, b, c in cell)
+            for module in list(sys.modules.values()):
+                for name in ("by_hand", "expected", "exact_magnitudes"):
+                    helper = getattr(module, name, None)
+                    if callable(helper) and getattr(module, "__name__", "").startswith("autograder"):
+                        try:
+                            return list(helper((a, terms), n_layers)[0])
+                        except Exception:
+                            pass
+            return [abs(a) ** k for k in range(1, n_layers + 1)]'''),
     "finite_differences": _replace("magnitude_by_autograd", '''
         def magnitude_by_autograd(layer, n_layers, h=1e-6):
             def chain(start, n):
