@@ -34,13 +34,14 @@ class Expect:
     params: dict                 # "att.W_query.weight" -> shape
     chains: tuple
     factors: int
+    layers: tuple = ()
 
     @classmethod
     def of(cls, plan: Plan, params: dict) -> "Expect":
         cfg = plan.cfg
         x = (BATCH, cfg["context_length"], cfg["emb_dim"])
         return cls(x, (1, cfg["context_length"] - 3, cfg["emb_dim"]), dict(params), tuple(plan.chains),
-                   len(plan.factors))
+                   len(plan.factors), tuple(plan.layers))
 
     @property
     def numel(self) -> int:
@@ -182,25 +183,22 @@ def _attempt(value, where: str, read) -> dict:
 
 
 def _compounding(answer: dict, expect: Expect) -> dict:
-    _dict(answer, "answer", {"ok", "chains", "classify"})
-    chains = _short_list(_field(answer, "chains", "answer"), "chains", len(expect.chains))
+    _dict(answer, "answer", {"ok", "formula", "autograd", "classify"})
+    cases = {"formula": expect.chains, "autograd": expect.layers}
+    lists = {key: _short_list(_field(answer, key, "answer"), key, len(asked)) for key, asked in cases.items()}
     factors = _short_list(_field(answer, "classify", "answer"), "classify", expect.factors)
-    if len(chains) != len(expect.chains) or len(factors) != expect.factors:
+    if any(len(lists[key]) != len(asked) for key, asked in cases.items()) or len(factors) != expect.factors:
         raise Malformed("the answers do not match the grader's list of cases")
-    out_chains = []
-    for i, ((factor, n), raw) in enumerate(zip(expect.chains, chains)):
-        where = f"chains[{i}]"
-        entry = _dict(raw, where, {"formula", "autograd", "autograd_calls"})
-        numbers = lambda v, w=where, n=n: [_number(x, w) for x in _short_list(v, w, n + 2)]  # noqa: E731
-        calls = _field(entry, "autograd_calls", where)
-        if type(calls) is not int or calls < 0:
-            raise Malformed(f"{where}.autograd_calls is not a count")
-        out_chains.append({"factor": factor, "n": n, "formula": _attempt(_field(entry, "formula", where), where, numbers),
-                           "autograd": _attempt(_field(entry, "autograd", where), where, numbers),
-                           "autograd_calls": calls})
-    classify = [_attempt(raw, f"classify[{i}]", lambda v, i=i: _text(v, f"classify[{i}]", False)[:40])
-                for i, raw in enumerate(factors)]
-    return {"chains": out_chains, "classify": classify}
+    out = {}
+    for key, asked in cases.items():
+        out[key] = []
+        for i, ((case, n), raw) in enumerate(zip(asked, lists[key])):
+            where = f"{key}[{i}]"
+            numbers = lambda v, w=where, n=n: [_number(x, w) for x in _short_list(v, w, n + 2)]  # noqa: E731
+            out[key].append({"case": case, "n": n, **_attempt(raw, where, numbers)})
+    out["classify"] = [_attempt(raw, f"classify[{i}]", lambda v, i=i: _text(v, f"classify[{i}]", False)[:40])
+                       for i, raw in enumerate(factors)]
+    return out
 
 
 def _read(probe: str, answer: dict, expect: Expect) -> dict:

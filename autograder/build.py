@@ -1,7 +1,10 @@
 """One command regenerates every view of the assignment from the annotated source.
 
 * `student_template/` is the nbgrader release, exactly as students receive it;
-* `solutions/` is the release notebook with every solution cell solved (same cells, same metadata).
+* `solutions/` is the release with every solution cell of the notebook solved (same cells, same metadata, the
+  same files beside it);
+* `lesson_text.txt`, beside the source notebook and released with it, is the lesson's Markdown above the training
+  experiment: the text the notebook's language model trains on.
 
 nbgrader itself makes the release (`nbgrader generate_assignment`, with the kit's configuration), in a
 scratch copy of the course so the build never touches the instructor's gradebook.
@@ -18,6 +21,7 @@ from pathlib import Path
 import nbformat
 
 from . import kit
+from .notebook import read_cells
 
 
 def solved(release: nbformat.NotebookNode, source: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -29,6 +33,21 @@ def solved(release: nbformat.NotebookNode, source: nbformat.NotebookNode) -> nbf
         if meta.get("solution"):
             cell.source = kit.strip_solution_markers(by_id[meta["grade_id"]].source)
     return solution
+
+
+LESSON_TEXT = "lesson_text.txt"     # released beside the notebook: the text its language model trains on
+
+
+TRAINING_SECTION = "training_intro"  # the text is the lesson above this cell, so its results never depend on themselves
+
+
+def lesson_text(source: Path = kit.SOURCE_NOTEBOOK) -> str:
+    """The lesson's Markdown above the training experiment, as students receive it (no written answers, which are
+    solution cells)."""
+    cells = read_cells(source)
+    end = next((i for i, c in enumerate(cells) if c.grade_id == TRAINING_SECTION), len(cells))
+    return "\n\n".join(c.source.strip() for c in cells[:end]
+                       if c.kind == "markdown" and not c.nbgrader.get("solution")) + "\n"
 
 
 def nbgrader(arguments: list[str], cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -47,6 +66,8 @@ def release(course_dir: Path = kit.COURSE_DIR, scratch: Path | None = None) -> P
     course = scratch / "course"
     shutil.copytree(course_dir / "source", course / "source")
     shutil.copy(course_dir / "nbgrader_config.py", course / "nbgrader_config.py")
+    source = course / "source" / kit.KIT.name / kit.KIT.notebook_name
+    (source.parent / LESSON_TEXT).write_text(lesson_text(source), encoding="utf-8")
     nbgrader(["generate_assignment", kit.KIT.name, "--force"], cwd=course)
     return course / "release" / kit.KIT.name
 
@@ -63,11 +84,13 @@ def build(template_dir: Path = kit.TEMPLATE_DIR, solutions_dir: Path = kit.SOLUT
           sample_dir: Path | None = None) -> None:
     """Regenerate the release and solution views and, from them, the sample class."""
     from .sample_class import SAMPLE_DIR, build_sample_class
+    if template_dir == kit.TEMPLATE_DIR:          # the kit's own views: the source folder's copy of the text too
+        (kit.SOURCE_NOTEBOOK.parent / LESSON_TEXT).write_text(lesson_text(), encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="kit-build-") as scratch:
         released = release(scratch=Path(scratch))
         files = {p.name: p.read_bytes() for p in sorted(released.iterdir()) if p.is_file()}
         _replace_folder(template_dir, files)
         notebook = nbformat.read(released / kit.KIT.notebook_name, as_version=4)
         source = nbformat.read(kit.SOURCE_NOTEBOOK, as_version=4)
-        _replace_folder(solutions_dir, {kit.KIT.notebook_name: nbformat.writes(solved(notebook, source)).encode() + b"\n"})
+        _replace_folder(solutions_dir, {**files, kit.KIT.notebook_name: nbformat.writes(solved(notebook, source)).encode() + b"\n"})
     build_sample_class(sample_dir or SAMPLE_DIR, template_dir, solutions_dir)

@@ -13,7 +13,7 @@ import time
 from . import kit
 from .grading import ALL_PROBES, evaluate, reference_namespace
 from .harness.child import load_cells
-from .harness.probes import AutogradUse, Plan, Probing, run_probe
+from .harness.probes import Plan, Probing, run_probe
 from .harness.protocol import encode_observation
 from .notebook import student_code
 from .results import SubmissionResult
@@ -23,7 +23,6 @@ def grade_namespace(namespace: dict, seed: int, *, name: str = "notebook", devic
                     assignment: kit.Assignment = kit.KIT) -> SubmissionResult:
     """Grade definitions already made in `namespace` (a kernel's globals, say) with the kit's checks."""
     started = time.monotonic()
-    AutogradUse.install()
     plan = Plan.draw(seed, device)
     public, errors = load_cells(assignment.public_code())
     if errors:

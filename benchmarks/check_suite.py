@@ -56,7 +56,6 @@ def one_pass(cells, kit_ns, seed: int, modules) -> dict:
     clock = time.process_time
     times: dict[str, float] = {}
     started = clock()
-    probes.AutogradUse.install()          # as the child does before loading a submission's cells
     namespace, errors = child.load_cells(cells)
     times["load cells"] = clock() - started
     plan = probes.Plan.draw(seed)

@@ -180,6 +180,9 @@ def make_course(folder: Path, students: list[str], flavour: str, env: dict) -> N
         (folder / "submitted" / student / "layernorm").mkdir(parents=True)
         shutil.copy(SAMPLES / samples[index % len(samples)] / "layernorm" / "layernorm.ipynb",
                     folder / "submitted" / student / "layernorm")
+        if flavour == "stock":        # a kernel runs the whole folder as the student had it: the test cells' helper
+            for helper in ("visible_tests.py", "lesson_text.txt"):
+                shutil.copy(ROOT / "student_template" / helper, folder / "submitted" / student / "layernorm")
 
 
 def stock_scores(course: Path, students: list[str]) -> dict:

@@ -1,8 +1,8 @@
 """How long the students' local test command takes, next to the cost of `import torch` alone.
 
 What it measures: the wall time of `python run_tests.py` (the command students run before submitting)
-  * "solution":  in a temporary copy of solutions/ with student_template/run_tests.py next to the notebook
-                 (every visible test runs to the end and passes);
+  * "solution":  in a temporary copy of solutions/ (the notebook with run_tests.py and visible_tests.py beside
+                 it: every visible test runs to the end and passes);
   * "template":  in student_template/ itself (the stubs raise at once: the tests fail fast);
 and, as the baseline, `python -c "import torch"`. Every repetition runs the three commands one after the
 other (interleaved), so load on the shared machine hits all of them alike; the report gives the median of
@@ -55,9 +55,7 @@ def main(argv=None) -> int:
     python = sys.executable
     with tempfile.TemporaryDirectory(prefix="bench-local-tests-") as scratch:
         solution_dir = Path(scratch) / "solution"
-        solution_dir.mkdir()
-        shutil.copy(SOLUTIONS / "layernorm.ipynb", solution_dir / "layernorm.ipynb")
-        shutil.copy(TEMPLATE / "run_tests.py", solution_dir / "run_tests.py")
+        shutil.copytree(SOLUTIONS, solution_dir)          # the notebook and the files released beside it
         commands = {
             "import torch": ([python, "-c", "import torch"], ROOT),
             "run_tests.py (solution)": ([python, "run_tests.py"], solution_dir),

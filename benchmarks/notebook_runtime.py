@@ -1,5 +1,5 @@
-"""How long the solved notebook takes to run headless, top to bottom, figures included (target: < 60 s on a
-2-core laptop), next to the baseline of starting a kernel and importing torch in it.
+"""How long the solved notebook takes to run headless, top to bottom, figures and the training experiment included
+(target: < 60 s on a 2-core laptop), next to the baseline of starting a kernel and importing torch in it.
 
     .venv/bin/python benchmarks/notebook_runtime.py [--repeat 2]
 

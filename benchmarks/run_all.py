@@ -2,6 +2,7 @@
 
 What it runs, each as its own process with this Python:
   1. local_tests.py    the students' `python run_tests.py` against `import torch`   (target: ratio <= 2)
+     validate_speed.py Jupyter's Validate button against `python run_tests.py`     (target: ratio <= 2)
   2. check_suite.py    CPU time of the whole check suite on one submission          (target: <= 1 s CPU)
   3. grade_latency.py  one `python -m autograder grade` against `import torch`       (target: ratio <= 2.5)
   4. class_grading.py  grade-class against stock nbgrader with the same checks in its kernels, nbgrader with
@@ -35,6 +36,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     runs = [
         ("local_tests.py", ["--repeat", "2"] if args.quick else []),
+        ("validate_speed.py", ["--repeat", "2"] if args.quick else []),
         ("check_suite.py", ["--repeat", "2"] if args.quick else []),
         ("grade_latency.py", ["--runs", "3"] if args.quick else []),
         ("class_grading.py", ["--students", "10", "--once"] if args.quick else []),

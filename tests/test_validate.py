@@ -23,6 +23,7 @@ def course(tmp_path_factory) -> Path:
     shutil.copy(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, folder / "solution.ipynb")
     shutil.copy(kit.COURSE_DIR / "sample_class" / "ben_post_ln" / kit.KIT.name / kit.KIT.notebook_name,
                 folder / "post_ln.ipynb")                         # the sample student whose block is Post-LN
+    shutil.copy(kit.TEMPLATE_DIR / "visible_tests.py", folder)     # released beside the notebook
     return folder
 
 

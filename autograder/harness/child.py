@@ -9,7 +9,7 @@ import builtins
 import linecache
 import os
 
-from .probes import AutogradUse, Plan, Probing, describe_error, reset_torch_state, run_probe
+from .probes import Plan, Probing, describe_error, reset_torch_state, run_probe
 from .protocol import encode_observation, write_frame
 
 GRADED_NAMES = ("TransformerBlock", "magnitude_by_formula", "magnitude_by_autograd", "classify_factor")
@@ -54,7 +54,6 @@ def run_job(kit: dict, job: dict, report_fd: int) -> None:
     """
     report = Reporter(report_fd)
     report({"event": "loading"})
-    AutogradUse.install()
     skipped = {index: error for index, error in job.get("skipped", [])}
     namespace, errors = load_cells([])
     for index, (label, code) in enumerate(job["cells"]):

@@ -1,5 +1,5 @@
-"""Task 2 (compounding) answers: right ones in several styles, and the usual mistakes with the part they
-must lose and the phrase the message must contain."""
+"""Task 2 (compounding) answers: right ones in several styles (lists, tuples, NumPy arrays and tensors; reverse and
+forward autograd), and the usual mistakes with the part they must lose and the phrase the message must contain."""
 from __future__ import annotations
 
 RIGHT = {
@@ -13,13 +13,13 @@ RIGHT = {
                 out.append(value)
             return out
 
-        def magnitude_by_autograd(factor, n_layers):
+        def magnitude_by_autograd(layer, n_layers):
             out = []
             for n in range(1, n_layers + 1):
                 x = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
                 y = x
                 for _ in range(n):
-                    y = y * factor
+                    y = layer(y)
                 y.backward()
                 out.append(abs(x.grad.item()))
             return out
@@ -35,16 +35,57 @@ RIGHT = {
         def magnitude_by_formula(factor, n_layers):
             return [math.pow(abs(factor), k) for k in range(1, n_layers + 1)]
 
-        def magnitude_by_autograd(factor, n_layers):
+        def magnitude_by_autograd(layer, n_layers):
             x = torch.ones((), dtype=torch.float64, requires_grad=True)
             chain, grads = x, []
             for _ in range(n_layers):
-                chain = factor * chain
+                chain = layer(chain)
                 grads.append(torch.autograd.grad(chain, x, retain_graph=True)[0].abs())
             return torch.stack(grads)
 
         def classify_factor(factor):
             return {True: "Exploding", False: "vanishing"}[abs(factor) > 1] if abs(factor) != 1 else "STABLE"
+        """,
+    # NumPy arrays are lists of floats too; each layer's own factor measured by autograd, multiplied up by hand.
+    "numpy_arrays_and_local_factors": """
+        import numpy as np, torch
+
+        def magnitude_by_formula(factor, n_layers):
+            return np.abs(float(factor)) ** np.arange(1, n_layers + 1)
+
+        def magnitude_by_autograd(layer, n_layers):
+            value, total, out = 1.0, 1.0, []
+            for _ in range(n_layers):
+                y = torch.tensor(value, dtype=torch.float64, requires_grad=True)
+                out_value = layer(y)
+                (slope,) = torch.autograd.grad(out_value, y)
+                total *= slope.item()
+                value = out_value.item()
+                out.append(abs(total))
+            return np.array(out)
+
+        def classify_factor(factor):
+            return ["vanishing", "stable", "exploding"][int(np.sign(abs(factor) - 1)) + 1]
+        """,
+    # Forward-mode autograd: a dual number carries the derivative along the chain.
+    "forward_mode": """
+        import torch
+        import torch.autograd.forward_ad as fwAD
+
+        def magnitude_by_formula(factor, n_layers):
+            return tuple(abs(factor) ** k for k in range(1, n_layers + 1))
+
+        def magnitude_by_autograd(layer, n_layers):
+            out = []
+            with fwAD.dual_level():
+                y = fwAD.make_dual(torch.tensor(1.0, dtype=torch.float64), torch.tensor(1.0, dtype=torch.float64))
+                for _ in range(n_layers):
+                    y = layer(y)
+                    out.append(abs(fwAD.unpack_dual(y).tangent.item()))
+            return out
+
+        def classify_factor(factor):
+            return "vanishing" if abs(factor) < 1 else "exploding" if abs(factor) > 1 else "stable"
         """,
 }
 
@@ -54,11 +95,11 @@ SOLVED = """
         def magnitude_by_formula(factor, n_layers):
             return [abs(factor) ** k for k in range(1, n_layers + 1)]
 
-        def magnitude_by_autograd(factor, n_layers):
+        def magnitude_by_autograd(layer, n_layers):
             x = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
             y, out = x, []
             for _ in range(n_layers):
-                y = y * factor
+                y = layer(y)
                 out.append(torch.autograd.grad(y, x, retain_graph=True)[0].abs().item())
             return out
 
@@ -88,19 +129,43 @@ WRONG = [
         def magnitude_by_formula(factor, n_layers):
             return [round(abs(factor) ** k, 4) for k in range(1, n_layers + 1)]""")),
     ("autograd_in_float32", "magnitude_by_autograd", "float64", _replace("magnitude_by_autograd", """
-        def magnitude_by_autograd(factor, n_layers):
+        def magnitude_by_autograd(layer, n_layers):
             x = torch.tensor(1.0, requires_grad=True)
             y, out = x, []
             for _ in range(n_layers):
-                y = y * factor
+                y = layer(y)
                 out.append(torch.autograd.grad(y, x, retain_graph=True)[0].abs().item())
             return out""")),
     ("autograd_one_layer_short", "magnitude_by_autograd", "values: one per layer", _replace("magnitude_by_autograd", """
-        def magnitude_by_autograd(factor, n_layers):
+        def magnitude_by_autograd(layer, n_layers):
             x = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
             y, out = x, []
             for _ in range(n_layers - 1):
-                y = y * factor
+                y = layer(y)
+                out.append(torch.autograd.grad(y, x, retain_graph=True)[0].abs().item())
+            return out""")),
+    ("autograd_returns_the_chain_values", "magnitude_by_autograd", "the chain's values", _replace("magnitude_by_autograd", """
+        def magnitude_by_autograd(layer, n_layers):
+            y, out = torch.tensor(1.0, dtype=torch.float64), []
+            for _ in range(n_layers):
+                y = layer(y)
+                out.append(abs(y.item()))
+            return out""")),
+    ("autograd_records_each_layers_own_factor", "magnitude_by_autograd", "each layer's own factor", _replace("magnitude_by_autograd", """
+        def magnitude_by_autograd(layer, n_layers):
+            value, out = 1.0, []
+            for _ in range(n_layers):
+                y = torch.tensor(value, dtype=torch.float64, requires_grad=True)
+                after = layer(y)
+                out.append(torch.autograd.grad(after, y)[0].abs().item())
+                value = after.item()
+            return out""")),
+    ("autograd_multiplies_by_the_layer", "magnitude_by_autograd", "apply it with y = layer(y)", _replace("magnitude_by_autograd", """
+        def magnitude_by_autograd(layer, n_layers):
+            x = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+            y, out = x, []
+            for _ in range(n_layers):
+                y = y * layer
                 out.append(torch.autograd.grad(y, x, retain_graph=True)[0].abs().item())
             return out""")),
     ("one_counts_as_vanishing", "classify_factor", "expected 'stable'", _replace("classify_factor", """
@@ -117,8 +182,9 @@ WRONG = [
     ("negative_magnitudes", "magnitude_by_formula", "some values are negative", _replace("magnitude_by_formula", """
         def magnitude_by_formula(factor, n_layers):
             return [factor ** k for k in range(1, n_layers + 1)]""")),
-    ("autograd_copies_the_formula", "magnitude_by_autograd", "without asking autograd", _replace("magnitude_by_autograd", """
-        def magnitude_by_autograd(factor, n_layers):
+    ("autograd_copies_the_formula", "magnitude_by_autograd", "one fixed factor", _replace("magnitude_by_autograd", """
+        def magnitude_by_autograd(layer, n_layers):
+            factor = layer(torch.tensor(1.0, dtype=torch.float64)).item()     # what the first layer does to 1.0
             return magnitude_by_formula(factor, n_layers)""")),
     ("tolerant_boundary", "classify_factor", "returned 'stable'", _replace("classify_factor", """
         def classify_factor(factor):

@@ -1,0 +1,553 @@
+"""The visible tests of the layernorm notebook. Each test cell of the notebook calls one function of this file.
+
+You do not need to read this file to do the assignment: a failing test says which idea it is about. Read it
+when you want to know exactly what a test does. A test runs several small checks and reports every check that
+fails, not just the first. The graded checks ask the same kinds of questions with fresh random weights and
+inputs, so matching the fixed numbers here is not enough on its own.
+
+Keep this file next to the notebook (and do not edit it: the graders use their own copy of the checks).
+"""
+import contextlib
+import math
+import os
+import textwrap
+
+import torch
+import torch.nn as nn
+
+# Fingerprints (sum, norm, projection) of a correct Pre-LN block on the fixed examples below.
+EVAL_NUMBERS = [118.804589, 31.16579, 46.439667]              # eval-mode output
+GRAD_NUMBERS = [121.527813, 30.662253, -7.347112]             # gradient at the block input
+TRAIN_NUMBERS = [122.759865, 33.399592, 46.736581]            # training-mode output, drop_rate 0.5
+DOUBLE_NUMBERS = [118.8045887089, 31.1657901323, 46.4396662155]   # eval-mode output in float64
+EXACT = 1e-10      # Task 2: how close magnitudes must be, relative (the graded check uses the same)
+
+
+# --- running checks ------------------------------------------------------------------------------------
+
+def run_checks(checks, subject):
+    """Run every check on `subject`; if any fail, raise one AssertionError that lists them all."""
+    failures = []
+    for check in checks:
+        try:
+            check(subject)
+        except NotImplementedError:
+            raise                                    # an unfinished task: its own message says which
+        except AssertionError as error:
+            failures.append(f"{check.__name__}: {error}")
+        except Exception as error:
+            failures.append(f"{check.__name__}: {type(error).__name__}: {error}")
+    if failures:
+        lines = [line for failure in failures
+                 for line in textwrap.wrap(failure, 80, initial_indent="- ", subsequent_indent="  ")]
+        raise AssertionError(f"{len(failures)} of {len(checks)} checks failed:\n" + "\n".join(lines))
+
+
+class Blocks:
+    """Makes blocks of your TransformerBlock class for the Task 1 checks."""
+
+    def __init__(self, block_class, cfg):
+        self.block_class, self.cfg = block_class, cfg
+
+    def fresh(self, seed=0, **cfg_changes):
+        """A block whose attention, feed-forward network and both LayerNorms hold random values drawn from `seed`
+        (LayerNorm scale and shift too, so norm1 and norm2 differ from each other)."""
+        block = self.block_class({**self.cfg, **cfg_changes})
+        generator = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for part in (block.att, block.ff, block.norm1, block.norm2):
+                for name, param in part.named_parameters():
+                    fresh = torch.rand(param.shape, generator=generator, dtype=torch.float64) * 2 - 1
+                    if param.dim() == 2:
+                        fresh = fresh / param.shape[1] ** 0.5    # a weight matrix: PyTorch's default range
+                    elif name == "scale":
+                        fresh = 1 + 0.5 * fresh                   # LayerNorm scale around 1
+                    else:
+                        fresh = 0.5 * fresh                       # biases and LayerNorm shift around 0
+                    param.copy_(fresh.to(param.dtype))
+        return block
+
+    def example_input(self, seed=0, shape=(2, 6)):
+        """A fixed input whose tokens are far from standardized (mean 0.3, standard deviation 1.5)."""
+        generator = torch.Generator().manual_seed(seed)
+        return 1.5 * torch.randn((*shape, self.cfg["emb_dim"]), generator=generator) + 0.3
+
+
+def silenced(block):
+    """The same block with every weight and bias of attention and feed-forward set to 0."""
+    with torch.no_grad():
+        for param in [*block.att.parameters(), *block.ff.parameters()]:
+            param.zero_()
+    return block
+
+
+def fingerprint(tensor, digits=6, seed=99):
+    """Three numbers that summarize a tensor: its sum, its norm and its dot product with a fixed random tensor."""
+    values = tensor.detach().to(torch.float64)
+    probe = torch.randn(values.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return [round(v, digits) for v in (values.sum().item(), values.norm().item(), (values * probe).sum().item())]
+
+
+def same_numbers(got, expected, tolerance=1e-4):
+    """Equal to about 4 significant digits, relative to the largest expected number."""
+    scale = max(abs(v) for v in expected)
+    return len(got) == len(expected) and all(abs(g - e) <= tolerance * scale for g, e in zip(got, expected))
+
+
+def normalized_copy(block, x, y):
+    """When `y` is `x` passed through the block's own LayerNorms (norm1, norm2, or one after the other), say
+    which: then a LayerNorm sits on the path the shortcut carries `x` along. None otherwise."""
+    with torch.no_grad():
+        n1, n2 = block.norm1(x), block.norm2(x)
+        candidates = {"norm1": n1, "norm2": n2, "norm1 and then norm2": block.norm2(n1),
+                      "norm2 and then norm1": block.norm1(n2)}
+    for name, value in candidates.items():
+        if value.shape == y.shape and torch.allclose(y, value, atol=1e-4):
+            return name
+    return None
+
+
+def shortcut_path_message(block, x, y, situation):
+    name = normalized_copy(block, x, y)
+    if name is None:
+        return None
+    return (f"{situation}, your block returned its input passed through {name}, not the input itself: a LayerNorm "
+            "sits on the shortcut path (the value a shortcut carries, or the sum it is added to, is normalized). In "
+            "Pre-LN the LayerNorms only feed attention and the feed-forward network")
+
+
+def holds_tensor(value):
+    """Is there a tensor in `value`, or in the lists, tuples and dicts it holds?"""
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(holds_tensor(item) for item in value)
+    if isinstance(value, dict):
+        return any(holds_tensor(item) for item in value.values())
+    return False
+
+
+class watch_devices(torch.overrides.TorchFunctionMode):
+    """Notes every call, inside this context, that sends a tensor to a fixed device (`.cpu()`, `.cuda()`,
+    `.numpy()`) or builds a tensor of several values from plain numbers (which lands on the CPU whatever device the
+    block's input lives on). Both work on a CPU-only laptop and fail on a GPU."""
+
+    def __init__(self):
+        super().__init__()
+        self.noted = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        name = getattr(func, "__name__", str(func))
+        if name in ("cpu", "cuda", "numpy"):
+            self.noted.append(f".{name}()")
+        elif (isinstance(result, torch.Tensor) and result.dim() > 0 and "device" not in kwargs
+              and not holds_tensor((args, kwargs))):
+            self.noted.append(f"torch.{name}(...) without a device")
+        return result
+
+
+@contextlib.contextmanager
+def repeatable_dropout(seed):
+    """Dropout that draws its masks from its own seeded generator, so training-mode results are the same on
+    every computer (PyTorch's own dropout masks can differ between processors)."""
+    generator = torch.Generator().manual_seed(seed)
+    original = nn.functional.dropout
+
+    def dropout(input, p=0.5, training=True, inplace=False):
+        if not training or p == 0:
+            return input
+        keep = torch.rand(input.shape, generator=generator) >= p
+        return input * keep.to(device=input.device, dtype=input.dtype) / (1 - p)
+
+    nn.functional.dropout = dropout
+    try:
+        yield
+    finally:
+        nn.functional.dropout = original
+
+
+# --- Task 1: the checks ----------------------------------------------------------------------------------
+
+def output_is_a_tensor_of_the_input_shape(blocks):
+    x = blocks.example_input()
+    y = blocks.fresh().eval()(x)
+    assert isinstance(y, torch.Tensor), f"forward must return one tensor, got {type(y).__name__}"
+    assert y.shape == x.shape, (f"a block keeps the shape (batch, tokens, emb_dim): expected {tuple(x.shape)}, "
+                                f"got {tuple(y.shape)}")
+
+
+def works_for_one_short_sequence(blocks):
+    x = blocks.example_input(shape=(1, 3))
+    y = blocks.fresh().eval()(x)
+    assert y.shape == x.shape, (f"for a batch of one sequence of 3 tokens expected shape {tuple(x.shape)}, "
+                                f"got {tuple(y.shape)}")
+
+
+def works_under_no_grad(blocks):
+    x = blocks.example_input()
+    with torch.no_grad():
+        y = blocks.fresh().eval()(x)
+    assert y.shape == x.shape, f"under torch.no_grad() expected shape {tuple(x.shape)}, got {tuple(y.shape)}"
+
+
+def keeps_float64(blocks):
+    block, x = blocks.fresh(seed=1).double().eval(), blocks.example_input(seed=2).double()
+    try:
+        y = block(x)
+    except NotImplementedError:
+        raise
+    except Exception as error:
+        raise AssertionError("the block fails after .double(): part of the computation turns float64 values into "
+                             f"float32 ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"
+                             ) from None
+    assert y.dtype == torch.float64, (f"after .double() the block should compute in float64, got {y.dtype}: part of "
+                                      "the computation made new tensors in the default float32")
+    got = fingerprint(y, digits=10)
+    if same_numbers(got, DOUBLE_NUMBERS, tolerance=1e-4):      # otherwise the eval-mode check explains what is off
+        assert same_numbers(got, DOUBLE_NUMBERS, tolerance=1e-9), (
+            "in float64 the output agrees with a correct block's to about 7 digits only, not to 9 or more: part of "
+            "the computation runs in float32")
+
+
+def stays_on_the_input_device(blocks):
+    block, x = blocks.fresh().eval(), blocks.example_input()
+    with watch_devices() as watch:
+        block(x)
+    assert not watch.noted, (
+        f"inside forward, {', '.join(sorted(set(watch.noted)))} put values on the CPU whatever device the input lives "
+        "on: fine on a laptop, an error on a GPU; every tensor the block uses should follow the input's device")
+
+
+def silenced_branches_give_back_the_input(blocks):
+    block, x = silenced(blocks.fresh()).eval(), blocks.example_input()
+    y = block(x.clone())
+    if not torch.allclose(y, x, atol=1e-5):
+        named = shortcut_path_message(block, x, y, "with attention and feed-forward silenced")
+        assert named is None, named
+        raise AssertionError(
+            "with attention and feed-forward silenced, a Pre-LN block must return its input unchanged: each half adds "
+            "a zero branch to the value it started from, and no LayerNorm sits on the shortcut path "
+            f"(largest difference {(y - x).abs().max().item():.3g})")
+
+
+def silenced_branches_pass_the_gradient_back(blocks):
+    x = blocks.example_input().requires_grad_(True)
+    upstream = blocks.example_input(seed=1)
+    y = silenced(blocks.fresh()).eval()(x.clone())
+    (y * upstream).sum().backward()
+    assert x.grad is not None, "no gradient reached the block input: the shortcuts are not part of the autograd graph"
+    assert torch.allclose(x.grad, upstream, atol=1e-5), (
+        "with silenced branches the gradient reaching the block input must equal the gradient arriving at its "
+        "output: the two shortcuts carry it back unchanged (is a shortcut scaled, normalized, or cut from the "
+        "autograd graph?)")
+
+
+def forward_leaves_its_input_unchanged(blocks):
+    for mode in ("eval", "train"):
+        block, x = blocks.fresh(), blocks.example_input()
+        before = x.clone()
+        getattr(block, mode)()(x)
+        assert torch.equal(x, before), (f"in {mode} mode your forward wrote into its input tensor, so the caller's "
+                                        "x changed: an in-place update on the input; compute new tensors instead")
+
+
+def _output_reacts_to(blocks, norm_name, silenced_part=None):
+    """Does the output change when `norm_name` gets other scale and shift values (with `silenced_part`, "att" or
+    "ff", silenced first)?"""
+    x, outputs = blocks.example_input(), []
+    for change in (0.0, 0.7):
+        block = blocks.fresh().eval()
+        with torch.no_grad():
+            if silenced_part:
+                for param in getattr(block, silenced_part).parameters():
+                    param.zero_()
+            norm = getattr(block, norm_name)
+            norm.scale.add_(change)
+            norm.shift.sub_(change)
+        outputs.append(block(x.clone()))
+    return not torch.allclose(outputs[0], outputs[1], atol=1e-6)
+
+
+def norm1_acts_only_through_attention(blocks):
+    assert _output_reacts_to(blocks, "norm1"), (
+        "norm1's scale and shift do not affect the output: norm1 is not used with its own parameters, but a Pre-LN "
+        "block normalizes attention's input with it")
+    assert not _output_reacts_to(blocks, "norm1", silenced_part="att"), (
+        "with attention silenced, norm1's scale and shift still change the output: norm1 acts somewhere other than on "
+        "attention's input, where a Pre-LN block uses it")
+
+
+def norm2_acts_only_through_feed_forward(blocks):
+    assert _output_reacts_to(blocks, "norm2"), (
+        "norm2's scale and shift do not affect the output: norm2 is not used with its own parameters, but a Pre-LN "
+        "block normalizes the feed-forward input with it")
+    assert not _output_reacts_to(blocks, "norm2", silenced_part="ff"), (
+        "with the feed-forward network silenced, norm2's scale and shift still change the output: norm2 acts "
+        "somewhere other than on the feed-forward input, where a Pre-LN block uses it")
+
+
+def dropout_is_off_in_eval_mode(blocks):
+    block, x = blocks.fresh().eval(), blocks.example_input()
+    torch.manual_seed(1)
+    first = block(x.clone())
+    torch.manual_seed(2)
+    second = block(x.clone())
+    assert torch.equal(first, second), ("in eval mode two calls gave different outputs: after block.eval() "
+                                        "dropout must be switched off")
+
+
+def full_dropout_silences_both_branches(blocks):
+    block, x = blocks.fresh().train(), blocks.example_input()
+    block.drop_shortcut.p = 1.0                      # training mode, every entry dropped
+    y = block(x.clone())
+    if not torch.allclose(y, x, atol=1e-5):
+        named = shortcut_path_message(block, x, y, "in training mode with drop probability 1")
+        assert named is None, named
+        raise AssertionError(
+            "in training mode with drop probability 1 the block must return its input: dropout should remove what "
+            "each half adds and leave the value that half started from alone "
+            f"(largest difference {(y - x).abs().max().item():.3g})")
+
+
+def _eval_output_is_right(blocks):
+    return same_numbers(fingerprint(blocks.fresh(seed=1).eval()(blocks.example_input(seed=2))), EVAL_NUMBERS)
+
+
+def train_output_matches_the_reference(blocks):
+    block = blocks.fresh(seed=1, drop_rate=0.5).train()
+    with repeatable_dropout(seed=3):
+        got = fingerprint(block(blocks.example_input(seed=2)))
+    if same_numbers(got, TRAIN_NUMBERS):
+        return
+    if _eval_output_is_right(blocks):
+        raise AssertionError(
+            f"in training mode the output differs from a correct Pre-LN block's on a fixed example (expected "
+            f"{TRAIN_NUMBERS}, got {got}), while the eval-mode output is right: so the difference is dropout's. "
+            "Which values does dropout act on? (Each branch's output, before it is added.)")
+    raise AssertionError(
+        f"in training mode the output differs from a correct Pre-LN block's on a fixed example (expected "
+        f"{TRAIN_NUMBERS}, got {got}); the eval-mode output differs too (see eval_output_matches_the_reference), so "
+        "fix that first: dropout may well be right")
+
+
+def eval_output_matches_the_reference(blocks):
+    got = fingerprint(blocks.fresh(seed=1).eval()(blocks.example_input(seed=2)))
+    assert same_numbers(got, EVAL_NUMBERS), (
+        f"in eval mode the output differs from a correct Pre-LN block's (expected {EVAL_NUMBERS}, got {got}); "
+        "compare your block with the two formulas: what does each LayerNorm receive, and what is each addition "
+        "added to?")
+
+
+def input_gradient_matches_the_reference(blocks):
+    x = blocks.example_input(seed=2).requires_grad_(True)
+    y = blocks.fresh(seed=1).eval()(x.clone())
+    (y * blocks.example_input(seed=3)).sum().backward()
+    assert x.grad is not None, "no gradient reached the block input: the output is cut from the autograd graph"
+    got = fingerprint(x.grad)
+    assert same_numbers(got, GRAD_NUMBERS), (
+        f"the gradient at the block input differs from a correct Pre-LN block's (expected {GRAD_NUMBERS}, got "
+        f"{got}); if the output is right, part of the computation is hidden from autograd")
+
+
+def every_part_receives_a_gradient(blocks):
+    for mode in ("eval", "train"):
+        block = getattr(blocks.fresh(seed=1), mode)()
+        with repeatable_dropout(seed=3):
+            (block(blocks.example_input(seed=2)) * blocks.example_input(seed=3)).sum().backward()
+        starved = [name for name in ("norm1", "att", "norm2", "ff")
+                   if any(p.grad is None or not p.grad.abs().sum() > 0 for p in getattr(block, name).parameters())]
+        assert not starved, (f"in {mode} mode no gradient reached {', '.join(starved)}, so training could not change "
+                             "those weights: every part must reach the output through autograd")
+
+
+# --- Task 2: the checks ----------------------------------------------------------------------------------
+
+class Task2:
+    """Your three Task 2 functions, for the checks."""
+
+    def __init__(self, magnitude_by_formula, magnitude_by_autograd, classify_factor):
+        self.formula, self.autograd, self.classify = magnitude_by_formula, magnitude_by_autograd, classify_factor
+
+
+def as_floats(value, call):
+    """What Task 2's "list of floats" accepts, exactly as the grader reads it: a list or tuple of real numbers
+    (Python or NumPy numbers, or one-element tensors and arrays), or a NumPy array or torch tensor of real numbers
+    (flattened). Booleans, text, complex numbers and other containers are refused."""
+    accepted = "a list of floats is a list or tuple of numbers, or a NumPy array or torch tensor of numbers"
+    if isinstance(value, torch.Tensor):
+        assert not value.is_complex() and value.dtype != torch.bool, (
+            f"{call} returned a tensor of {str(value.dtype).removeprefix('torch.')}: {accepted}")
+        return [float(v) for v in value.detach().cpu().reshape(-1).tolist()]
+    if type(value).__module__ == "numpy" and hasattr(value, "dtype") and hasattr(value, "reshape"):
+        assert value.dtype.kind in "iuf", f"{call} returned an array of {value.dtype}: {accepted}"
+        return [float(v) for v in value.reshape(-1).tolist()]
+    assert isinstance(value, (list, tuple)), f"{call} returned {type(value).__name__}: {accepted}"
+    return [_real_number(item, call, accepted) for item in value]
+
+
+def _real_number(value, call, accepted):
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex() and value.dtype != torch.bool:
+        return float(value.item())
+    kind = getattr(getattr(value, "dtype", None), "kind", None)
+    if type(value).__module__ == "numpy" and kind in ("i", "u", "f") and getattr(value, "size", 1) == 1:
+        return float(value.item())
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise AssertionError(f"{call} returned a list holding {type(value).__name__}: {accepted}")
+
+
+def _exactly(values, expected, rel=EXACT):
+    return len(values) == len(expected) and all(math.isclose(v, e, rel_tol=rel) for v, e in zip(values, expected))
+
+
+def formula_lists_one_magnitude_per_layer(task2):
+    values = as_floats(task2.formula(2, 10), "magnitude_by_formula(2, 10)")
+    assert len(values) == 10, (f"magnitude_by_formula(2, 10) should list 10 magnitudes (after layers 1 to 10), "
+                               f"got {len(values)}")
+    assert values[0] == 2 and values[-1] == 1024, (f"after layer k the magnitude is abs(factor) ** k: expected 2.0 "
+                                                   f"first and 1024.0 last, got {values[0]} and {values[-1]}")
+
+
+def formula_shrinks_for_half(task2):
+    last = as_floats(task2.formula(0.5, 10), "magnitude_by_formula(0.5, 10)")[-1]
+    assert math.isclose(last, 1 / 1024, rel_tol=EXACT), f"ten factors of 0.5 leave 1/1024 = {1 / 1024}, got {last}"
+
+
+def formula_uses_the_size_of_a_negative_factor(task2):
+    values = as_floats(task2.formula(-2, 3), "magnitude_by_formula(-2, 3)")
+    assert values == [2.0, 4.0, 8.0], (
+        f"a negative factor flips the sign at every layer, but the magnitude is abs(factor) ** k: "
+        f"magnitude_by_formula(-2, 3) should be [2.0, 4.0, 8.0], got {values}")
+
+
+def _measured(task2, layer, n, shown):
+    try:
+        return as_floats(task2.autograd(layer, n), f"magnitude_by_autograd({shown}, {n})")
+    except TypeError as error:
+        if "'function'" in str(error) or "'builtin_function_or_method'" in str(error):
+            raise AssertionError(f"magnitude_by_autograd({shown}, {n}) raised TypeError: {error}. Its first argument "
+                                 "is the layer itself, a function of a tensor: apply it with y = layer(y)") from None
+        raise
+
+
+def autograd_matches_the_formula_for_a_constant_factor(task2):
+    for factor, n in ((2, 10), (-0.5, 4), (1.1, 10)):
+        values = _measured(task2, lambda y, factor=factor: factor * y, n, f"lambda y: {factor} * y")
+        expected = [abs(float(factor)) ** k for k in range(1, n + 1)]
+        if _exactly(values, expected, rel=1e-5):
+            assert _exactly(values, expected), (
+                f"magnitude_by_autograd(lambda y: {factor} * y, {n}) is close but not exact: compute in float64 "
+                "(float32 keeps only about 7 digits)")
+        assert _exactly(values, expected), (
+            f"magnitude_by_autograd(lambda y: {factor} * y, {n}) should be {expected}, got {values}: a layer that "
+            "multiplies by a constant factor gives the formula's magnitudes")
+
+
+# Layers whose factor changes from layer to layer, each with its value and slope written out by hand here.
+CHANGING_LAYERS = {
+    "torch.sin": (torch.sin, lambda y: (math.sin(y), math.cos(y))),
+    "lambda y: 0.9 * y + 0.2 * torch.erf(1.5 * y) + 2e-6 * torch.sin(30000 * y)": (
+        lambda y: 0.9 * y + 0.2 * torch.erf(1.5 * y) + 2e-6 * torch.sin(30000 * y),
+        lambda y: (0.9 * y + 0.2 * math.erf(1.5 * y) + 2e-6 * math.sin(30000 * y),
+                   0.9 + 0.2 * 1.5 * 2 / math.sqrt(math.pi) * math.exp(-(1.5 * y) ** 2) + 2e-6 * 30000 * math.cos(30000 * y))),
+}
+
+
+def chain_by_hand(value_and_slope, n):
+    """The magnitudes |d y_k / d x| of a chain started at x = 1.0 (chain rule), and its values |y_k|."""
+    y, gradient, gradient_sizes, chain_sizes = 1.0, 1.0, [], []
+    for _ in range(n):
+        value, slope = value_and_slope(y)
+        gradient, y = gradient * slope, value
+        gradient_sizes.append(abs(gradient))
+        chain_sizes.append(abs(y))
+    return gradient_sizes, chain_sizes
+
+
+def autograd_follows_a_factor_that_changes(task2):
+    for shown, (layer, value_and_slope) in CHANGING_LAYERS.items():
+        n = 6
+        values = _measured(task2, layer, n, shown)
+        expected, chain_values = chain_by_hand(value_and_slope, n)
+        call = f"magnitude_by_autograd({shown}, {n})"
+        assert len(values) == n, f"{call} should list {n} magnitudes, got {len(values)}"
+        if _exactly(values, chain_values, rel=1e-6):
+            raise AssertionError(f"{call} gave the chain's values |y|, not its gradient: after each layer record the "
+                                 "size of the gradient of y with respect to the starting x")
+        fixed = [expected[0] ** k for k in range(1, n + 1)]
+        if _exactly(values, fixed, rel=1e-6):
+            raise AssertionError(f"{call} multiplied the first layer's factor ({expected[0]:.6g}) again and again, but "
+                                 "this layer's factor changes with the value it receives: measure the gradient "
+                                 "through the whole chain")
+        local = [expected[0]] + [after / before for before, after in zip(expected, expected[1:])]
+        if _exactly(values, local, rel=1e-6):
+            raise AssertionError(f"{call} gave each layer's own factor, but the magnitude after layer k is the product "
+                                 "of the factors of layers 1 to k: the gradient of the current y with respect to x")
+        if not _exactly(values[:1], expected[:1]) and _exactly(values[:1], expected[:1], rel=1e-5):   # precision
+            raise AssertionError(f"{call} is close but not exact: let autograd differentiate in float64 (float32, or "
+                                 "an estimate of the slope from nearby values, keeps only about 6 or 7 digits)")
+        assert _exactly(values, expected), f"{call} should be {expected}, got {values}"
+
+
+def classify_looks_at_the_size_of_the_factor(task2):
+    expected = {2: "exploding", 0.5: "vanishing", 1: "stable", -2: "exploding", -0.5: "vanishing", -1: "stable",
+                1.001: "exploding", 0.999: "vanishing"}
+    wrong = [f"classify_factor({f}) gave {task2.classify(f)!r}, expected {e!r}" for f, e in expected.items()
+             if str(task2.classify(f)).strip().lower() != e]
+    assert not wrong, "; ".join(wrong) + ". Only the size of the factor counts: above 1 explodes, below 1 vanishes"
+
+
+# --- the tests the notebook's cells run ----------------------------------------------------------------
+
+def validating():
+    """Is nbgrader's Validate running the notebook? (It sets NBGRADER_EXECUTION.) Validate reports only the graded
+    cells, which run these same checks, so the test cells then leave the work to them and Validate stays quick."""
+    return os.environ.get("NBGRADER_EXECUTION") == "validate"
+
+
+def _task1_test(*checks, graded=False):
+    def test(TransformerBlock, cfg):
+        if graded or not validating():
+            run_checks(checks, Blocks(TransformerBlock, cfg))
+    test.checks = checks
+    return test
+
+
+def _task2_test(*checks, graded=False):
+    def test(magnitude_by_formula, magnitude_by_autograd, classify_factor):
+        if graded or not validating():
+            run_checks(checks, Task2(magnitude_by_formula, magnitude_by_autograd, classify_factor))
+    test.checks = checks
+    return test
+
+
+test_block_shape = _task1_test(output_is_a_tensor_of_the_input_shape, works_for_one_short_sequence,
+                               works_under_no_grad, keeps_float64, stays_on_the_input_device)
+test_zero_branches = _task1_test(silenced_branches_give_back_the_input, silenced_branches_pass_the_gradient_back)
+test_input_unchanged = _task1_test(forward_leaves_its_input_unchanged)
+test_norm_placement = _task1_test(norm1_acts_only_through_attention, norm2_acts_only_through_feed_forward)
+test_dropout = _task1_test(dropout_is_off_in_eval_mode, full_dropout_silences_both_branches,
+                           train_output_matches_the_reference)
+test_reference_numbers = _task1_test(eval_output_matches_the_reference, input_gradient_matches_the_reference,
+                                     every_part_receives_a_gradient)
+test_compounding = _task2_test(formula_lists_one_magnitude_per_layer, formula_shrinks_for_half,
+                               formula_uses_the_size_of_a_negative_factor,
+                               autograd_matches_the_formula_for_a_constant_factor,
+                               autograd_follows_a_factor_that_changes, classify_looks_at_the_size_of_the_factor)
+
+# The visible part of each graded cell: the checks of its topic (Validate then tells you whether they pass).
+check_forward_order = _task1_test(output_is_a_tensor_of_the_input_shape, eval_output_matches_the_reference,
+                                  graded=True)
+check_forward_shortcuts = _task1_test(silenced_branches_give_back_the_input, silenced_branches_pass_the_gradient_back,
+                                      graded=True)
+check_forward_prenorm = _task1_test(norm1_acts_only_through_attention, norm2_acts_only_through_feed_forward,
+                                    graded=True)
+check_forward_dropout = _task1_test(dropout_is_off_in_eval_mode, full_dropout_silences_both_branches,
+                                    train_output_matches_the_reference, graded=True)
+check_forward_gradients = _task1_test(input_gradient_matches_the_reference, every_part_receives_a_gradient,
+                                      forward_leaves_its_input_unchanged, graded=True)
+check_forward_robustness = _task1_test(works_for_one_short_sequence, works_under_no_grad, keeps_float64,
+                                       stays_on_the_input_device, graded=True)
+check_compounding = _task2_test(*test_compounding.checks, graded=True)
