@@ -1,86 +1,267 @@
-"""The first step where a student's forward went wrong, found the way the lesson teaches: walk the ten Pre-LN
-steps in order and stop at the first whose value disagrees (`anatomy.Anatomy.walk`).
+"""The first step where a student's forward went wrong, said only as far as the grader has checked it.
 
-Both recorded runs are walked, eval mode and train mode (real dropout, the grader's seed), and the answer
-says which mode diverges when only one does. Values are compared, not code, so equivalent code in any style
-has no divergence.
+The student's recorded runs, named as programs (`dataflow`), are set against Pre-LN's ten steps, in eval
+mode and in train mode (real dropout, the grader's seed). Where they first differ is a fact. Why they differ
+is a hypothesis: every single-step mistake (`edits`) is one, and the grader names a cause only when Pre-LN
+with exactly that one change, replayed with its own components on the same input (and, in train mode, the
+same dropout masks), reproduces the student's own recorded values up to and including the step where they
+first differ. When no change does, the message says only what the grader saw: the step, what the
+component received there (as a sum of earlier values), and what Pre-LN hands it.
+
+Gradient-only mistakes (a cut path) are hypotheses too: the grader replays the student's program with one
+value detached and names it only when that reproduces the gradients the student's code computed.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
-from .anatomy import STEPS, Anatomy, Finding
-from .dataflow import Flow, _Basis
+import numpy as np
+import torch
 
-__all__ = ["STEPS", "Divergence", "first_divergence", "gradient_hint"]
+from . import edits
+from .dataflow import Flow
+from .edits import STEPS
+from .program import ALWAYS, Program, in_mode, live, run, signature
+
+__all__ = ["STEPS", "Divergence", "first_divergence", "gradient_cause"]
+
+PRE_LN_INPUT = {"norm1": "x", "att": "norm1(x)", "drop1": "att(norm1(x))", "norm2": "h = x + drop_shortcut(att(norm1(x)))",
+                "ff": "norm2(h)", "drop2": "ff(norm2(h))"}
+PRE_LN_OUTPUT = "h + drop_shortcut(ff(norm2(h))), where h = x + drop_shortcut(att(norm1(x)))"
+OP_STEP = {"norm1": 2, "att": 3, "drop1": 4, "norm2": 7, "ff": 8, "drop2": 9}
 
 
 @dataclass(frozen=True)
 class Divergence:
-    finding: Finding
-    mode: str | None = None          # "train" or "eval" when only that mode diverges
-
-    @property
-    def step(self) -> int:
-        return self.finding.step
-
-    @property
-    def message(self) -> str:
-        return self.finding.message
+    step: int
+    message: str
+    mode: str | None = None          # "train" or "eval": the run this was seen in, when the two runs differ
+    cause: str | None = None         # the verified edit's kind; None: facts only
+    only: bool = False               # the other run shows no divergence at all
 
     def text(self) -> str:
-        body = self.finding.text()
-        return f"In {self.mode} mode only: {body}" if self.mode else body
+        body = f"Step {self.step} of 10 ({STEPS[self.step]}): {self.message}"
+        if not self.mode:
+            return body
+        return f"In {self.mode} mode{' only' if self.only else ''}: {body}"
 
 
-def first_divergence(anatomies: dict) -> Divergence | None:
-    """The earliest divergent step over the eval and train runs (`anatomies`: mode -> Anatomy or None)."""
-    found = {mode: a.walk() for mode, a in anatomies.items() if a is not None}
-    found = {mode: f for mode, f in found.items() if f is not None}
+def student_program(flow: Flow, mode: str) -> Program:
+    program = flow.program()
+    if mode == "eval":
+        for op in program.ops:
+            if op.name == "drop":
+                op.when = ALWAYS
+    return program
+
+
+def _ops(program: Program) -> list:
+    sig = signature(program)
+    return list(sig[0]) + [("return", sig[1])]
+
+
+def _common(a: list, b: list) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _roles(program: Program) -> list:
+    """Pre-LN's calls by role (norm1, att, drop1, ...), in order."""
+    roles, drops = [], 0
+    for op in program.ops:
+        if op.name == "drop":
+            drops += 1
+            roles.append(f"drop{drops}")
+        else:
+            roles.append(op.name)
+    return roles
+
+
+class Diagnosis:
+    def __init__(self, flows: dict, parts: dict, drop_p: float):
+        self.flows, self.parts, self.drop_p = flows, parts, drop_p
+
+    def reference(self, mode: str) -> Program:
+        return live(in_mode(edits.compile_script(edits.PRE_LN, self.drop_p, "Pre-LN"), mode))
+
+    def mode(self, mode: str) -> Divergence | None:
+        flow: Flow = self.flows.get(mode)
+        if flow is None:
+            return None
+        reference = self.reference(mode)
+        if not flow.replayable:
+            return self._unfollowed(flow, reference)
+        student = live(student_program(flow, mode))
+        mine, theirs = _ops(student), _ops(reference)
+        if mine == theirs:
+            return None
+        first = _common(mine, theirs)
+        for edit in self._candidates(flow, student, mode, mine, first):
+            if self._reproduces(edit.program(self.drop_p), mode, flow, student, first, edit):
+                return Divergence(edit.step, edit.text, cause=edit.kind)
+        return self._facts(flow, student, reference, first)
+
+    def _candidates(self, flow: Flow, student: Program, mode: str, mine: list, first: int) -> list:
+        factors = sorted({c for op in student.ops for c in op.takes.values() if abs(c) != 1.0} |
+                         {c for c in student.out.values() if abs(c) != 1.0})
+        variants = tuple({op.variant for op in student.ops if op.variant is not None})
+        drop_ps = tuple(sorted({round(1 - 1 / op.scale, 6) for op in student.ops
+                                if op.name == "drop" and op.scale and abs(op.scale - 1 / (1 - self.drop_p)) > 1e-3}))
+        ranked = []
+        for order, edit in enumerate(edits.single_edits(factors=tuple(factors), variants=variants, drop_ps=drop_ps)):
+            theirs = _ops(live(in_mode(edit.program(self.drop_p), mode)))
+            shared = _common(mine, theirs)
+            if theirs == mine:
+                ranked.append((0, 0, order, edit))
+            elif shared > first:
+                ranked.append((1, -shared, order, edit))
+        return [edit for *_, edit in sorted(ranked, key=lambda r: r[:3])][:6]
+
+    def _reproduces(self, program: Program, mode: str, flow: Flow, student: Program, first: int, edit) -> bool:
+        """Does Pre-LN with `edit`, run by the grader on the same input and masks, give the student's recorded
+        values up to and including the first divergent call (and the output, when it claims the whole run)?"""
+        program = live(in_mode(program, mode))
+        steps = {s.key: s for s in flow.steps}
+        recorded = [steps[op.key] for op in student.ops]
+        masks, drops = {}, [s for s in recorded if s.is_dropout]
+        for op in program.ops:
+            if op.name == "drop" and drops:
+                masks[op.key] = drops.pop(0).mask
+        try:
+            with torch.no_grad():
+                y, flat = run(program, torch.as_tensor(flow.x, dtype=torch.float32), self.parts, masks=masks)
+        except Exception:
+            return False
+        whole = _ops(program) == _ops(student)
+        count = len(program.ops) if whole else min(first + 1, len(program.ops), len(recorded))
+        for op, step in zip(program.ops[:count], recorded[:count]):
+            value = _total(flat, op.takes)
+            covered = step.covers
+            if not (_near(value[covered], step.input[covered], flow.tol) and
+                    _near(flat[op.key].numpy()[covered], step.output[covered], flow.tol)):
+                return False
+        return not whole or _near(y.numpy().reshape(-1), flow.y.reshape(-1), flow.tol)
+
+    def _facts(self, flow: Flow, student: Program, reference: Program, first: int) -> Divergence:
+        roles = _roles(reference)
+        steps = {s.key: s for s in flow.steps}
+        if first < min(len(student.ops), len(reference.ops)):
+            op, role = student.ops[first], roles[first]
+            wanted, step = reference.ops[first], steps[op.key]
+            got = f"{step.name}({flow.describe(op.takes)})"
+            if op.pieces is not None:
+                covered, count = int(step.covers.sum()), len(op.pieces)
+                calls = "once on a piece" if count == 1 else f"{count} times on pieces"
+                text = (f"{step.name} was called {calls} of shape {tuple(op.pieces[0].shape)} covering {covered} of "
+                        f"the block's {step.covers.size} values, receiving there {flow.describe(op.takes)}"
+                        + ("" if covered < step.covers.size else ", and the pieces together give other values than "
+                                                                 "one call on the whole block")
+                        + f"; Pre-LN calls {_name(role)} once, on {PRE_LN_INPUT[role]} for the whole block")
+            elif op.name == wanted.name and op.variant is None:
+                text = f"{step.name} received {flow.describe(op.takes)}; Pre-LN hands it {PRE_LN_INPUT[role]}"
+            else:
+                text = (f"your forward's call number {first + 1} was {got}, where Pre-LN calls "
+                        f"{_name(role)} on {PRE_LN_INPUT[role]}")
+            return Divergence(OP_STEP[role], text)
+        if first < len(reference.ops):
+            role = roles[first]
+            return Divergence(OP_STEP[role], f"your forward made no more calls where Pre-LN calls {_name(role)} on "
+                                             f"{PRE_LN_INPUT[role]}")
+        if first < len(student.ops):
+            op = student.ops[first]
+            return Divergence(10, f"after the calls Pre-LN makes, your forward also called {steps[op.key].name}("
+                                  f"{flow.describe(op.takes)})")
+        return Divergence(10, f"the block returned {flow.describe(flow.y_takes)}; Pre-LN returns {PRE_LN_OUTPUT}")
+
+    def _unfollowed(self, flow: Flow, reference: Program) -> Divergence:
+        roles = _roles(reference)
+        for index, step in enumerate(flow.live):
+            if step.takes is None:
+                role = roles[min(index, len(roles) - 1)]
+                return Divergence(OP_STEP[role], f"{step.name} received a value that is not a sum of the block's "
+                                                 f"earlier values; Pre-LN hands {_name(role)} {PRE_LN_INPUT[role]}")
+        return Divergence(10, "the value your forward returned is not a sum of the block's earlier values; Pre-LN "
+                              f"returns {PRE_LN_OUTPUT}")
+
+
+def _name(role: str) -> str:
+    return "drop_shortcut" if role.startswith("drop") else role
+
+
+def _total(flat: dict, takes: dict) -> np.ndarray:
+    value = torch.zeros_like(flat["x"])
+    for key, c in takes.items():
+        value = value + c * flat[key]
+    return value.numpy()
+
+
+def _near(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return a.shape == b.shape and bool(np.linalg.norm(a - b) <= 10 * tol * max(float(np.linalg.norm(b)), 1.0))
+
+
+def first_divergence(flows: dict, parts: dict, drop_p: float) -> Divergence | None:
+    """The earliest divergent step over the eval and train runs, with its verified cause where there is one."""
+    diagnosis = Diagnosis(flows, parts, drop_p)
+    found = {mode: diagnosis.mode(mode) for mode in ("eval", "train") if flows.get(mode) is not None}
+    found = {mode: d for mode, d in found.items() if d is not None}
     if not found:
         return None
-    if len(found) == 1 and len([a for a in anatomies.values() if a is not None]) == 2:
-        mode, finding = next(iter(found.items()))
-        return Divergence(finding, mode)
-    return Divergence(min(found.values(), key=lambda f: f.step))
+    if len(found) == 1:
+        mode, divergence = next(iter(found.items()))
+        both = len([f for f in flows.values() if f is not None]) == 2
+        return Divergence(divergence.step, divergence.message, mode if both else None, divergence.cause, both)
+    eval_, train = found["eval"], found["train"]
+    if (eval_.step, eval_.message) == (train.step, train.message):
+        return eval_
+    earliest, mode = min((eval_, "eval"), (train, "train"), key=lambda pair: (pair[0].step, pair[1] != "eval"))
+    return Divergence(earliest.step, earliest.message, mode, earliest.cause)
 
 
-def gradient_hint(events: list[dict], flow: Flow | None) -> str | None:
-    """Explain a gradient-only mistake from the detaches the student's code performed, or the components it
-    ran with autograd switched off."""
-    for step in (flow.steps if flow is not None else []):
-        if step.no_grad and step.name in ("att", "ff", "norm1", "norm2"):
-            where = f" ({step.where})" if step.where else ""
-            return (f"{step.name} ran under torch.no_grad(){where}, so no gradient flows back through its branch. "
-                    "Keep every path of the block in the autograd graph")
-    for event in events:
-        if event.get("op") not in ("detach", ".data"):
-            continue
-        what = "a value"
-        if event.get("value") is not None and flow is not None:
-            basis = _Basis(flow.tol)
-            for key, vector in flow.vectors.items():
-                basis.add(key, vector)
-            what = flow.describe(basis.explain(event["value"], flow.x.size))
-        consumer = event.get("consumer")
-        step = _step_of(what, consumer)
-        where = f" ({event['where']})" if event.get("where") else ""
-        fed = f", and {consumer} received it" if consumer else ""
-        prefix = f"step {step} of 10 ({STEPS[step]}): " if step else ""
-        return (f"{prefix}your forward detached {what} with {event['op']}{where}{fed}, so no gradient flows back "
-                "through it. Keep every path of the block in the autograd graph")
+# --- gradient-only mistakes ---------------------------------------------------------------------------
+
+def gradient_cause(flow: Flow, mode: str, parts: dict, readout: torch.Tensor, reported: tuple,
+                   close) -> str | None:
+    """Which value, cut from the autograd graph, makes the grader's replay give the gradients the student's
+    code reported (`reported`: (x_grad, {param: grad})); None when no single cut does."""
+    if flow is None or not flow.replayable:
+        return None
+    program = flow.program()
+    masks = flow.masks()
+    uses: dict = {}
+    for consumer, takes in [(op.key, op.takes) for op in program.ops] + [("y", program.out)]:
+        for node in takes:
+            uses.setdefault(node, []).append(consumer)
+    for node, consumers in uses.items():
+        for count in range(len(consumers), 0, -1):
+            for cut in itertools.combinations(consumers, count):
+                grads = _gradients(program, flow, parts, readout, masks, cut=tuple((node, c) for c in cut))
+                if grads is not None and close(reported[0], grads[0]) and all(
+                        close(reported[1][name], g) for name, g in grads[1].items()):
+                    return _cut_text(flow, node, cut, consumers)
     return None
 
 
-def _step_of(what: str, consumer: str | None) -> int | None:
-    if consumer in ("norm1", "att"):
-        return {"norm1": 2, "att": 3}[consumer]
-    if consumer in ("norm2", "ff"):
-        return {"norm2": 7, "ff": 8}[consumer]
-    if what == "x":
-        return 1
-    if what.startswith(("att(", "drop_shortcut(att(", "dropout(att(")):
-        return 4
-    if what.startswith(("ff(", "drop_shortcut(ff(", "dropout(ff(")):
-        return 9
-    return None
+def _cut_text(flow: Flow, node: str, cut: tuple, consumers: list) -> str:
+    label = flow.describe({node: 1.0})
+    where = " and ".join("what your forward returns" if c == "y" else f"the input of {_step_name(flow, c)}"
+                         for c in cut)
+    scope = "" if len(cut) == len(consumers) else f" where it enters {where}"
+    return (f"no gradient flows back through {label}{scope}: the grader's replay of your forward gives the gradients "
+            "your code computed only with that path cut from the autograd graph")
+
+
+def _step_name(flow: Flow, key: str) -> str:
+    step = next((s for s in flow.steps if s.key == key), None)
+    return step.name if step is not None else key
+
+
+def _gradients(program: Program, flow: Flow, parts: dict, readout, masks: dict, **cuts):
+    from .replays import param_gradients
+    try:
+        return param_gradients(program, flow.x, parts, readout, masks, **cuts)
+    except Exception:
+        return None
