@@ -13,6 +13,7 @@ value detached and names it only when that reproduces the gradients the student'
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 
@@ -83,46 +84,70 @@ def _roles(program: Program) -> list:
 class Diagnosis:
     def __init__(self, flows: dict, parts: dict, drop_p: float):
         self.flows, self.parts, self.drop_p = flows, parts, drop_p
+        self.modes = [m for m in ("eval", "train") if flows.get(m) is not None]
+        self.students = {m: live(student_program(flows[m], m)) for m in self.modes if flows[m].replayable}
+        self.mine = {m: _ops(p) for m, p in self.students.items()}
 
     def reference(self, mode: str) -> Program:
         return live(in_mode(edits.compile_script(edits.PRE_LN, self.drop_p, "Pre-LN"), mode))
 
+    def diverging(self) -> list:
+        return [m for m in self.modes if m not in self.mine or self.mine[m] != _ops(self.reference(m))]
+
+    @functools.cached_property
+    def candidates(self) -> list:
+        """Every single-step edit, with the parameters the student's programs show, and its programs."""
+        programs = list(self.students.values())
+        factors = sorted({c for p in programs for op in p.ops for c in op.takes.values() if c != 1.0} |
+                         {c for p in programs for c in p.out.values() if c != 1.0})
+        variants = tuple({op.variant for p in programs for op in p.ops if op.variant is not None})
+        keep = 1 / (1 - self.drop_p)
+        drop_ps = tuple(sorted({round(1 - 1 / op.scale, 6) for p in programs for op in p.ops
+                                if op.name == "drop" and op.scale and abs(op.scale - keep) > 1e-3}))
+        found = []
+        for edit in edits.single_edits(factors=tuple(factors), variants=variants, drop_ps=drop_ps):
+            program = edit.program(self.drop_p)
+            found.append((edit, {m: _ops(live(in_mode(program, m))) for m in self.mine}))
+        return found
+
+    def whole(self) -> Divergence | None:
+        """One edit that explains every run the grader could follow, verified in each."""
+        diverging = self.diverging()
+        if not diverging or any(m not in self.mine for m in self.modes):
+            return None
+        for edit, ops in self.candidates:
+            if all(ops[m] == self.mine[m] for m in self.mine) and all(
+                    self._reproduces(edit.program(self.drop_p), m, len(ops[m])) for m in self.mine):
+                mode = diverging[0] if len(diverging) == 1 and len(self.modes) == 2 else None
+                return Divergence(edit.step, edit.text, mode, edit.kind, only=mode is not None)
+        return None
+
     def mode(self, mode: str) -> Divergence | None:
+        """The first divergence of one run: a verified edit when one reproduces it that far, else facts."""
         flow: Flow = self.flows.get(mode)
-        if flow is None:
+        if flow is None or mode not in self.diverging():
             return None
         reference = self.reference(mode)
-        if not flow.replayable:
+        if mode not in self.mine:
             return self._unfollowed(flow, reference)
-        student = live(student_program(flow, mode))
-        mine, theirs = _ops(student), _ops(reference)
-        if mine == theirs:
-            return None
-        first = _common(mine, theirs)
-        for edit in self._candidates(flow, student, mode, mine, first):
-            if self._reproduces(edit.program(self.drop_p), mode, flow, student, first, edit):
-                return Divergence(edit.step, edit.text, cause=edit.kind)
-        return self._facts(flow, student, reference, first)
-
-    def _candidates(self, flow: Flow, student: Program, mode: str, mine: list, first: int) -> list:
-        factors = sorted({c for op in student.ops for c in op.takes.values() if abs(c) != 1.0} |
-                         {c for c in student.out.values() if abs(c) != 1.0})
-        variants = tuple({op.variant for op in student.ops if op.variant is not None})
-        drop_ps = tuple(sorted({round(1 - 1 / op.scale, 6) for op in student.ops
-                                if op.name == "drop" and op.scale and abs(op.scale - 1 / (1 - self.drop_p)) > 1e-3}))
+        mine = self.mine[mode]
+        first = _common(mine, _ops(reference))
         ranked = []
-        for order, edit in enumerate(edits.single_edits(factors=tuple(factors), variants=variants, drop_ps=drop_ps)):
-            theirs = _ops(live(in_mode(edit.program(self.drop_p), mode)))
-            shared = _common(mine, theirs)
-            if theirs == mine:
+        for order, (edit, ops) in enumerate(self.candidates):
+            shared = _common(mine, ops[mode])
+            if ops[mode] == mine:
                 ranked.append((0, 0, order, edit))
             elif shared > first:
                 ranked.append((1, -shared, order, edit))
-        return [edit for *_, edit in sorted(ranked, key=lambda r: r[:3])][:6]
+        for *_, edit in sorted(ranked, key=lambda r: r[:3])[:6]:
+            if self._reproduces(edit.program(self.drop_p), mode, first + 1):
+                return Divergence(edit.step, edit.text, cause=edit.kind)
+        return self._facts(flow, self.students[mode], reference, first)
 
-    def _reproduces(self, program: Program, mode: str, flow: Flow, student: Program, first: int, edit) -> bool:
-        """Does Pre-LN with `edit`, run by the grader on the same input and masks, give the student's recorded
-        values up to and including the first divergent call (and the output, when it claims the whole run)?"""
+    def _reproduces(self, program: Program, mode: str, count: int) -> bool:
+        """Does `program` (Pre-LN with one edit), run by the grader on the same input and dropout masks, give the
+        student's recorded values for the first `count` calls (and the output, when it claims the whole run)?"""
+        flow, student = self.flows[mode], self.students[mode]
         program = live(in_mode(program, mode))
         steps = {s.key: s for s in flow.steps}
         recorded = [steps[op.key] for op in student.ops]
@@ -136,11 +161,10 @@ class Diagnosis:
         except Exception:
             return False
         whole = _ops(program) == _ops(student)
-        count = len(program.ops) if whole else min(first + 1, len(program.ops), len(recorded))
+        count = len(program.ops) if whole else min(count, len(program.ops), len(recorded))
         for op, step in zip(program.ops[:count], recorded[:count]):
-            value = _total(flat, op.takes)
             covered = step.covers
-            if not (_near(value[covered], step.input[covered], flow.tol) and
+            if not (_near(_total(flat, op.takes)[covered], step.input[covered], flow.tol) and
                     _near(flat[op.key].numpy()[covered], step.output[covered], flow.tol)):
                 return False
         return not whole or _near(y.numpy().reshape(-1), flow.y.reshape(-1), flow.tol)
@@ -206,6 +230,9 @@ def _near(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
 def first_divergence(flows: dict, parts: dict, drop_p: float) -> Divergence | None:
     """The earliest divergent step over the eval and train runs, with its verified cause where there is one."""
     diagnosis = Diagnosis(flows, parts, drop_p)
+    whole = diagnosis.whole()
+    if whole is not None:
+        return whole
     found = {mode: diagnosis.mode(mode) for mode in ("eval", "train") if flows.get(mode) is not None}
     found = {mode: d for mode, d in found.items() if d is not None}
     if not found:

@@ -27,7 +27,7 @@ STEPS = {
     10: "add the second shortcut back and return the sum",
 }
 NAMES = {"x": "the block input x", "n1": "norm1(x)", "a": "attention's output att(norm1(x))",
-         "d1": "attention's branch drop_shortcut(att(norm1(x)))", "h": "h, the first half's result",
+         "d1": "attention's branch drop_shortcut(att(norm1(x)))", "h": "h (the first half's result)",
          "n2": "norm2(h)", "f": "the feed-forward output ff(norm2(h))",
          "d2": "the feed-forward branch drop_shortcut(ff(norm2(h)))", "y": "the second sum"}
 COMPONENT = {"norm1": "norm1", "norm2": "norm2", "layer_norm": "a LayerNorm without scale and shift",

@@ -88,8 +88,7 @@ def device_note(sources: list) -> str | None:
     """A remark (never points) for a forward whose code moves tensors off their device: read from the code the
     grader sent (TransformerBlock's methods), since the CPU grader cannot see a device in values."""
     sources = _block_methods(sources)
-    found = {match.group(0).strip().replace("(", "(...)").replace("(...))", "()") for code in sources
-             for match in DEVICE_CODE.finditer(code)}
+    found = {_shown(match.group(0)) for code in sources for match in DEVICE_CODE.finditer(code)}
     for code in sources:
         for match in FACTORY.finditer(code):
             call = _call_text(code, match.end() - 1)
@@ -100,6 +99,11 @@ def device_note(sources: list) -> str | None:
         return None
     return (f"Your code uses {', '.join(found[:3])}: on a GPU a forward must keep every tensor on x.device (no .cpu() "
             "or .numpy() inside forward, new tensors with device=x.device). Graded on the CPU, this costs no point")
+
+
+def _shown(text: str) -> str:
+    text = " ".join(text.split())
+    return text + "...)" if text.endswith("(") else text
 
 
 def _call_text(code: str, start: int) -> str:
