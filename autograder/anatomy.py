@@ -70,6 +70,11 @@ def half(flow: Flow, name: str) -> Half | None:
         if producer is not None and producer.is_norm:
             norm = producer
     start = norm.takes if norm is not None else branch.takes
+    while start is not None and len(start) == 1 and next(iter(start.values())) == 1.0:    # norm of a norm: the
+        before = flow.producer(next(iter(start)))                                            # half starts before both
+        if before is None or not before.is_norm:
+            break
+        start = before.takes
     live = flow.live
     drops, current = [], branch.key
     for step in live:

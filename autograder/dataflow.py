@@ -13,6 +13,7 @@ Values are compared, not code, so any style of writing the same forward gives th
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -306,8 +307,8 @@ def analyse(x: np.ndarray, run: dict, parts: dict, *, train: bool, device: str =
     labels = {"x": "x"}
     for raw in run["calls"]:
         place, takes = nodes.locate(raw["input"])
-        if place is nodes.grid and takes is None and raw["name"] not in DROPOUTS:
-            takes = _hand_norm(flow, nodes, labels, parts, raw["input"], tol)
+        if takes is None and raw["name"] not in DROPOUTS:
+            place, takes = _hand_norm(flow, nodes, labels, parts, raw["input"], tol, place)
         call = Call(len(flow.calls), raw["name"], raw["kind"], raw["input"], raw["output"], place, takes,
                     training=raw.get("training"), via=raw.get("via"), where=raw.get("where"),
                     no_grad=raw.get("no_grad", False))
@@ -326,7 +327,7 @@ def analyse(x: np.ndarray, run: dict, parts: dict, *, train: bool, device: str =
         flow.calls.append(call)
     flow.y_takes = nodes.explain(run["y"], nodes.grid)
     if flow.y_takes is None:
-        flow.y_takes = _hand_norm(flow, nodes, labels, parts, run["y"], tol)
+        flow.y_takes = _hand_norm(flow, nodes, labels, parts, run["y"], tol, nodes.grid, (nodes.grid,))[1]
     join(flow, nodes, labels, parts)
     return flow
 
@@ -339,22 +340,35 @@ def _describe(labels: dict, takes: dict | None) -> str:
     return " + ".join(_term(labels[k], c) for k, c in takes.items()).replace("+ -", "- ")
 
 
-def _hand_norm(flow: Flow, nodes: Nodes, labels: dict, parts: dict, value: np.ndarray, tol: float) -> dict | None:
-    """A block-shaped value normalized by hand (or a near miss of it): recorded as a call of its own, as if
-    the norm had been called. Returns the sum naming it, or None."""
-    found = normfit.fit_value(value, nodes, parts, tol)
-    if found is None:
-        return None
-    variant, source = found
-    name = normfit.plain(variant, parts)
-    call = Call(len(flow.calls), name or (variant.params or "layer_norm"), "manual",
-                nodes.value(source).reshape(nodes.shape), np.asarray(value, dtype=np.float64).reshape(nodes.shape),
-                nodes.grid, source, variant=None if name else variant)
-    call.key = f"r{call.index}"
-    flow.calls.append(call)
-    nodes.add(call.key, call.output.reshape(-1), np.ones(nodes.size, dtype=bool))
-    labels[call.key] = f"{call.name}({_describe(labels, source)})"
-    return {call.key: 1.0}
+def _hand_norm(flow: Flow, nodes: Nodes, labels: dict, parts: dict, value: np.ndarray, tol: float, place,
+               places=None) -> tuple:
+    """A value normalized by hand (or a near miss of a LayerNorm), at some placement: recorded as a call of its
+    own, as if the norm had been called. Returns (placement, the sum naming it) or (`place`, None)."""
+    value = np.asarray(value, dtype=np.float64)
+    tried = places if places is not None else itertools.islice(
+        itertools.chain([nodes.grid] if value.shape == nodes.shape else [], nodes.candidates(value.shape)), 24)
+    for where in tried:
+        index = where.reshape(-1)
+        columns = {k: nodes.vectors[k][index].reshape(value.shape) for k in nodes.keys if nodes.covers[k][index].any()}
+        found = normfit.fit_value(value, columns, parts, tol)
+        if found is None:
+            continue
+        variant, source = found
+        name = normfit.plain(variant, parts)
+        call = Call(len(flow.calls), name or (variant.params or "layer_norm"), "manual",
+                    sum(c * columns[k] for k, c in source.items()), value, where, source,
+                    variant=None if name else variant)
+        call.key = f"r{call.index}"
+        flow.calls.append(call)
+        covers = np.zeros(nodes.size, dtype=bool)
+        covers[index] = True
+        flat = np.zeros(nodes.size)
+        flat[index] = value.reshape(-1)
+        nodes.add(call.key, flat, covers)
+        nodes.remember(where)
+        labels[call.key] = f"{call.name}({_describe(labels, source)})"
+        return where, {call.key: 1.0}
+    return place, None
 
 
 __all__ = ["Call", "Flow", "Step", "analyse", "arrays_close", "coefficient_text", "dead", "in_mode", "standardized",

@@ -67,6 +67,11 @@ def compile_script(lines: tuple, drop_p: float, name: str = "") -> Program:
             env[line.target] = total
             continue
         scale = None if line.name != "drop" else (1.0 / (1.0 - line.p) if line.p is not None else keep)
+        same = next((op for op in ops if line.name != "drop" and (op.name, op.takes, op.variant) ==
+                     (line.name, total, line.variant)), None)
+        if same is not None:         # the same call on the same value gives the same value: one call
+            env[line.target] = {same.key: 1.0}
+            continue
         ops.append(Op(line.name, total, line.target, line.variant, scale, line.when))
         env[line.target] = {line.target: 1.0}
     return Program(ops, env[lines[-1].target], name)
@@ -99,11 +104,11 @@ def _edge_step(target: str, index: int, new: str | None, kind: str) -> int:
         return 7
     if target == "h":
         if index == 0:
-            return 1 if kind == "replace" else 5
+            return 1 if kind in ("replace", "insert") else 5
         return 4 if new == "a" else 5
     if target == "y":
         if index == 0:
-            return 6 if kind == "replace" else 10
+            return 6 if kind in ("replace", "insert") else 10
         return 9 if new == "f" else 10
     return 10
 

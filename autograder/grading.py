@@ -213,6 +213,9 @@ def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list) 
         errors.append(_grader_error("finding the first divergent step", error))
         divergence = None
     evidence.divergence = divergence
+    if divergence is not None:     # for the instructor (and the kit's tests): the step, and the cause if verified
+        evidence.details["divergence"] = {"step": divergence.step, "mode": divergence.mode, "cause": divergence.cause,
+                                          "message": divergence.message}
     checks = tuple(_check_result(module, evidence, errors) for module in CHECKS)
     if all(check.passed for check in checks if check.check != compounding.NAME):
         divergence = None   # the trace only explains lost points; equivalent code in any style has nothing to explain

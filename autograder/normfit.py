@@ -101,31 +101,33 @@ def _residuals(columns: np.ndarray, standard: np.ndarray, axes: tuple) -> np.nda
     return np.stack(out, axis=1)
 
 
-def fit_value(value: np.ndarray, nodes, parts: dict, tol: float) -> tuple[Variant, dict] | None:
-    """A block-shaped value that is no sum of earlier values: is it a normalization (of some variant) of one?
-    Returns the variant and the sum it normalized, or None. `nodes`: a placement.Nodes."""
-    shape = nodes.shape
-    value = np.asarray(value, dtype=np.float64).reshape(shape)
-    keys = [k for k in nodes.keys if nodes.covers[k].any()]
-    if not keys or not np.all(np.isfinite(value)):
+def fit_value(value: np.ndarray, columns: dict, parts: dict, tol: float) -> tuple[Variant, dict] | None:
+    """A value that is no sum of earlier values: is it a normalization (of some variant) of one? `columns`:
+    name -> an earlier value at the same positions, in `value`'s shape. Returns the variant and the sum it
+    normalized ({name: coefficient}), or None."""
+    value = np.asarray(value, dtype=np.float64)
+    keys = [k for k, c in columns.items() if np.any(c)]
+    if not keys or not np.all(np.isfinite(value)) or value.ndim == 0:
         return None
-    columns = np.stack([nodes.vectors[k].reshape(shape) for k in keys])
-    smallest = float(min(np.linalg.norm(c) for c in columns))
+    stacked = np.stack([columns[k] for k in keys])
+    smallest = float(min(np.linalg.norm(c) for c in stacked))
     reference = float(getattr(parts.get("norm1"), "eps", 1e-5))
     for params in ("norm1", "norm2", None):
         scale, shift = _params(parts, params)
-        if np.any(np.abs(scale) < 1e-6):
+        if params is not None and (value.shape[-1] != len(scale) or np.any(np.abs(scale) < 1e-6)):
             continue
         standard = (value - shift) / scale
         for over in GROUPS:
-            axes = _axes(over, len(shape))
-            matrix = _residuals(columns, standard, axes)
+            if over == "batch" and value.ndim < 3:
+                continue
+            axes = _axes(over, value.ndim)
+            matrix = _residuals(stacked, standard, axes)
             _, singular, vt = np.linalg.svd(matrix, full_matrices=False)
             if singular[-1] > 1e-4 * smallest or (len(singular) > 1 and singular[-2] < 10 * singular[-1]):
                 continue
             weights = vt[-1] / vt[-1][np.argmax(np.abs(vt[-1]))]
             takes = {k: tidy(float(c)) for k, c in zip(keys, weights) if abs(c) > 1e-6}
-            source = nodes.value(takes).reshape(shape)
+            source = sum(c * columns[k] for k, c in takes.items())
             found = _eps(source, standard, over)
             if found is None:
                 continue
