@@ -23,7 +23,7 @@ import torch
 from . import edits
 from .dataflow import Flow
 from .edits import STEPS
-from .program import ALWAYS, Program, in_mode, live, run, signature
+from .program import ALWAYS, Program, canonical, in_mode, live, run, signature
 
 __all__ = ["STEPS", "Divergence", "first_divergence", "gradient_cause"]
 
@@ -85,11 +85,12 @@ class Diagnosis:
     def __init__(self, flows: dict, parts: dict, drop_p: float):
         self.flows, self.parts, self.drop_p = flows, parts, drop_p
         self.modes = [m for m in ("eval", "train") if flows.get(m) is not None]
-        self.students = {m: live(student_program(flows[m], m)) for m in self.modes if flows[m].replayable}
+        self.students = {m: canonical(live(student_program(flows[m], m))) for m in self.modes if flows[m].replayable}
         self.mine = {m: _ops(p) for m, p in self.students.items()}
+        self.first = {m: _common(ops, _ops(self.reference(m))) for m, ops in self.mine.items()}
 
     def reference(self, mode: str) -> Program:
-        return live(in_mode(edits.compile_script(edits.PRE_LN, self.drop_p, "Pre-LN"), mode))
+        return canonical(live(in_mode(edits.compile_script(edits.PRE_LN, self.drop_p, "Pre-LN"), mode)))
 
     def diverging(self) -> list:
         return [m for m in self.modes if m not in self.mine or self.mine[m] != _ops(self.reference(m))]
@@ -105,9 +106,10 @@ class Diagnosis:
         drop_ps = tuple(sorted({round(1 - 1 / op.scale, 6) for p in programs for op in p.ops
                                 if op.name == "drop" and op.scale and abs(op.scale - keep) > 1e-3}))
         found = []
-        for edit in edits.single_edits(factors=tuple(factors), variants=variants, drop_ps=drop_ps):
+        for edit in edits.single_edits(factors=tuple(factors), variants=variants, drop_ps=drop_ps) + \
+                edits.arrangements(self.drop_p):
             program = edit.program(self.drop_p)
-            found.append((edit, {m: _ops(live(in_mode(program, m))) for m in self.mine}))
+            found.append((edit, {m: _ops(canonical(live(in_mode(program, m)))) for m in self.mine}))
         return found
 
     def whole(self) -> Divergence | None:
@@ -130,25 +132,30 @@ class Diagnosis:
         reference = self.reference(mode)
         if mode not in self.mine:
             return self._unfollowed(flow, reference)
-        mine = self.mine[mode]
-        first = _common(mine, _ops(reference))
+        mine, first = self.mine[mode], self.first[mode]
+        others = [o for o in self.mine if o != mode]
         ranked = []
         for order, (edit, ops) in enumerate(self.candidates):
             shared = _common(mine, ops[mode])
-            if ops[mode] == mine:
-                ranked.append((0, 0, order, edit))
-            elif shared > first:
-                ranked.append((1, -shared, order, edit))
-        for *_, edit in sorted(ranked, key=lambda r: r[:3])[:6]:
-            if self._reproduces(edit.program(self.drop_p), mode, first + 1):
-                return Divergence(edit.step, edit.text, cause=edit.kind)
+            if ops[mode] != mine and shared < first + 2:
+                continue            # it must reproduce the first divergent call and what is done with its value
+            if any(_common(self.mine[o], ops[o]) < self.first[o] for o in others):
+                continue            # it contradicts what the other run shows before that run diverges
+            total = sum(_common(self.mine[o], ops[o]) for o in self.mine)
+            ranked.append((0 if ops[mode] == mine else 1, -shared, -total, order, edit))
+        for *_, edit in sorted(ranked, key=lambda r: r[:4])[:6]:
+            program = edit.program(self.drop_p)
+            if self._reproduces(program, mode, first + 1) and all(
+                    self._reproduces(program, o, self.first[o]) for o in others):
+                whole = ops[mode] == mine and all(ops[o] == self.mine[o] for o in others)
+                return Divergence(edit.step, edit.text if whole else edit.first_sign, cause=edit.kind)
         return self._facts(flow, self.students[mode], reference, first)
 
     def _reproduces(self, program: Program, mode: str, count: int) -> bool:
         """Does `program` (Pre-LN with one edit), run by the grader on the same input and dropout masks, give the
         student's recorded values for the first `count` calls (and the output, when it claims the whole run)?"""
         flow, student = self.flows[mode], self.students[mode]
-        program = live(in_mode(program, mode))
+        program = canonical(live(in_mode(program, mode)))
         steps = {s.key: s for s in flow.steps}
         recorded = [steps[op.key] for op in student.ops]
         masks, drops = {}, [s for s in recorded if s.is_dropout]
@@ -202,11 +209,17 @@ class Diagnosis:
 
     def _unfollowed(self, flow: Flow, reference: Program) -> Divergence:
         roles = _roles(reference)
-        for index, step in enumerate(flow.live):
+        drops = 0
+        for step in flow.live:
+            drops += step.is_dropout
+            role = f"drop{drops}" if step.is_dropout else step.name
             if step.takes is None:
-                role = roles[min(index, len(roles) - 1)]
-                return Divergence(OP_STEP[role], f"{step.name} received a value that is not a sum of the block's "
-                                                 f"earlier values; Pre-LN hands {_name(role)} {PRE_LN_INPUT[role]}")
+                if role in OP_STEP:
+                    return Divergence(OP_STEP[role], f"{step.name} received a value that is not a sum of the block's "
+                                                     f"earlier values; Pre-LN hands {_name(role)} {PRE_LN_INPUT[role]}")
+                step_number = OP_STEP[roles[min(len(roles) - 1, step.index)]]
+                return Divergence(step_number, f"{step.name} received a value that is not a sum of the block's "
+                                               "earlier values")
         return Divergence(10, "the value your forward returned is not a sum of the block's earlier values; Pre-LN "
                               f"returns {PRE_LN_OUTPUT}")
 

@@ -27,7 +27,7 @@ STEPS = {
     10: "add the second shortcut back and return the sum",
 }
 NAMES = {"x": "the block input x", "n1": "norm1(x)", "a": "attention's output att(norm1(x))",
-         "d1": "attention's branch drop_shortcut(att(norm1(x)))", "h": "h (the first half's result)",
+         "d1": "attention's branch drop_shortcut(att(norm1(x)))", "h": "the first half's result h",
          "n2": "norm2(h)", "f": "the feed-forward output ff(norm2(h))",
          "d2": "the feed-forward branch drop_shortcut(ff(norm2(h)))", "y": "the second sum"}
 COMPONENT = {"norm1": "norm1", "norm2": "norm2", "layer_norm": "a LayerNorm without scale and shift",
@@ -79,11 +79,18 @@ def compile_script(lines: tuple, drop_p: float, name: str = "") -> Program:
 
 @dataclass(frozen=True)
 class Edit:
-    """One change to the Pre-LN script; `step` is the lesson's step it breaks, `text` what it changed."""
+    """One change to the Pre-LN script; `step` is the lesson's step it breaks, `text` what it changed. `local`,
+    when given, says only what the change does where it first shows (its other consequences unsaid): the
+    diagnosis uses it when the change explains a run only that far."""
     kind: str
     step: int
     text: str
     lines: tuple
+    local: str = ""
+
+    @property
+    def first_sign(self) -> str:
+        return self.local or self.text
 
     def program(self, drop_p: float) -> Program:
         return compile_script(self.lines, drop_p, self.kind)
@@ -170,11 +177,12 @@ def _term_edits(factors: tuple):
                 terms = line.terms[:index] + ((old, c * factor),) + line.terms[index + 1:]
                 yield Edit("scale", _edge_step(line.target, index, None, "scale"),
                            f"{where} ({NAMES[old]}) was scaled by {factor:.6g}", _with(PRE_LN, line.target, terms=terms))
-            for norm in ("norm1", "norm2", "layer_norm"):
+            for norm in ("norm1", "norm2", "layer_norm", "drop"):
                 extra = Line(f"{line.target}_{index}_{norm}", "call", ((old, 1.0),), norm)
                 terms = line.terms[:index] + ((extra.target, c),) + line.terms[index + 1:]
-                yield Edit("insert_norm", _edge_step(line.target, index, None, "insert"),
-                           f"an extra {COMPONENT[norm]} was applied to {NAMES[old]} before it became {where}",
+                kind = "insert_drop" if norm == "drop" else "insert_norm"
+                step = _edge_step(line.target, index, None, "scale" if norm == "drop" else "insert")
+                yield Edit(kind, step, f"an extra {COMPONENT[norm]} was applied to {NAMES[old]} before it became {where}",
                            _insert(_with(PRE_LN, line.target, terms=terms), line.target, extra))
 
 
@@ -230,9 +238,10 @@ def _moved(drop: Line, half: str):
     base = tuple(Line(line.target, "sum", line.terms) if line.target == drop.target else line for line in PRE_LN)
     for value in ("h", "y"):
         moved = Line(f"{drop.target}_on_{value}", "call", ((value, 1.0),), "drop")
+        which = "first" if value == "h" else "second"
         yield Edit("move_drop", 4 if drop.target == "d1" else (6 if value == "h" else 9),
-                   f"the dropout that belongs on {half} was applied to the {'first' if value == 'h' else 'second'} "
-                   "sum, shortcut included", _on_value(base, value, moved))
+                   f"the dropout that belongs on {half} was applied to the {which} sum, shortcut included",
+                   _on_value(base, value, moved), f"a dropout was applied to the {which} sum, shortcut included")
     for line in PRE_LN:
         for index, (old, c) in enumerate(line.terms):
             if line.target == drop.target or old == drop.target:
@@ -243,14 +252,24 @@ def _moved(drop: Line, half: str):
             step = _edge_step(line.target, index, None, "insert")
             yield Edit("move_drop", min(step, 4 if drop.target == "d1" else 9),
                        f"the dropout that belongs on {half} was applied to {NAMES[old]} instead, as "
-                       f"{_where(line.target, index)}", lines)
+                       f"{_where(line.target, index)}", lines,
+                       f"a dropout was applied to {NAMES[old]}, as {_where(line.target, index)}")
+
+
+def _scaled_sums(factors: tuple):
+    """A whole sum scaled, wherever it is used (the first half's result, or what the block returns)."""
+    for value, step, what in (("h", 5, "the first sum (the first half's result h)"), ("y", 10, "the second sum")):
+        for factor in factors:
+            scaled = Line(f"{value}_scaled", "sum", ((value, factor),))
+            yield Edit("scale_sum", step, f"{what} was scaled by {factor:.6g}", _on_value(PRE_LN, value, scaled))
 
 
 def _structural():
     norm_h = Line("hn", "call", (("h", 1.0),), "norm1")
     yield Edit("norm_on_path", 6, "a LayerNorm (norm1) was applied to the first half's sum, and the second half "
                                   "started from its output: a LayerNorm sits on the shortcut path",
-               _on_value(PRE_LN, "h", norm_h))
+               _on_value(PRE_LN, "h", norm_h), "a LayerNorm (norm1) was applied to the first half's sum, and norm2 "
+                                               "received its output")
     for norm in ("norm1", "norm2", "layer_norm"):
         out = Line("yn", "call", (("y", 1.0),), norm)
         yield Edit("norm_output", 10, f"{COMPONENT[norm]} was applied to the second sum before it was returned",
@@ -260,12 +279,41 @@ def _structural():
                Line("n1", "call", (("h", 1.0),), "norm1"), Line("a", "call", (("n1", 1.0),), "att"),
                Line("d1", "call", (("a", 1.0),), "drop"), Line("y", "sum", (("h", 1.0), ("d1", 1.0))))
     yield Edit("swap", 2, "the two halves ran in the opposite order: the feed-forward half (norm2, ff) first, then "
-                          "the attention half (norm1, att)", swapped)
+                          "the attention half (norm1, att)", swapped,
+               "the feed-forward half (norm2, ff) ran first, on the block input x")
+    for norm, branch, add, step in (("norm1", "a", "h", 2), ("norm2", "f", "y", 7)):
+        yield Edit("move_norm", step, f"{norm} was moved from {COMPONENT[branch_of(branch)]}'s input to after the "
+                                      f"{'first' if add == 'h' else 'second'} addition: that half is arranged Post-LN",
+                   _post_ln_half(norm, add), f"{COMPONENT[branch_of(branch)]} received the value its half started "
+                                             f"from, without {norm}")
+
+
+def branch_of(key: str) -> str:
+    return {"a": "att", "f": "ff"}[key]
+
+
+def _post_ln_half(norm: str, add: str) -> tuple:
+    """One half arranged Post-LN: its branch reads the half's input directly, its LayerNorm follows the addition."""
+    source = "n1" if norm == "norm1" else "n2"
+    lines = tuple(Line(line.target, "sum", line.terms) if line.target == source else line for line in PRE_LN)
+    return _on_value(lines, add, Line(f"{add}_{norm}", "call", ((add, 1.0),), norm))
+
+
+def arrangements(drop_p: float) -> list:
+    """Whole wrong arrangements the lesson names, as hypotheses for the diagnosis (not single-step edits)."""
+    post = _on_value(_post_ln_half("norm1", "h"), "y", Line("y_norm2", "call", (("y", 1.0),), "norm2"))
+    post = tuple(Line(line.target, "sum", line.terms) if line.target == "n2" else line for line in post)
+    none = tuple(replace(line, terms=line.terms[1:]) if line.target in ("h", "y") else line for line in PRE_LN)
+    return [Edit("arrangement", 2, "the block is arranged Post-LN: attention and the feed-forward network receive "
+                                   "the values their halves start from, without normalization, and each LayerNorm "
+                                   "follows its addition", post),
+            Edit("arrangement", 5, "neither shortcut is added back: each half returns its branch alone", none)]
 
 
 def single_edits(*, factors: tuple = (0.5, 2.0), variants: tuple = (), drop_ps: tuple = ()) -> list:
     """Every single-step change to Pre-LN, with the parameters given (coefficients, near-miss LayerNorms, p)."""
-    return list(itertools.chain(_structural(), _call_edits(variants, drop_ps), _term_edits(factors)))
+    return list(itertools.chain(_structural(), _scaled_sums(factors), _call_edits(variants, drop_ps),
+                                _term_edits(factors)))
 
 
 def describe_variant(variant: Variant, reference_eps: float) -> str:

@@ -131,6 +131,23 @@ def dead(program: Program) -> list:
     return [op for op in program.ops if op.key not in alive]
 
 
+def canonical(program: Program) -> Program:
+    """The same program with its calls in a canonical order (by depth, then component and input), so that two
+    programs that differ only in the order of independent calls compare equal."""
+    depth = {"x": 0}
+    for op in program.ops:
+        depth[op.key] = 1 + max((depth.get(k, 0) for k in op.takes), default=0)
+    names, ordered, left = {"x": "x"}, [], list(program.ops)
+    while left:
+        ready = [op for op in left if all(k in names for k in op.takes)]
+        op = min(ready, key=lambda o: (depth[o.key], o.name, sorted((names[k], round(c, 6)) for k, c in o.takes.items()),
+                                       repr(o.variant), o.scale or 0.0))
+        names[op.key] = f"c{len(ordered)}"
+        ordered.append(op)
+        left.remove(op)
+    return Program(ordered, dict(program.out), program.name, dict(program.notes))
+
+
 def signature(program: Program) -> tuple:
     """What the program computes, without names or values: equal signatures, equal programs."""
     names = {"x": "x"}

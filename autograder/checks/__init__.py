@@ -25,7 +25,7 @@ from ..anatomy import Anatomy
 from ..dataflow import Flow, arrays_close, standardized  # noqa: F401  (checks import them from here)
 from ..diagnosis import student_program
 from ..edits import PRE_LN, compile_script
-from ..program import in_mode, live, signature
+from ..program import canonical, in_mode, live, signature
 
 # Tolerance tiers for comparing float32 results with the reference: CUDA kernels reorder sums.
 TOLERANCES = {"cpu": (1e-5, 1e-6), "cuda": (2e-3, 2e-4)}
@@ -94,8 +94,8 @@ class Evidence:
         flow = self.flows.get("train")
         if flow is None or not flow.replayable:
             return False
-        pre_ln = live(in_mode(compile_script(PRE_LN, self.drop_p), "train"))
-        return signature(live(student_program(flow, "train"))) == signature(pre_ln)
+        pre_ln = canonical(live(in_mode(compile_script(PRE_LN, self.drop_p), "train")))
+        return signature(canonical(live(student_program(flow, "train")))) == signature(pre_ln)
 
     # --- credit only for work done ------------------------------------------------------------------
     @functools.cached_property

@@ -26,13 +26,25 @@ def _eval_off(evidence: Evidence):
     return evidence.gate(PASS)
 
 
+def _placed(evidence: Evidence, side: str):
+    """Dropout on the branch output, once, with its p; and in train mode the branch is added to what it is added
+    to in eval mode (a dropout on the shortcut shows only there)."""
+    outcome = evidence.half_part("train", side, "dropout", " in train mode, so there is no branch output to drop")
+    if not outcome.passed or evidence.matches("train"):
+        return outcome
+    in_eval, in_train = evidence.anatomy("eval"), evidence.anatomy("train")
+    found = in_train.addition(side)
+    if found is not None and in_eval is not None and in_eval.addition(side) is None:
+        return fail(f"In train mode: {found.text()}.")
+    return outcome
+
+
 def evaluate(evidence: Evidence) -> dict:
     train = evidence.obs("train")
     if not train["ok"]:
         message = f"In train mode: {error_text(train)}."
         return {ATT: fail(message), FF: fail(message), EVAL: fail(message)}
-    placed = {part: evidence.half_part("train", side, "dropout", " in train mode, so there is no branch output to drop")
-              for part, side in ((ATT, "att"), (FF, "ff"))}
+    placed = {ATT: _placed(evidence, "att"), FF: _placed(evidence, "ff")}
     if not evidence.obs("eval")["ok"]:
         return {**placed, EVAL: fail(error_text(evidence.obs("eval")))}
     return {**placed, EVAL: _eval_off(evidence)}
