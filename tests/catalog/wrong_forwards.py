@@ -62,7 +62,7 @@ WRONG = [
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             return x + self.drop_shortcut(self.ff(self.norm1(x)))
-        """, "forward_prenorm", 7, "norm1 normalized h",
+        """, "forward_prenorm", 7, "norm1 normalized the first half's result h",
           also=('forward_order',)),
     Wrong("norm2_reused", """
         def forward(self, x):
