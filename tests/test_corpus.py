@@ -124,8 +124,43 @@ def test_a_family_follows_its_rule(layer_server, name, post_ln_score, seed, tmp_
 
 def test_the_readme_states_the_corpus_as_generated():
     from autograder import kit
-    text = (kit.ROOT / "README.md").read_text()
+    text = " ".join((kit.ROOT / "README.md").read_text().split())
     counts = {"mutants": len(mutants()), "styled": len(styled_mutants()), "equivalents": len(equivalents()),
               "families": len(FAMILIES)}
     for what, count in counts.items():
         assert re.search(rf"\b{count} {what.replace('styled', 'mutants written in other styles')}\b", text), (what, count)
+
+
+def test_the_readme_counts_the_causes_named_for_wrong_forwards_written_by_hand(first_layer_server, seed, tmp_path):
+    from autograder import kit
+    from catalog.unseen_wrong import UNSEEN_WRONG
+    from catalog.wrong_forwards import WRONG
+    forwards = ([w.forward for w in WRONG] + [forward for _, forward, _ in UNSEEN_WRONG] +
+                [forward for forward, expected in FAMILIES.values() if expected not in (FULL, NOTHING)])
+    results = [_grade(first_layer_server, submission(forward=forward), seed, tmp_path) for forward in forwards]
+    diverging = [r.checks[0].details["divergence"] for r in results if r.checks[0].details.get("divergence")]
+    named = [d for d in diverging if d["cause"]]
+    assert len(named) >= 0.9 * len(diverging)
+    text = " ".join((kit.ROOT / "README.md").read_text().split())
+    claim = (f"Of the {len(forwards)} forwards written by hand as wrong (catalogs and families), {len(diverging)} "
+             f"diverge from Pre-LN in a value, and {len(named)} of those {len(diverging)} get a verified cause")
+    assert claim in text, claim
+
+
+@pytest.mark.parametrize("factor, works", [(0.01, False), (0.3, True)])
+def test_a_branch_counts_from_a_twentieth_of_pre_ln_s_weight(first_layer_server, factor, works, seed, tmp_path):
+    """The README's 5%: branches scaled by 0.01 do no real work (no gated part pays), by 0.3 they do."""
+    from autograder import kit
+    from autograder.checks import REAL_WEIGHT
+    assert REAL_WEIGHT == 0.05 and "at least 5% of what it is in a Pre-LN block" in " ".join(
+        (kit.ROOT / "README.md").read_text().split())
+    forward = f"""
+        def forward(self, x):
+            h = x + {factor} * self.drop_shortcut(self.att(self.norm1(x)))
+            return h + {factor} * self.drop_shortcut(self.ff(self.norm2(h)))
+        """
+    result = _grade(first_layer_server, submission(forward=forward), seed, tmp_path)
+    gated = next(s for c in result.checks for s in c.subtests if s.name == "dropout is off in eval mode")
+    assert gated.passed == works, gated.message
+    shortcut = next(s for c in result.checks for s in c.subtests if s.name == "shortcut around attention")
+    assert not shortcut.passed and f"coefficient {factor:g}" in shortcut.message
