@@ -101,16 +101,11 @@ class Diagnosis:
         programs = list(self.students.values())
         factors = sorted({c for p in programs for op in p.ops for c in op.takes.values() if c != 1.0} |
                          {c for p in programs for c in p.out.values() if c != 1.0})
-        variants = tuple({op.variant for p in programs for op in p.ops if op.variant is not None})
+        variants = tuple(sorted({op.variant for p in programs for op in p.ops if op.variant is not None}, key=repr))
         keep = 1 / (1 - self.drop_p)
         drop_ps = tuple(sorted({round(1 - 1 / op.scale, 6) for p in programs for op in p.ops
                                 if op.name == "drop" and op.scale and abs(op.scale - keep) > 1e-3}))
-        found = []
-        for edit in edits.single_edits(factors=tuple(factors), variants=variants, drop_ps=drop_ps) + \
-                edits.arrangements(self.drop_p):
-            program = edit.program(self.drop_p)
-            found.append((edit, {m: _ops(canonical(live(in_mode(program, m)))) for m in self.mine}))
-        return found
+        return _candidates(self.drop_p, tuple(factors), variants, drop_ps, tuple(self.mine))
 
     def whole(self) -> Divergence | None:
         """One edit that explains every run the grader could follow, verified in each."""
@@ -222,6 +217,17 @@ class Diagnosis:
                                                "earlier values")
         return Divergence(10, "the value your forward returned is not a sum of the block's earlier values; Pre-LN "
                               f"returns {PRE_LN_OUTPUT}")
+
+
+@functools.lru_cache(maxsize=64)
+def _candidates(drop_p: float, factors: tuple, variants: tuple, drop_ps: tuple, modes: tuple) -> tuple:
+    """Every edit (and named arrangement) with its programs' calls in each mode; the same for every student whose
+    programs show the same parameters, so computed once for a class."""
+    found = []
+    for edit in edits.single_edits(factors=factors, variants=variants, drop_ps=drop_ps) + edits.arrangements(drop_p):
+        program = edit.program(drop_p)
+        found.append((edit, {m: _ops(canonical(live(in_mode(program, m)))) for m in modes}))
+    return tuple(found)
 
 
 def _name(role: str) -> str:

@@ -73,6 +73,8 @@ def _block_methods(sources: list) -> list[str]:
     """The source of TransformerBlock's methods other than __init__ (parsed, never run)."""
     found = []
     for code in sources:
+        if "TransformerBlock" not in code:
+            continue
         try:
             tree = ast.parse(code)
         except (SyntaxError, ValueError, RecursionError, MemoryError):

@@ -186,8 +186,7 @@ def deep_profile(make_block, kit: dict, plan: Plan) -> list[float]:
     then handed to the blocks being measured: they never depend on how a student's `__init__` orders its
     modules, and the grader can rebuild the very same stack around its own reading of the student's forward."""
     cfg = plan.cfg
-    drawn = kit["make_stack"](lambda: torch.nn.ModuleDict(make_parts(kit, cfg, 0, random_norms=False, draw=False)),
-                              PROFILE_DEPTH, seed=plan.profile_seed)
+    drawn = _drawn_stack(kit, tuple(sorted(cfg.items())), plan.profile_seed)
     stack = torch.nn.Sequential(*[make_block({name: source[name] for name in PART_NAMES}).eval()
                                   for source in drawn]).to(plan.device)
     generator = torch.Generator().manual_seed(plan.profile_seed)
@@ -195,6 +194,22 @@ def deep_profile(make_block, kit: dict, plan: Plan) -> list[float]:
     tensor_out(stack[0](x.clone()), x)
     profile = kit["gradient_profile"](stack, x, seed=plan.profile_seed)
     return [float(v) for v in list(profile)[:PROFILE_DEPTH]]
+
+
+def _drawn_stack(kit: dict, cfg: tuple, seed: int):
+    """The deep stack's components for one seed, drawn once (they are the same for every block measured on
+    that seed; measuring never changes them)."""
+    key = (id(kit), cfg, seed)
+    if key not in _STACKS:
+        if len(_STACKS) >= 4:
+            _STACKS.clear()
+        _STACKS[key] = (kit, kit["make_stack"](
+            lambda: torch.nn.ModuleDict(make_parts(kit, dict(cfg), 0, random_norms=False, draw=False)),
+            PROFILE_DEPTH, seed=seed))
+    return _STACKS[key][1]
+
+
+_STACKS: dict = {}       # (kit namespace, config, seed) -> (the namespace, kept alive, and its drawn stack)
 
 
 def probe_robust_small(p):
