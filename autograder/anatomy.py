@@ -48,10 +48,7 @@ class Half:
     added_to: dict | None        # what the branch's final value was added to, where it was first used
     coefficient: float           # the branch's coefficient in that sum
     added_in: str | None         # where that sum went: a step's key or "y"
-
-    @property
-    def out_key(self) -> str:
-        return self.drops[-1].key if self.drops else self.branch.key
+    out_key: str = ""            # the branch's final value: after its dropouts and any call that took it alone
 
     @property
     def result(self) -> dict | None:
@@ -76,21 +73,21 @@ def half(flow: Flow, name: str) -> Half | None:
             break
         start = before.takes
     live = flow.live
-    drops, current = [], branch.key
-    for step in live:
-        if step.index > branch.index and step.is_dropout and step.takes == {current: 1.0}:
-            drops.append(step)
+    drops, further, current = [], [], branch.key
+    for step in live:          # the branch goes on through every call that takes its value alone
+        if step.index > branch.index and step.takes == {current: 1.0}:
+            (drops if step.is_dropout and not further else further).append(step)
             current = step.key
     added_to, coefficient, added_in = None, 0.0, None
-    dropped = {d.key for d in drops}
-    later = [(s.key, s.takes) for s in live if s.index > branch.index and s.key not in dropped]
+    chain = {d.key for d in drops + further}
+    later = [(s.key, s.takes) for s in live if s.index > branch.index and s.key not in chain]
     for where, takes in later + [("y", flow.y_takes)]:
         if takes is not None and current in takes:
             coefficient = takes[current]
             added_to = {k: c for k, c in takes.items() if k != current}
             added_in = where
             break
-    return Half(branch, norm, start, drops, added_to, coefficient, added_in)
+    return Half(branch, norm, start, drops, added_to, coefficient, added_in, current)
 
 
 @dataclass

@@ -182,7 +182,8 @@ def _term_edits(factors: tuple):
                 terms = line.terms[:index] + ((extra.target, c),) + line.terms[index + 1:]
                 kind = "insert_drop" if norm == "drop" else "insert_norm"
                 step = _edge_step(line.target, index, None, "scale" if norm == "drop" else "insert")
-                yield Edit(kind, step, f"an extra {COMPONENT[norm]} was applied to {NAMES[old]} before it became {where}",
+                extra_name = {"layer_norm": "LayerNorm without scale and shift", "drop": "dropout"}.get(norm, norm)
+                yield Edit(kind, step, f"an extra {extra_name} was applied to {NAMES[old]} before it became {where}",
                            _insert(_with(PRE_LN, line.target, terms=terms), line.target, extra))
 
 
