@@ -30,7 +30,8 @@ class Finding:
 
     def text(self) -> str:
         body = f"Step {self.step} of 10 ({STEPS[self.step]}): {self.message}"
-        return body + (f" [{H_LEGEND}]" if f" {H_NAME} " in f" {body} ".replace(",", " ").replace(")", " ") else "")
+        spaced = f" {body} ".replace(",", " ").replace(")", " ").replace(";", " ").replace(":", " ")
+        return body + (f" [{H_LEGEND}]" if f" {H_NAME} " in spaced else "")
 
 
 def close(flow: Flow, a: np.ndarray, b: np.ndarray, scale: float = 10.0) -> bool:
@@ -157,9 +158,9 @@ class Anatomy:
                 s["steps"][1], f"{s['what']} was called {len(branch.pieces)} times on pieces of shape "
                                f"{tuple(branch.pieces[0].shape)}, and together they give other values than "
                                f"{s['what']} on the whole block's sequences")
+        calls = "in one call" if len(branch.calls) == 1 else f"in {len(branch.calls)} calls"
         return Finding(s["steps"][1], f"{s['what']} ran on only {int(branch.covers.sum())} of the block's "
-                                      f"{branch.covers.size} values ({len(branch.calls)} call(s)): it ran on only "
-                                      "some of the tokens")
+                                      f"{branch.covers.size} values ({calls}): it ran on only some of the tokens")
 
     def _dropout_before(self, side: str) -> Finding | None:
         """Dropout applied to the branch's input (the normalized value) instead of its output."""
@@ -236,8 +237,12 @@ class Anatomy:
         if not rest:
             return Finding(add, f"{where} is {flow.describe({h.out_key: 1.0})} alone: nothing was added to the "
                                 f"{branch} branch; Pre-LN adds it to {s['start']}")
-        return Finding(add, f"the {branch} branch was added to {self._say(rest)} (in {where}), while its half started from "
-                       f"{self._say(h.start)}; Pre-LN adds the branch to the value its half started from")
+        if h.norm is not None:
+            return Finding(add, f"the {branch} branch was added to {self._say(rest)} (in {where}), but the value "
+                                f"{h.norm.name} normalized in front of {s['what']} was {self._say(h.start)}; Pre-LN adds "
+                                "the branch to the value its half normalizes")
+        return Finding(add, f"the {branch} branch was added to {self._say(rest)} (in {where}), but {s['what']} "
+                            f"received {self._say(h.start)}; Pre-LN adds the branch to the value its half starts from")
 
     # --- steps 1, 6 and 10: the path between the halves and to the output ------------------------------
     def stream(self) -> Finding | None:
