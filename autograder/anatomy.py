@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .dataflow import H_LEGEND, H_NAME, Flow, Step, coefficient_text, standardized
-from .edits import STEPS, describe_variant
+from .edits import describe_variant
+from .script import STEPS
 
 PRE_LN_H = {"eval": ("x + att(norm1(x))",), "train": ("x + drop_shortcut(att(norm1(x)))", "x + dropout(att(norm1(x)))")}
 SIDE = {"att": {"norm": "norm1", "what": "attention", "out": "attention's output", "steps": (2, 3, 4, 5),

@@ -8,13 +8,11 @@ same dropout masks), reproduces the student's own recorded values up to and incl
 first differ. When no change does, the message says only what the grader saw: the step, what the
 component received there (as a sum of earlier values), and what Pre-LN hands it.
 
-Gradient-only mistakes (a cut path) are hypotheses too: the grader replays the student's program with one
-value detached and names it only when that reproduces the gradients the student's code computed.
+Gradient-only mistakes (a cut path) are hypotheses too: see `cuts`.
 """
 from __future__ import annotations
 
 import functools
-import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,10 +20,10 @@ import torch
 
 from . import edits
 from .dataflow import Flow
-from .edits import STEPS
+from .script import PRE_LN, STEPS, compile_script
 from .program import ALWAYS, Program, canonical, in_mode, live, run, signature
 
-__all__ = ["STEPS", "Divergence", "first_divergence", "gradient_cause"]
+__all__ = ["STEPS", "Divergence", "first_divergence"]
 
 PRE_LN_INPUT = {"norm1": "x", "att": "norm1(x)", "drop1": "att(norm1(x))", "norm2": "h = x + drop_shortcut(att(norm1(x)))",
                 "ff": "norm2(h)", "drop2": "ff(norm2(h))"}
@@ -90,7 +88,7 @@ class Diagnosis:
         self.first = {m: _common(ops, _ops(self.reference(m))) for m, ops in self.mine.items()}
 
     def reference(self, mode: str) -> Program:
-        return canonical(live(in_mode(edits.compile_script(edits.PRE_LN, self.drop_p, "Pre-LN"), mode)))
+        return canonical(live(in_mode(compile_script(PRE_LN, self.drop_p, "Pre-LN"), mode)))
 
     def diverging(self) -> list:
         return [m for m in self.modes if m not in self.mine or self.mine[m] != _ops(self.reference(m))]
@@ -265,49 +263,3 @@ def first_divergence(flows: dict, parts: dict, drop_p: float) -> Divergence | No
         return eval_
     earliest, mode = min((eval_, "eval"), (train, "train"), key=lambda pair: (pair[0].step, pair[1] != "eval"))
     return Divergence(earliest.step, earliest.message, mode, earliest.cause)
-
-
-# --- gradient-only mistakes ---------------------------------------------------------------------------
-
-def gradient_cause(flow: Flow, mode: str, parts: dict, readout: torch.Tensor, reported: tuple,
-                   close) -> str | None:
-    """Which value, cut from the autograd graph, makes the grader's replay give the gradients the student's
-    code reported (`reported`: (x_grad, {param: grad})); None when no single cut does."""
-    if flow is None or not flow.replayable:
-        return None
-    program = flow.program()
-    masks = flow.masks()
-    uses: dict = {}
-    for consumer, takes in [(op.key, op.takes) for op in program.ops] + [("y", program.out)]:
-        for node in takes:
-            uses.setdefault(node, []).append(consumer)
-    for node, consumers in uses.items():
-        for count in range(len(consumers), 0, -1):
-            for cut in itertools.combinations(consumers, count):
-                grads = _gradients(program, flow, parts, readout, masks, cut=tuple((node, c) for c in cut))
-                if grads is not None and close(reported[0], grads[0]) and all(
-                        close(reported[1][name], g) for name, g in grads[1].items()):
-                    return _cut_text(flow, node, cut, consumers)
-    return None
-
-
-def _cut_text(flow: Flow, node: str, cut: tuple, consumers: list) -> str:
-    label = flow.describe({node: 1.0})
-    where = " and ".join("what your forward returns" if c == "y" else f"the input of {_step_name(flow, c)}"
-                         for c in cut)
-    scope = "" if len(cut) == len(consumers) else f" where it enters {where}"
-    return (f"no gradient flows back through {label}{scope}: the grader's replay of your forward gives the gradients "
-            "your code computed only with that path cut from the autograd graph")
-
-
-def _step_name(flow: Flow, key: str) -> str:
-    step = next((s for s in flow.steps if s.key == key), None)
-    return step.name if step is not None else key
-
-
-def _gradients(program: Program, flow: Flow, parts: dict, readout, masks: dict, **cuts):
-    from .replays import param_gradients
-    try:
-        return param_gradients(program, flow.x, parts, readout, masks, **cuts)
-    except Exception:
-        return None

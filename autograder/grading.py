@@ -22,7 +22,7 @@ import torch
 from . import kit
 from .answers import Expect, read_answer
 from .checks import Evidence, compounding, dropout, fail, gradients, order, prenorm, robustness, shortcuts
-from .dataflow import analyse
+from .naming import analyse
 from .diagnosis import first_divergence
 from .harness.child import load_cells
 from .harness.parts import make_parts

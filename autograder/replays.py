@@ -138,7 +138,7 @@ class Replays:
     @functools.cached_property
     def weights(self) -> dict:
         """How much the eval output depends on x through each branch, as a fraction of Pre-LN's (1: as much)."""
-        from .edits import PRE_LN, compile_script
+        from .script import PRE_LN, compile_script
         flow = self.flows["eval"]
         reference = path_weights(live(in_mode(compile_script(PRE_LN, self.plan.drop_p), "eval")), flow.x, self.parts,
                                  self.readout)

@@ -24,7 +24,7 @@ import numpy as np
 from ..anatomy import Anatomy
 from ..dataflow import Flow, arrays_close, standardized  # noqa: F401  (checks import them from here)
 from ..diagnosis import student_program
-from ..edits import PRE_LN, compile_script
+from ..script import PRE_LN, compile_script
 from ..program import canonical, in_mode, live, signature
 
 # Tolerance tiers for comparing float32 results with the reference: CUDA kernels reorder sums.

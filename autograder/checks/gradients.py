@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..diagnosis import gradient_cause
+from ..cuts import gradient_cause
 from . import PASS, Evidence, Outcome, error_text, fail
 
 NAME = "forward_gradients"

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from autograder.edits import PRE_LN, Edit, Line, single_edits
+from autograder.edits import Edit, single_edits
+from autograder.script import PRE_LN, Line
 from autograder.harness.parts import make_parts
 from autograder.harness.probes import GRADING_CFG
 from autograder.program import ALWAYS, Variant, canonical, in_mode, live, numpy_run, signature
