@@ -186,7 +186,7 @@ def deep_profile(make_block, kit: dict, plan: Plan) -> list[float]:
     then handed to the blocks being measured: they never depend on how a student's `__init__` orders its
     modules, and the grader can rebuild the very same stack around its own reading of the student's forward."""
     cfg = plan.cfg
-    drawn = _drawn_stack(kit, tuple(sorted(cfg.items())), plan.profile_seed)
+    drawn = _drawn_stack(kit, tuple(sorted(cfg.items())), plan.profile_seed, plan.device)
     stack = torch.nn.Sequential(*[make_block({name: source[name] for name in PART_NAMES}).eval()
                                   for source in drawn]).to(plan.device)
     generator = torch.Generator().manual_seed(plan.profile_seed)
@@ -196,10 +196,10 @@ def deep_profile(make_block, kit: dict, plan: Plan) -> list[float]:
     return [float(v) for v in list(profile)[:PROFILE_DEPTH]]
 
 
-def _drawn_stack(kit: dict, cfg: tuple, seed: int):
-    """The deep stack's components for one seed, drawn once (they are the same for every block measured on
-    that seed; measuring never changes them)."""
-    key = (id(kit), cfg, seed)
+def _drawn_stack(kit: dict, cfg: tuple, seed: int, device: str):
+    """The deep stack's components for one seed and device, drawn once (they are the same for every block
+    measured on that seed; measuring never changes them, and a stack on `device` moves them there)."""
+    key = (id(kit), cfg, seed, device)
     if key not in _STACKS:
         if len(_STACKS) >= 4:
             _STACKS.clear()
@@ -209,7 +209,7 @@ def _drawn_stack(kit: dict, cfg: tuple, seed: int):
     return _STACKS[key][1]
 
 
-_STACKS: dict = {}       # (kit namespace, config, seed) -> (the namespace, kept alive, and its drawn stack)
+_STACKS: dict = {}       # (kit namespace, config, seed, device) -> (the namespace, kept alive, and its drawn stack)
 
 
 def probe_robust_small(p):
