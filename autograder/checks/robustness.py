@@ -56,6 +56,7 @@ def _part(evidence: Evidence, probe: str, which: str, label: str, dtype=torch.fl
     got = [answer["y_a"], answer["y_b"]] if probe == "eval_seeds" else [answer["y"]]
     flow = evidence.flows.get("eval")
     rtol = DOUBLE_RTOL if evidence.matches("eval") or flow.exact else INEXACT_RTOL
+    scale = 1 if evidence.matches("eval") else 10      # a replay adds and normalizes in another order than the code
     for value in got:
         if dtype == torch.float64:
             error = float(np.linalg.norm(value - expected) / max(np.linalg.norm(expected), 1e-12))
@@ -63,7 +64,7 @@ def _part(evidence: Evidence, probe: str, which: str, label: str, dtype=torch.fl
                 return fail(f"{label}: your output differs from the grader's float64 computation of your block "
                             f"(relative difference {error:.2g}, where float64 agrees to about 1e-15 and float32 "
                             "rounding gives about 1e-7): some of the computation did not run in float64.")
-        elif not evidence.close(value, expected):
+        elif not evidence.close(value, expected, scale):
             return fail(f"{label}: your output differs from the grader's computation of your block for this input "
                         f"({difference(value, expected)}).")
     return PASS
