@@ -66,8 +66,12 @@ class Evidence:
         return self.student.get(probe) or {"ok": False, "error": {"type": "Missing", "message": "this probe did not run"}}
 
     def close(self, a, b, scale: float = 1.0) -> bool:
+        """Equal within the device's tolerance; the absolute part scales with the values' size, since float32
+        rounding does (the same forward written token by token, say, rounds its sums differently)."""
         rtol, atol = TOLERANCES.get(self.device, TOLERANCES["cpu"])
-        return arrays_close(a, b, rtol * scale, atol * scale)
+        values = np.asarray(b, dtype=np.float64)
+        size = float(np.max(np.abs(values))) if values.size and np.all(np.isfinite(values)) else 1.0
+        return arrays_close(a, b, rtol * scale, atol * scale * max(1.0, size))
 
     @functools.cache
     def anatomy(self, mode: str) -> Anatomy | None:
