@@ -94,8 +94,9 @@ class Recorder:
 
         def forward(*args, **kwargs):
             value = args[0] if args else next(iter(kwargs.values()), None)
-            before = self._snapshot(value) if isinstance(value, torch.Tensor) else None   # before: a call may write
-            self._inside += 1                                                             # into its input
+            # the input as it was before the call: a call may write into its input (nn.Dropout(inplace=True))
+            before = self._snapshot(value) if isinstance(value, torch.Tensor) else None
+            self._inside += 1
             try:
                 out = inner(*args, **kwargs)
             finally:
@@ -131,8 +132,9 @@ class EventMode(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name == "layer_norm" or name in _DROPOUTS:
             value = args[0] if args else kwargs.get("input")
-            before = recorder._snapshot(value) if isinstance(value, torch.Tensor) else None  # inplace=True writes
-            recorder._inside += 1                                                          # into its input
+            # the input as it was before the call: F.dropout(..., inplace=True) writes into it
+            before = recorder._snapshot(value) if isinstance(value, torch.Tensor) else None
+            recorder._inside += 1
             try:
                 out = func(*args, **kwargs)
             finally:
