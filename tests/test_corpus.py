@@ -129,6 +129,8 @@ def test_the_readme_states_the_corpus_as_generated():
               "families": len(FAMILIES)}
     for what, count in counts.items():
         assert re.search(rf"\b{count} {what.replace('styled', 'mutants written in other styles')}\b", text), (what, count)
+    from catalog.forged_evidence import FORGED
+    assert f"holds {len(FORGED)} such forgers" in text
 
 
 def test_the_readme_counts_the_causes_named_for_wrong_forwards_written_by_hand(first_layer_server, seed, tmp_path):
