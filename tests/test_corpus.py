@@ -21,7 +21,7 @@ from autograder.rubric import RUBRIC, TOTAL_POINTS
 from autograder.sandbox import SandboxServer
 from catalog.build import submission
 from catalog.families import AS_POST_LN, FAMILIES, FULL, NOTHING
-from catalog.generate import DROP_P, DROP_PS, FACTORS, VARIANTS, _key, equivalents, mutants, styled_mutants
+from catalog.generate import DROP_P, DROP_PS, FACTORS, VARIANTS, program_key, equivalents, mutants, styled_mutants
 from catalog.hostile import POST_LN
 from test_hostile import LAYERS, layer_available
 
@@ -55,7 +55,7 @@ def causes() -> dict:
     """Programs (eval, train) -> every (step, text) of an edit that gives them."""
     found: dict = {}
     for edit in single_edits(factors=FACTORS, variants=VARIANTS, drop_ps=DROP_PS):
-        found.setdefault(_key(edit.program(DROP_P)), set()).add((edit.step, edit.text))
+        found.setdefault(program_key(edit.program(DROP_P)), set()).add((edit.step, edit.text))
     return found
 
 

@@ -126,7 +126,7 @@ def render(lines: tuple, style: str = "plain") -> str:
 
 # --- the corpus -------------------------------------------------------------------------------------------
 
-def _key(program) -> tuple:
+def program_key(program) -> tuple:
     return tuple(signature(canonical(live(in_mode(program, mode)))) for mode in ("eval", "train"))
 
 
@@ -144,7 +144,7 @@ def _visible(edit: Edit, parts, x) -> bool:
     reference = Edit("none", 0, "", PRE_LN).program(DROP_P)
     program = edit.program(DROP_P)
     random_in_eval = any(op.name == "drop" for op in live(in_mode(program, "eval")).ops)
-    if random_in_eval or (_key(program)[1] != _key(reference)[1] and _key(program)[0] == _key(reference)[0]):
+    if random_in_eval or (program_key(program)[1] != program_key(reference)[1] and program_key(program)[0] == program_key(reference)[0]):
         return True
     y = numpy_run(live(in_mode(program, "eval")), x, parts)[0]
     y_ref = numpy_run(live(in_mode(reference, "eval")), x, parts)[0]
@@ -156,10 +156,10 @@ def mutants() -> tuple:
     """Every distinct single-step mutant of Pre-LN, in the plain style."""
     parts = _parts()
     x = (1.5 * torch.randn((3, 8, 32), generator=torch.Generator().manual_seed(5), dtype=torch.float64) + 0.3).numpy()
-    seen = {_key(Edit("none", 0, "", PRE_LN).program(DROP_P))}
+    seen = {program_key(Edit("none", 0, "", PRE_LN).program(DROP_P))}
     found = []
     for index, edit in enumerate(single_edits(factors=FACTORS, variants=VARIANTS, drop_ps=DROP_PS)):
-        key = _key(edit.program(DROP_P))
+        key = program_key(edit.program(DROP_P))
         if key in seen or not _visible(edit, parts, x):
             continue
         seen.add(key)
