@@ -144,7 +144,8 @@ def _visible(edit: Edit, parts, x) -> bool:
     reference = Edit("none", 0, "", PRE_LN).program(DROP_P)
     program = edit.program(DROP_P)
     random_in_eval = any(op.name == "drop" for op in live(in_mode(program, "eval")).ops)
-    if random_in_eval or (program_key(program)[1] != program_key(reference)[1] and program_key(program)[0] == program_key(reference)[0]):
+    (eval_, train), (eval_ref, train_ref) = program_key(program), program_key(reference)
+    if random_in_eval or (train != train_ref and eval_ == eval_ref):
         return True
     y = numpy_run(live(in_mode(program, "eval")), x, parts)[0]
     y_ref = numpy_run(live(in_mode(reference, "eval")), x, parts)[0]
