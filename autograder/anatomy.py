@@ -1,11 +1,11 @@
-"""What each half of a student's block does, set against the ten Pre-LN steps.
+"""What each half of a student's block does, read from its own values and set against Pre-LN's.
 
-Each finder looks at one step of one half in a named run (`dataflow.Flow`) and returns a `Finding` (the
-step and what went wrong there) or None. The checks take their messages from these findings and the
-first-divergence walk takes the earliest one, so a mistake is described in one place, the same way,
-wherever it costs points.
-
-The ten steps of a Pre-LN forward:
+Each finder looks at one part of one half in a named run (`dataflow.Flow`) and returns a `Finding` (the
+step, and what the grader saw there) or None. Findings state facts only: which value a component received,
+as a sum of the block's earlier values, what was added to what, which dropouts acted. Causes ("the halves
+are swapped", "Post-LN") are hypotheses, named only by `diagnosis` once a replay confirms them. The checks
+take their messages from these findings, so a part is explained in one place, the same way, wherever it
+costs points.
 """
 from __future__ import annotations
 
@@ -13,37 +13,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dataflow import H_LEGEND, H_NAME, Flow, Half, coefficient_text, half, norm_of, standardized
+from .dataflow import H_LEGEND, H_NAME, Flow, Step, coefficient_text, standardized
+from .edits import describe_variant
+from .script import STEPS
 
-STEPS = {
-    1: "save the block input as the first shortcut",
-    2: "normalize with norm1",
-    3: "run attention on norm1's output",
-    4: "apply drop_shortcut to attention's output",
-    5: "add the first shortcut back",
-    6: "save that sum as the second shortcut",
-    7: "normalize with norm2",
-    8: "run the feed-forward network on norm2's output",
-    9: "apply drop_shortcut to the feed-forward output",
-    10: "add the second shortcut back and return the sum",
-}
-__doc__ += "\n".join(f"    {n}. {text}" for n, text in STEPS.items())
-
-SIDE = {"att": {"norm": "norm1", "other_norm": "norm2", "what": "attention", "out": "attention's output",
-                "steps": (2, 3, 4, 5), "start": "the block input x"},
-        "ff": {"norm": "norm2", "other_norm": "norm1", "what": "the feed-forward network",
-               "out": "the feed-forward output", "steps": (7, 8, 9, 10), "start": "h"}}
+PRE_LN_H = {"eval": ("x + att(norm1(x))",), "train": ("x + drop_shortcut(att(norm1(x)))", "x + dropout(att(norm1(x)))")}
+SIDE = {"att": {"norm": "norm1", "what": "attention", "out": "attention's output", "steps": (2, 3, 4, 5),
+                "start": "the block input x"},
+        "ff": {"norm": "norm2", "what": "the feed-forward network", "out": "the feed-forward output",
+               "steps": (7, 8, 9, 10), "start": "h"}}
 
 
 @dataclass(frozen=True)
 class Finding:
     step: int
     message: str
-    sure: bool = True          # False: the value could not be followed here, which may be a later step's doing
 
     def text(self) -> str:
         body = f"Step {self.step} of 10 ({STEPS[self.step]}): {self.message}"
-        return body + (f" [{H_LEGEND}]" if f" {H_NAME} " in f" {body} ".replace(",", " ").replace(")", " ") else "")
+        spaced = f" {body} ".replace(",", " ").replace(")", " ").replace(";", " ").replace(":", " ")
+        return body + (f" [{H_LEGEND}]" if f" {H_NAME} " in spaced else "")
 
 
 def close(flow: Flow, a: np.ndarray, b: np.ndarray, scale: float = 10.0) -> bool:
@@ -51,21 +40,61 @@ def close(flow: Flow, a: np.ndarray, b: np.ndarray, scale: float = 10.0) -> bool
     return a.shape == b.shape and bool(np.linalg.norm(a - b) <= scale * flow.tol * max(np.linalg.norm(b), 1.0))
 
 
-def _is(flow: Flow, combination: dict | None, value: np.ndarray) -> bool:
-    return combination is not None and close(flow, flow.value(combination), value)
+@dataclass
+class Half:
+    """One branch (attention or feed-forward) and the values around it, as the student wrote it."""
+    branch: Step
+    norm: Step | None            # the norm-like call whose output the branch received, if any
+    start: dict | None           # the value the half started from (what was normalized, or the branch input)
+    drops: list                  # dropouts applied to the branch's output, in order (each on the previous)
+    added_to: dict | None        # what the branch's final value was added to, where it was first used
+    coefficient: float           # the branch's coefficient in that sum
+    added_in: str | None         # where that sum went: a step's key or "y"
+    out_key: str = ""            # the branch's final value: after its dropouts and any call that took it alone
+
+    @property
+    def result(self) -> dict | None:
+        if self.added_to is None:
+            return None
+        return {**self.added_to, self.out_key: self.added_to.get(self.out_key, 0.0) + self.coefficient}
 
 
-def _describe_h(flow: Flow, combination: dict | None, h: dict | None) -> str:
-    """A sum, reading the first half's result as `h` where it appears whole."""
-    if combination is None or h is None or not all(k in combination and combination[k] == c for k, c in h.items()):
-        return flow.describe(combination)
-    rest = {k: c for k, c in combination.items() if k not in h}
-    return H_NAME + ("" if not rest else " + " + flow.describe(rest).replace("+ -", "- "))
+def half(flow: Flow, name: str) -> Half | None:
+    branch = flow.first(name)
+    if branch is None:
+        return None
+    norm = None
+    if branch.takes is not None and len(branch.takes) == 1 and next(iter(branch.takes.values())) == 1.0:
+        producer = flow.producer(next(iter(branch.takes)))
+        if producer is not None and producer.is_norm:
+            norm = producer
+    start = norm.takes if norm is not None else branch.takes
+    while start is not None and len(start) == 1 and next(iter(start.values())) == 1.0:    # norm of a norm: the
+        before = flow.producer(next(iter(start)))                                            # half starts before both
+        if before is None or not before.is_norm:
+            break
+        start = before.takes
+    live = flow.live
+    drops, further, current = [], [], branch.key
+    for step in live:          # the branch goes on through every call that takes its value alone
+        if step.index > branch.index and step.takes == {current: 1.0}:
+            (drops if step.is_dropout and not further else further).append(step)
+            current = step.key
+    added_to, coefficient, added_in = None, 0.0, None
+    chain = {d.key for d in drops + further}
+    later = [(s.key, s.takes) for s in live if s.index > branch.index and s.key not in chain]
+    for where, takes in later + [("y", flow.y_takes)]:
+        if takes is not None and current in takes:
+            coefficient = takes[current]
+            added_to = {k: c for k, c in takes.items() if k != current}
+            added_in = where
+            break
+    return Half(branch, norm, start, drops, added_to, coefficient, added_in, current)
 
 
 @dataclass
 class Anatomy:
-    """Both halves of one run, and the values Pre-LN would have at each step (from the grader's components)."""
+    """Both halves of one run."""
     flow: Flow
     parts: dict
     mode: str                  # "eval" or "train"
@@ -74,18 +103,20 @@ class Anatomy:
     def __post_init__(self):
         self.att, self.ff = half(self.flow, "att"), half(self.flow, "ff")
 
-    def norm_value(self, name: str, combination: dict | None) -> np.ndarray | None:
-        return None if combination is None else norm_of(self.parts, name, self.flow.value(combination), self.flow.x.shape)
+    def _h(self) -> dict | None:
+        """The first half's result, where it is Pre-LN's h (so that naming it `h` is true)."""
+        result = self.att.result if self.att is not None else None
+        if result is None or self.flow.describe(result) not in PRE_LN_H[self.mode]:
+            return None
+        return result
 
-    # --- the halves' order --------------------------------------------------------------------------
-    def order(self) -> Finding | None:
-        flow = self.flow
-        if not flow.steps:
-            return Finding(2, "your forward called none of the five components (norm1, att, drop_shortcut, norm2, ff)")
-        if self.att is not None and self.ff is not None and self.ff.branch.index < self.att.branch.index:
-            return Finding(2, "the feed-forward half ran first: the attention half (norm1, att) comes first and the "
-                              "feed-forward half (norm2, ff) second. Are the two halves swapped?")
-        return None
+    def _say(self, combination: dict | None) -> str:
+        """A sum, reading the first half's result as `h` where it appears whole."""
+        flow, h = self.flow, self._h()
+        if combination is None or h is None or not all(k in combination and combination[k] == c for k, c in h.items()):
+            return flow.describe(combination)
+        rest = {k: c for k, c in combination.items() if k not in h}
+        return H_NAME + ("" if not rest else " + " + flow.describe(rest).replace("+ -", "- "))
 
     # --- steps 2-3 and 7-8: the norm in front of each branch -----------------------------------------
     def norm(self, side: str) -> Finding | None:
@@ -93,152 +124,126 @@ class Anatomy:
         step = s["steps"][0]
         if h is None:
             return Finding(s["steps"][1], f"{s['what']} never ran")
-        branch = h.branch
-        if branch.input.size != self.flow.x.size:
-            return Finding(s["steps"][1], f"{s['what']} received a tensor of shape {tuple(branch.input.shape)}, not the "
-                                          f"block's {tuple(self.flow.x.shape)}: it ran on only some of the tokens")
+        pieces = self._pieces(side)
+        if pieces is not None:
+            return pieces
         if h.norm is None:
             before = self._dropout_before(side)
             if before is not None:
                 return before
-            what = "the block input x" if branch.takes == {"x": 1.0} else self.flow.describe(branch.takes)
-            if branch.takes is None and branch.input.size == self.flow.x.size and standardized(branch.input):
-                return Finding(step, f"{s['what']} received a normalized value that does not use {s['norm']}'s "
-                                     f"scale and shift: call self.{s['norm']}(...)")
-            return Finding(step, f"{s['what']} received {what} without normalization: Pre-LN applies "
-                                 f"{s['norm']} first")
+            if h.branch.takes is None:
+                if standardized(h.branch.input.reshape(self.flow.x.shape)):
+                    return Finding(step, f"{s['what']} received a normalized value that does not use {s['norm']}'s "
+                                         f"scale and shift, and is no normalization of the block's earlier values")
+                return Finding(step, f"{s['what']} received a value that is not a sum of the block's earlier values")
+            return Finding(step, f"{s['what']} received {self._say(h.branch.takes)}, which is not the output of a "
+                                 f"LayerNorm: Pre-LN hands it {s['norm']}(...) of the value its half starts from")
         name = h.norm.name
+        if h.norm.variant is not None:
+            return Finding(step, f"{s['what']} received a normalization of {self._say(h.norm.takes)} that "
+                                 f"{describe_variant(h.norm.variant, float(self.parts[s['norm']].eps))}, where "
+                                 f"{s['norm']} is a LayerNorm")
         if name == s["norm"]:
             return None
         if name == "layer_norm":
-            return Finding(step, f"{s['what']} received a value normalized without {s['norm']}'s scale and shift "
-                                 f"(a functional layer_norm without its parameters?): call self.{s['norm']}(...)")
-        if side == "att":
-            return Finding(step, f"{name} normalized the input of attention: the attention half uses norm1, norm2 "
-                                 "belongs to the feed-forward half (are the two norms swapped or is norm2 reused?)")
-        if self.att is not None and self.att.added_in == h.norm.key and h.added_to == {h.norm.key: 1.0}:
-            return Finding(step, f"the feed-forward network received {name}'s output of the first half's sum: a "
-                                 "LayerNorm after the addition fed the second half (the Post-LN arrangement). Pre-LN "
-                                 "keeps that sum as it is and normalizes it with norm2 inside the second half")
-        return Finding(step, f"{name} ran again where norm2 belongs: each half has its own LayerNorm (norm1 reused "
-                             "for both halves?)")
+            return Finding(step, f"{s['what']} received layer_norm({self._say(h.norm.takes)}) without "
+                                 f"{s['norm']}'s scale and shift: Pre-LN calls self.{s['norm']}(...)")
+        return Finding(step, f"{s['what']} received {name}({self._say(h.norm.takes)}): Pre-LN normalizes "
+                             f"{s['what']}'s input with {s['norm']}")
 
-    # --- steps 4 and 9: dropout on the branch output --------------------------------------------------
+    def _pieces(self, side: str) -> Finding | None:
+        s, h = SIDE[side], getattr(self, side)
+        branch = h.branch
+        if branch.whole:
+            return None if branch.pieces is None else Finding(
+                s["steps"][1], f"{s['what']} was called {len(branch.pieces)} times on pieces of shape "
+                               f"{tuple(branch.pieces[0].shape)}, and together they give other values than "
+                               f"{s['what']} on the whole block's sequences")
+        calls = "in one call" if len(branch.calls) == 1 else f"in {len(branch.calls)} calls"
+        return Finding(s["steps"][1], f"{s['what']} ran on only {int(branch.covers.sum())} of the block's "
+                                      f"{branch.covers.size} values ({calls}): it ran on only some of the tokens")
+
     def _dropout_before(self, side: str) -> Finding | None:
         """Dropout applied to the branch's input (the normalized value) instead of its output."""
         s, h = SIDE[side], getattr(self, side)
         takes = h.branch.takes
         source = self.flow.producer(next(iter(takes))) if takes and len(takes) == 1 else None
-        if source is None or not source.is_dropout or not source.drops or not source.takes or len(source.takes) != 1:
+        if source is None or not source.drops or not source.takes or len(source.takes) != 1:
             return None
         norm = self.flow.producer(next(iter(source.takes)))
         if norm is None or not norm.is_norm:
             return None
-        return Finding(s["steps"][1], f"drop_shortcut was applied to {norm.name}'s output before {s['what']}; dropout "
-                                      f"belongs on {s['out']} (step {s['steps'][2]}), not on its input")
+        return Finding(s["steps"][1], f"{s['what']} received {source.name}({norm.name}(...)): a dropout acted on "
+                                      f"{norm.name}'s output before {s['what']}; Pre-LN applies dropout to {s['out']}")
 
+    # --- steps 4 and 9: dropout on the branch output --------------------------------------------------
     def dropout(self, side: str) -> Finding | None:
         s, h = SIDE[side], getattr(self, side)
         step = s["steps"][2]
         if h is None:
             return None
-        flow = self.flow
-        key = h.branch.key
-        if h.branch.output.size != flow.x.size:
-            return self._unfollowable(side, step)
+        pieces = self._pieces(side)
+        if pieces is not None and not h.branch.whole:
+            return pieces
         before = self._dropout_before(side)
         if before is not None:
             return before
         if self.mode == "eval":
             if h.drops:
-                return Finding(step, f"in eval mode, dropout still dropped values of {s['out']}: "
-                                     f"{active_how(h.drops[0])}")
+                return Finding(step, f"in eval mode, {h.drops[0].name} still dropped values of {s['out']}: dropout "
+                                     "must be inactive after model.eval(); self.drop_shortcut follows .train() and .eval()")
             return None
-        on_sum = next((st for st in flow.steps[h.branch.index + 1:] if st.is_dropout and st.takes
-                       and key in st.takes and len(st.takes) > 1), None)
-        if not h.drops and on_sum is not None and (h.added_in == on_sum.key):
-            return Finding(step, f"drop_shortcut received {_describe_h(flow, on_sum.takes, self._h())}: the shortcut "
-                                 f"was added before dropout. Apply dropout to {s['out']} alone, then add the shortcut")
+        flow = self.flow
+        on_sum = next((st for st in flow.live if st.index > h.branch.index and st.is_dropout and st.takes
+                       and h.branch.key in st.takes and len(st.takes) > 1), None)
+        if not h.drops and on_sum is not None:
+            return Finding(step, f"{on_sum.name} received {self._say(on_sum.takes)}: the branch was added to other "
+                                 f"values before dropout. Pre-LN applies dropout to {s['out']} alone, then adds")
         if not h.drops:
-            return Finding(step, f"{s['out']} was not passed through drop_shortcut before the addition")
+            return Finding(step, f"in train mode {s['out']} was not passed through a dropout before it was used")
         if len(h.drops) > 1:
-            return Finding(step, f"{s['out']} went through dropout {len(h.drops)} times; apply drop_shortcut once")
-        drop = h.drops[0]
-        if drop.mask is None:
-            return Finding(step, f"in train mode the dropout on {s['out']} dropped nothing (it was told "
-                                 "training=False, or p = 0): use self.drop_shortcut, which follows .train() and .eval()")
-        scale = _mask_scale(drop)
-        expected = 1.0 / (1.0 - self.drop_p)
+            return Finding(step, f"{s['out']} went through dropout {len(h.drops)} times; Pre-LN applies "
+                                 "drop_shortcut once")
+        scale, expected = h.drops[0].scale, 1.0 / (1.0 - self.drop_p)
         if scale is not None and abs(scale - expected) > 1e-3 * expected:
-            return Finding(step, f"the dropout on {s['out']} used p = {1 - 1 / scale:.3g}, not drop_shortcut's p = "
-                                 f"{self.drop_p:g}: use self.drop_shortcut (its p comes from cfg['drop_rate'])")
-        if h.raw_used:
-            return Finding(s["steps"][3], f"the addition used {s['out']} before dropout: drop_shortcut's result was "
-                                          "discarded")
+            return Finding(step, f"the dropout on {s['out']} multiplied kept values by {scale:.4g}, which is dropout "
+                                 f"with p = {1 - 1 / scale:.3g}, not drop_shortcut's p = {self.drop_p:g} (its p comes "
+                                 "from cfg['drop_rate'])")
         return None
 
-    def _unfollowable(self, side: str, step: int) -> Finding:
-        s, h = SIDE[side], getattr(self, side)
-        return Finding(step, f"what happens to {s['out']} cannot be followed: it has shape "
-                             f"{tuple(h.branch.output.shape)}, not the block's {tuple(self.flow.x.shape)}", sure=False)
-
     # --- steps 5 and 10 (and 1, 6): the shortcut additions --------------------------------------------
-    def _h(self) -> dict | None:
-        return self.att.result if self.att is not None else None
-
     def addition(self, side: str) -> Finding | None:
         s, h = SIDE[side], getattr(self, side)
         add = s["steps"][3]
         if h is None:
             return None
         flow = self.flow
-        if h.branch.output.size != flow.x.size:
-            return self._unfollowable(side, add)
+        if not h.branch.whole:
+            return self._pieces(side)
         if h.added_in is None:
-            lost = flow.y_takes is None or any(st.takes is None for st in flow.steps[h.branch.index + 1:])
-            if lost:
-                return Finding(add, f"what happens to {s['out']} cannot be followed: {flow.why_not_replayable()}",
-                               sure=False)
-            return Finding(add, f"{s['out']} is never used: it does not reach what your forward returns")
+            if flow.y_takes is None or any(st.takes is None for st in flow.live if st.index > h.branch.index):
+                return Finding(add, f"what happens to {s['out']} cannot be followed: {flow.why_not_replayable()}")
+            return Finding(add, f"{s['out']} does not reach what your forward returns")
         if h.start is None:
-            return Finding(add, f"the value {s['what']} received is not a sum of the block's earlier values, so the "
-                                "value its half started from cannot be told")
-        rest = h.added_to
+            return Finding(add, f"{s['what']} received a value that is not a sum of the block's earlier values, so "
+                                "the value its half started from cannot be told")
+        where = "what your forward returned" if h.added_in == "y" else f"the input of {flow.producer(h.added_in).name}"
+        branch = "attention" if side == "att" else "feed-forward"
         if h.coefficient != 1.0:
-            return Finding(add, f"the {'attention' if side == 'att' else 'feed-forward'} branch was scaled by "
-                                f"{coefficient_text(h.coefficient)} before the addition")
-        if not rest:
-            if side == "att":
-                return Finding(5, "the first shortcut is missing: the second half received "
-                                  f"{flow.describe({h.out_key: 1.0})} alone. Add the block input x back")
-            return Finding(10, "the second shortcut is missing: the block returned the feed-forward branch alone. "
-                               "Add back the value the second half started from")
-        start = h.start
-        if start is not None and _is(flow, rest, flow.value(start)):
+            return Finding(add, f"the {branch} branch went into {where} with coefficient "
+                                f"{coefficient_text(h.coefficient)} (Pre-LN adds it unscaled)")
+        rest = h.added_to
+        if close(flow, flow.value(rest), flow.value(h.start)):
             return None
-        if side == "att":
-            if _is(flow, rest, self.norm_value("norm1", {"x": 1.0})):
-                return Finding(1, "the shortcut was saved after norm1: norm1(x) was added back instead of the "
-                                  "block input x")
-            if set(rest) == {"x"}:
-                return Finding(5, f"the shortcut was scaled by {coefficient_text(rest['x'])}: add the block input x "
-                                  "back unchanged")
-            return Finding(1, f"the first addition added {flow.describe(rest)} instead of the block input x")
-        first = self._h()
-        if rest == {"x": 1.0} and first is not None and first != {"x": 1.0}:
-            return Finding(6, "the second shortcut saved the block input x, not the first half's result h = "
-                              "x + drop_shortcut(att(norm1(x))): the attention half's contribution is lost")
-        if first is not None and start is not None and _is(flow, rest, self.norm_value("norm2", start)):
-            return Finding(6, "the second shortcut was saved after norm2: norm2(h) was added back instead of h")
-        if h.norm is not None and rest == {h.norm.key: 1.0}:
-            return Finding(6, f"the feed-forward branch was added to {h.norm.name}'s output, not to the sum it "
-                              f"normalized: a LayerNorm sits on the shortcut path (the Post-LN arrangement), so the "
-                              "shortcut no longer carries the first half's result h")
-        if first is not None and set(rest) == set(first) and len({round(rest[k] / first[k], 6) for k in rest}) == 1:
-            factor = rest[next(iter(rest))] / first[next(iter(rest))]
-            return Finding(10, f"the second shortcut was scaled by {coefficient_text(factor)}: add h back unchanged")
-        return Finding(6, f"the second addition added {_describe_h(flow, rest, first)} instead of the value the "
-                          "second half started from")
+        if not rest:
+            return Finding(add, f"{where} is {flow.describe({h.out_key: 1.0})} alone: nothing was added to the "
+                                f"{branch} branch; Pre-LN adds it to {s['start']}")
+        if h.norm is not None:
+            return Finding(add, f"the {branch} branch was added to {self._say(rest)} (in {where}), but the value "
+                                f"{h.norm.name} normalized in front of {s['what']} was {self._say(h.start)}; Pre-LN adds "
+                                "the branch to the value its half normalizes")
+        return Finding(add, f"the {branch} branch was added to {self._say(rest)} (in {where}), but {s['what']} "
+                            f"received {self._say(h.start)}; Pre-LN adds the branch to the value its half starts from")
 
     # --- steps 1, 6 and 10: the path between the halves and to the output ------------------------------
     def stream(self) -> Finding | None:
@@ -247,84 +252,35 @@ class Anatomy:
         flow, first, second = self.flow, self.att, self.ff
         if first is None or second is None or first.start is None:
             return None
-        if second.branch.index < first.branch.index:       # halves swapped: the path still runs through both
+        if second.branch.index < first.branch.index:
             first, second = second, first
         if first.result is None:
             return None
-        if first.norm is not None and not _is(flow, first.start, flow.x):
+        if not close(flow, flow.value(first.start), flow.x):
             return Finding(2, f"the first half started from {flow.describe(first.start)}, not from the block input x")
         if second.start is None:
-            return Finding(6, f"the value the feed-forward half started from ({flow.describe(second.branch.takes)}) "
-                              "is not a sum of the block's earlier values")
-        if not _is(flow, second.start, flow.value(first.result)):
-            if first.added_in not in (None, "y"):
-                norm = flow.producer(first.added_in)
-                if norm is not None and norm.is_norm:
-                    return Finding(6, f"a LayerNorm ({norm.name}) sits on the shortcut path: the first half's sum "
-                                      f"x + ... was normalized before the second half started (the Post-LN "
-                                      "arrangement). Pre-LN keeps the sum itself as the second shortcut")
-            if second.start == {"x": 1.0}:
-                return Finding(6, "the feed-forward half started from the block input x, not from the first half's "
-                                  "result h = x + drop_shortcut(att(norm1(x))): the attention half's contribution is lost")
-            return Finding(6, f"the feed-forward half started from {flow.describe(second.start)} instead of the first "
-                              "half's result h")
+            return Finding(6, "the value the second half started from is not a sum of the block's earlier values")
+        if not close(flow, flow.value(second.start), flow.value(first.result)):
+            return Finding(6, f"the second half started from {flow.describe(second.start)}, not from the first "
+                              f"half's result {flow.describe(first.result)}")
         return self.output()
 
     def output(self) -> Finding | None:
         flow = self.flow
-        second = self.ff if self.att is None or self.ff is None or self.att.branch.index < self.ff.branch.index else self.att
+        first, second = self.att, self.ff
+        if first is not None and second is not None and second.branch.index < first.branch.index:
+            first, second = second, first
         if second is None or second.result is None:
             return None
-        last = max([second.branch.index] + [d.index for d in second.drops])
-        later = [st for st in flow.steps if st.index > last and not (st.takes is not None and st.key in st.takes)
-                 and not (st.is_dropout and not st.drops)]      # a dropout that dropped nothing is no extra call
-        extra = next((st for st in later if st.takes is not None and (second.out_key in st.takes or
-                                                                      st.key in (flow.y_takes or {}))), None)
-        if extra is not None:
-            kind = "an extra normalization after the addition" if extra.is_norm else "an extra call"
-            return Finding(10, f"after the second dropout your forward still ran {extra.name} on "
-                               f"{_describe_h(flow, extra.takes, self._h())} ({kind}); the block must return the "
-                               "second sum itself")
         if flow.y_takes is None:
             return Finding(10, "the returned value is not a sum of the block's earlier values")
-        if not _is(flow, flow.y_takes, flow.value(second.result)):
-            return Finding(10, f"the block returned {_describe_h(flow, flow.y_takes, self._h())} instead of the second sum")
+        last = max([second.branch.index] + [d.index for d in second.drops])
+        extra = next((st for st in flow.live if st.index > last), None)
+        if extra is not None:
+            return Finding(10, f"after the second branch your forward still ran {extra.name} on "
+                               f"{self._say(extra.takes)}, and returned {self._say(flow.y_takes)}; Pre-LN returns "
+                               "the second sum itself")
+        if not close(flow, flow.value(flow.y_takes), flow.value(second.result)):
+            return Finding(10, f"the block returned {self._say(flow.y_takes)} instead of the second sum "
+                               f"{self._say(second.result)}")
         return None
-
-    def walk(self) -> Finding | None:
-        """The first of the ten steps whose value disagrees with Pre-LN (None: every step agrees).
-
-        Every finder looks at its own steps; the earliest step found is where the block first went wrong
-        (a mistake in the attention half comes before anything the feed-forward half does with its result)."""
-        order = self.order()
-        if order is not None:
-            return order
-        finders = [lambda: self.norm("att"), lambda: self.dropout("att"), lambda: self.addition("att"),
-                   self._second_half_start, lambda: self.norm("ff"), lambda: self.dropout("ff"),
-                   lambda: self.addition("ff"), self.stream]
-        found = [f for f in (finder() for finder in finders) if f is not None]
-        sure = [f for f in found if f.sure]
-        return min(sure or found, key=lambda f: f.step) if found else None
-
-    def _second_half_start(self) -> Finding | None:
-        if self.ff is None:
-            if self.att is not None and self.att.added_in == "y":
-                return Finding(7, "the forward stopped after the attention half: norm2, ff and the second shortcut "
-                                  "never ran")
-            return Finding(8, "the feed-forward network never ran")
-        return None
-
-
-def _mask_scale(step) -> float | None:
-    kept = step.mask[np.abs(step.mask) > 1e-6]
-    return float(np.median(kept)) if kept.size else None
-
-
-def active_how(step) -> str:
-    if step.name == "drop_shortcut":
-        return "drop_shortcut was still in training mode"
-    if step.via == "module":
-        return ("an nn.Dropout created inside forward stays in training mode; use self.drop_shortcut, which "
-                "follows .train() and .eval()")
-    return ("torch.nn.functional.dropout was called with training=True; use self.drop_shortcut, which follows "
-            ".train() and .eval()")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .harness.probes import BATCH, PROBES, PROFILE_DEPTH, Plan
+from .harness.probes import BATCH, BIG_BATCH, PROBES, PROFILE_DEPTH, Plan
 from .harness.recording import DEVICE_MOVES, MAX_CALLS, MAX_EVENTS
 
 CALL_NAMES = {"norm1", "norm2", "att", "ff", "drop_shortcut", "dropout", "layer_norm"}
@@ -35,13 +35,14 @@ class Expect:
     chains: tuple
     factors: int
     layers: tuple = ()
+    batch: tuple = ()
 
     @classmethod
     def of(cls, plan: Plan, params: dict) -> "Expect":
         cfg = plan.cfg
         x = (BATCH, cfg["context_length"], cfg["emb_dim"])
         return cls(x, (1, cfg["context_length"] - 3, cfg["emb_dim"]), dict(params), tuple(plan.chains),
-                   len(plan.factors), tuple(plan.layers))
+                   len(plan.factors), tuple(plan.layers), (BIG_BATCH, cfg["context_length"], cfg["emb_dim"]))
 
     @property
     def numel(self) -> int:
@@ -212,15 +213,8 @@ def _read(probe: str, answer: dict, expect: Expect) -> dict:
         if len(values) != PROFILE_DEPTH:
             raise Malformed(f"profile has {len(values)} entries, not {PROFILE_DEPTH}")
         return {"profile": [_number(v, "profile[]") for v in values]}
-    if probe == "robust_meta":
-        _dict(answer, "answer", {"ok", "device", "dtype", "screened"})
-        if answer.get("screened") is True:
-            return {"screened": True}
-        return {"screened": False, "device": _text(_field(answer, "device", "answer"), "device", False)[:20],
-                "dtype": _text(_field(answer, "dtype", "answer"), "dtype", False)[:20]}
-    fields = {"eval_seeds": {"y_a": expect.x, "y_b": expect.x}, "zero": {"y": expect.x},
-              "inplace": {"x_after": expect.x}, "robust_small": {"y": expect.small},
-              "robust_nograd": {"y": expect.x}, "robust_double": {"y": expect.x}}[probe]
+    fields = {"eval_seeds": {"y_a": expect.x, "y_b": expect.x}, "robust_small": {"y": expect.small},
+              "robust_batch": {"y": expect.batch}, "robust_double": {"y": expect.x}}[probe]
     extra = {"dtype"} if probe == "robust_double" else set()
     _dict(answer, "answer", {"ok", *fields, *extra})
     out = {key: tensor(_field(answer, key, "answer"), key, shape) for key, shape in fields.items()}

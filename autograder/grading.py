@@ -22,7 +22,7 @@ import torch
 from . import kit
 from .answers import Expect, read_answer
 from .checks import Evidence, compounding, dropout, fail, gradients, order, prenorm, robustness, shortcuts
-from .dataflow import analyse
+from .naming import analyse
 from .diagnosis import first_divergence
 from .harness.child import load_cells
 from .harness.parts import make_parts
@@ -72,7 +72,7 @@ def expected_shapes(plan: Plan, parts: dict) -> Expect:
     return Expect.of(plan, {name: tuple(p.shape) for name, p in part_params(parts).items()})
 
 
-REFERENCE_PROBES = ("eval", "train", "profile")     # the reference answers any check reads
+REFERENCE_PROBES = ("eval", "train", "profile", "eval_seeds", "robust_small", "robust_batch", "robust_double")
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,37 @@ def _sentence(text: str) -> str:
 
 def evaluate(raw: dict, plan: Plan, assignment: kit.Assignment = kit.KIT, sources: list[str] = ()) -> Evaluation:
     """Every check on one sandbox reply. Pure apart from the (cached) reference and the grader's replays.
-    `sources`: the student's code as sent (the device check repeats the child's screening on it)."""
+    `sources`: the student's code as sent (for remarks read from the code itself)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)         # many small computations: one thread is fastest, and fair to a busy machine
+    try:
+        return _evaluate(raw, plan, assignment, list(sources))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _read_runs(student: dict, x, parts: dict, device: str, errors: list) -> dict:
+    flows = {}
+    for mode in ("eval", "train"):
+        flows[mode] = None
+        if not student[mode]["ok"]:
+            continue
+        try:
+            flows[mode] = analyse(x, student[mode], parts, train=mode == "train", device=device)
+        except Exception as error:
+            errors.append(_grader_error(f"reading the {mode}-mode run", error))
+            student[mode] = {"ok": False, "error": {"type": "ProtocolError", "message":
+                             "the grader could not read your forward's run (a grader error, reported)"}}
+            continue
+        wrong = flows[mode].unverified
+        if wrong:      # a record the grader cannot reproduce is not believed, in any of its parts
+            flows[mode] = None
+            student[mode] = {"ok": False, "error": {"type": "ProtocolError", "message":
+                             f"{wrong[0].why}; nothing recorded in that run can be believed"}}
+    return flows
+
+
+def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list) -> Evaluation:
     parts = trusted_parts(assignment, plan)
     expect = expected_shapes(plan, parts)
     answers = raw.get("observations") if isinstance(raw.get("observations"), dict) else {}
@@ -173,37 +203,48 @@ def evaluate(raw: dict, plan: Plan, assignment: kit.Assignment = kit.KIT, source
     cpu_plan = Plan(**{**plan.__dict__, "device": "cpu"})
     x = Probing({}, reference_namespace(assignment), cpu_plan).x().numpy().astype(np.float64)
     errors: list[str] = []
-    flows = {}
-    for mode in ("eval", "train"):
-        flows[mode] = None
-        if student[mode]["ok"]:
-            try:
-                flows[mode] = analyse(x, student[mode], parts, train=mode == "train", device=plan.device)
-            except Exception as error:
-                errors.append(_grader_error(f"reading the {mode}-mode run", error))
-                student[mode] = {"ok": False, "error": {"type": "ProtocolError", "message":
-                                 "the grader could not read your forward's run (a grader error, reported)"}}
-                continue
-            wrong = flows[mode].unverified
-            if wrong:      # a record the grader cannot reproduce is not believed, in any of its parts
-                flows[mode] = None
-                student[mode] = {"ok": False, "error": {"type": "ProtocolError", "message":
-                                 f"{wrong[0].why}; nothing recorded in that run can be believed"}}
+    flows = _read_runs(student, x, parts, plan.device, errors)
     evidence = Evidence(student, ref.answers, ref.named, parts, x, flows,
                         replays=Replays(flows, parts, plan, reference_namespace(assignment)), plan=plan,
-                        device=plan.device, drop_p=plan.drop_p, sources=list(sources))
+                        device=plan.device, drop_p=plan.drop_p, sources=sources)
     try:
-        divergence = first_divergence({mode: evidence.anatomy(mode) for mode in flows})
+        matching = evidence.matches("eval") and evidence.matches("train")
+        divergence = None if matching else first_divergence(flows, parts, plan.drop_p)
     except Exception as error:   # an explanation is a bonus: its failure costs no points, but is reported
         errors.append(_grader_error("finding the first divergent step", error))
         divergence = None
     evidence.divergence = divergence
+    if divergence is not None:     # for the instructor (and the kit's tests): the step, and the cause if verified
+        evidence.details["divergence"] = {"step": divergence.step, "mode": divergence.mode, "cause": divergence.cause,
+                                          "message": divergence.message}
     points = assignment.check_points()
     checks = tuple(_check_result(module, evidence, errors, points.get(module.NAME)) for module in CHECKS)
     if all(check.passed for check in checks if check.check != compounding.NAME):
         divergence = None   # the trace only explains lost points; equivalent code in any style has nothing to explain
-    profiles = {"student": (student["profile"].get("profile") if student["profile"]["ok"] else None), **ref.profiles}
-    return Evaluation(checks, divergence.text() if divergence else None, _notes(raw, student), profiles, tuple(errors))
+    profiles = {"student": _student_profile(evidence, student), **ref.profiles}
+    notes = _notes(raw, student) + _code_notes(evidence)
+    return Evaluation(checks, divergence.text() if divergence else None, notes, profiles, tuple(errors))
+
+
+def _student_profile(evidence: Evidence, student: dict):
+    """The profile drawn as the student's: the grader's own stack of the student's program where it has one."""
+    try:
+        return evidence.reference["profile"]["profile"] if evidence.matches("eval") else evidence.replays.profile
+    except (ValueError, KeyError):
+        return student["profile"].get("profile") if student["profile"]["ok"] else None
+
+
+def _code_notes(evidence: Evidence) -> tuple:
+    notes = []
+    note = robustness.device_note(evidence.sources)
+    if note:
+        notes.append(note + ".")
+    flow = evidence.flows.get("eval")
+    if flow is not None and flow.decoys:
+        names = ", ".join(dict.fromkeys(step.name for step in flow.decoys))
+        notes.append(f"Your forward also called {names} on values whose results never reach what it returns; such "
+                     "calls earn nothing.")
+    return tuple(notes)
 
 
 def unreadable(submission: str, message: str, seed: int, device: str, student: str | None = None,

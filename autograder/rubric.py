@@ -9,15 +9,20 @@ defaults, which the kit's own notebook uses (a test keeps them equal).
 Why a part pays (the rule an instructor can defend):
 
 * Every point needs agreement with something the grader computed itself, on inputs, weights and seeds the
-  grader drew: the reference solution's output, or the grader's own components applied to the values the
-  student's block recorded. Nothing the student's code reports is believed on its own.
+  grader drew: the reference solution's answers, or the grader's own replay of the program the student's
+  recorded values show, with its own components. Nothing the student's code reports is believed on its own,
+  and a property only the student's code could report (which device a tensor sat on, whether the caller's
+  tensor changed, whether autograd was switched off) earns nothing: see the README's rubric-evidence list.
+* Matching is enough: a run whose values and gradients agree with Pre-LN's earns every part read from it,
+  however the forward is written.
 * A part pays only when the block did the work the part is about. The two additions and the two norm
   placements are read from the student's own values, half by half, so a block that gets one half right earns
   that half's parts. Parts whose property a do-nothing block has for free (silent branches give back the
-  input, dropout is off in eval mode, gradients flow, the input is left unchanged, the deep stack, the four
-  robustness parts) pay only when attention and the feed-forward network both ran, as the grader's own
-  components compute them, and both reach the output. Identity, a copy, zeros or a constant earn no forward
-  point.
+  input, no extra normalization, dropout is off in eval mode, gradients, the deep stack, the four robustness
+  parts) pay only when what the block returns depends on x through attention and through the feed-forward
+  network, each with real weight (at least 5% of Pre-LN's, measured by the grader's replay). Identity, a
+  copy, zeros, a constant, branches run on something that is not x, decoy calls and near-identity blocks earn
+  no forward point.
 * One mistake costs points in the check that names it, plus direct consequences whose messages say so (a
   wrong output also fails "output matches a Pre-LN block"; a missing shortcut also makes the deep stack
   lose its gradient). A check that crashes is a grader error, reported to the instructor, never a lost point.
@@ -71,16 +76,16 @@ RUBRIC: dict[str, CheckSpec] = {
         "dropout is off in eval mode": 1,
     }),
     "forward_gradients": CheckSpec("Gradient behaviour", {
-        "gradients flow through every path (eval mode)": 1,
+        "the block input's gradient (eval mode)": 1,
+        "every component's gradients (eval mode)": 1,
         "gradients flow through every path (train mode)": 1,
-        "input left unchanged": 1,
         "24-block stack keeps a Pre-LN profile": 1,
     }),
     "forward_robustness": CheckSpec("Robustness", {
         "batch of one, short context": 1,
-        "under torch.no_grad()": 1,
+        "a batch of five sequences": 1,
         "float64 after .double()": 1,
-        "stays on the input's device": 1,
+        "the same output on every call (eval mode)": 1,
     }),
     "compounding": CheckSpec("Task 2: gradient compounding", {
         "magnitude_by_formula": 1,

@@ -77,8 +77,9 @@ def one_pass(cells, kit_ns, seed: int, modules) -> dict:
     raw = protocol.FrameReader(limit=256_000_000).feed(protocol.frame(raw))[0]   # to the parent and back
     times["JSON framing"] = clock() - started
     started = clock()
-    from autograder import replays
+    from autograder import diagnosis, replays
     replays._PROFILES.clear()             # every submission's own replay, as for a class of different programs
+    diagnosis._candidates.cache_clear()   # and its own hypotheses
     checks = grading.evaluate(raw, plan, sources=[code for _, code in cells]).checks
     times["verdicts (evaluate)"] = clock() - started
     grading.reference.cache_clear()

@@ -10,7 +10,7 @@ from autograder.checks.gradients import profile_verdict
 from autograder.rubric import RUBRIC, TOTAL_POINTS
 from catalog.build import submission
 from catalog.equivalent_forwards import CONTAINER_FORWARD, CONTAINER_INIT, EQUIVALENT
-from catalog.wrong_forwards import TRIVIAL, WRONG
+from catalog.wrong_forwards import HINTED, TRIVIAL, WRONG
 
 FORWARD_CHECKS = [name for name in RUBRIC if name != "compounding"]
 
@@ -43,7 +43,7 @@ def test_wrong_forward_loses_points_where_its_mistake_is_named(grade_source, wro
     assert lost <= {wrong.check, *wrong.also}, f"points lost elsewhere: {lost - {wrong.check, *wrong.also}}"
     if wrong.step is not None:
         assert result.first_divergence is not None and re.match(
-            rf"(In (train|eval) mode only: )?Step {wrong.step} of 10", result.first_divergence), result.first_divergence
+            rf"(In (train|eval) mode( only)?: )?Step {wrong.step} of 10", result.first_divergence), result.first_divergence
     else:
         assert result.first_divergence is None, result.first_divergence
     text = check.message + " " + (result.first_divergence or "")
@@ -51,6 +51,15 @@ def test_wrong_forward_loses_points_where_its_mistake_is_named(grade_source, wro
     assert not result.grader_errors
     for name in lost:                 # every lost part says why, in words of its own
         assert all(part.message.strip() for part in checks[name].subtests if not part.passed)
+
+
+@pytest.mark.parametrize("name", sorted(HINTED))
+def test_a_forward_that_would_leave_its_device_is_told_so_and_loses_nothing(grade_source, name):
+    forward, phrase = HINTED[name]
+    result = grade_source(submission(forward=forward))
+    assert result.score == TOTAL_POINTS, {c.check: c.message for c in result.checks if not c.passed}
+    note = next((n for n in result.notes if "x.device" in n), "")
+    assert phrase in note and "costs no point" in note, result.notes
 
 
 @pytest.mark.parametrize("name", sorted(TRIVIAL))

@@ -29,7 +29,7 @@ from autograder.grading import grade_file
 from autograder.rubric import RUBRIC, TOTAL_POINTS
 from autograder.sandbox import Limits, SandboxServer, bubblewrap_works
 from catalog.build import submission
-from catalog.hostile import (AS_POST_LN, TASK_AS_IS, CANARY, FORGED_IN_GRADER_FOLDERS, FORGED_IN_TMP, FULL, HOSTILE, LIMITS,
+from catalog.hostile import (AS_POST_LN, CANARY, FORGED_IN_GRADER_FOLDERS, FORGED_IN_TMP, FULL, HOSTILE, LIMITS,
                              MARK, POST_LN, SANDBOX_USER, TASK1_ONLY, TASK2_ONLY, WRONG, ZERO)
 
 TASK2 = "compounding"
@@ -216,9 +216,6 @@ def assert_outcome(result, outcome: str, honest: dict) -> None:
         assert points["forward_order"] == 0, points
         assert points[TASK2] == full[TASK2], lost
         assert result.score < TOTAL_POINTS
-    elif outcome == TASK_AS_IS:
-        assert result.score == TOTAL_POINTS - 1 and not next(
-            s for c in result.checks for s in c.subtests if s.name == "stays on the input's device").passed, lost
     elif outcome == AS_POST_LN:
         assert result.score <= honest["post_ln"].score, (result.score, honest["post_ln"].score, lost)
     else:

@@ -2,12 +2,17 @@
 
 A check module has `NAME` (its rubric key) and `evaluate(evidence) -> dict[part, Outcome]`, one entry per
 rubric part. Checks are pure: they read `Evidence` (the child's answers as read by `answers`, the reference's
-answers to the same questions, the named flows of the student's runs) and never run student code.
+answers to the same questions, the named flows of the student's runs, the grader's replays of them) and
+never run student code.
 
 Every point needs agreement with something the grader computed itself on inputs it chose: the reference's
-output, or the grader's own components applied to the student's recorded values. A part whose property a
-block gets for free (a block that returns its input "leaves its input unchanged") pays only when the block
-did the work: see `Evidence.work`.
+answers, or the grader's own replay of the student's program. Two rules run through every check:
+
+* matching is enough: a run whose values (and gradients) agree with Pre-LN's earns every part read from
+  that run, however it was written (`Evidence.matches`);
+* a part whose property a do-nothing block has for free pays only when the block did the work: its output
+  depends on x through attention and through the feed-forward network, each with real weight
+  (`Evidence.work`, `Evidence.half_work`).
 """
 from __future__ import annotations
 
@@ -18,9 +23,14 @@ import numpy as np
 
 from ..anatomy import Anatomy
 from ..dataflow import Flow, arrays_close, standardized  # noqa: F401  (checks import them from here)
+from ..diagnosis import student_program
+from ..script import PRE_LN, compile_script
+from ..program import canonical, in_mode, live, signature
 
 # Tolerance tiers for comparing float32 results with the reference: CUDA kernels reorder sums.
 TOLERANCES = {"cpu": (1e-5, 1e-6), "cuda": (2e-3, 2e-4)}
+# A branch does real work when the output's dependence on x through it is at least this fraction of Pre-LN's.
+REAL_WEIGHT = 0.05
 
 
 @dataclass(frozen=True)
@@ -42,9 +52,9 @@ class Evidence:
     reference: dict                    # probe name -> the reference's answer to the same question
     named: dict                        # arrangement name -> its eval-mode output (Post-LN, ...)
     parts: dict                        # the grader's own components for this plan (float32, CPU, eval mode)
-    x: np.ndarray                      # the block input of every forward question, as the grader drew it
+    x: np.ndarray                      # the block input of the recorded runs, as the grader drew it
     flows: dict                        # "eval" / "train" -> Flow of the student's recorded run (None: no run)
-    replays: object = None             # replays.Replays: gradients and profiles the grader recomputes
+    replays: object = None             # replays.Replays: what the grader recomputes from the flows
     plan: object = None                # the questions (harness.probes.Plan)
     sources: list = field(default_factory=list)   # the student's code as sent to the sandbox
     device: str = "cpu"
@@ -56,8 +66,12 @@ class Evidence:
         return self.student.get(probe) or {"ok": False, "error": {"type": "Missing", "message": "this probe did not run"}}
 
     def close(self, a, b, scale: float = 1.0) -> bool:
+        """Equal within the device's tolerance; the absolute part scales with the values' size, since float32
+        rounding does (the same forward written token by token, say, rounds its sums differently)."""
         rtol, atol = TOLERANCES.get(self.device, TOLERANCES["cpu"])
-        return arrays_close(a, b, rtol * scale, atol * scale)
+        values = np.asarray(b, dtype=np.float64)
+        size = float(np.max(np.abs(values))) if values.size and np.all(np.isfinite(values)) else 1.0
+        return arrays_close(a, b, rtol * scale, atol * scale * max(1.0, size))
 
     @functools.cache
     def anatomy(self, mode: str) -> Anatomy | None:
@@ -65,60 +79,85 @@ class Evidence:
         flow = self.flows.get(mode)
         return Anatomy(flow, self.parts, mode, self.drop_p) if flow is not None else None
 
+    # --- matching is enough -------------------------------------------------------------------------
+    @functools.cache
+    def matches(self, mode: str) -> bool:
+        """Does the student's `mode` run agree with Pre-LN? In eval mode: its output and every gradient equal
+        the reference's on the grader's input. In train mode (its own dropout masks, drawn in any order): its
+        program is Pre-LN's, drop_shortcut acting once on each branch output with its p."""
+        run = self.obs(mode)
+        if not run["ok"]:
+            return False
+        if mode == "eval":
+            reference = self.reference["eval"]
+            if not self.close(run["y"], reference["y"]) or "grad_error" in run:
+                return False
+            grads = [(run["x_grad"], reference["x_grad"])] + [
+                (run["param_grads"][k], reference["param_grads"][k]) for k in reference["param_grads"]]
+            return all(a is not None and b is not None and self.close(a, b, 10) for a, b in grads)
+        flow = self.flows.get("train")
+        if flow is None or not flow.replayable:
+            return False
+        pre_ln = canonical(live(in_mode(compile_script(PRE_LN, self.drop_p), "train")))
+        return signature(canonical(live(student_program(flow, "train")))) == signature(pre_ln)
+
+    # --- credit only for work done ------------------------------------------------------------------
     @functools.cached_property
-    def work(self) -> str | None:
-        """None when the block did the work (attention and the feed-forward network both ran, as the grader's
-        own components compute them, which `grading.evaluate` made sure of, and both reach the output); else why not. Parts whose property a
-        do-nothing block has for free pay only when this is None."""
+    def weights(self) -> dict | str:
+        """How much the eval output depends on x through each branch (1: as much as in Pre-LN), or why the
+        grader cannot tell."""
         run = self.obs("eval")
         if not run["ok"]:
             return error_text(run)
-        flow: Flow = self.flows["eval"]
-        missing = [name for name in ("att", "ff") if flow.first(name) is None]
-        if missing:
-            return f"{' and '.join(NAMES[m] for m in missing)} never ran in your forward (in eval mode)"
-        if flow.y_takes is not None:
-            unused = [NAMES[n] for n in ("att", "ff") if not flow.influences(flow.first(n).key)]
-            if unused:
-                return f"the output of {' and of '.join(unused)} does not reach what your forward returns"
+        flow = self.flows.get("eval")
+        if flow is None or not flow.replayable:
+            why = flow.why_not_replayable() if flow is not None else "your forward's run could not be read"
+            return f"the grader cannot follow your forward ({why}), so it cannot measure the work its branches do"
+        return self.replays.weights
+
+    def half_work(self, side: str) -> str | None:
+        """None when the output depends on x through the branch `side` with real weight; else why not."""
+        if self.matches("eval"):
             return None
-        grads = run.get("param_grads") or {}
-        silent = [NAMES[n] for n in ("att", "ff")
-                  if not any(g is not None and np.any(g != 0) for k, g in grads.items() if k.startswith(n + "."))]
-        return f"no gradient reaches {' or '.join(silent)}: its output does not reach your result" if silent else None
+        weights = self.weights
+        if isinstance(weights, str):
+            return weights
+        weight = weights[side]
+        if weight >= REAL_WEIGHT:
+            return None
+        if weight < 1e-6:
+            return f"what your block returns does not depend on x through {NAMES[side]}"
+        return (f"what your block returns depends on x through {NAMES[side]} only {weight:.2g} times as much as a "
+                f"Pre-LN block's does")
 
-    def used(self, mode: str, side: str) -> str | None:
-        """None when the branch `side` ran in the `mode` run and reaches the output; else why not."""
-        flow = self.flows.get(mode)
-        step = flow.first(side) if flow is not None else None
-        if step is None:
-            return f"{NAMES[side]} never ran in {mode} mode"
-        if flow.y_takes is not None and not flow.influences(step.key):
-            return f"the output of {NAMES[side]} does not reach what your forward returns"
-        return None
-
-    def half_gate(self, outcome: Outcome, mode: str, side: str) -> Outcome:
-        """`outcome`, paid only when the half it is about did its work: its branch reaches the output."""
-        why = self.used(mode, side)
-        if not outcome.passed or why is None:
-            return outcome
-        return fail(f"Not credited: {why}, and this part counts only for a half whose branch is part of the result.")
+    @property
+    def work(self) -> str | None:
+        """None when the block did the work (both branches carry real weight from x to the output)."""
+        whys = [why for why in (self.half_work("att"), self.half_work("ff")) if why]
+        return "; ".join(dict.fromkeys(whys)) if whys else None
 
     def half_part(self, mode: str, side: str, finder: str, what: str) -> Outcome:
         """A part about one half, judged by its `anatomy` finder ("norm", "dropout", "addition") in the `mode`
-        run, and paid only when that half did its work. `what` ends the message when the half never ran."""
+        run, passed outright when that run matches Pre-LN, and paid only when that half did its work. `what`
+        ends the message when the half never ran."""
+        if self.matches(mode):
+            return PASS
         anatomy = self.anatomy(mode)
         if getattr(anatomy, side) is None:
             return fail(f"{NAMES[side].capitalize()} never ran{what}.")
         found = getattr(anatomy, finder)(side)
-        return self.half_gate(PASS if found is None else fail(found.text()), mode, side)
+        if found is not None:
+            return fail(found.text())
+        why = self.half_work(side)
+        return PASS if why is None else fail(f"Not credited: {why}, and this part counts only for a half whose "
+                                             "branch does real work in the block's output.")
 
     def gate(self, outcome: Outcome) -> Outcome:
         """`outcome`, paid only for a block that did the work (see `work`)."""
         if not outcome.passed or self.work is None:
             return outcome
-        return fail(f"Not credited: {self.work}, and this part counts only for a block that computes attention and "
-                    "the feed-forward network and adds them into its output.")
+        return fail(f"Not credited: {self.work}, and this part counts only for a block whose output depends on x "
+                    "through attention and through the feed-forward network, each with real weight.")
 
 
 NAMES = {"att": "attention", "ff": "the feed-forward network"}

@@ -1,7 +1,8 @@
 """Pre-LN placement: norm1 feeds attention, norm2 feeds the feed-forward network, nothing is normalized again.
 
-The LayerNorms carry random, different scales and shifts, so swapped, reused or parameter-free norms show.
-Each half is judged on the value it started from, so a wrong shortcut does not cost these points.
+The LayerNorms carry random, different scales and shifts, so swapped, reused or parameter-free norms show,
+and near misses (another eps, the unbiased variance, another axis) are recognised as such. Each half is
+judged on the value it started from, so a wrong shortcut does not cost these points.
 """
 from __future__ import annotations
 
@@ -12,18 +13,16 @@ NORM1, NORM2, EXTRA = ("norm1 feeds attention", "norm2 feeds the feed-forward ne
 
 
 def _extra(evidence: Evidence):
+    if evidence.matches("eval"):
+        return PASS
     anatomy = evidence.anatomy("eval")
     halves = [h for h in (anatomy.att, anatomy.ff) if h is not None]
     if len(halves) < 2 or any(h.norm is None for h in halves):
         return fail("Not credited: this part counts only when attention and the feed-forward network each receive a "
                     "normalized value.")
-    unused = [why for why in (evidence.used("eval", "att"), evidence.used("eval", "ff")) if why]
-    if unused:
-        return fail(f"Not credited: {unused[0]}, and this part counts only for a block whose branches are part of "
-                    "the result.")
     flow = anatomy.flow
-    own = {h.norm.index for h in halves}
-    extra = [s for s in flow.steps if s.is_norm and s.index not in own]
+    own = {h.norm.key for h in halves}
+    extra = [s for s in flow.live if s.is_norm and s.key not in own]
     if extra:
         repeated = [s.name for s in extra if s.name in ("norm1", "norm2")]
         what = f"{repeated[0]} ran more than once" if repeated else f"an extra {extra[0].name} ran"
@@ -34,7 +33,7 @@ def _extra(evidence: Evidence):
                                                     norm_params(evidence, "norm2"))):
         return fail("The block's output is itself normalized: a Pre-LN block returns the second sum, with no "
                     "LayerNorm after the additions.")
-    return PASS
+    return evidence.gate(PASS)
 
 
 def evaluate(evidence: Evidence) -> dict:

@@ -2,9 +2,9 @@
 carries the block input to the output with nothing on it.
 
 The two additions are read from the student's own values (eval mode), so a mistake elsewhere (a wrong norm,
-say) does not cost them. The third part confirms the path on a question of its own: with attention and the
-feed-forward network silenced a Pre-LN block hands back its input exactly; it pays only when both additions
-are right on the real weights, so a block cannot earn it by recognising silenced weights.
+say) does not cost them. The third part is the grader's own computation: the student's program, replayed
+with attention and the feed-forward network silenced (every weight 0), must hand back its input exactly, as
+a Pre-LN block does; it pays only when both additions are right and the branches do real work.
 """
 from __future__ import annotations
 
@@ -15,6 +15,26 @@ ATT, FF, PATH = ("shortcut around attention", "shortcut around the feed-forward 
                  "silent branches give back the input")
 
 
+def _path(evidence: Evidence, additions_right: bool):
+    if evidence.matches("eval"):
+        return PASS
+    if not additions_right:
+        return fail("Not credited: this part counts only when both additions above are right.")
+    try:
+        silenced = evidence.replays.silenced()
+    except ValueError as why:
+        return fail(f"The grader cannot replay your forward with silenced branches: {why}.")
+    if not evidence.close(silenced, evidence.x):
+        return fail("With attention and the feed-forward network silenced (every weight and bias 0) a Pre-LN block "
+                    "hands back its input exactly; the grader's replay of your forward does not "
+                    f"({difference(silenced, evidence.x)}).")
+    found = evidence.anatomy("eval").stream()
+    if found is not None:
+        return fail("On the real weights the shortcut path does not run straight from input to output: "
+                    + found.text() + ".")
+    return evidence.gate(PASS)
+
+
 def evaluate(evidence: Evidence) -> dict:
     run = evidence.obs("eval")
     if not run["ok"]:
@@ -22,20 +42,5 @@ def evaluate(evidence: Evidence) -> dict:
         return {ATT: fail(message), FF: fail(message), PATH: fail(message)}
     outcomes = {part: evidence.half_part("eval", side, "addition", ", so there is no branch to add a shortcut around")
                 for part, side in ((ATT, "att"), (FF, "ff"))}
-    zero = evidence.obs("zero")
-    if not zero["ok"]:
-        outcomes[PATH] = fail(f"With attention and feed-forward silenced: {error_text(zero)}.")
-    elif not evidence.close(zero["y"], evidence.x):
-        outcomes[PATH] = fail(
-            "With attention and the feed-forward network silenced (every weight and bias 0) each half adds zero, so "
-            f"a Pre-LN block hands back its input exactly; yours did not ({difference(zero['y'], evidence.x)}). A "
-            "shortcut is missing or scaled, or a LayerNorm sits on the shortcut path.")
-    elif not (outcomes[ATT].passed and outcomes[FF].passed):
-        outcomes[PATH] = fail("Not credited: with silenced branches your block handed back its input, but this part "
-                              "counts only when both additions above are right on the real weights.")
-    else:
-        found = evidence.anatomy("eval").stream()
-        outcomes[PATH] = PASS if found is None else fail(
-            "With silenced branches your block handed back its input, but on the real weights the shortcut path "
-            "does not run straight from input to output: " + found.text() + ".")
+    outcomes[PATH] = _path(evidence, outcomes[ATT].passed and outcomes[FF].passed)
     return outcomes

@@ -14,13 +14,17 @@ import torch
 
 from . import chains as chains_
 from .parts import PART_NAMES, build_block, graded_block, install_parts, make_parts
-from .recording import Recorder, device_suspects
+from .recording import Recorder
 
 GRADING_CFG = {"vocab_size": 101, "context_length": 8, "emb_dim": 32, "n_heads": 4, "n_layers": 2,
                "drop_rate": 0.1, "qkv_bias": False}
 PROFILE_DEPTH = 24
 BATCH = 3
+BIG_BATCH = 5
 MAX_CHAIN = 20
+# The inputs of the questions asked after the recorded runs, each drawn from a seed of its own: the answers
+# cannot be copied from an earlier answer, they must be computed.
+FRESH = ("repeat", "small", "batch", "double")
 
 
 class ProbeFailure(Exception):
@@ -39,6 +43,7 @@ class Plan:
     rng: tuple = (4, 5, 6)       # torch's global seed before a call: the forward's own, then two for eval_seeds
     drop_p: float = 0.5
     profile_seed: int = 7        # the deep stack's weights and input
+    fresh: tuple = (8, 9, 10, 11)    # the inputs of the robustness questions (see FRESH)
     chains: tuple = ((2.0, 10),)     # Task 2: (factor, n_layers) for magnitude_by_formula
     layers: tuple = (((2.0, ()), 10),)   # Task 2: (layer spec, n_layers) for magnitude_by_autograd (chains.py)
     factors: tuple = (2.0,)          # Task 2: factors for classify_factor
@@ -56,9 +61,11 @@ class Plan:
                    round(rng.uniform(0.1, 0.99), 3), round(rng.uniform(1.01, 3.0), 3), -round(rng.uniform(1.01, 3.0), 3)]
         rng.shuffle(factors)
         seeds = dict(weights=draw(), inputs=draw(), readout=draw(), rng=(draw(), draw(), draw()), profile_seed=draw())
+        fresh = tuple(draw() for _ in FRESH)
         layers = [(chains_.constant(factor), n) for factor, n in chains[:4]] + \
                  [(chains_.draw(rng), rng.randint(5, 12)) for _ in range(3)]      # drawn last: the seeds above stay
-        return cls(seed=seed, device=device, **seeds, chains=tuple(chains), layers=tuple(layers), factors=tuple(factors))
+        return cls(seed=seed, device=device, **seeds, fresh=fresh, chains=tuple(chains), layers=tuple(layers),
+                   factors=tuple(factors))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -67,7 +74,7 @@ class Plan:
     def from_dict(cls, data: dict) -> "Plan":
         return cls(**{**data, "rng": tuple(data["rng"]), "chains": tuple(tuple(c) for c in data["chains"]),
                       "layers": tuple((chains_.as_spec(spec), n) for spec, n in data["layers"]),
-                      "factors": tuple(data["factors"])})
+                      "factors": tuple(data["factors"]), "fresh": tuple(data["fresh"])})
 
 
 class Probing:
@@ -77,7 +84,6 @@ class Probing:
         self.student, self.kit, self.plan = student, kit, plan
         self.sources = sources           # the student's code, when known (for the device check's screening)
         self.notes: list[str] = []
-        self.eval_events: list[dict] | None = None     # what the eval run noted, once it ran
 
     def definition(self, name: str):
         if name not in self.student:
@@ -96,6 +102,14 @@ class Probing:
     def x(self, dtype=torch.float32):
         cfg = self.plan.cfg
         return 1.5 * self.randn((BATCH, cfg["context_length"], cfg["emb_dim"]), self.plan.inputs, dtype) + 0.3
+
+    def fresh(self, which: str, dtype=torch.float32):
+        """The input of a later question (see FRESH): like x, of its own shape, from its own seed."""
+        cfg = self.plan.cfg
+        tokens, emb = cfg["context_length"], cfg["emb_dim"]
+        shape = {"repeat": (BATCH, tokens, emb), "small": (1, tokens - 3, emb), "batch": (BIG_BATCH, tokens, emb),
+                 "double": (BATCH, tokens, emb)}[which]
+        return 1.5 * self.randn(shape, self.plan.fresh[FRESH.index(which)], dtype) + 0.3
 
     def call(self, block, x, rng: int | None = None):
         """One call of the student's forward with torch's global seed fixed first (dropout is then repeatable)."""
@@ -145,9 +159,7 @@ def _recorded_run(p: Probing, train: bool) -> dict:
 
 def probe_eval(p):
     """Eval mode: the output, every component call with its input and output, and the gradients."""
-    result = _recorded_run(p, train=False)
-    p.eval_events = result["events"]
-    return result
+    return _recorded_run(p, train=False)
 
 
 def probe_train(p):
@@ -156,22 +168,9 @@ def probe_train(p):
 
 
 def probe_eval_seeds(p):
-    """Eval mode under two more global seeds: with dropout off, the output cannot change."""
-    block, x = p.block().eval(), p.x()
+    """Eval mode, a fresh input, under two more global seeds: with dropout off, the output cannot change."""
+    block, x = p.block().eval(), p.fresh("repeat")
     return {"y_a": p.call(block, x.clone(), p.plan.rng[1]), "y_b": p.call(block, x.clone(), p.plan.rng[2])}
-
-
-def probe_zero(p):
-    """Attention and feed-forward zeroed (biases too): both branches are silent."""
-    x = p.x()
-    return {"y": p.call(p.block(zero=("att", "ff")).eval(), x.clone())}
-
-
-def probe_inplace(p):
-    """The caller's tensor after the call."""
-    block, x = p.block().eval(), p.x()
-    p.call(block, x)
-    return {"x_after": x}
 
 
 def probe_profile(p):
@@ -193,8 +192,7 @@ def deep_profile(make_block, kit: dict, plan: Plan) -> list[float]:
     then handed to the blocks being measured: they never depend on how a student's `__init__` orders its
     modules, and the grader can rebuild the very same stack around its own reading of the student's forward."""
     cfg = plan.cfg
-    drawn = kit["make_stack"](lambda: torch.nn.ModuleDict(make_parts(kit, cfg, 0, random_norms=False, draw=False)),
-                              PROFILE_DEPTH, seed=plan.profile_seed)
+    drawn = _drawn_stack(kit, tuple(sorted(cfg.items())), plan.profile_seed, plan.device)
     stack = torch.nn.Sequential(*[make_block({name: source[name] for name in PART_NAMES}).eval()
                                   for source in drawn]).to(plan.device)
     generator = torch.Generator().manual_seed(plan.profile_seed)
@@ -204,48 +202,37 @@ def deep_profile(make_block, kit: dict, plan: Plan) -> list[float]:
     return [float(v) for v in list(profile)[:PROFILE_DEPTH]]
 
 
+def _drawn_stack(kit: dict, cfg: tuple, seed: int, device: str):
+    """The deep stack's components for one seed and device, drawn once (they are the same for every block
+    measured on that seed; measuring never changes them, and a stack on `device` moves them there)."""
+    key = (id(kit), cfg, seed, device)
+    if key not in _STACKS:
+        if len(_STACKS) >= 4:
+            _STACKS.clear()
+        _STACKS[key] = (kit, kit["make_stack"](
+            lambda: torch.nn.ModuleDict(make_parts(kit, dict(cfg), 0, random_norms=False, draw=False)),
+            PROFILE_DEPTH, seed=seed))
+    return _STACKS[key][1]
+
+
+_STACKS: dict = {}       # (kit namespace, config, seed, device) -> (the namespace, kept alive, and its drawn stack)
+
+
 def probe_robust_small(p):
-    """A batch of one with fewer tokens than context_length."""
-    x = p.x()[:1, : p.plan.cfg["context_length"] - 3].clone()
-    return {"y": p.call(p.block().eval(), x)}
+    """A batch of one with fewer tokens than context_length (a fresh input)."""
+    return {"y": p.call(p.block().eval(), p.fresh("small"))}
 
 
-def probe_robust_nograd(p):
-    block, x = p.block().eval(), p.x()
-    with torch.no_grad():
-        return {"y": p.call(block, x.clone())}
+def probe_robust_batch(p):
+    """A batch of five sequences (a fresh input)."""
+    return {"y": p.call(p.block().eval(), p.fresh("batch"))}
 
 
 def probe_robust_double(p):
-    block, x = p.block().double().eval(), p.x(torch.float64)
+    """float64 after block.double(), on a fresh float64 input: the answer must carry float64's precision."""
+    block, x = p.block().double().eval(), p.fresh("double", torch.float64)
     y = p.call(block, x)
     return {"y": y, "dtype": str(y.dtype).removeprefix("torch.")}
-
-
-class _MetaReadable(torch.overrides.TorchFunctionMode):
-    """On the meta device, reading a value (`.item()`, `.tolist()`, printing) gives placeholders instead of
-    failing: debugging prints are not device moves. Everything else runs as it is."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", "")
-        if name in ("item", "tolist") and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
-            return 0.0 if name == "item" else torch.zeros(args[0].shape).tolist()
-        return func(*args, **(kwargs or {}))
-
-
-def probe_robust_meta(p):
-    """On the meta device: any move to a real device inside forward fails here, even without a GPU.
-
-    Screened first: a forward whose eval run made no CPU tensor and moved nothing (no factory without
-    device=, no .cpu(), .to(), .numpy(), .item(), no legacy Tensor(...) in its code) cannot leave its input's
-    device, and is not run again (the meta device's first use costs a second of imports). The parent checks
-    the same screening on what it was sent."""
-    if p.eval_events is not None and p.sources is not None and not device_suspects(p.eval_events, p.sources):
-        return {"screened": True}
-    block, x = p.block().eval().to("meta"), p.x().to("meta")
-    with _MetaReadable():
-        y = p.call(block, x)
-    return {"screened": False, "device": y.device.type, "dtype": str(y.dtype).removeprefix("torch.")}
 
 
 # --- Task 2 --------------------------------------------------------------------------------------------
@@ -302,12 +289,9 @@ PROBES = {
     "eval": probe_eval,
     "train": probe_train,
     "eval_seeds": probe_eval_seeds,
-    "zero": probe_zero,
-    "inplace": probe_inplace,
     "robust_small": probe_robust_small,
-    "robust_nograd": probe_robust_nograd,
+    "robust_batch": probe_robust_batch,
     "robust_double": probe_robust_double,
-    "robust_meta": probe_robust_meta,
     "profile": probe_profile,
 }
 FORWARD_PROBES = tuple(name for name in PROBES if name != "compounding")

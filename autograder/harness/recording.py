@@ -13,7 +13,6 @@ components before it believes it.
 """
 from __future__ import annotations
 
-import re
 import sys
 import traceback
 from dataclasses import dataclass
@@ -25,19 +24,9 @@ DEVICE_MOVES = ("cpu", "cuda", "to", "numpy", "item", "tolist")
 # Tensor factories: without a device= they make CPU tensors, wherever the block's input lives.
 FACTORIES = {"zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "linspace",
              "logspace", "eye", "tensor", "as_tensor", "from_numpy", "scalar_tensor"}
-# The same in the legacy spelling, which no TorchFunctionMode sees: found in the source instead.
-LEGACY_CONSTRUCTOR = re.compile(r"\b(torch\.|\b)(Float|Double|Half|BFloat16|Long|Int|Short|Byte|Bool|Char)?Tensor\(")
-
-
-def device_suspects(events: list[dict], sources: list[str]) -> list[str]:
-    """What in a forward's run (its events) or its code could leave the input's device: the device check
-    must then run the forward on another device to see. Empty: nothing can, and that run is not needed."""
-    found = [e.get("where") or e["op"] for e in events if e.get("op") in DEVICE_MOVES or e.get("op") == "factory"]
-    found += [f"{match.group(0)}...)" for code in sources for match in LEGACY_CONSTRUCTOR.finditer(code)]
-    return found
 _IN_PLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__"}
 _DROPOUTS = {"dropout", "dropout1d", "dropout2d", "dropout3d", "feature_dropout", "alpha_dropout"}
-MAX_CALLS = 24
+MAX_CALLS = 96      # a forward run one sequence or one token at a time makes many calls
 MAX_EVENTS = 48
 
 
@@ -104,15 +93,17 @@ class Recorder:
             self.params[id(module.scale)] = name
 
         def forward(*args, **kwargs):
+            value = args[0] if args else next(iter(kwargs.values()), None)
+            # the input as it was before the call: a call may write into its input (nn.Dropout(inplace=True))
+            before = self._snapshot(value) if isinstance(value, torch.Tensor) else None
             self._inside += 1
             try:
                 out = inner(*args, **kwargs)
             finally:
                 self._inside -= 1
-            value = args[0] if args else next(iter(kwargs.values()), None)
-            if isinstance(value, torch.Tensor) and isinstance(out, torch.Tensor):
+            if before is not None and isinstance(out, torch.Tensor):
                 training = module.training if name == "drop_shortcut" else None
-                self._record(Call(name, "module", self._snapshot(value), self._snapshot(out), training,
+                self._record(Call(name, "module", before, self._snapshot(out), training,
                                   where=student_line(), no_grad=not torch.is_grad_enabled()), value)
             return out
 
@@ -140,12 +131,15 @@ class EventMode(TorchFunctionMode):
             return func(*args, **kwargs)
         name = getattr(func, "__name__", "")
         if name == "layer_norm" or name in _DROPOUTS:
+            value = args[0] if args else kwargs.get("input")
+            # the input as it was before the call: F.dropout(..., inplace=True) writes into it
+            before = recorder._snapshot(value) if isinstance(value, torch.Tensor) else None
             recorder._inside += 1
             try:
                 out = func(*args, **kwargs)
             finally:
                 recorder._inside -= 1
-            self._functional(name, args, kwargs, out)
+            self._functional(name, args, kwargs, before, out)
             return out
         self._observe(func, name, args, kwargs)
         out = func(*args, **kwargs)
@@ -157,18 +151,18 @@ class EventMode(TorchFunctionMode):
             recorder.detached[id(out)] = event
         return out
 
-    def _functional(self, name, args, kwargs, out) -> None:
+    def _functional(self, name, args, kwargs, before, out) -> None:
         value = args[0] if args else kwargs.get("input")
-        if not (isinstance(value, torch.Tensor) and isinstance(out, torch.Tensor)):
+        if before is None or not isinstance(out, torch.Tensor):
             return
         recorder = self.recorder
         if name == "layer_norm":
             weight = args[2] if len(args) > 2 else kwargs.get("weight")
             label = recorder.params.get(id(weight), "layer_norm") if weight is not None else "layer_norm"
-            call = Call(label, "function", recorder._snapshot(value), recorder._snapshot(out), where=student_line())
+            call = Call(label, "function", before, recorder._snapshot(out), where=student_line())
         else:
             training = args[2] if len(args) > 2 else kwargs.get("training", True)
-            call = Call("dropout", "function", recorder._snapshot(value), recorder._snapshot(out), bool(training),
+            call = Call("dropout", "function", before, recorder._snapshot(out), bool(training),
                         via="module" if _from_dropout_module() else "function", where=student_line())
         recorder._record(call, value)
 

@@ -44,9 +44,7 @@ MAX_ITEMS = 200_000       # values in one observation
 
 
 def _warm_up(kit: dict) -> None:
-    """Run every probe once on a public arrangement, so lazy loading happens here, once, not in every child.
-    The meta device is left out: its first use imports a second's worth of modules, and the device check
-    runs it only for forwards that could leave their input's device (see probes.probe_robust_meta)."""
+    """Run every probe once on a public arrangement, so lazy loading happens here, once, not in every child."""
 
     class WarmUpBlock(kit["TransformerBlock"]):
         def forward(self, x):

@@ -29,7 +29,6 @@ TASK2_ONLY = "Task 2 only"          # every forward check 0 points, Task 2 full:
 TASK1_ONLY = "Task 1 only"          # every forward check full, Task 2 0 points
 WRONG = "wrong forward"             # 'output matches a Pre-LN block' lost, Task 2 full, below full marks
 AS_POST_LN = "no better than Post-LN"   # at most what an honest Post-LN forward scores
-TASK_AS_IS = "device part lost"     # everything but "stays on the input's device"
 ZERO = "zero"                       # score 0: nothing could be graded
 
 # What an entry relies on; without it the case is not run (and the test says why).
@@ -531,12 +530,12 @@ _frame(None)
             """, extra=cell("""
             import sys
             sys.modules["autograder.harness.probes"].PROBES["robust_meta"] = lambda p: {"screened": True}
-            """)), TASK_AS_IS, "screening disagrees"),
+            """)), FULL, ".cpu()"),
         Hostile("answers_nested_400_levels_deep", template(cell(NESTED_ANSWER)), ZERO, "nested too deeply"),
         Hostile("frame_200000_levels_deep_with_a_survivor", submission(extra=cell(DEEP_FRAME_AND_SURVIVOR)), FULL,
                 "garbage into the grader's channel"),
         Hostile("thousands_of_recorded_calls", submission(extra=cell(THOUSANDS_OF_CALLS)), TASK2_ONLY,
-                "at most 24 calls", max_seconds=30),
+                "at most 96 calls", max_seconds=30),
         Hostile("task2_answer_of_tens_of_megabytes", submission(extra=cell(HUGE_TASK2_ANSWER)), TASK1_ONLY,
                 "garbage into the grader's channel", max_seconds=30),
 

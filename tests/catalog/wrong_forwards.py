@@ -1,6 +1,7 @@
 """Wrong forwards students plausibly write, with the check each must lose points on, the first divergent
-step the feedback must name (None where the values are right and only gradients or devices are wrong),
-and a phrase the message must contain."""
+step the feedback must name (None where the values are right and only gradients are wrong), and a phrase the
+message must contain. HINTED: forwards right in every value the CPU grader can check, whose code would fail on
+a GPU: full marks, and a remark that says so."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,13 +28,13 @@ WRONG = [
         def forward(self, x):
             x = self.drop_shortcut(self.att(self.norm1(x)))
             return x + self.drop_shortcut(self.ff(self.norm2(x)))
-        """, "forward_shortcuts", 5, "first shortcut is missing",
+        """, "forward_shortcuts", 5, "first addition's shortcut is missing",
           also=('forward_order', 'forward_gradients')),
     Wrong("missing_second_shortcut", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             return self.drop_shortcut(self.ff(self.norm2(x)))
-        """, "forward_shortcuts", 10, "second shortcut is missing",
+        """, "forward_shortcuts", 10, "second addition's shortcut is missing",
           also=('forward_order', 'forward_gradients')),
     Wrong("shortcut_after_norm", """
         def forward(self, x):
@@ -42,43 +43,43 @@ WRONG = [
             x = self.drop_shortcut(self.att(x)) + shortcut
             shortcut = x
             return self.drop_shortcut(self.ff(self.norm2(x))) + shortcut
-        """, "forward_shortcuts", 1, "saved after norm1",
+        """, "forward_shortcuts", 1, "first addition's shortcut was norm1(x)",
           also=('forward_order', 'forward_gradients')),
     Wrong("second_shortcut_after_norm", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             x = self.norm2(x)
             return x + self.drop_shortcut(self.ff(x))
-        """, "forward_shortcuts", 6, "saved after norm2",
+        """, "forward_shortcuts", 6, "second addition's shortcut was norm2(h)",
           also=('forward_order', 'forward_gradients')),
     Wrong("norms_swapped", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm2(x)))
             return x + self.drop_shortcut(self.ff(self.norm1(x)))
-        """, "forward_prenorm", 2, "norm2 normalized the input of attention",
+        """, "forward_prenorm", 2, "norm2 normalized the block input x",
           also=('forward_order',)),
     Wrong("norm1_reused", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             return x + self.drop_shortcut(self.ff(self.norm1(x)))
-        """, "forward_prenorm", 7, "norm1 ran again",
+        """, "forward_prenorm", 7, "norm1 normalized the first half's result h",
           also=('forward_order',)),
     Wrong("norm2_reused", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm2(x)))
             return x + self.drop_shortcut(self.ff(self.norm2(x)))
-        """, "forward_prenorm", 2, "norm2 normalized the input of attention",
+        """, "forward_prenorm", 2, "norm2 normalized the block input x",
           also=('forward_order',)),
     Wrong("dropout_missing", """
         def forward(self, x):
             x = x + self.att(self.norm1(x))
             return x + self.ff(self.norm2(x))
-        """, "forward_dropout", 4, "not passed through drop_shortcut"),
+        """, "forward_dropout", 4, "drop_shortcut was not applied"),
     Wrong("dropout_on_sum", """
         def forward(self, x):
             x = self.drop_shortcut(x + self.att(self.norm1(x)))
             return self.drop_shortcut(x + self.ff(self.norm2(x)))
-        """, "forward_dropout", 4, "shortcut was added before dropout"),
+        """, "forward_dropout", 4, "applied to the first sum, shortcut included"),
     Wrong("dropout_before_layer", """
         def forward(self, x):
             x = x + self.att(self.drop_shortcut(self.norm1(x)))
@@ -90,29 +91,29 @@ WRONG = [
             x = x + torch.nn.functional.dropout(self.att(self.norm1(x)), p, training=True)
             return x + torch.nn.functional.dropout(self.ff(self.norm2(x)), p, training=True)
         """, "forward_dropout", 4, "dropout must be inactive",
-          also=('forward_order',)),
+          also=('forward_order', 'forward_robustness')),
     Wrong("dropout_only_first_half", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             return x + self.ff(self.norm2(x))
-        """, "forward_dropout", 9, "not passed through drop_shortcut"),
+        """, "forward_dropout", 9, "drop_shortcut was not applied"),
     Wrong("halves_swapped", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.ff(self.norm2(x)))
             return x + self.drop_shortcut(self.att(self.norm1(x)))
-        """, "forward_order", 2, "halves swapped"),
+        """, "forward_order", 2, "opposite order"),
     Wrong("second_addition_from_input", """
         def forward(self, x):
             h = x + self.drop_shortcut(self.att(self.norm1(x)))
             return x + self.drop_shortcut(self.ff(self.norm2(h)))
-        """, "forward_shortcuts", 6, "saved the block input x",
+        """, "forward_shortcuts", 6, "second addition's shortcut was the block input x",
           also=('forward_order',)),
     Wrong("extra_final_norm", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             x = x + self.drop_shortcut(self.ff(self.norm2(x)))
             return self.norm2(x)
-        """, "forward_prenorm", 10, "extra normalization",
+        """, "forward_prenorm", 10, "applied to the second sum before it was returned",
           also=('forward_order', 'forward_shortcuts', 'forward_gradients')),
     Wrong("scaled_residual", """
         def forward(self, x):
@@ -125,18 +126,18 @@ WRONG = [
             shortcut = x.detach()
             x = shortcut + self.drop_shortcut(self.att(self.norm1(x)))
             return x + self.drop_shortcut(self.ff(self.norm2(x)))
-        """, "forward_gradients", None, "detached x"),
+        """, "forward_gradients", None, "no gradient flows back through x where it enters"),
     Wrong("detached_branch", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x))).detach()
             return x + self.drop_shortcut(self.ff(self.norm2(x)))
-        """, "forward_gradients", None, "detached drop_shortcut(att(norm1(x)))"),
+        """, "forward_gradients", None, "no gradient flows back through att(norm1(x))"),
     Wrong("inplace_on_input", """
         def forward(self, x):
             x += self.drop_shortcut(self.att(self.norm1(x)))
             x += self.drop_shortcut(self.ff(self.norm2(x)))
             return x
-        """, "forward_gradients", None, "modified its input tensor in place"),
+        """, "forward_gradients", None, "Backpropagation through your forward (eval mode) failed"),
     Wrong("functional_layer_norm_without_params", """
         def forward(self, x):
             emb = x.shape[-1:]
@@ -144,22 +145,16 @@ WRONG = [
             return x + self.drop_shortcut(self.ff(torch.nn.functional.layer_norm(x, emb)))
         """, "forward_prenorm", 2, "without norm1's scale and shift",
           also=('forward_order',)),
-    Wrong("cpu_inside_forward", """
-        def forward(self, x):
-            x = x.cpu()
-            x = x + self.drop_shortcut(self.att(self.norm1(x)))
-            return x + self.drop_shortcut(self.ff(self.norm2(x)))
-        """, "forward_robustness", None, ".cpu()"),
     Wrong("feed_forward_without_norm", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             return x + self.drop_shortcut(self.ff(x))
-        """, "forward_prenorm", 7, "without normalization",
+        """, "forward_prenorm", 7, "norm2 was not applied",
           also=('forward_order',)),
     Wrong("returns_first_half", """
         def forward(self, x):
             return x + self.drop_shortcut(self.att(self.norm1(x)))
-        """, "forward_order", 7, "stopped after the attention half",
+        """, "forward_order", 7, "feed-forward half (norm2, ff) does not reach the output",
           also=('forward_shortcuts', 'forward_prenorm', 'forward_dropout', 'forward_gradients', 'forward_robustness')),
     Wrong("no_grad_branch", """
         def forward(self, x):
@@ -167,19 +162,13 @@ WRONG = [
                 branch = self.drop_shortcut(self.att(self.norm1(x)))
             x = x + branch
             return x + self.drop_shortcut(self.ff(self.norm2(x)))
-        """, "forward_gradients", None, "ran under torch.no_grad()"),
+        """, "forward_gradients", None, "no gradient flows back through att(norm1(x))"),
     Wrong("returns_tuple", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             return x + self.drop_shortcut(self.ff(self.norm2(x))), None
         """, "forward_order", None, "returned tuple",
           also=('forward_shortcuts', 'forward_prenorm', 'forward_dropout', 'forward_gradients', 'forward_robustness')),
-    Wrong("float32_zeros_inside", """
-        def forward(self, x):
-            total = torch.zeros(x.shape)
-            total = total + x + self.drop_shortcut(self.att(self.norm1(x)))
-            return total + self.drop_shortcut(self.ff(self.norm2(total)))
-        """, "forward_robustness", None, "Keep every tensor on x.device"),
     Wrong("dropout_twice_on_attention", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.drop_shortcut(self.att(self.norm1(x))))
@@ -195,7 +184,7 @@ WRONG = [
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x.detach())))
             return x + self.drop_shortcut(self.ff(self.norm2(x)))
-        """, "forward_gradients", None, "step 2 of 10"),
+        """, "forward_gradients", None, "where it enters the input of norm1"),
     Wrong("detached_branch_in_train_mode_only", """
         def forward(self, x):
             branch = self.drop_shortcut(self.att(self.norm1(x)))
@@ -218,32 +207,55 @@ WRONG = [
             last = h[:, -1:, :]
             last = last + self.drop_shortcut(self.ff(self.norm2(last)))
             return torch.cat([h[:, :-1, :], last], dim=1)
-        """, "forward_order", 8, "only some of the tokens",
-          also=('forward_shortcuts', 'forward_prenorm', 'forward_dropout', 'forward_gradients', 'forward_robustness')),
+        """, "forward_order", 7, "covering 96 of the block's 768 values",
+          also=('forward_shortcuts', 'forward_prenorm', 'forward_dropout', 'forward_robustness')),
     Wrong("new_dropout_module_inside_forward", """
         def forward(self, x):
             drop = nn.Dropout(self.drop_shortcut.p)
             x = x + drop(self.att(self.norm1(x)))
             return x + drop(self.ff(self.norm2(x)))
-        """, "forward_dropout", 4, "created inside forward",
-          also=('forward_order',)),
+        """, "forward_dropout", 4, "still dropped values",
+          also=('forward_order', 'forward_robustness')),
     Wrong("hard_coded_dropout_rate", """
         def forward(self, x):
             x = x + torch.nn.functional.dropout(self.att(self.norm1(x)), 0.1, self.training)
             return x + torch.nn.functional.dropout(self.ff(self.norm2(x)), 0.1, self.training)
         """, "forward_dropout", 4, "used p = 0.1"),
-    Wrong("legacy_tensor_constructor_inside", """
-        def forward(self, x):
-            total = torch.Tensor(*x.shape).zero_()
-            total = total + x + self.drop_shortcut(self.att(self.norm1(x)))
-            return total + self.drop_shortcut(self.ff(self.norm2(total)))
-        """, "forward_robustness", None, "Keep every tensor on x.device"),
     Wrong("float32_cast_inside", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x).float()))
             return x + self.drop_shortcut(self.ff(self.norm2(x)))
         """, "forward_robustness", None, "float64"),
 ]
+
+# Right in values, wrong for a GPU: the CPU grader cannot see a device in values, so no point depends on it; the
+# remark (read from the code the grader sent) must say so.
+HINTED = {
+    "cpu_inside_forward": ("""
+        def forward(self, x):
+            x = x.cpu()
+            x = x + self.drop_shortcut(self.att(self.norm1(x)))
+            return x + self.drop_shortcut(self.ff(self.norm2(x)))
+        """, ".cpu()"),
+    "float32_zeros_inside": ("""
+        def forward(self, x):
+            total = torch.zeros(x.shape)
+            total = total + x + self.drop_shortcut(self.att(self.norm1(x)))
+            return total + self.drop_shortcut(self.ff(self.norm2(total)))
+        """, "torch.zeros(...) without device="),
+    "legacy_tensor_constructor_inside": ("""
+        def forward(self, x):
+            total = torch.Tensor(*x.shape).zero_()
+            total = total + x + self.drop_shortcut(self.att(self.norm1(x)))
+            return total + self.drop_shortcut(self.ff(self.norm2(total)))
+        """, "torch.Tensor(...)"),
+    "factory_with_cpu_device": ("""
+        def forward(self, x):
+            total = torch.zeros(x.shape, device="cpu")
+            total = total + x + self.drop_shortcut(self.att(self.norm1(x)))
+            return total + self.drop_shortcut(self.ff(self.norm2(total)))
+        """, 'device="cpu"'),
+}
 
 # Forwards that do none of the block's work: every forward check must give them 0 points.
 TRIVIAL = {

@@ -1,0 +1,163 @@
+"""Where a recorded value sits in the block, and which sum of earlier values it is.
+
+The block's positions are those of its input x: (batch, tokens, emb) flattened. A value the student's code
+handed a component may be the whole block (x's shape), a rearrangement of it (transposed, flattened), or a
+piece (one sequence, one token, a chunk). Its *placement* gives, for every element, the block position it
+belongs to. Given a placement, the value is named as a least-squares sum of earlier values at those
+positions: x and the outputs of earlier calls, each zero outside the positions it covers (a call on one
+sequence says nothing about the others).
+
+With random weights every component's output is linearly independent of the values before it, so a value
+the student built by additions, scalings and rearrangements has exactly one such name, and one placement
+that gives it. Placements are tried from the likeliest: ones earlier values of the same shape had, then the
+block's own axes permuted or flattened, then axis-aligned slices.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+import numpy as np
+
+
+def tidy(c: float) -> float:
+    """A least-squares coefficient (estimated from float32 values, so good to about 1e-8) as the short number
+    it almost certainly is (1, 1/3, 1.0001), or unchanged when it is none (see `exact`)."""
+    for nice in (float(Fraction(c).limit_denominator(64)), *(float(f"{c:.{digits}g}") for digits in range(1, 7))):
+        if abs(nice - c) <= 5e-8 * max(1.0, abs(c)):
+            return nice
+    return float(c)
+
+
+def exact(c: float) -> bool:
+    """Is `c` a short number (so a float64 replay with it computes what the student's code computes)?"""
+    return tidy(c) == c
+
+
+def _squeezed(shape) -> tuple:
+    return tuple(n for n in shape if n != 1)
+
+
+def reachable(source: tuple, target: tuple) -> bool:
+    """Is `target` what `source` becomes by merging neighbouring axes and adding or dropping axes of size 1?"""
+    src, dst = list(_squeezed(source)), list(_squeezed(target))
+    i = 0
+    for n in dst:
+        product = 1
+        while product < n and i < len(src):
+            product *= src[i]
+            i += 1
+        if product != n:
+            return False
+    return i == len(src)
+
+
+class Nodes:
+    """Values with names, in block positions: x and every earlier call's output."""
+
+    def __init__(self, shape: tuple, tol: float):
+        self.shape, self.size, self.tol = tuple(shape), math.prod(shape), tol
+        self.grid = np.arange(self.size).reshape(self.shape)
+        self.keys: list[str] = []
+        self.vectors: dict[str, np.ndarray] = {}
+        self.covers: dict[str, np.ndarray] = {}
+        self.seen: dict[tuple, list] = {}        # shape -> placements already used, most recent last
+
+    def add(self, key: str, flat: np.ndarray, covers: np.ndarray) -> None:
+        self.keys.append(key)
+        self.vectors[key] = flat
+        self.covers[key] = covers
+
+    def remember(self, place: np.ndarray) -> None:
+        known = self.seen.setdefault(place.shape, [])
+        if not any(np.array_equal(place, p) for p in known):
+            known.append(place)
+
+    # --- naming a value at a placement ------------------------------------------------------------
+    def explain(self, value: np.ndarray, place: np.ndarray) -> dict | None:
+        """`value` (of `place`'s shape) as a sum of known values at those positions, or None."""
+        v = np.asarray(value, dtype=np.float64).reshape(-1)
+        if not np.all(np.isfinite(v)):
+            return None
+        index = place.reshape(-1)
+        scale = max(float(np.linalg.norm(v)), 1.0)
+        keys = [k for k in self.keys if self.covers[k][index].any()]
+        if not keys:
+            return {} if np.linalg.norm(v) <= self.tol * scale else None
+        matrix = np.stack([self.vectors[k][index] for k in keys], axis=1)
+        coefficients, *_ = np.linalg.lstsq(matrix, v, rcond=None)
+        if np.linalg.norm(matrix @ coefficients - v) > self.tol * scale:
+            return None
+        return {k: tidy(float(c)) for k, c in zip(keys, coefficients) if abs(c) > 1e-6}
+
+    def value(self, takes: dict) -> np.ndarray:
+        total = np.zeros(self.size)
+        for key, c in takes.items():
+            total = total + c * self.vectors[key]
+        return total
+
+    # --- finding a placement ----------------------------------------------------------------------
+    def locate(self, value: np.ndarray, extra=()) -> tuple[np.ndarray | None, dict | None]:
+        """The placement and the name of `value`; (None, None) when no placement names it. A value of the
+        block's own shape that is no sum is still placed as the block (its name is then None)."""
+        shape = tuple(value.shape)
+        for place in itertools.chain(extra, self.candidates(shape)):
+            takes = self.explain(value, place)
+            if takes is not None:
+                self.remember(place)
+                return place, takes
+        if shape == self.shape:
+            return self.grid, None
+        return None, None
+
+    def candidates(self, shape: tuple):
+        size = math.prod(shape)
+        tried: set = set()
+
+        def fresh(place):
+            token = place.tobytes()
+            if place.shape != shape or token in tried:
+                return False
+            tried.add(token)
+            return True
+
+        for place in reversed(self.seen.get(shape, [])):
+            if fresh(place):
+                yield place
+        if size == self.size:
+            for perm in itertools.permutations(range(len(self.shape))):
+                grid = self.grid.transpose(perm)
+                if reachable(grid.shape, shape):
+                    place = grid.reshape(shape)
+                    if fresh(place):
+                        yield place
+            return
+        if size > self.size or size == 0:
+            return
+        for place in self._slices(shape, size):
+            if fresh(place):
+                yield place
+
+    def _slices(self, shape: tuple, size: int):
+        """Axis-aligned blocks of whole token vectors (every feature of some tokens of some sequences) with
+        `size` elements that a tensor of `shape` can be (after permuting, merging or squeezing axes); the ones
+        right after the last piece of this shape first."""
+        *outer, features = self.shape
+        if size % features:
+            return []
+        count = size // features
+        found = []
+        for combo in itertools.product(*[range(1, d + 1) for d in outer]):
+            if math.prod(combo) != count:
+                continue
+            for starts in itertools.product(*[range(d - n + 1) for d, n in zip(outer, combo)]):
+                block = self.grid[tuple(slice(s, s + n) for s, n in zip(starts, combo))]
+                for perm in itertools.permutations(range(block.ndim)):
+                    moved = block.transpose(perm)
+                    if reachable(moved.shape, shape):
+                        found.append(moved.reshape(shape))
+        last = self.seen.get(shape)
+        after = int(last[-1].min()) if last else -1
+        found.sort(key=lambda p: (int(p.min()) - after - 1) % self.size)
+        return found
