@@ -85,7 +85,7 @@ RUBRIC: dict[str, CheckSpec] = {
         "batch of one, short context": 1,
         "a batch of five sequences": 1,
         "float64 after .double()": 1,
-        "the same output on every call (eval mode)": 1,
+        "the same output on every call, input left unchanged (eval mode)": 1,
     }),
     "compounding": CheckSpec("Task 2: gradient compounding", {
         "magnitude_by_formula": 1,

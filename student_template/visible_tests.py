@@ -547,7 +547,7 @@ check_forward_prenorm = _task1_test(norm1_acts_only_through_attention, norm2_act
 check_forward_dropout = _task1_test(dropout_is_off_in_eval_mode, full_dropout_silences_both_branches,
                                     train_output_matches_the_reference, graded=True)
 check_forward_gradients = _task1_test(input_gradient_matches_the_reference, every_part_receives_a_gradient,
-                                      forward_leaves_its_input_unchanged, graded=True)
-check_forward_robustness = _task1_test(works_for_one_short_sequence, works_under_no_grad, keeps_float64,
-                                       stays_on_the_input_device, graded=True)
+                                      graded=True)
+check_forward_robustness = _task1_test(works_for_one_short_sequence, keeps_float64, forward_leaves_its_input_unchanged,
+                                       works_under_no_grad, stays_on_the_input_device, graded=True)
 check_compounding = _task2_test(*test_compounding.checks, graded=True)

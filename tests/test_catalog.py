@@ -53,6 +53,24 @@ def test_wrong_forward_loses_points_where_its_mistake_is_named(grade_source, wro
         assert all(part.message.strip() for part in checks[name].subtests if not part.passed)
 
 
+@pytest.mark.parametrize("write", ["x += branch", "x.add_(branch)", "x[...] = x + branch"])
+def test_a_forward_that_writes_into_its_input_loses_the_repeated_call_and_only_that_part(grade_source, write):
+    """Read from values: the repeated question hands the same tensor twice, so the second call answers for the
+    input the first call left behind. Every other output was computed on an input of the grader's own."""
+    statement = write.replace("branch", "self.drop_shortcut(self.att(self.norm1(x)))")
+    result = grade_source(submission(forward=f"""
+        def forward(self, x):
+            {statement}
+            return x + self.drop_shortcut(self.ff(self.norm2(x)))
+        """))
+    parts = {s.name: s for c in result.checks for s in c.subtests}
+    repeat = parts["the same output on every call, input left unchanged (eval mode)"]
+    assert not repeat.passed and "the second call on the same input tensor did not" in repeat.message, repeat.message
+    assert "write into its input" in repeat.message
+    robustness = _by_check(result)["forward_robustness"]
+    assert [s.name for s in robustness.subtests if not s.passed] == [repeat.name]
+
+
 @pytest.mark.parametrize("name", sorted(HINTED))
 def test_a_forward_that_would_leave_its_device_is_told_so_and_loses_nothing(grade_source, name):
     forward, phrase = HINTED[name]

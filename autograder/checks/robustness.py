@@ -1,5 +1,6 @@
 """Robustness: the forward computes the same function for a batch of one with a short context, for a batch of
-five, in float64 (with float64's precision), and again on every call in eval mode.
+five, in float64 (with float64's precision), and again on a second call in eval mode with the same input tensor
+(so a forward that writes into its input shows in values: the second call sees another input).
 
 Each question comes with an input of its own, drawn by the grader, that no earlier answer contains: the
 child must compute its block's output for it. The grader computes the same output itself, from the
@@ -24,7 +25,7 @@ from . import PASS, Evidence, difference, error_text, fail
 
 NAME = "forward_robustness"
 SMALL, BATCH, DOUBLE, REPEAT = ("batch of one, short context", "a batch of five sequences", "float64 after .double()",
-                                "the same output on every call (eval mode)")
+                                "the same output on every call, input left unchanged (eval mode)")
 DOUBLE_RTOL = 1e-9        # float64 results of the same function agree to ~1e-15; float32's rounding is ~1e-7
 INEXACT_RTOL = 1e-6       # a program with coefficients the grader knows only to ~1e-8 (see Flow.exact)
 DEVICE_CODE = re.compile(r"\.cpu\(\)|\.numpy\(\)|device\s*=\s*['\"]cpu['\"]|\.to\(\s*['\"]cpu['\"]|"
@@ -57,7 +58,7 @@ def _part(evidence: Evidence, probe: str, which: str, label: str, dtype=torch.fl
     flow = evidence.flows.get("eval")
     rtol = DOUBLE_RTOL if evidence.matches("eval") or flow.exact else INEXACT_RTOL
     scale = 1 if evidence.matches("eval") else 10      # a replay adds and normalizes in another order than the code
-    for value in got:
+    for index, value in enumerate(got):
         if dtype == torch.float64:
             error = float(np.linalg.norm(value - expected) / max(np.linalg.norm(expected), 1e-12))
             if value.shape != expected.shape or not np.isfinite(error) or error > rtol:
@@ -65,6 +66,10 @@ def _part(evidence: Evidence, probe: str, which: str, label: str, dtype=torch.fl
                             f"(relative difference {error:.2g}, where float64 agrees to about 1e-15 and float32 "
                             "rounding gives about 1e-7): some of the computation did not run in float64.")
         elif not evidence.close(value, expected, scale):
+            if index == 1:
+                return fail(f"{label}: the first call gave the grader's computation of your block, the second call on "
+                            f"the same input tensor did not ({difference(value, expected)}). Does your forward write "
+                            "into its input (x += ..., an in-place method)? That changes the caller's tensor.")
             return fail(f"{label}: your output differs from the grader's computation of your block for this input "
                         f"({difference(value, expected)}).")
     return PASS
@@ -128,6 +133,6 @@ def evaluate(evidence: Evidence) -> dict:
         SMALL: _part(evidence, "robust_small", "small", "With a batch of one and fewer tokens than context_length"),
         BATCH: _part(evidence, "robust_batch", "batch", "With a batch of five sequences"),
         DOUBLE: _part(evidence, "robust_double", "double", "After block.double() with a float64 input", torch.float64),
-        REPEAT: _part(evidence, "eval_seeds", "repeat", "Called twice in eval mode on a new input"),
+        REPEAT: _part(evidence, "eval_seeds", "repeat", "Called twice in eval mode on the same new input tensor"),
     }
     return {part: evidence.gate(outcome) for part, outcome in outcomes.items()}

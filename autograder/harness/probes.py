@@ -168,9 +168,12 @@ def probe_train(p):
 
 
 def probe_eval_seeds(p):
-    """Eval mode, a fresh input, under two more global seeds: with dropout off, the output cannot change."""
+    """Eval mode, a fresh input, called twice on the very same tensor under two more global seeds: with dropout
+    off and the input left as it was, both outputs are the block's output for that input. A forward that writes
+    into its input (x += ...) hands the second call another input, which shows in the second output."""
     block, x = p.block().eval(), p.fresh("repeat")
-    return {"y_a": p.call(block, x.clone(), p.plan.rng[1]), "y_b": p.call(block, x.clone(), p.plan.rng[2])}
+    first = p.call(block, x, p.plan.rng[1]).detach().clone()     # a copy: the output may be the input itself
+    return {"y_a": first, "y_b": p.call(block, x, p.plan.rng[2]).detach().clone()}
 
 
 def probe_profile(p):

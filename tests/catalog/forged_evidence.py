@@ -120,7 +120,7 @@ def _pair(name: str, forward: str, forgery: str, aims: tuple = (), note: str = "
 
 
 ROBUSTNESS = ("batch of one, short context", "a batch of five sequences", "float64 after .double()",
-              "the same output on every call (eval mode)")
+              "the same output on every call, input left unchanged (eval mode)")
 GRADIENTS = ("the block input's gradient (eval mode)", "gradients flow through every path (train mode)")
 
 FORGED = [

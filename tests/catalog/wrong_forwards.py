@@ -137,7 +137,8 @@ WRONG = [
             x += self.drop_shortcut(self.att(self.norm1(x)))
             x += self.drop_shortcut(self.ff(self.norm2(x)))
             return x
-        """, "forward_gradients", None, "Backpropagation through your forward (eval mode) failed"),
+        """, "forward_gradients", None, "Backpropagation through your forward (eval mode) failed",
+          also=("forward_robustness",)),
     Wrong("functional_layer_norm_without_params", """
         def forward(self, x):
             emb = x.shape[-1:]
