@@ -168,10 +168,15 @@ def evaluate(raw: dict, plan: Plan, assignment: kit.Assignment = kit.KIT, source
     expect = expected_shapes(plan, parts)
     answers = raw.get("observations") if isinstance(raw.get("observations"), dict) else {}
     student = {probe: read_answer(probe, answers.get(probe), expect) for probe in ALL_PROBES}
+    failed = {probe: a["error"] for probe, a in student.items() if not a["ok"]}
+    broken = [f"'{probe}': {error['message']}" for probe, error in failed.items() if error.get("type") == "GraderError"]
+    if broken:              # the grader's own reader failed: nothing of this submission is scored as the student's
+        raise RuntimeError(f"reading the sandbox's answers: {'; '.join(broken)}")
+    errors = [f"encoding the '{probe}' answer in the sandbox: {error['message']}" for probe, error in failed.items()
+              if error.get("type") == "EncoderError"]
     ref = reference(plan.seed, plan.device, assignment)
     cpu_plan = Plan(**{**plan.__dict__, "device": "cpu"})
     x = Probing({}, reference_namespace(assignment), cpu_plan).x().numpy().astype(np.float64)
-    errors: list[str] = []
     flows = {}
     for mode in ("eval", "train"):
         flows[mode] = None
@@ -234,17 +239,19 @@ def grade_cells(cells: list, name: str, server: SandboxServer, *, seed: int, dev
         cells, restored = assignment.restore_locked_cells(cells)
         code = student_code(cells)
         raw = server.grade(code, plan.to_dict(), list(ALL_PROBES))
+        cleanup = tuple(raw.get("cleanup") or ())      # the sandbox's own problems: the grader's, never the student's
         if raw.get("grader_error"):      # the grader's own failure (CUDA would not start): never scored as a 0
-            raise RuntimeError(f"on {device}: {raw['grader_error']}")
+            raise RuntimeError("; ".join([f"on {device}: {raw['grader_error']}", *cleanup]))
         found = evaluate(raw, plan, assignment, [source for _, source in code])
     except Exception as error:
         return grader_failure(name, error, seed, device, student)
-    for text in found.grader_errors:
+    grader_errors = found.grader_errors + cleanup
+    for text in grader_errors:
         print(f"grader error while grading {student or name}: {text}", file=sys.stderr)
     unsafe = (f"Graded without isolation ({server.isolation}).",) if server.isolation == UNSAFE else ()
     return SubmissionResult(name, found.checks, seed, device, server.isolation, round(time.monotonic() - started, 3),
                             found.first_divergence, unsafe + tuple(restored) + found.notes, found.profiles, student,
-                            found.grader_errors)
+                            grader_errors)
 
 
 def grade_file(path: str | Path, server: SandboxServer, *, seed: int, device: str = "cpu",

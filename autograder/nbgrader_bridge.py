@@ -147,6 +147,11 @@ def _run_seed() -> int:
     return new_seed()
 
 
+def _has_kit_checks(nb) -> bool:
+    ids = {cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "") for cell in nb.cells}
+    return any(f"{HIDDEN_CHECK_PREFIX}{name}" in ids for name in RUBRIC)
+
+
 def verified(source: Path) -> kit.Assignment:
     """The course's kit assignment, once its check points agree with the kit's rubric (else RubricMismatch)."""
     assignment = kit.Assignment(source)
@@ -170,6 +175,9 @@ class SandboxedExecute(Execute):
     def preprocess(self, nb, resources, *args, **kwargs):
         source = kit_source(self, resources)
         if source is None:
+            if _has_kit_checks(nb):     # fail closed: a kit notebook is never run in a kernel, whatever went wrong
+                raise RuntimeError("this notebook holds the kit's hidden-check cells, but the course's source of its "
+                                   "assignment is missing or cannot be read as the kit's: not grading it")
             return super().preprocess(nb, resources, *args, **kwargs)
         try:
             assignment = verified(source)
