@@ -19,6 +19,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from . import kit
+from .containment import own_folder
 from .feedback import write_feedback_page
 from .gradescope import write_atomically, write_results
 from .grading import grade_file, grader_failure, reference, unreadable
@@ -135,7 +136,7 @@ def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int,
                     result = grade_file(submission.path, server, seed=seed, device=device, student=submission.student)
                 finally:
                     pool.put(server)
-            folder = out / submission.student
+            folder = own_folder(out / submission.student)     # a link put there is replaced, never followed
             try:
                 write_results(result, folder / "results.json")
                 write_feedback_page(result, folder / "feedback.html")

@@ -168,12 +168,11 @@ def evaluate(raw: dict, plan: Plan, assignment: kit.Assignment = kit.KIT, source
     expect = expected_shapes(plan, parts)
     answers = raw.get("observations") if isinstance(raw.get("observations"), dict) else {}
     student = {probe: read_answer(probe, answers.get(probe), expect) for probe in ALL_PROBES}
-    failed = {probe: a["error"] for probe, a in student.items() if not a["ok"]}
-    broken = [f"'{probe}': {error['message']}" for probe, error in failed.items() if error.get("type") == "GraderError"]
-    if broken:              # the grader's own reader failed: nothing of this submission is scored as the student's
-        raise RuntimeError(f"reading the sandbox's answers: {'; '.join(broken)}")
-    errors = [f"encoding the '{probe}' answer in the sandbox: {error['message']}" for probe, error in failed.items()
-              if error.get("type") == "EncoderError"]
+    broken = [f"'{probe}': {a['error']['message']}" for probe, a in student.items()
+              if not a["ok"] and a["error"].get("type") in ("GraderError", "EncoderError")]
+    if broken:     # the grader's own encoder (in the sandbox) or reader failed: nothing is scored as the student's
+        raise RuntimeError(f"encoding or reading the sandbox's answers: {'; '.join(broken)}")
+    errors: list[str] = []
     ref = reference(plan.seed, plan.device, assignment)
     cpu_plan = Plan(**{**plan.__dict__, "device": "cpu"})
     x = Probing({}, reference_namespace(assignment), cpu_plan).x().numpy().astype(np.float64)

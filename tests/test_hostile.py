@@ -31,6 +31,9 @@ from autograder.sandbox import Limits, SandboxServer, bubblewrap_works
 from catalog.build import submission
 from catalog.hostile import (AS_POST_LN, TASK_AS_IS, CANARY, FORGED_IN_GRADER_FOLDERS, FORGED_IN_TMP, FULL, HOSTILE, LIMITS,
                              MARK, POST_LN, SANDBOX_USER, TASK1_ONLY, TASK2_ONLY, WRONG, ZERO)
+from catalog.isolation import FAMILIES, STRAY
+
+CORPUS = HOSTILE + FAMILIES
 
 TASK2 = "compounding"
 FORWARD_CHECKS = [name for name in RUBRIC if name != TASK2]
@@ -121,6 +124,8 @@ def before(hostile_server, seed, tmp_path_factory):
     """The state before any hostile submission ran, a canary to attack, and two honest submissions' results."""
     CANARY.mkdir(exist_ok=True)
     (CANARY / "keep.txt").write_text("the corpus must not be able to delete this\n")
+    STRAY.parent.mkdir(exist_ok=True)              # a solved notebook left where the world can read it
+    shutil.copy(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, STRAY)
     folder = tmp_path_factory.mktemp("honest")
     results = {}
     for name, source in HONEST.items():
@@ -128,6 +133,7 @@ def before(hostile_server, seed, tmp_path_factory):
         results[name] = grade_file(folder / f"{name}.py", hostile_server, seed=seed)
     yield Before(_git_status(), _tmp_entries(), results)
     shutil.rmtree(CANARY, ignore_errors=True)
+    shutil.rmtree(STRAY.parent, ignore_errors=True)
 
 
 @dataclass
@@ -169,7 +175,7 @@ class Corpus:
         return self.graded[entry.name]
 
     def grade_all(self) -> None:
-        for entry in HOSTILE:
+        for entry in CORPUS:
             if self.runnable(entry) is None:
                 self.grade(entry)
 
@@ -231,7 +237,7 @@ def _param(entry):
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")   # numpy, on inf outputs
-@pytest.mark.parametrize("entry", [_param(e) for e in HOSTILE])
+@pytest.mark.parametrize("entry", [_param(e) for e in CORPUS])
 def test_hostile_submission_gets_its_fair_result(corpus, hostile_server, before, entry):
     if corpus.runnable(entry):
         pytest.skip(corpus.runnable(entry))
@@ -242,6 +248,7 @@ def test_hostile_submission_gets_its_fair_result(corpus, hostile_server, before,
         raise graded.error
     result = graded.result
     assert_well_formed(result)
+    assert not result.grader_errors, result.grader_errors      # nothing a submission does is the grader's failure
     assert entry.phrase.lower() in _text(result).lower(), _text(result)
     if entry.max_seconds is not None:
         assert graded.seconds < entry.max_seconds, f"grading took {graded.seconds:.1f} s"

@@ -129,7 +129,7 @@ def encoded_answer(observation: dict) -> dict:
     try:
         return encode_observation(observation)
     except Unencodable as problem:
-        return {"ok": False, "error": {"type": "UnsupportedValue", "where": None, "message":
+        return {"ok": False, "error": {"type": "ProbeFailure", "where": None, "message":
                                        f"your code produced {problem}; the grader reads real numbers only"}}
     except Exception as error:
         return {"ok": False, "error": {"type": "EncoderError", "where": None, "message":
