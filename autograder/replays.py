@@ -19,6 +19,21 @@ from .dataflow import Flow, ReplayedBlock, replay
 from .harness.probes import Plan, Probing, deep_profile, part_params
 
 
+def per_instance(method):
+    """`functools.cache` for a method, with the cache on the instance: it goes when the instance goes (a
+    class-level cache would keep every submission's evidence alive for as long as the grader runs)."""
+    key = f"_cache_{method.__name__}"
+
+    @functools.wraps(method)
+    def cached(self, *args):
+        memo = self.__dict__.setdefault(key, {})
+        if args not in memo:
+            memo[args] = method(self, *args)
+        return memo[args]
+
+    return cached
+
+
 class Replays:
     def __init__(self, flows: dict, parts: dict, plan: Plan, kit: dict):
         self.flows, self.parts, self.plan, self.kit = flows, parts, plan, kit
@@ -26,7 +41,7 @@ class Replays:
     def _readout(self, shape) -> torch.Tensor:
         return Probing({}, self.kit, self.plan).randn(shape, self.plan.readout).cpu()
 
-    @functools.cache
+    @per_instance
     def gradients(self, mode: str) -> tuple[np.ndarray, dict]:
         """x's gradient and every component parameter's gradient of the plan's read-out loss, through the
         replayed flow of `mode` (raises ValueError when the flow cannot be replayed)."""

@@ -74,7 +74,7 @@ class TreeSampler(threading.Thread):
     def __init__(self, root: int, interval: float = 0.1, slow: float = 0.5):
         super().__init__(daemon=True)
         self.root, self.interval, self.slow, self.stop = root, interval, slow, threading.Event()
-        self.peak = dict.fromkeys(("tree", "worker", "kernel", "hwm"), 0.0)
+        self.peak = dict.fromkeys(("tree", "worker", "kernel", "hwm", "root"), 0.0)
         self.parent: dict[int, int] = {}                  # pid -> ppid, read once per process
         self.private: dict[int, tuple[float, float]] = {}  # pid -> (when read, private MB)
 
@@ -120,6 +120,7 @@ class TreeSampler(threading.Thread):
         total = lambda top: sum(tree[q]["cost"] for q in below(top) if q in tree)  # noqa: E731
         peak = self.peak
         peak["tree"] = max(peak["tree"], total(self.root))
+        peak["root"] = max(peak["root"], tree.get(self.root, {}).get("cost", 0.0))     # the tool's own process
         for pid, p in tree.items():
             if b"autograder.harness.server" in p["cmd"] and not p["cmd"].startswith(b"bwrap") and not p["forked"]:
                 peak["worker"], peak["hwm"] = max(peak["worker"], total(pid)), max(peak["hwm"], p["hwm"])

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..anatomy import Anatomy
 from ..dataflow import Flow, arrays_close, standardized  # noqa: F401  (checks import them from here)
+from ..replays import per_instance
 
 # Tolerance tiers for comparing float32 results with the reference: CUDA kernels reorder sums.
 TOLERANCES = {"cpu": (1e-5, 1e-6), "cuda": (2e-3, 2e-4)}
@@ -59,7 +60,7 @@ class Evidence:
         rtol, atol = TOLERANCES.get(self.device, TOLERANCES["cpu"])
         return arrays_close(a, b, rtol * scale, atol * scale)
 
-    @functools.cache
+    @per_instance
     def anatomy(self, mode: str) -> Anatomy | None:
         """Both halves of the student's run in `mode`, set against Pre-LN (None when that run failed)."""
         flow = self.flows.get(mode)
