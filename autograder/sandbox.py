@@ -119,26 +119,7 @@ class SandboxServer:
 
     @property
     def isolation(self) -> str:
-        if not (self.use_bubblewrap or self.root):
-            return UNSAFE
-        layers = ["fresh child per submission, forked from a server that never holds student data",
-                  "CPU-time, memory, process, output and answer-size limits"]
-        if self.root:
-            layers.append("an unprivileged user of its own per submission")
-        if self.layers.get("cgroups"):
-            layers.append("one control group per submission")
-        if self.use_bubblewrap:
-            layers.append("bubblewrap: no network")
-        if self.layers.get("namespaces"):
-            layers.append("a root of its own per child (only the system, Python and the harness; own /tmp, IPC "
-                          "and network)")
-        if self.layers.get("landlock"):
-            layers.append("Landlock: reads only the system, Python and the harness, writes only its own folder")
-        if not (self.use_bubblewrap or self.layers.get("namespaces")):
-            if not self.layers.get("landlock"):
-                layers.append("grading folders closed to other users by permissions while grading")
-            layers.append("sockets and IPC refused (seccomp)" if self.layers.get("no_sockets") else "NETWORK OPEN")
-        return "; ".join(layers)
+        return describe(self.layers, self.use_bubblewrap, self.root)
 
     @property
     def uids(self) -> range | None:
@@ -255,17 +236,9 @@ class SandboxServer:
                     return frames[0]
 
     def _after_job(self, uid: int | None) -> list[str]:
-        """Make sure nothing of the job is left: its processes, and (without namespaces) its files in places
-        others can write and its IPC objects. What cannot be removed is a grader error."""
-        if uid is None:
-            return []
-        problems = []
-        if kill_user(uid):
-            problems.append("cleanup: processes of the job outlived it (killed)")
-        if not (self.use_bubblewrap or self.layers.get("namespaces")):
-            places = cleanup.KNOWN_SHARED if self.layers.get("landlock") else cleanup.shared_places()
-            problems += cleanup.remove_files_of(uid, places) + cleanup.remove_ipc_of(uid)
-        return problems
+        """Make sure nothing of the job is left (see `harness.cleanup.after_job`)."""
+        namespaced = self.use_bubblewrap or bool(self.layers.get("namespaces"))
+        return cleanup.after_job(uid, namespaced, bool(self.layers.get("landlock"))) if uid is not None else []
 
     def close(self) -> None:
         """End the server and everything any submission started, wherever it went (new sessions included),
@@ -293,6 +266,29 @@ class SandboxServer:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def describe(layers: dict, bubblewrap: bool, root: bool) -> str:
+    """The isolation a server gives, as every result names it."""
+    if not (bubblewrap or root):
+        return UNSAFE
+    parts = ["fresh child per submission, forked from a server that never holds student data",
+             "CPU-time, memory, process, output and answer-size limits"]
+    if root:
+        parts.append("an unprivileged user of its own per submission")
+    if layers.get("cgroups"):
+        parts.append("one control group per submission")
+    if bubblewrap:
+        parts.append("bubblewrap: no network")
+    if layers.get("namespaces"):
+        parts.append("a root of its own per child (only the system, Python and the harness; own /tmp, IPC and network)")
+    if layers.get("landlock"):
+        parts.append("Landlock: reads only the system, Python and the harness, writes only its own folder")
+    if not (bubblewrap or layers.get("namespaces")):
+        if not layers.get("landlock"):
+            parts.append("grading folders closed to other users by permissions while grading")
+        parts.append("sockets and IPC refused (seccomp)" if layers.get("no_sockets") else "NETWORK OPEN")
+    return "; ".join(parts)
 
 
 def _join(folders: list[str]) -> None:

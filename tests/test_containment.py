@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import socket
-import stat
 import subprocess
 import sys
 import tempfile

@@ -16,7 +16,6 @@ import json
 import os
 import socket
 
-import numpy as np
 
 MAX_FRAME_BYTES = 16_000_000
 MAX_MESSAGE_BYTES = 1 << 20          # one control message (the kit's public code is the largest)
