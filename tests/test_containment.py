@@ -1,7 +1,12 @@
 """What the sandbox holds besides the corpus's outcomes, in every isolation layer this machine has: no network,
 no file that outlives the grading, no classmate's file, no process left once `grade` returns, a results file
 only the grader writes, intake that refuses links and pipes, limits that a busy machine does not turn into a
-lost grade, and a refusal to grade where nothing could be isolated."""
+lost grade, and a refusal to grade where nothing could be isolated.
+
+Students against students (`catalog.classmates`): a victim graded first leaves a marker in her memory, files,
+IPC and results; classmates graded after her on the same server search their whole address space
+(/proc/self/maps and /proc/self/mem) and everything they can open, and must find nothing, through grade-class
+and through nbgrader autograde; a control shows the search finds its own marker in each channel."""
 import ctypes
 import ctypes.util
 import json

@@ -1,7 +1,8 @@
-"""The hostile corpus (catalog/hostile.py) through the real sandbox, in every isolation layer this machine has.
+"""The hostile corpus (catalog/hostile.py, and the families against the sandbox itself in catalog/isolation.py)
+through the real sandbox, in every isolation layer this machine has.
 
-For every hostile submission: a well-formed result, the fair score, the message that explains it, the
-grading server still the same process, and no process of the sandbox user left behind. Around the whole
+For every hostile submission: a well-formed result, the fair score, the message that explains it, no grader
+error, the grading server still the same process, and no process of the sandbox user left behind. Around the whole
 corpus: a correct and a wrong submission graded before and after it give identical results, and nothing
 outside the sandbox (the repository, the temporary folder, a canary) was touched.
 
