@@ -340,10 +340,30 @@ def _world_writable_class(layer: str) -> tuple[Path, Path, Path]:
     return base, root, out
 
 
+def _orphaned_sandbox_processes() -> list[str]:
+    """Processes of sandbox users that no sandbox server holds any more: leftovers. (A live child of some other
+    grading run on this machine has a server or another child of its job as its parent.)"""
+    def parent_of(pid):
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[1]
+
+    orphans = []
+    for pid in _sandbox_processes():
+        try:
+            parent = parent_of(pid)
+            held = os.stat(f"/proc/{parent}").st_uid >= sandbox.SANDBOX_UID_BASE or \
+                b"autograder.harness.server" in Path(f"/proc/{parent}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if not held:
+            orphans.append(pid)
+    return orphans
+
+
 def _leftovers(mark: str) -> list[str]:
     """Anything of a job that outlived it: processes and IPC objects of sandbox users, the victim's files in the
     places everyone can write, her POSIX queue and shared memory."""
-    found = [f"process {pid}" for pid in _sandbox_processes()]
+    found = [f"process {pid}" for pid in _orphaned_sandbox_processes()]
     for kind in ("shm", "msg", "sem"):
         lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
         column = lines[0].split().index("cuid")
