@@ -35,6 +35,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import asdict, dataclass
 
@@ -106,7 +107,7 @@ class SandboxServer:
         self.namespaces = _choice(namespaces, "AUTOGRADER_NAMESPACES")
         self.landlock = _choice(landlock, "AUTOGRADER_LANDLOCK")
         self.extra_private, self.keep = tuple(private), containment.keep_folders()
-        self.process = self.control = self.lease = None
+        self.process = self.control = self.lease = self.scratch = None
         self.layers: dict = {}
         self.groups: dict = {}
         self.private: list[str] = []
@@ -167,9 +168,13 @@ class SandboxServer:
         keep = [*self.keep, str(kit.ROOT / "autograder" / "harness")]
         view = {"tmp_mb": self.limits.tmp_mb} if self.use_bubblewrap or (self.root and self.namespaces != "off") \
             else None
+        if view is None and self.scratch is None:    # the jobs' folders on the host: all removed at `close`
+            self.scratch = tempfile.mkdtemp(prefix=f"layernorm-kit-{os.getpid()}-")
+            os.chmod(self.scratch, 0o711)
         send_message(self.control, {"kit_code": self.assignment.public_code(), "limits": asdict(self.limits),
                                     "hide_root": str(kit.ROOT), "groups": self.groups, "keep": keep, "view": view,
-                                    "landlock": self.landlock != "off", "sandbox_users": self.root})
+                                    "landlock": self.landlock != "off", "sandbox_users": self.root,
+                                    "scratch": self.scratch})
 
     def wait_until_ready(self) -> None:
         ready = self._control_reply(timeout=300)
@@ -259,6 +264,10 @@ class SandboxServer:
         if self.lease is not None:
             self.lease.release()
             self.lease = None
+        if self.scratch is not None:
+            for problem in cleanup.remove_tree(self.scratch):
+                print(f"sandbox: {problem}", file=sys.stderr)
+            self.scratch = None
         self.process = self.control = None
 
     def __enter__(self):
@@ -281,7 +290,8 @@ def describe(layers: dict, bubblewrap: bool, root: bool) -> str:
     if bubblewrap:
         parts.append("bubblewrap: no network")
     if layers.get("namespaces"):
-        parts.append("a root of its own per child (only the system, Python and the harness; own /tmp, IPC and network)")
+        parts.append("namespaces: a root of its own per child (only the system, Python and the harness; own /tmp, "
+                     "IPC and network)")
     if layers.get("landlock"):
         parts.append("Landlock: reads only the system, Python and the harness, writes only its own folder")
     if not (bubblewrap or layers.get("namespaces")):

@@ -265,7 +265,7 @@ def test_grade_leaves_nothing_alive_and_only_the_grader_writes_the_results(tmp_p
     data = json.loads(first)
     assert data["score"] == TOTAL_POINTS and data["extra_data"]["seed"] == 4
     assert "bubblewrap" not in data["extra_data"]["isolation"]
-    assert set(_sandbox_processes()) - before == set()
+    assert set(_orphaned_sandbox_processes()) - before == set()
 
 
 def test_without_bubblewrap_or_root_the_grader_refuses_unless_told_unsafe(monkeypatch, tmp_path):

@@ -105,7 +105,7 @@ class Server:
         view, abi, filters = layers_that_work(init)
         nproc_base = 0 if init.get("sandbox_users") else task_count(os.getuid())
         self.setup = Setup(kit, init["limits"], init.get("hide_root"), init.get("groups") or {}, tuple(init["keep"]),
-                           view, abi, filters, nproc_base)
+                           view, init.get("scratch"), abi, filters, nproc_base)
         gc.collect()
         gc.freeze()      # what the server holds stays put: a child's garbage collector never touches (and so
         #                  never copies) those pages, which makes each fork's copy-on-write far cheaper

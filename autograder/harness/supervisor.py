@@ -39,6 +39,7 @@ class Setup:
     groups: dict
     keep: tuple                # what a child must read besides the system: Python, its packages
     view: dict | None          # a private root per child (namespaces, or inside bubblewrap), or None
+    scratch: str | None        # without one: the folder the jobs' working directories go in (the parent's)
     landlock: int              # the Landlock ABI the children restrict themselves with (0: none)
     filters: tuple             # the seccomp filter's parts (see seccomp.build)
     nproc_base: int            # threads the grader's own user runs already (no sandbox user: RLIMIT_NPROC counts them)
@@ -126,7 +127,8 @@ class Supervisor:
         report_r, report_w = os.pipe()
         out_r, out_w = os.pipe()
         # with a private root the child makes its folder in its own /tmp, which vanishes with it
-        workdir = None if self.setup.view else tempfile.mkdtemp(prefix="submission-")
+        scratch = self.setup.scratch if self.setup.scratch and os.path.isdir(self.setup.scratch) else None
+        workdir = None if self.setup.view else tempfile.mkdtemp(prefix="submission-", dir=scratch)
         self.runs += 1
         group = Job(self.setup.groups, f"job-{self.number}-{self.runs}", limits["memory_mb"] * 2**20,
                     limits["processes"]) if self.setup.groups else None
