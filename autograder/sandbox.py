@@ -166,8 +166,8 @@ class SandboxServer:
             self.spawn()
         self.private = containment.private_folders(self.assignment, self.extra_private)
         keep = [*self.keep, str(kit.ROOT / "autograder" / "harness")]
-        view = {"tmp_mb": self.limits.tmp_mb} if self.use_bubblewrap or (self.root and self.namespaces != "off") \
-            else None
+        view = {"tmp_mb": self.limits.tmp_mb, "network": not self.use_bubblewrap} \
+            if self.use_bubblewrap or (self.root and self.namespaces != "off") else None
         if view is None and self.scratch is None:    # the jobs' folders on the host: all removed at `close`
             self.scratch = tempfile.mkdtemp(prefix=f"layernorm-kit-{os.getpid()}-")
             os.chmod(self.scratch, 0o711)
@@ -209,8 +209,9 @@ class SandboxServer:
                 reply = self._run_job(self.jobs, uid, {"cells": cells, "plan": plan, "probes": probes})
             except (OSError, ProtocolError, ValueError, RecursionError):
                 reply = None
-            problems = self._after_job(uid)
-            if isinstance(reply, dict) and ("observations" in reply or reply.get("grader_error")):
+            answered = isinstance(reply, dict) and ("observations" in reply or reply.get("grader_error"))
+            problems = self._after_job(uid, answered)
+            if answered:
                 reported = reply.get("cleanup") if isinstance(reply.get("cleanup"), list) else []
                 reply["cleanup"] = [str(p)[:300] for p in reported[:10]] + problems
                 return reply
@@ -226,11 +227,13 @@ class SandboxServer:
                 send_message(self.control, {"job": number, "uid": uid}, theirs.fileno())
             finally:
                 theirs.close()
+            mine.settimeout(self.limits.wall_s + 60)
+            # written at once: it waits in the kernel's socket buffer, unread, until the supervisor takes it
+            # (the server's copy of the descriptor is closed without a read)
+            mine.sendall(frame(job))
             answer = self._control_reply(timeout=60)
             if not (isinstance(answer, dict) and answer.get("spawned") == number):
                 return None
-            mine.settimeout(self.limits.wall_s + 60)
-            mine.sendall(frame(job))
             reader = FrameReader(limit=REPLY_LIMIT)
             while True:
                 data = mine.recv(1 << 20)
@@ -240,10 +243,13 @@ class SandboxServer:
                 if frames:
                     return frames[0]
 
-    def _after_job(self, uid: int | None) -> list[str]:
-        """Make sure nothing of the job is left (see `harness.cleanup.after_job`)."""
+    def _after_job(self, uid: int | None, answered: bool) -> list[str]:
+        """Make sure nothing of the job is left (see `harness.cleanup.after_job`). A supervisor that answered
+        has killed everything of the job's user already; one that did not, may not have."""
         namespaced = self.use_bubblewrap or bool(self.layers.get("namespaces"))
-        return cleanup.after_job(uid, namespaced, bool(self.layers.get("landlock"))) if uid is not None else []
+        if uid is None:
+            return []
+        return cleanup.after_job(uid, namespaced, bool(self.layers.get("landlock")), processes=not answered)
 
     def close(self) -> None:
         """End the server and everything any submission started, wherever it went (new sessions included),

@@ -165,13 +165,13 @@ def remove_ipc_of(uid: int) -> list[str]:
     return problems
 
 
-def after_job(uid: int, namespaced: bool, landlock: bool) -> list[str]:
-    """In the parent, once a job has ended: kill whatever of its user is left, and (without namespaces)
-    remove its user's files from the places others can write and its IPC objects. The problems met; a
-    process that outlived the job is one (its supervisor should have ended it)."""
+def after_job(uid: int, namespaced: bool, landlock: bool, processes: bool = True) -> list[str]:
+    """In the parent, once a job has ended: kill whatever of its user is left (with `processes`), and
+    (without namespaces) remove its user's files from the places others can write and its IPC objects. The
+    problems met; a process that outlived the job is one (its supervisor should have ended it)."""
     from .processes import kill_user
 
-    problems = ["cleanup: processes of the job outlived it (killed)"] if kill_user(uid) else []
+    problems = ["cleanup: processes of the job outlived it (killed)"] if processes and kill_user(uid) else []
     if not namespaced:
         places = KNOWN_SHARED if landlock else shared_places()
         problems += remove_files_of(uid, places) + remove_ipc_of(uid)

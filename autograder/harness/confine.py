@@ -101,7 +101,7 @@ def confine(workdir: str | None, setup, uid: int | None) -> str:
     limits, view = setup.limits, setup.view
     writable = []
     if view is not None:
-        private_root(setup.keep, view["tmp_mb"], gpu_devices())
+        private_root(setup.keep, view["tmp_mb"], gpu_devices(), network=view.get("network", True))
         workdir = tempfile.mkdtemp(prefix="submission-", dir="/tmp")
         writable = [place for place in PRIVATE_PLACES if os.path.isdir(place)]
     os.setsid()

@@ -68,10 +68,12 @@ def _tmpfs(target: str, size_mb: float, mode: str = "1777") -> None:
     _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},size={int(size_mb * 1024)}k")
 
 
-def private_root(keep: list[str], tmp_mb: int, devices: list[str] = ()) -> None:
+def private_root(keep: list[str], tmp_mb: int, devices: list[str] = (), network: bool = True) -> None:
     """Move this process into its own namespaces and a new root holding only SYSTEM, `keep` and `devices`.
-    Needs CAP_SYS_ADMIN (in the current user namespace); raises OSError where it is refused."""
-    unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
+    `network`: a network namespace of its own too (not needed inside bubblewrap, whose server has an empty one
+    and runs one job at a time). Needs CAP_SYS_ADMIN (in the current user namespace); raises OSError where it
+    is refused."""
+    unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | (CLONE_NEWNET if network else 0))
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     keep = sorted({os.path.realpath(k) for k in keep if os.path.exists(k)}, key=len)
     handles = {path: os.open(path, os.O_PATH) for path in [*SYSTEM, *keep, *devices] if os.path.lexists(path)}

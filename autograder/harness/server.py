@@ -76,7 +76,7 @@ def layers_that_work(init: dict) -> tuple[dict | None, int, tuple | None]:
     """(private root or None, Landlock ABI or 0, seccomp parts or None): what this machine lets children do."""
     keep = init["keep"]
     view = init.get("view")
-    if view is not None and not _works(lambda: private_root(keep, view["tmp_mb"], gpu_devices())):
+    if view is not None and not _works(lambda: private_root(keep, view["tmp_mb"], gpu_devices(), view["network"])):
         view = None
     abi = landlock.abi() if init.get("landlock", True) else 0
     if abi and not _works(lambda: landlock.restrict(readable_places(keep), [], [])):
