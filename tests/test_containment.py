@@ -451,8 +451,8 @@ def test_nothing_of_any_job_outlives_the_grading(classmates):
 
 @pytest.fixture(scope="module")
 def autograded(layer, tmp_path_factory):
-    """The same victim and thief (and an honest student) through `nbgrader autograde` in the layer: one server
-    for the whole command, the victim's notebook graded first."""
+    """The same victim and thief, a cleanup breaker, answers too large, an x32 system call and an honest student
+    through `nbgrader autograde` in the layer: one server for the whole command, the victim's notebook first."""
     base, _, _ = _world_writable_class(layer)
     course = make_course(base / "course", ordinary=False)
     course.chmod(0o777)
@@ -461,11 +461,15 @@ def autograded(layer, tmp_path_factory):
     shell("nbgrader", "generate_assignment", kit.KIT.name, cwd=course)
     released = nbformat.read(course / "release" / kit.KIT.name / kit.KIT.notebook_name, as_version=4)
     mark = new_marker()
+    family = {e.name: e.source.split("# %% hostile")[1] for e in FAMILIES if "# %% hostile" in e.source}
     code = {"a_victim": victim(mark, [course]).split("# %% spread")[1],
-            "b_thief": thief([course]).split("# %% search")[1], "z_correct": ""}
+            "b_thief": thief([course]).split("# %% search")[1],
+            "c_deep_tree": family["deep_tree_unreadable_folders_left_behind"],
+            "d_huge_answers": family["eleven_answers_of_fifteen_megabytes"],
+            "e_x32": family["x32_system_call"], "z_correct": ""}
     for student, extra in code.items():
-        notebook = nbformat.from_dict(released)        # a copy: the thief's is the blank release
-        if student != "b_thief":
+        notebook = nbformat.from_dict(released)        # a copy: the thief's and the huge answers' are the release
+        if student not in ("b_thief", "d_huge_answers"):
             notebook = do_kit_homework(notebook, "ada_correct")
         if extra:
             notebook.cells.append(nbformat.v4.new_code_cell(extra))
@@ -485,5 +489,8 @@ def test_no_classmate_s_marker_reaches_another_student_through_nbgrader(autograd
     assert autograded.mark not in thief_notebook.read_text()
     with Gradebook(f"sqlite:///{autograded.course / 'gradebook.db'}") as gradebook:
         score = lambda student: gradebook.find_submission_notebook(kit.KIT.notebook_id, kit.KIT.name, student).score  # noqa: E731
-        assert (score("a_victim"), score("b_thief"), score("z_correct")) == (TOTAL_POINTS, 0, TOTAL_POINTS)
+        assert {student: score(student) for student in ("a_victim", "b_thief", "c_deep_tree", "d_huge_answers",
+                                                        "e_x32", "z_correct")} == {
+            "a_victim": TOTAL_POINTS, "b_thief": 0, "c_deep_tree": TOTAL_POINTS, "d_huge_answers": 0,
+            "e_x32": TOTAL_POINTS, "z_correct": TOTAL_POINTS}
     assert autograded.left == []
