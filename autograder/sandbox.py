@@ -30,9 +30,7 @@ with `unsafe=True`, and then every result says so.
 from __future__ import annotations
 
 import os
-import select
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,7 +40,7 @@ from dataclasses import asdict, dataclass
 from . import bubblewrap, containment, hostperms, kit
 from .harness import cleanup, jobs
 from .harness.processes import kill_user
-from .harness.protocol import FrameReader, ProtocolError, control_pair, frame, receive_message, send_message
+from .harness.protocol import control_pair, hand_over, receive_within, send_message
 from .harness.watch import MAX_ANSWER_BYTES
 
 # what CUDA needs from the grader's environment to find the driver and the right GPU
@@ -190,58 +188,33 @@ class SandboxServer:
                       "for as long as grading runs", file=sys.stderr)
 
     def _control_reply(self, timeout: float):
-        ready, _, _ = select.select([self.control], [], [], timeout)
-        if not ready:
-            return None
-        try:
-            return receive_message(self.control)[0]
-        except (OSError, ProtocolError, ValueError):
-            return None
+        return receive_within(self.control, timeout)
 
     def grade(self, cells: list, plan: dict, probes: list) -> dict:
         """Observations of the student's cells under `plan`; never raises for anything the student did. A
-        worker that stops answering, and any cleanup problem, is the grader's failure and says so."""
+        worker that stops answering, and any cleanup problem, is the grader's failure and says so. A server
+        found dead before the job could start (an earlier job may have killed it) is started again first."""
         with self.lock:
-            self.jobs += 1
-            uid = self.uids[self.jobs % JOB_UIDS] if self.uids else None
-            self.last_uid, reply = uid, None
-            try:
-                reply = self._run_job(self.jobs, uid, {"cells": cells, "plan": plan, "probes": probes})
-            except (OSError, ProtocolError, ValueError, RecursionError):
-                reply = None
-            answered = isinstance(reply, dict) and ("observations" in reply or reply.get("grader_error"))
-            problems = self._after_job(uid, answered)
-            if answered:
-                reported = reply.get("cleanup") if isinstance(reply.get("cleanup"), list) else []
-                reply["cleanup"] = [str(p)[:300] for p in reported[:10]] + problems
-                return reply
-            self.close()
-            self.start()
+            for attempt in (1, 2):
+                self.jobs += 1
+                uid = self.uids[self.jobs % JOB_UIDS] if self.uids else None
+                self.last_uid = uid
+                spawned, reply = self._run_job(self.jobs, uid, {"cells": cells, "plan": plan, "probes": probes})
+                answered = isinstance(reply, dict) and ("observations" in reply or reply.get("grader_error"))
+                problems = self._after_job(uid, answered)
+                if answered:
+                    reported = reply.get("cleanup") if isinstance(reply.get("cleanup"), list) else []
+                    reply["cleanup"] = [str(p)[:300] for p in reported[:10]] + problems
+                    return reply
+                self.close()
+                self.start()
+                if spawned:       # a job that started and then lost its worker is not run twice
+                    break
             return {"observations": {}, "loaded": None, "runs": ["worker lost"], "output": "", "seconds": 0.0,
                     "grader_error": "the grading worker stopped responding", "cleanup": problems}
 
-    def _run_job(self, number: int, uid: int | None, job: dict):
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        with mine:
-            try:
-                send_message(self.control, {"job": number, "uid": uid}, theirs.fileno())
-            finally:
-                theirs.close()
-            mine.settimeout(self.limits.wall_s + 60)
-            # written at once: it waits in the kernel's socket buffer, unread, until the supervisor takes it
-            # (the server's copy of the descriptor is closed without a read)
-            mine.sendall(frame(job))
-            answer = self._control_reply(timeout=60)
-            if not (isinstance(answer, dict) and answer.get("spawned") == number):
-                return None
-            reader = FrameReader(limit=REPLY_LIMIT)
-            while True:
-                data = mine.recv(1 << 20)
-                if not data:
-                    return None
-                frames = reader.feed(data)
-                if frames:
-                    return frames[0]
+    def _run_job(self, number: int, uid: int | None, job: dict) -> tuple[bool, object]:
+        return hand_over(self.control, {"job": number, "uid": uid}, job, self.limits.wall_s + 60, REPLY_LIMIT)
 
     def _after_job(self, uid: int | None, answered: bool) -> list[str]:
         """Make sure nothing of the job is left (see `harness.cleanup.after_job`). A supervisor that answered

@@ -12,6 +12,7 @@ import ctypes.util
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -494,3 +495,12 @@ def test_no_classmate_s_marker_reaches_another_student_through_nbgrader(autograd
             "a_victim": TOTAL_POINTS, "b_thief": 0, "c_deep_tree": TOTAL_POINTS, "d_huge_answers": 0,
             "e_x32": TOTAL_POINTS, "z_correct": TOTAL_POINTS}
     assert autograded.left == []
+
+
+def test_a_server_found_dead_is_started_again_and_the_job_graded(server, tmp_path):
+    """The server (and any supervisor) killed between two jobs, as a job of another student could try where
+    all run as one user: the next student's job is not lost, it runs on a fresh server."""
+    os.killpg(server.process.pid, signal.SIGKILL)
+    server.process.wait()
+    result = _grade(server, tmp_path, submission())
+    assert result.score == TOTAL_POINTS and not result.grader_errors, (result.score, result.grader_errors)

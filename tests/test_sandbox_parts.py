@@ -195,3 +195,43 @@ def test_the_grading_folders_are_planned_closed_whatever_their_mode(tmp_path):
     plan = containment.lock_plan([str(results)], [])
     assert plan == {str(results): 0o770}
     assert containment.lock_plan([str(results)], [], lock=False) == {}
+
+
+class _Replying:
+    """A stand-in for a sandbox server that replies with given answers (no student code runs)."""
+
+    from autograder import kit as _kit
+    assignment, isolation = _kit.KIT, "stand-in"
+
+    def __init__(self, observations: dict):
+        self.observations = observations
+
+    def grade(self, cells, plan, probes):
+        return {"observations": self.observations, "loaded": None, "runs": ["finished"], "output": "", "cleanup": []}
+
+
+@pytest.mark.parametrize("failing", ["encoder in the sandbox", "reader in the parent"])
+def test_a_failure_of_the_grader_s_own_encoding_or_reading_is_a_grader_error(monkeypatch, failing):
+    from autograder import answers
+    from autograder.grading import grade_cells
+    from autograder.notebook import cells_from_python
+    from catalog.build import submission
+
+    observations = {}
+    if failing == "encoder in the sandbox":
+        observations["eval"] = encoded_answer({"ok": True, "y": _Unencodable()})
+    else:
+        observations["eval"] = {"ok": True}
+        real = answers._read
+        monkeypatch.setattr(answers, "_read", lambda probe, answer, expect: (_ for _ in ()).throw(KeyError(probe))
+                            if probe == "eval" else real(probe, answer, expect))
+    result = grade_cells(cells_from_python(submission()), "s.py", _Replying(observations), seed=3)
+    assert result.score == 0 and result.grader_errors, result.grader_errors
+    assert "grader" in result.notes[0] and "eval" in result.grader_errors[0]
+
+
+class _Unencodable:
+    """A value whose encoding fails in the encoder itself (not a dtype it refuses)."""
+
+    def __repr__(self):
+        raise RuntimeError("the encoder met something it did not expect")

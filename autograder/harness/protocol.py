@@ -14,6 +14,7 @@ import array
 import base64
 import json
 import os
+import select
 import socket
 
 
@@ -164,3 +165,47 @@ def receive_message(sock: socket.socket) -> tuple[object, int | None]:
             os.close(fd)
         raise ProtocolError("a control message was cut short or carried more than one descriptor")
     return json.loads(data), (fds[0] if fds else None)
+
+
+def receive_within(sock: socket.socket, timeout: float):
+    """The next control message within `timeout` seconds, or None (nothing came, the other side has gone)."""
+    ready, _, _ = select.select([sock], [], [], timeout)
+    if not ready:
+        return None
+    try:
+        return receive_message(sock)[0]
+    except (OSError, ProtocolError, ValueError):
+        return None
+
+
+def hand_over(control: socket.socket, request: dict, job: dict, timeout: float, limit: int) -> tuple[bool, object]:
+    """The parent's side of one job: a fresh socket pair, one end passed to the server beside `request`, the
+    job written into the other, the reply read from it. (whether the server took the job, the reply or None)
+
+    The job waits, unread, in the kernel's buffer of the passed end until the supervisor the server forks
+    takes it: the server closes its own copy without reading, so the job never enters the server's memory."""
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with mine:
+        try:
+            try:
+                send_message(control, request, theirs.fileno())
+            finally:
+                theirs.close()
+            mine.settimeout(timeout)
+            mine.sendall(frame(job))
+            answer = receive_within(control, 60)
+        except (OSError, ValueError):
+            return False, None
+        if not (isinstance(answer, dict) and answer.get("spawned") == request.get("job")):
+            return False, None
+        reader = FrameReader(limit=limit)
+        try:
+            while True:
+                data = mine.recv(1 << 20)
+                if not data:
+                    return True, None
+                frames = reader.feed(data)
+                if frames:
+                    return True, frames[0]
+        except (OSError, ProtocolError, ValueError, RecursionError):
+            return True, None
