@@ -275,7 +275,8 @@ def describe(layers: dict, bubblewrap: bool, root: bool) -> str:
         parts.append("Landlock: reads only the system, Python and the harness, writes only its own folder")
     if not (bubblewrap or layers.get("namespaces")):
         if not layers.get("landlock"):
-            parts.append("grading folders closed to other users by permissions while grading")
+            parts.append("grading folders closed to other users by permissions while grading (other files the "
+                         "world may read stay readable)")
         parts.append("sockets and IPC refused (seccomp)" if layers.get("no_sockets") else "NETWORK OPEN")
     return "; ".join(parts)
 
