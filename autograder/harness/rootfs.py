@@ -86,10 +86,13 @@ def private_root(keep: list[str], tmp_mb: int, devices: list[str] = (), network:
         for path in SYSTEM:
             if path in handles and path not in links:
                 _bind(f"/proc/self/fd/{handles[path]}", new + path)
+        for path in ("/dev", "/proc", "/run", "/var"):
+            os.makedirs(new + path, mode=0o755, exist_ok=True)
+        for place in PRIVATE_PLACES:      # before Python is put back: a checkout under /tmp keeps its venv
+            _tmpfs(new + place, tmp_mb)
         for path in keep:
             if not any(path == s or path.startswith(s + "/") for s in SYSTEM if s not in links):
                 _bind(f"/proc/self/fd/{handles[path]}", new + path)
-        os.makedirs(new + "/dev", mode=0o755)
         for name in DEVICES:
             if f"/dev/{name}" in handles or os.path.exists(f"/dev/{name}"):
                 _bind(f"/dev/{name}", f"{new}/dev/{name}", read_only=False)
@@ -98,8 +101,6 @@ def private_root(keep: list[str], tmp_mb: int, devices: list[str] = (), network:
         for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                              ("stderr", "/proc/self/fd/2")):
             os.symlink(target, f"{new}/dev/{name}")
-        for path in ("/proc", "/run", "/var"):
-            os.makedirs(new + path, mode=0o755, exist_ok=True)
         os.symlink("/run/lock", new + "/var/lock")
         os.makedirs(new + "/.old", mode=0o700)
         try:        # its own /proc, showing its own user's processes only ...
@@ -114,8 +115,6 @@ def private_root(keep: list[str], tmp_mb: int, devices: list[str] = (), network:
     if _libc.umount2(b"/.old", MNT_DETACH) != 0:
         raise OSError(ctypes.get_errno(), "umount of the old root")
     os.rmdir("/.old")
-    for place in PRIVATE_PLACES:
-        _tmpfs(place, tmp_mb)
     _read_only("/")
 
 

@@ -183,13 +183,15 @@ def _ipc():
             _scan(open(_path, "rb").read(), "posix-shm")
         except OSError:
             pass
-    try:
-        _client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        _client.settimeout(1)
-        _client.connect("\\0victim-socket")
-        _scan(_client.recv(4096), "socket")
-    except OSError:
-        pass
+    for _ in range(20):                 # the server it asks may have been started a moment ago
+        try:
+            _client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            _client.settimeout(1)
+            _client.connect("\\0victim-socket")
+            _scan(_client.recv(4096), "socket")
+            break
+        except OSError:
+            time.sleep(0.05)
 
 for _search in (_ipc, _memory, _files):
     try:
