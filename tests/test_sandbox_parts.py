@@ -235,3 +235,25 @@ class _Unencodable:
 
     def __repr__(self):
         raise RuntimeError("the encoder met something it did not expect")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a private root needs root (or bubblewrap's user namespace)")
+def test_a_private_root_shows_what_is_kept_even_below_tmp_and_nothing_else(tmp_path):
+    """Python kept below /tmp (a checkout there) stays visible over the child's own /tmp; the folder around it,
+    and everything else of the host's /tmp, does not exist for the child."""
+    from autograder.harness import rootfs
+
+    kept, beside = tmp_path / "checkout" / ".venv", tmp_path / "checkout" / "solutions"
+    kept.mkdir(parents=True)
+    beside.mkdir()
+    (kept / "module.py").write_text("x = 1\n")
+    (beside / "secret").write_text("x")
+    pid = os.fork()
+    if pid == 0:
+        try:
+            rootfs.private_root([str(kept)], 4)
+            os._exit(0 if (kept / "module.py").read_text() == "x = 1\n" and not beside.exists() else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
