@@ -40,8 +40,7 @@ from dataclasses import asdict, dataclass
 from . import bubblewrap, containment, hostperms, kit
 from .harness import cleanup, jobs
 from .harness.processes import kill_user
-from .harness.protocol import control_pair, hand_over, receive_within, send_message
-from .harness.watch import MAX_ANSWER_BYTES
+from .harness.protocol import MAX_ANSWER_BYTES, control_pair, hand_over, receive_within, send_message
 
 # what CUDA needs from the grader's environment to find the driver and the right GPU
 PASSED_ENV = ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",

@@ -20,6 +20,7 @@ import socket
 
 MAX_FRAME_BYTES = 16_000_000
 MAX_MESSAGE_BYTES = 1 << 20          # one control message (the kit's public code is the largest)
+MAX_ANSWER_BYTES = 24 << 20          # what one submission's children report in all (the solution's answers: 0.3 MB)
 
 
 class ProtocolError(Exception):

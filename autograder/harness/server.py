@@ -59,8 +59,8 @@ def _warm_up(kit: dict) -> None:
         run_probe(name, probing)
 
 
-def _works(attempt) -> bool:
-    """Can a forked child do `attempt` (set up namespaces, Landlock, a seccomp filter)? Tried once, at start."""
+def _attempt(attempt) -> int:
+    """Fork a child that tries `attempt` (set up namespaces, Landlock, a seccomp filter); its pid."""
     pid = os.fork()
     if pid == 0:
         try:
@@ -68,27 +68,41 @@ def _works(attempt) -> bool:
             os._exit(0)
         except BaseException:
             os._exit(1)
+    return pid
+
+
+def _worked(pid: int) -> bool:
     _, status = os.waitpid(pid, 0)
     return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
-def layers_that_work(init: dict) -> tuple[dict | None, int, tuple | None]:
-    """(private root or None, Landlock ABI or 0, seccomp parts or None): what this machine lets children do."""
-    keep = init["keep"]
-    view = init.get("view")
-    if view is not None and not _works(lambda: private_root(keep, view["tmp_mb"], gpu_devices(), view["network"])):
-        view = None
-    abi = landlock.abi() if init.get("landlock", True) else 0
-    if abi and not _works(lambda: landlock.restrict(readable_places(keep), [], [])):
-        abi = 0
+def try_layers(init: dict) -> dict:
+    """Start trying, in forked children, what this machine lets children do; they run while the server warms
+    up (`layers_that_work` collects them). The seccomp filter is tried with every part: a kernel that takes
+    it takes any of its subsets."""
+    keep, view = init["keep"], init.get("view")
+    tries = {"seccomp": _attempt(lambda: seccomp.install(seccomp.PARTS))}
+    if view is not None:
+        tries["view"] = _attempt(lambda: private_root(keep, view["tmp_mb"], gpu_devices(), view["network"]))
+    if init.get("landlock", True) and landlock.abi():
+        tries["landlock"] = _attempt(lambda: landlock.restrict(readable_places(keep), [], []))
+    return tries
+
+
+def layers_that_work(init: dict, tries: dict) -> tuple[dict | None, int, tuple | None]:
+    """(private root or None, Landlock ABI or 0, seccomp parts or None) from the tries of `try_layers`."""
+    worked = {name: _worked(pid) for name, pid in tries.items()}
+    view = init.get("view") if worked.get("view") else None
+    abi = landlock.abi() if worked.get("landlock") else 0
     parts = ("io_uring",) + (() if view else ("sockets", "ipc")) + (() if view or abi else ("permissions",))
-    return view, abi, parts if _works(lambda: seccomp.install(parts)) else None
+    return view, abi, parts if worked["seccomp"] else None
 
 
 class Server:
     """The zygote: everything children share, made once; then only forks."""
 
     def __init__(self, init: dict):
+        tries = try_layers(init)
         kit, errors = load_cells([(f"kit {label}", code) for label, code in init["kit_code"]])
         if errors:
             raise RuntimeError(f"the kit's own code failed to load: {errors[0]}")
@@ -102,7 +116,7 @@ class Server:
         libc = ctypes.CDLL(None, use_errno=True)
         self.subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-        view, abi, filters = layers_that_work(init)
+        view, abi, filters = layers_that_work(init, tries)
         nproc_base = 0 if init.get("sandbox_users") else task_count(os.getuid())
         self.setup = Setup(kit, init["limits"], init.get("hide_root"), init.get("groups") or {}, tuple(init["keep"]),
                            view, init.get("scratch"), abi, filters, nproc_base)

@@ -10,11 +10,10 @@ import select
 import time
 
 from .probes import PROBES
-from .protocol import FrameReader, ProtocolError
+from .protocol import MAX_ANSWER_BYTES, FrameReader, ProtocolError
 
 MAX_DEPTH = 12            # nesting of one observation (the answers need 6)
 MAX_ITEMS = 200_000       # values in one observation
-MAX_ANSWER_BYTES = 24 << 20   # what one submission's children report in all (the solution's answers: 0.3 MB)
 OVER_BUDGET = (f"your code sent the grader more than {MAX_ANSWER_BYTES >> 20} MB of answers in all "
                "(the grader's answers need far less)")
 
