@@ -9,7 +9,7 @@ bubblewrap, with a SOCK_SEQPACKET Unix socket on fd 0 (`harness.protocol`):
   parent -> server  {"job": n, "uid": u} with the job's own channel (a socket) beside it          per job
   server -> parent  {"spawned": n}
 
-The server forks a supervisor (`harness.supervisor`) for each job and hands it the job's channel, closing
+The server hands each job's channel to a supervisor (`harness.supervisor`) it forked ahead of time, closing
 its own copy without reading from it. The supervisor reads the student's cells from that channel, forks the
 confined children that run them, replies on it, and exits. So no student's code, answers or results ever
 enter this process: a child can search all the memory it inherited and find nothing of a classmate's.
@@ -134,7 +134,9 @@ class Server:
                 "cgroups": sorted(setup.groups), "subreaper": self.subreaper}
 
     def serve(self, control: socket.socket) -> None:
-        """Fork a supervisor for every job the parent announces, until the parent closes the channel."""
+        """Hand every job the parent announces to a supervisor, until the parent closes the channel. The next
+        supervisor is forked ahead of time, while the current job runs: still pristine, it waits for a job."""
+        spare = self._fork_spare(control)
         while True:
             ready, _, _ = select.select([control], [], [], 1.0)
             _reap()
@@ -153,17 +155,35 @@ class Server:
                     os.close(channel)
                 send_message(control, {"refused": True})
                 continue
-            pid = os.fork()
-            if pid == 0:
-                status = 1
-                try:
-                    control.close()
-                    Supervisor(self.setup, uid, number).serve(channel)
-                    status = 0
-                finally:
-                    os._exit(status)
+            try:
+                send_message(spare, {"job": number, "uid": uid}, channel)
+            except OSError:                    # the spare is gone: one made now takes the job
+                spare.close()
+                spare = self._fork_spare(control)
+                send_message(spare, {"job": number, "uid": uid}, channel)
             os.close(channel)
+            spare.close()
             send_message(control, {"spawned": number})
+            spare = self._fork_spare(control)
+
+    def _fork_spare(self, control: socket.socket) -> socket.socket:
+        """A supervisor forked now, waiting for its job on a socket of its own; the server's end of it."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                control.close()
+                ours.close()
+                message, channel = receive_message(theirs)
+                theirs.close()
+                if message is not None and channel is not None:
+                    Supervisor(self.setup, message["uid"], message["job"]).serve(channel)
+                status = 0
+            finally:
+                os._exit(status)
+        theirs.close()
+        return ours
 
 
 def _reap() -> None:
