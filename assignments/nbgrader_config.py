@@ -16,7 +16,14 @@ file would override it (nbgrader reads the course folder's configuration last).
 from nbgrader.converters import Autograde, GenerateAssignment
 from nbgrader.preprocessors import ClearSolutions, Execute, OverwriteCells, SaveAutoGrades
 
-from autograder.nbgrader_plugins import TaskStubs, TellingOverwriteCells, WithoutScoreOutputs
+try:
+    from autograder.nbgrader_plugins import TaskStubs, TellingOverwriteCells, WithoutScoreOutputs
+except Exception as error:    # fail closed: nbgrader skips a configuration file that raises an Exception and
+    # carries on with its stock classes, which would run the students' notebooks in kernels, unsandboxed, and
+    # release and give back the hidden checks. SystemExit is not an Exception: nbgrader stops here instead.
+    raise SystemExit(f"nbgrader_config.py: the layernorm kit could not be loaded ({type(error).__name__}: {error}). "
+                     "Nothing of this course is graded, released or given back until it loads: check that the kit "
+                     "is installed in this Python environment and readable by this user.") from None
 
 c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
 

@@ -18,7 +18,7 @@ from .harness.recording import DEVICE_MOVES, MAX_CALLS, MAX_EVENTS
 
 CALL_NAMES = {"norm1", "norm2", "att", "ff", "drop_shortcut", "dropout", "layer_norm"}
 EVENT_OPS = {"detach", ".data", "inplace", "factory", *DEVICE_MOVES}
-_DTYPES = {"float32": np.float32, "float64": np.float64, "bool": np.bool_, "int64": np.int64}
+_DTYPES = {"float32": np.float32, "float64": np.float64}
 _TEXT = 500
 
 
@@ -238,7 +238,7 @@ def read_answer(probe: str, answer, expect: Expect) -> dict:
         return {"ok": False, "error": {"type": "ProtocolError", "where": None,
                                        "message": f"the answer to the grader's '{probe}' question was malformed "
                                                   f"({problem})"}}
-    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as problem:
-        return {"ok": False, "error": {"type": "ProtocolError", "where": None,
-                                       "message": f"the answer to the grader's '{probe}' question could not be read "
-                                                  f"({type(problem).__name__})"}}
+    except Exception as problem:     # the reader's own failure on an answer it should have read or refused
+        return {"ok": False, "error": {"type": "GraderError", "where": None,
+                                       "message": f"the grader could not read its '{probe}' question's answer (a "
+                                                  f"grader error, reported: {type(problem).__name__}: {problem})"[:400]}}

@@ -21,6 +21,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from . import kit
+from .containment import own_folder
 from .feedback import write_feedback_page
 from .gradescope import result_from_json, write_atomically, write_results
 from .grading import grade_file, grader_failure, reference, unreadable
@@ -185,7 +186,7 @@ def _grade(todo, root, out, workers, seed, device, limits, course, assignment, u
                 result = grade_file(submission.path, server, seed=seed, device=device, student=submission.student)
             finally:
                 pool.put(server)
-        folder = out / submission.student
+        folder = own_folder(out / submission.student)     # a link put there is replaced, never followed
         try:
             write_results(result, folder / "results.json", source=assignment.key)
             if course is not None:

@@ -1,14 +1,16 @@
 """What a submission must not see, and making sure it cannot, with or without bubblewrap.
 
 The sandbox child must be unable to read the kit (its reference solution, its tests), the assignment's
-source notebook, the solutions, and other students' submissions and results. Three ways get there, the
-strongest available first (see `autograder.sandbox`):
+source notebook, the solutions, and other students' submissions and results. The ways there, the strongest
+available first (see `autograder.sandbox`):
 
-* bubblewrap: the server runs in a new root that holds only the system, Python and the harness;
-* namespaces (root, no bubblewrap): each child gets a private mount view where these folders are empty;
-* permissions (root where the kernel refuses namespaces, as in many containers): the child runs as a user of
-  its own, and `lock_down` takes away every permission "others" have on these folders, keeping only a path
-  to Python and its packages.
+* bubblewrap, or namespaces (root): each child gets a root of its own that holds only the system, Python and
+  the harness (`harness.rootfs`), so nothing else on the machine exists for it;
+* Landlock, in every layer where the kernel has it: the child can read only below the system, Python and the
+  harness (`harness.landlock`), whatever the files' permission bits;
+* permissions alone (root where the kernel refuses namespaces and Landlock, as in some containers): the child
+  runs as a user of its own, and `lock_plan` takes away every permission "others" have on these folders,
+  keeping only a path to Python and its packages, for as long as the grader runs (`hostperms.Lease`).
 
 `private_folders` names the folders; `keep_folders` names what the child needs (Python, its packages).
 """
@@ -33,17 +35,31 @@ def course_of(assignment: kit.Assignment) -> Path:
     return source.parents[2] if len(source.parents) > 2 and source.parents[1].name == "source" else source.parent
 
 
+SHARED = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock", "/home", "/root", "/srv", "/opt", "/mnt")
+
+
 def private_folders(assignment: kit.Assignment, extra=()) -> list[str]:
     """Folders a submission must not read: the kit's checkout, the course of the assignment being graded, and
-    whatever the caller adds (the class's submissions, the results folder). Never a system folder or a shared
-    one (/, /tmp, a home root): those are covered by the private /tmp of the namespaces, and never locked."""
+    whatever the caller adds (the class's submissions, the results folder), whatever their mode (a
+    world-writable class or results folder included). Never / , a top-level folder or a place every user
+    shares (/tmp, /run/lock...): those are never locked."""
     folders = {os.path.realpath(p) for p in (kit.ROOT, course_of(assignment), *extra) if p and os.path.isdir(p)}
-    return sorted(f for f in folders - set(keep_folders()) if not _shared(f))
+    shared = {os.path.realpath(p) for p in SHARED}
+    return sorted(f for f in folders - set(keep_folders()) if f.count(os.sep) >= 2 and f not in shared)
 
 
-def _shared(folder: str) -> bool:
-    mode = os.stat(folder).st_mode
-    return folder.count(os.sep) < 2 or bool(mode & (stat.S_ISVTX | stat.S_IWOTH))
+def own_folder(path) -> Path:
+    """`path` as a real folder the grader made or owns, never a link someone else put there: results are written
+    into it without following links. A link or a file in its place is removed first."""
+    path = Path(path)
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISDIR(info.st_mode):
+            path.unlink()
+    except FileNotFoundError:
+        pass
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def keep_folders() -> list[str]:
@@ -52,65 +68,34 @@ def keep_folders() -> list[str]:
                    if os.path.isdir(p)})
 
 
-def _others_can(path: str, bits: int) -> bool:
-    try:
-        return bool(os.stat(path).st_mode & bits)
-    except OSError:
-        return False
-
-
-def exposed(private: list[str], keep: list[str]) -> list[str]:
-    """Entries of `private` that the world (a user who is neither owner nor group) can read or list, outside
-    the paths kept open for `keep`. Empty when `lock_down` has done its work."""
-    found = []
-    for folder in private:
-        found += _exposed(folder, [k for k in keep if inside(k, folder)])
-    return found
-
-
-def _exposed(folder: str, keep: list[str]) -> list[str]:
-    if any(os.path.realpath(folder) == k for k in keep):
-        return []
-    if not keep:
-        return [folder] if _others_can(folder, stat.S_IROTH | stat.S_IXOTH) else []
-    found = [folder] if _others_can(folder, stat.S_IROTH) else []
-    for entry in os.scandir(folder):
-        if entry.is_symlink():
-            continue
-        found += _exposed(entry.path, [k for k in keep if inside(k, entry.path)])
-    return found
-
-
-def lock_down(private: list[str], keep: list[str]) -> list[str]:
-    """Take away the world's permissions on `private` (keeping only a way through to `keep`) and give the world
-    a way through to `keep` where an ancestor had none. Returns the paths whose permissions changed."""
-    changed = []
-    for folder in private:
-        changed += _lock(folder, [k for k in keep if inside(k, folder)])
+def lock_plan(private: list[str], keep: list[str], lock: bool = True) -> dict[str, int]:
+    """The modes `private` (when `lock`) and the ancestors of `keep` need: the world's permissions off
+    `private` (keeping only a way through to `keep`), and a way through (o+x) to `keep` where an ancestor had
+    none. Only paths whose mode would change. Applied and given back by `hostperms.Lease`."""
+    plan: dict[str, int] = {}
+    for folder in private if lock else []:
+        _plan_lock(folder, [k for k in keep if inside(k, folder)], plan)
     for path in keep:
         for ancestor in reversed(Path(path).parents[:-1]):
-            if not _others_can(str(ancestor), stat.S_IXOTH) and not any(inside(ancestor, p) for p in private):
-                _chmod(str(ancestor), os.stat(ancestor).st_mode | stat.S_IXOTH, changed)
-    return changed
+            if any(inside(ancestor, p) for p in private) and lock:
+                continue
+            mode = plan.get(str(ancestor), stat.S_IMODE(os.stat(ancestor).st_mode))
+            if not mode & stat.S_IXOTH:
+                plan[str(ancestor)] = mode | stat.S_IXOTH
+    return plan
 
 
-def _lock(folder: str, keep: list[str]) -> list[str]:
-    changed: list[str] = []
+def _plan_lock(folder: str, keep: list[str], plan: dict) -> None:
     if any(os.path.realpath(folder) == k for k in keep):
-        return changed
-    mode = os.stat(folder).st_mode
-    if not keep:
-        _chmod(folder, mode & ~0o007, changed)
-        return changed
-    _chmod(folder, (mode & ~0o007) | stat.S_IXOTH, changed)      # a way through, no listing
-    for entry in os.scandir(folder):
-        if entry.is_symlink():
-            continue
-        changed += _lock(entry.path, [k for k in keep if inside(k, entry.path)])
-    return changed
-
-
-def _chmod(path: str, mode: int, changed: list) -> None:
-    if stat.S_IMODE(os.stat(path).st_mode) != stat.S_IMODE(mode):
-        os.chmod(path, stat.S_IMODE(mode))
-        changed.append(path)
+        return
+    mode = stat.S_IMODE(os.stat(folder).st_mode)
+    wanted = mode & ~0o007 if not keep else (mode & ~0o007) | stat.S_IXOTH      # with keep: a way through, no listing
+    if wanted != mode:
+        plan[folder] = wanted
+    for entry in os.scandir(folder) if keep else []:
+        if entry.is_dir(follow_symlinks=False):
+            _plan_lock(entry.path, [k for k in keep if inside(k, entry.path)], plan)
+        elif entry.is_file(follow_symlinks=False):      # reachable by name through the way kept open: closed too
+            file_mode = stat.S_IMODE(entry.stat(follow_symlinks=False).st_mode)
+            if file_mode & 0o007:
+                plan[entry.path] = file_mode & ~0o007

@@ -199,10 +199,14 @@ def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list) 
     expect = expected_shapes(plan, parts)
     answers = raw.get("observations") if isinstance(raw.get("observations"), dict) else {}
     student = {probe: read_answer(probe, answers.get(probe), expect) for probe in ALL_PROBES}
+    broken = [f"'{probe}': {a['error']['message']}" for probe, a in student.items()
+              if not a["ok"] and a["error"].get("type") in ("GraderError", "EncoderError")]
+    if broken:     # the grader's own encoder (in the sandbox) or reader failed: nothing is scored as the student's
+        raise RuntimeError(f"encoding or reading the sandbox's answers: {'; '.join(broken)}")
+    errors: list[str] = []
     ref = reference(plan.seed, plan.device, assignment)
     cpu_plan = Plan(**{**plan.__dict__, "device": "cpu"})
     x = Probing({}, reference_namespace(assignment), cpu_plan).x().numpy().astype(np.float64)
-    errors: list[str] = []
     flows = _read_runs(student, x, parts, plan.device, errors)
     evidence = Evidence(student, ref.answers, ref.named, parts, x, flows,
                         replays=Replays(flows, parts, plan, reference_namespace(assignment)), plan=plan,
@@ -280,17 +284,19 @@ def grade_cells(cells: list, name: str, server: SandboxServer, *, seed: int, dev
         cells, restored = assignment.restore_locked_cells(cells)
         code = student_code(cells)
         raw = server.grade(code, plan.to_dict(), list(ALL_PROBES))
+        cleanup = tuple(raw.get("cleanup") or ())      # the sandbox's own problems: the grader's, never the student's
         if raw.get("grader_error"):      # the grader's own failure (CUDA would not start): never scored as a 0
-            raise RuntimeError(f"on {device}: {raw['grader_error']}")
+            raise RuntimeError("; ".join([f"on {device}: {raw['grader_error']}", *cleanup]))
         found = evaluate(raw, plan, assignment, [source for _, source in code])
     except Exception as error:
         return grader_failure(name, error, seed, device, student, getattr(server, "assignment", kit.KIT))
-    for text in found.grader_errors:
+    grader_errors = found.grader_errors + cleanup
+    for text in grader_errors:
         print(f"grader error while grading {student or name}: {text}", file=sys.stderr)
     unsafe = (f"Graded without isolation ({server.isolation}).",) if server.isolation == UNSAFE else ()
     return SubmissionResult(name, found.checks, seed, device, server.isolation, round(time.monotonic() - started, 3),
                             found.first_divergence, unsafe + tuple(restored) + found.notes, found.profiles, student,
-                            found.grader_errors)
+                            grader_errors)
 
 
 def grade_file(path: str | Path, server: SandboxServer, *, seed: int, device: str = "cpu",

@@ -66,6 +66,11 @@ def _run_seed() -> int:
     return new_seed()
 
 
+def _has_kit_checks(nb) -> bool:
+    ids = {cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "") for cell in nb.cells}
+    return any(f"{HIDDEN_CHECK_PREFIX}{name}" in ids for name in RUBRIC)
+
+
 def verified(source: Path) -> kit.Assignment:
     """The course's kit assignment, once the kit can grade it (else kit.SourceProblem)."""
     return kit.Assignment(source).verify(RUBRIC)
@@ -87,6 +92,9 @@ class SandboxedExecute(Execute):
     def preprocess(self, nb, resources, *args, **kwargs):
         source = kit_source(self, resources)
         if source is None:
+            if _has_kit_checks(nb):     # fail closed: a kit notebook is never run in a kernel, whatever went wrong
+                raise RuntimeError("this notebook holds the kit's hidden-check cells, but the course's source of its "
+                                   "assignment is missing or cannot be read as the kit's: not grading it")
             return super().preprocess(nb, resources, *args, **kwargs)
         assignment = verified(source)      # nbgrader_preflight refused already, with one line, were it not so
         command_line = _run_by_command_line(self)

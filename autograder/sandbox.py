@@ -1,53 +1,57 @@
 """Starting and talking to sandbox servers (see `autograder.harness.server`) from the trusted parent.
 
+The process children descend from never holds a student's data. The server (a zygote) imports torch and warms
+up on the public kit code, then only forks: for each job the parent makes a socket pair and passes one end to
+the server beside a one-line request; the server forks a supervisor for the job, hands it that end and closes
+its own copy unread. The parent writes the student's cells into its end, the supervisor (which alone reads
+them) runs the job's children and writes the reply back, then exits with everything of the job.
+
 Layers of isolation, the strongest available used, and named in every result (`extra_data.isolation`):
 
-* always: a fresh forked child per submission, run until done or out of CPU time (code that only waits gets
-  `wall_factor` times as long in wall-clock time), then killed with everything it started; limits on memory,
-  CPU, file size, open files and processes; a private working directory; a clean environment; the grader's
-  own modules blocked from import;
-* as root: the child runs as an unprivileged user of its own (one per server), and everything it starts lives
-  in one control group (one memory and process limit, one CPU clock) where the host lets the kit make one;
-* bubblewrap, when it works: the server runs in a new root holding only the system, Python, the virtual
-  environment and the harness, with no network and its own process, IPC and host-name namespaces;
-* without bubblewrap, as root: each child gets namespaces of its own (mount, network, IPC, host name): the
-  grading files are covered, /tmp, /var/tmp and /dev/shm are small and private, /proc shows only its own
-  processes, and there is no network;
-* where the kernel refuses namespaces too (a container, say), the grading files lose every permission the
-  world had (`containment.lock_down`), sockets other than Unix ones are refused by a seccomp filter, and what
-  the child leaves in /tmp is deleted when it ends.
+* always: a fresh forked child per run, until done or out of CPU time (code that only waits gets
+  `wall_factor` times as long in wall-clock time), killed with everything it started; limits on memory, CPU,
+  file size, open files and processes; a clean environment; the grader's modules blocked from import; a
+  seccomp filter (no other system-call ABI, no io_uring); a bound on the answers' total size;
+* as root: each job runs as an unprivileged user of its own, and everything it starts lives in one control
+  group (one memory and process limit, one CPU clock) where the host lets the kit make one;
+* bubblewrap, or namespaces as root: each child gets a root of its own with only the system, Python and the
+  harness, its own sized /tmp, /var/tmp, /dev/shm and /run/lock, its own network, IPC and host name
+  (`harness.rootfs`);
+* Landlock, where the kernel has it, in every layer: reads only below the system, Python and the harness,
+  writes only in its own places (`harness.landlock`);
+* permissions alone (root where the kernel refuses namespaces, as in a container): sockets and System V/POSIX
+  IPC refused (seccomp); what the job's user left in places others can write, and its IPC objects, removed
+  when it ends; without Landlock also the grading folders closed for as long as grading runs
+  (`hostperms.Lease`) and permission changes refused to the child.
 
 A non-root grader without bubblewrap could keep none of these promises: it refuses to grade, unless asked
 with `unsafe=True`, and then every result says so.
 """
 from __future__ import annotations
 
-import functools
-import glob
 import os
-import select
-import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
-import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
-from . import containment, kit
-from .harness import jobs
-from .harness.processes import processes
-from .harness.protocol import FrameReader, ProtocolError, frame
+from . import bubblewrap, containment, hostperms, kit
+from .harness import cleanup, jobs
+from .harness.processes import kill_user
+from .harness.protocol import MAX_ANSWER_BYTES, control_pair, hand_over, receive_within, send_message
 
 # what CUDA needs from the grader's environment to find the driver and the right GPU
 PASSED_ENV = ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
               "CUDA_MODULE_LOADING")
-
-# Root runs each server's children as a user of their own: this base plus the server's process id, unique
-# among live processes, so concurrent grading runs on one machine never share (or kill) each other's users.
+# Root runs each job as a user of its own: a block of JOB_UIDS uids per server, from this base plus the
+# server's process id (unique among live processes), so concurrent graders never share (or kill) each other's.
 SANDBOX_UID_BASE = 200_000
+JOB_UIDS = 256
 UNSAFE = "UNSAFE: not isolated (no bubblewrap, not root): the submission could read the grading files"
+REPLY_LIMIT = 2 * MAX_ANSWER_BYTES + (8 << 20)
+bubblewrap_works = bubblewrap.works
 
 
 class IsolationUnavailable(Exception):
@@ -63,7 +67,7 @@ class Limits:
     memory_mb: int = 2048       # for everything the submission starts together (per process where no cgroup)
     processes: int = 64
     file_mb: int = 16
-    tmp_mb: int = 64            # the private /tmp, /var/tmp and /dev/shm, each
+    tmp_mb: int = 64            # each private writable place (/tmp, /var/tmp, /dev/shm, /run/lock)
     output_kb: int = 64         # printed output kept (the rest is read and dropped)
     max_runs: int = 20          # fresh children after crashes
 
@@ -73,17 +77,9 @@ class Limits:
         return self.job_s * self.wall_factor
 
 
-@functools.lru_cache(maxsize=None)
-def bubblewrap_works() -> bool:
-    binary = shutil.which("bwrap")
-    if not binary:
-        return False
-    try:
-        probe = subprocess.run([binary, "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--die-with-parent",
-                                "true"], capture_output=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return probe.returncode == 0
+def _choice(value: str | None, variable: str) -> str:
+    """A layer choice: the caller's, else the environment's (AUTOGRADER_BUBBLEWRAP=off, ...: for tests)."""
+    return value or os.environ.get(variable, "auto")
 
 
 def isolation_available() -> bool:
@@ -91,89 +87,55 @@ def isolation_available() -> bool:
     return os.geteuid() == 0 or bubblewrap_works()
 
 
-def _bubblewrap_command(limits: Limits, groups: dict) -> list[str]:
-    """A new root holding only the system, Python, the virtual environment and the harness package."""
-    command = ["bwrap", "--die-with-parent", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-pid",
-               "--dev", "/dev", "--proc", "/proc", "--size", str(limits.tmp_mb * 2**20), "--tmpfs", "/tmp",
-               "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
-    for name in ("bin", "sbin", "lib", "lib32", "lib64"):
-        path = Path("/") / name
-        if path.is_symlink():
-            command += ["--symlink", os.readlink(path), str(path)]
-        elif path.is_dir():
-            command += ["--ro-bind", str(path), str(path)]
-    devices = sorted(glob.glob("/dev/nvidia*"))     # nvidiactl, nvidia0..., nvidia-uvm(-tools), nvidia-caps/
-    for device in devices:
-        command += ["--dev-bind", device, device]
-    if devices:     # CUDA reads the PCI topology under /sys; some images keep the driver in /usr/local/nvidia
-        command += ["--ro-bind-try", "/sys", "/sys", "--ro-bind-try", "/usr/local/nvidia", "/usr/local/nvidia"]
-    for folder in groups.values():                  # the server makes its children's job groups in these
-        command += ["--bind", folder, folder]
-    keep = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), Path(sys.executable).resolve().parent,
-            kit.ROOT / "autograder" / "__init__.py", kit.ROOT / "autograder" / "harness"}
-    made = set()
-    for path in sorted(keep):
-        if not any(parent in keep for parent in path.parents) and not str(path).startswith(("/usr/", "/etc/")):
-            # bubblewrap would make the missing folders above a mount private to root (0700), and the
-            # sandbox user could then not reach Python's own modules: make them plain, readable folders
-            for parent in reversed(path.parents[:-1]):
-                if parent not in made:
-                    command += ["--perms", "0755", "--dir", str(parent)]
-                    made.add(parent)
-            command += ["--ro-bind", str(path), str(path)]
-    return command
-
-
 class SandboxServer:
     """One warmed server process. `grade` is thread-safe for one caller at a time (use one per worker).
 
     `private`: folders besides the kit's checkout and the assignment's course that submissions must not read
-    (a class's submissions, the results). `bubblewrap` and `namespaces` ("auto" or "off") choose layers;
-    tests switch them off to check what holds without them."""
+    (a class's submissions, the results). `bubblewrap`, `namespaces` and `landlock` ("auto" or "off") choose
+    layers; tests switch them off to check what holds without them."""
 
-    def __init__(self, limits: Limits = Limits(), bubblewrap: str = "auto", start: bool = True,
+    def __init__(self, limits: Limits = Limits(), bubblewrap: str | None = None, start: bool = True,
                  assignment: kit.Assignment = kit.KIT, private=(), namespaces: str | None = None,
-                 unsafe: bool = False):
+                 unsafe: bool = False, landlock: str | None = None):
         self.limits, self.assignment, self.unsafe = limits, assignment, unsafe
         self.root = os.geteuid() == 0
-        self.use_bubblewrap = bubblewrap == "on" or (bubblewrap == "auto" and bubblewrap_works())
+        choice = _choice(bubblewrap, "AUTOGRADER_BUBBLEWRAP")
+        self.use_bubblewrap = choice == "on" or (choice == "auto" and bubblewrap_works())
         if not (self.use_bubblewrap or self.root or unsafe):
             raise IsolationUnavailable(
                 "refusing to grade: bubblewrap does not work here and the grader is not root, so a submission could "
                 "read the solution and other students' files. Install bubblewrap (Debian: apt-get install "
                 "bubblewrap), or grade as root, or pass --unsafe to grade anyway (every result will say so).")
-        self.extra_private = tuple(private)
-        self.keep = containment.keep_folders()
-        # AUTOGRADER_NAMESPACES=off behaves like a container that refuses namespaces (for tests of that layer)
-        self.namespaces = namespaces or os.environ.get("AUTOGRADER_NAMESPACES", "auto")
-        self.sandbox_uid = None      # set when spawned
-        self.process = None
+        self.namespaces = _choice(namespaces, "AUTOGRADER_NAMESPACES")
+        self.landlock = _choice(landlock, "AUTOGRADER_LANDLOCK")
+        self.extra_private, self.keep = tuple(private), containment.keep_folders()
+        self.process = self.control = self.lease = self.scratch = None
         self.layers: dict = {}
         self.groups: dict = {}
         self.private: list[str] = []
-        self.locked: list[str] = []
+        self.jobs, self.last_uid = 0, None
         self.lock = threading.Lock()
+        if self.root:
+            hostperms.restore_abandoned()
         if start:
             self.start()
 
     @property
     def isolation(self) -> str:
-        if not (self.use_bubblewrap or self.root):
-            return UNSAFE
-        layers = ["fresh child process per submission", "CPU-time, memory, process and output limits",
-                  "private working directory"]
-        if self.sandbox_uid is not None:
-            layers.append("unprivileged sandbox user")
-        if self.layers.get("cgroups"):
-            layers.append("one control group per submission")
-        if self.use_bubblewrap:
-            layers.append("bubblewrap: only Python and the harness visible, no network, own process namespace")
-        elif self.layers.get("namespaces"):
-            layers.append("namespaces: grading files covered, private /tmp, own /proc view, no network")
-        else:
-            layers.append("grading files closed to other users by permissions")
-            layers.append("sockets refused (seccomp)" if self.layers.get("no_sockets") else "NETWORK OPEN")
-        return "; ".join(layers)
+        return describe(self.layers, self.use_bubblewrap, self.root)
+
+    @property
+    def uids(self) -> range | None:
+        """The uids this server's jobs run as (root only)."""
+        if not self.root or self.process is None:
+            return None
+        first = SANDBOX_UID_BASE + (self.process.pid % (1 << 22)) * JOB_UIDS
+        return range(first, first + JOB_UIDS)
+
+    @property
+    def sandbox_uid(self) -> int | None:
+        """The uid of the latest job (None without root)."""
+        return self.last_uid
 
     def start(self) -> None:
         self.launch()
@@ -186,15 +148,18 @@ class SandboxServer:
         self.groups = jobs.server_groups(f"autograder-{os.getpid()}-{id(self)}") if self.root else {}
         command = [sys.executable, "-m", "autograder.harness.server"]
         if self.use_bubblewrap:
-            command = _bubblewrap_command(self.limits, self.groups) + command
+            command = bubblewrap.command(self.limits.tmp_mb, self.groups) + command
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
                "OMP_NUM_THREADS": "1", "PYTHONPATH": str(kit.ROOT), "PYTHONDONTWRITEBYTECODE": "1",
                **{name: os.environ[name] for name in PASSED_ENV if name in os.environ}}
         groups = list(self.groups.values())
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL, env=env, cwd="/", start_new_session=True,
-                                        preexec_fn=(lambda: _join(groups)) if groups else None)
-        self.sandbox_uid = SANDBOX_UID_BASE + self.process.pid if self.root else None
+        self.control, theirs = control_pair()
+        try:
+            self.process = subprocess.Popen(command, stdin=theirs.fileno(), stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL, env=env, cwd="/", start_new_session=True,
+                                            preexec_fn=(lambda: _join(groups)) if groups else None)
+        finally:
+            theirs.close()
 
     def launch(self) -> None:
         """Tell the server (spawned now if it was not) the assignment's public code, its limits and what to hide;
@@ -202,89 +167,91 @@ class SandboxServer:
         if self.process is None:
             self.spawn()
         self.private = containment.private_folders(self.assignment, self.extra_private)
-        view = None
-        if self.root and not self.use_bubblewrap and self.namespaces != "off":
-            view = {"hide": self.private, "keep": self.keep, "tmp_mb": self.limits.tmp_mb}
-        self._send({"kit_code": self.assignment.public_code(), "limits": {**asdict(self.limits)},
-                    "sandbox_uid": self.sandbox_uid, "hide_root": str(kit.ROOT), "groups": self.groups,
-                    "view": view, "network": self.use_bubblewrap})
+        keep = [*self.keep, str(kit.ROOT / "autograder" / "harness")]
+        view = {"tmp_mb": self.limits.tmp_mb, "network": not self.use_bubblewrap} \
+            if self.use_bubblewrap or (self.root and self.namespaces != "off") else None
+        if view is None and self.scratch is None:    # the jobs' folders on the host: all removed at `close`
+            self.scratch = tempfile.mkdtemp(prefix=f"layernorm-kit-{os.getpid()}-")
+            os.chmod(self.scratch, 0o711)
+        send_message(self.control, {"kit_code": self.assignment.public_code(), "limits": asdict(self.limits),
+                                    "hide_root": str(kit.ROOT), "groups": self.groups, "keep": keep, "view": view,
+                                    "landlock": self.landlock != "off", "sandbox_users": self.root,
+                                    "scratch": self.scratch})
 
     def wait_until_ready(self) -> None:
-        ready = self._receive(timeout=300)
+        ready = self._control_reply(timeout=300)
         if not (isinstance(ready, dict) and ready.get("ready")):
             self.close()
             raise RuntimeError("the sandbox server did not start")
         self.layers = ready.get("layers") or {}
-        if self.root and not self.use_bubblewrap and not self.layers.get("namespaces"):
-            self.locked = containment.lock_down(self.private, self.keep)
-            if self.locked:
-                print(f"sandbox: no bubblewrap and no namespaces here; took the world's permissions off "
-                      f"{len(self.locked)} grading folders and files", file=sys.stderr)
+        if self.root and not self.use_bubblewrap and not self.layers.get("namespaces") and self.lease is None:
+            self.lease = hostperms.Lease(containment.lock_plan(self.private, self.keep,
+                                                               lock=not self.layers.get("landlock")))
+            if self.lease.changed:
+                print(f"sandbox: no namespaces here; changed the permissions of {len(self.lease.changed)} paths "
+                      "for as long as grading runs", file=sys.stderr)
 
-    def _send(self, obj) -> None:
-        self.process.stdin.write(frame(obj))
-        self.process.stdin.flush()
-
-    def _receive(self, timeout: float):
-        fd, reader, deadline = self.process.stdout.fileno(), FrameReader(limit=256_000_000), time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if not ready:
-                return None
-            data = os.read(fd, 1 << 20)
-            if not data:
-                return None
-            frames = reader.feed(data)
-            if frames:
-                return frames[0]
+    def _control_reply(self, timeout: float):
+        return receive_within(self.control, timeout)
 
     def grade(self, cells: list, plan: dict, probes: list) -> dict:
-        """Observations of the student's cells under `plan`; never raises for anything the student did."""
+        """Observations of the student's cells under `plan`; never raises for anything the student did. A
+        worker that stops answering, and any cleanup problem, is the grader's failure and says so. A server
+        found dead before the job could start (an earlier job may have killed it) is started again first."""
         with self.lock:
-            try:
-                self._send({"cells": cells, "plan": plan, "probes": probes})
-                reply = self._receive(timeout=self.limits.wall_s + 60)
-            except (OSError, ProtocolError, ValueError, RecursionError):
-                reply = None
-            if isinstance(reply, dict) and "observations" in reply:
-                return reply
-            self.close()
-            self.start()
-            failure = {"ok": False, "error": {"type": "Crashed", "message": "the grading worker stopped responding"}}
-            return {"observations": {p: failure for p in probes}, "loaded": None, "runs": ["worker lost"],
-                    "output": "", "seconds": 0.0}
+            for attempt in (1, 2):
+                self.jobs += 1
+                uid = self.uids[self.jobs % JOB_UIDS] if self.uids else None
+                self.last_uid = uid
+                spawned, reply = self._run_job(self.jobs, uid, {"cells": cells, "plan": plan, "probes": probes})
+                answered = isinstance(reply, dict) and ("observations" in reply or reply.get("grader_error"))
+                problems = self._after_job(uid, answered)
+                if answered:
+                    reported = reply.get("cleanup") if isinstance(reply.get("cleanup"), list) else []
+                    reply["cleanup"] = [str(p)[:300] for p in reported[:10]] + problems
+                    return reply
+                self.close()
+                self.start()
+                if spawned:       # a job that started and then lost its worker is not run twice
+                    break
+            return {"observations": {}, "loaded": None, "runs": ["worker lost"], "output": "", "seconds": 0.0,
+                    "grader_error": "the grading worker stopped responding", "cleanup": problems}
+
+    def _run_job(self, number: int, uid: int | None, job: dict) -> tuple[bool, object]:
+        return hand_over(self.control, {"job": number, "uid": uid}, job, self.limits.wall_s + 60, REPLY_LIMIT)
+
+    def _after_job(self, uid: int | None, answered: bool) -> list[str]:
+        """Make sure nothing of the job is left (see `harness.cleanup.after_job`). A supervisor that answered
+        has killed everything of the job's user already; one that did not, may not have."""
+        namespaced = self.use_bubblewrap or bool(self.layers.get("namespaces"))
+        if uid is None:
+            return []
+        return cleanup.after_job(uid, namespaced, bool(self.layers.get("landlock")), processes=not answered)
 
     def close(self) -> None:
-        """End the server and everything any submission started, wherever it went (new sessions included)."""
+        """End the server and everything any submission started, wherever it went (new sessions included),
+        and give back any permission change."""
+        uids = self.uids
         if self.process and self.process.poll() is None:
             try:
                 os.killpg(self.process.pid, signal.SIGKILL)
             except OSError:
                 self.process.kill()
             self.process.wait()
-        if self.process:
-            for pipe in (self.process.stdin, self.process.stdout):
-                try:
-                    pipe.close()
-                except OSError:
-                    pass
+        if self.control is not None:
+            self.control.close()
         for folder in self.groups.values():
             jobs.kill_group(folder)
-        if self.sandbox_uid is not None:
-            for _ in range(100):
-                alive = [pid for pid, _, _, uid in processes() if uid == self.sandbox_uid]
-                for pid in alive:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
-                if not alive:
-                    break
-                time.sleep(0.01)
-        self.process = None
+        if uids is not None:
+            kill_user(-1, uids)
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None
+        if self.scratch is not None:
+            for problem in cleanup.remove_tree(self.scratch):
+                print(f"sandbox: {problem}", file=sys.stderr)
+            self.scratch = None
+        self.process = self.control = None
 
     def __enter__(self):
         return self
@@ -293,10 +260,36 @@ class SandboxServer:
         self.close()
 
 
+def describe(layers: dict, bubblewrap: bool, root: bool) -> str:
+    """The isolation a server gives, as every result names it."""
+    if not (bubblewrap or root):
+        return UNSAFE
+    parts = ["fresh child per submission, forked from a server that never holds student data",
+             "CPU-time, memory, process, output and answer-size limits"]
+    if root:
+        parts.append("an unprivileged user of its own per submission")
+    if layers.get("cgroups"):
+        parts.append("one control group per submission")
+    if bubblewrap:
+        parts.append("bubblewrap: no network")
+    if layers.get("namespaces"):
+        parts.append("namespaces: a root of its own per child (only the system, Python and the harness; own /tmp, "
+                     "IPC and network)")
+    if layers.get("landlock"):
+        parts.append("Landlock: reads only the system, Python and the harness, writes only its own folder")
+    if not (bubblewrap or layers.get("namespaces")):
+        if not layers.get("landlock"):
+            parts.append("grading folders closed to other users by permissions while grading (other files the "
+                         "world may read stay readable)")
+        parts.append("sockets and IPC refused (seccomp)" if layers.get("no_sockets") else "NETWORK OPEN")
+    return "; ".join(parts)
+
+
 def _join(folders: list[str]) -> None:
     """In the server's process, before it runs: into the groups its children's job groups will live in."""
     for folder in folders:
         try:
-            Path(folder, "cgroup.procs").write_text(str(os.getpid()))
+            with open(os.path.join(folder, "cgroup.procs"), "w") as procs:
+                procs.write(str(os.getpid()))
         except OSError:
             pass

@@ -4,7 +4,7 @@ Both run as whole processes, alternating, several times each (default 5), on the
 fixed seed; the medians and their ratio are printed. This is what every Gradescope submission and every
 `grade` an instructor runs waits for. The baseline is the floor any grader in Python with torch pays.
 
-Target: median grade / median import torch <= 2.5.
+Target: median grade / median import torch <= 1.5.
 
     .venv/bin/python benchmarks/grade_latency.py [--runs N] [--submission PATH]
 """
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET = 2.5
+TARGET = 1.5
 
 
 def timed(command: list[str]) -> tuple[float, float]:

@@ -1,7 +1,8 @@
-"""The hostile corpus (catalog/hostile.py) through the real sandbox, in every isolation layer this machine has.
+"""The hostile corpus (catalog/hostile.py, and the families against the sandbox itself in catalog/isolation.py)
+through the real sandbox, in every isolation layer this machine has.
 
-For every hostile submission: a well-formed result, the fair score, the message that explains it, the
-grading server still the same process, and no process of the sandbox user left behind. Around the whole
+For every hostile submission: a well-formed result, the fair score, the message that explains it, no grader
+error, the grading server still the same process, and no process of the sandbox user left behind. Around the whole
 corpus: a correct and a wrong submission graded before and after it give identical results, and nothing
 outside the sandbox (the repository, the temporary folder, a canary) was touched.
 
@@ -31,6 +32,9 @@ from autograder.sandbox import Limits, SandboxServer, bubblewrap_works
 from catalog.build import submission
 from catalog.hostile import (AS_POST_LN, CANARY, FORGED_IN_GRADER_FOLDERS, FORGED_IN_TMP, FULL, HOSTILE, LIMITS,
                              MARK, POST_LN, SANDBOX_USER, TASK1_ONLY, TASK2_ONLY, WRONG, ZERO)
+from catalog.isolation import FAMILIES, STRAY
+
+CORPUS = HOSTILE + FAMILIES
 
 TASK2 = "compounding"
 FORWARD_CHECKS = [name for name in RUBRIC if name != TASK2]
@@ -121,6 +125,8 @@ def before(hostile_server, seed, tmp_path_factory):
     """The state before any hostile submission ran, a canary to attack, and two honest submissions' results."""
     CANARY.mkdir(exist_ok=True)
     (CANARY / "keep.txt").write_text("the corpus must not be able to delete this\n")
+    STRAY.parent.mkdir(exist_ok=True)              # a solved notebook left where the world can read it
+    shutil.copy(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, STRAY)
     folder = tmp_path_factory.mktemp("honest")
     results = {}
     for name, source in HONEST.items():
@@ -128,6 +134,7 @@ def before(hostile_server, seed, tmp_path_factory):
         results[name] = grade_file(folder / f"{name}.py", hostile_server, seed=seed)
     yield Before(_git_status(), _tmp_entries(), results)
     shutil.rmtree(CANARY, ignore_errors=True)
+    shutil.rmtree(STRAY.parent, ignore_errors=True)
 
 
 @dataclass
@@ -169,7 +176,7 @@ class Corpus:
         return self.graded[entry.name]
 
     def grade_all(self) -> None:
-        for entry in HOSTILE:
+        for entry in CORPUS:
             if self.runnable(entry) is None:
                 self.grade(entry)
 
@@ -228,7 +235,7 @@ def _param(entry):
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")   # numpy, on inf outputs
-@pytest.mark.parametrize("entry", [_param(e) for e in HOSTILE])
+@pytest.mark.parametrize("entry", [_param(e) for e in CORPUS])
 def test_hostile_submission_gets_its_fair_result(corpus, hostile_server, before, entry):
     if corpus.runnable(entry):
         pytest.skip(corpus.runnable(entry))
@@ -239,6 +246,7 @@ def test_hostile_submission_gets_its_fair_result(corpus, hostile_server, before,
         raise graded.error
     result = graded.result
     assert_well_formed(result)
+    assert not result.grader_errors, result.grader_errors      # nothing a submission does is the grader's failure
     assert entry.phrase.lower() in _text(result).lower(), _text(result)
     if entry.max_seconds is not None:
         assert graded.seconds < entry.max_seconds, f"grading took {graded.seconds:.1f} s"
@@ -273,5 +281,8 @@ def test_nothing_outside_the_sandbox_changes(before, corpus, hostile_server):
     forged = [str(path) for path in FORGED_IN_TMP if _holds_forgery(path)]
     assert not forged, f"forged results in the temporary folder: {forged}"
     new = _tmp_entries() - before.tmp
-    stray = [name for name in new if name.startswith("submission-") or _from_a_submission(CANARY.parent / name, corpus.uids)]
+    stray = [name for name in new if _from_a_submission(CANARY.parent / name, corpus.uids)]
     assert not stray, f"stray files in {CANARY.parent}: {stray}"
+    # without a private root, the jobs' folders lie in the server's scratch folder: empty between jobs
+    left = os.listdir(hostile_server.scratch) if hostile_server.scratch else []
+    assert not left, f"working folders left behind: {left}"

@@ -26,6 +26,7 @@ from ..dataflow import Flow, arrays_close, standardized  # noqa: F401  (checks i
 from ..diagnosis import student_program
 from ..script import PRE_LN, compile_script
 from ..program import canonical, in_mode, live, signature
+from ..replays import per_instance
 
 # Tolerance tiers for comparing float32 results with the reference: CUDA kernels reorder sums.
 TOLERANCES = {"cpu": (1e-5, 1e-6), "cuda": (2e-3, 2e-4)}
@@ -73,7 +74,7 @@ class Evidence:
         size = float(np.max(np.abs(values))) if values.size and np.all(np.isfinite(values)) else 1.0
         return arrays_close(a, b, rtol * scale, atol * scale * max(1.0, size))
 
-    @functools.cache
+    @per_instance
     def anatomy(self, mode: str) -> Anatomy | None:
         """Both halves of the student's run in `mode`, set against Pre-LN (None when that run failed)."""
         flow = self.flows.get(mode)

@@ -8,9 +8,10 @@ from __future__ import annotations
 import builtins
 import linecache
 import os
+import sys
 
 from .probes import Plan, Probing, describe_error, reset_torch_state, run_probe
-from .protocol import encode_observation, write_frame
+from .protocol import encoded_answer, write_frame
 
 GRADED_NAMES = ("TransformerBlock", "magnitude_by_formula", "magnitude_by_autograd", "classify_factor")
 
@@ -68,5 +69,38 @@ def run_job(kit: dict, job: dict, report_fd: int) -> None:
     for name in job["probes"]:
         report({"event": "start", "probe": name})
         observation = run_probe(name, probing)
-        report({"event": "result", "probe": name, "observation": encode_observation(observation)})
+        report({"event": "result", "probe": name, "observation": encoded_answer(observation)})
     report({"event": "done"})
+
+
+def start_child(setup, uid: int | None, job: dict, workdir: str | None, report_w: int, out_w: int, group) -> None:
+    """In a freshly forked child of a job's supervisor: the channel on fd 3, output on 1 and 2, nothing else
+    open; CUDA when the plan asks for it; confinement; then the job. Never returns."""
+    from .confine import confine, start_cuda
+    from .supervisor import CONFINE_FAILED, CUDA_FAILED
+
+    try:
+        os.dup2(report_w, 200)
+        os.dup2(out_w, 201)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(201, 1)
+        os.dup2(201, 2)
+        os.dup2(200, 3)
+        os.closerange(4, 1 << 16)
+        if (job.get("plan") or {}).get("device") == "cuda":
+            try:
+                start_cuda(setup.limits)
+            except BaseException:
+                os._exit(CUDA_FAILED)
+        try:
+            if group is not None:
+                group.join()
+            confine(workdir, setup, uid)
+        except BaseException:
+            os._exit(CONFINE_FAILED)
+        run_job(setup.kit, job, 3)
+        sys.stdout.flush()
+        os._exit(0)
+    except BaseException:
+        os._exit(70)

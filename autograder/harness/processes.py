@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import time
 
@@ -30,6 +29,23 @@ def task_count(uid: int) -> int:
             except OSError:
                 pass
     return total
+
+
+def kill_user(uid: int, uids: range | None = None) -> list[int]:
+    """SIGKILL every process of `uid` (or of any uid in `uids`) until none is left; the pids that were found."""
+    found = []
+    for _ in range(200):
+        alive = [pid for pid, _, _, owner in processes() if owner == uid or (uids is not None and owner in uids)]
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if not alive:
+            break
+        found += alive
+        time.sleep(0.005)
+    return sorted(set(found))
 
 
 def kill_everything_from(child: int, sandbox_uid: int | None) -> None:
@@ -78,23 +94,3 @@ def cpu_seconds(pid: int) -> float | None:
         return sum(int(f) for f in fields[11:15]) / _TICKS
     except (OSError, IndexError, ValueError):
         return None
-
-
-def remove_files_of(uid: int, folders) -> None:
-    """Delete what `uid` left in shared writable folders (/tmp, /dev/shm...): a submission's files must not
-    outlive it where no private mount namespace took them away."""
-    for folder in folders:
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    os.unlink(entry.path)
-            except OSError:
-                pass

@@ -14,6 +14,7 @@ source, so the corpus aims at the real repository and the real temporary folder.
 """
 from __future__ import annotations
 
+import os
 import tempfile
 import textwrap
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ LIMITS = {"load_s": 3, "probe_s": 3, "job_s": 20, "processes": 16, "wall_factor"
 PASSED = "All parts passed"         # the phrase of full marks with nothing to explain
 MARK = "hostile-corpus-forgery"     # in every forged file, so a stray one is recognisable
 TMP = Path(tempfile.gettempdir())
-CANARY = TMP / "autograder-hostile-canary"          # made by the test; the corpus tries to delete it
+CANARY = TMP / f"autograder-hostile-canary-{os.getpid()}"   # made by the test; the corpus tries to delete it
 FORGED_IN_TMP = (TMP / "results.json", TMP / f"{MARK}.json")    # the shared temporary folder
 FORGED_IN_GRADER_FOLDERS = (                                    # the repository, the harness, Gradescope's results
     kit.ROOT / "results.json",

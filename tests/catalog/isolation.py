@@ -1,0 +1,139 @@
+"""Hostile families against the sandbox itself, one submission at a time (test_hostile.py runs them beside the
+rest of the corpus, in every layer): cleanup that must not fail, answers too large in all, system calls of
+another ABI, values of every dtype, a stray solved notebook left outside the grading folders, and processes
+that try to reach the grader. The families that need two students (a victim and a thief) are in
+`catalog.classmates`, graded by test_containment.py through grade-class and nbgrader.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from autograder import kit
+
+from .build import submission
+from .hostile import FULL, SANDBOX_USER, WRONG, ZERO, Hostile, cell, template
+
+# A solved notebook left where the world can read it, outside the kit, the course and the class (made by the
+# test, removed after): out of reach in bubblewrap and namespaces, and wherever Landlock is there.
+STRAY = Path("/var/tmp") / f"layernorm-stray-{os.getpid()}" / kit.KIT.notebook_name
+
+DEEP_TREE = """
+import os
+_top = os.getcwd()
+os.makedirs("locked/inner", exist_ok=True)
+open("locked/inner/file", "w").close()
+_fd = os.open(".", os.O_RDONLY)
+for _ in range(2500):                        # deeper than any path or recursion limit
+    os.mkdir("d", 0o700, dir_fd=_fd)
+    _below = os.open("d", os.O_RDONLY, dir_fd=_fd)
+    os.close(_fd)
+    _fd = _below
+open(f"/proc/self/fd/{_fd}/bottom", "w").close()
+os.chmod("locked/inner", 0o000)              # folders nobody may enter or list
+os.chmod("locked", 0o000)
+"""
+
+MANY_FILES = """
+import os, time
+os.makedirs("many", exist_ok=True)
+_stop = time.process_time() + 1.5
+_n = 0
+while time.process_time() < _stop:
+    for _ in range(500):
+        open(f"many/{_n}", "w").close()
+        _n += 1
+print(f"{_n} files")
+"""
+
+HUGE_ANSWERS = """
+import sys, torch
+_probes = sys.modules["autograder.harness.probes"]
+_huge = torch.zeros(15 * 2**20 * 3 // 32, dtype=torch.float64)   # 15 MiB each once encoded, a valid tensor
+for _name in list(_probes.PROBES):
+    _probes.PROBES[_name] = lambda p: {"y": _huge}
+"""
+
+X32_SOCKET = """
+import ctypes, socket
+_libc = ctypes.CDLL(None, use_errno=True)
+# socket(AF_INET, SOCK_STREAM) through the x32 ABI (the x32 bit on the x86-64 number), then the i386 way
+_fd = _libc.syscall(0x40000000 | 41, socket.AF_INET, socket.SOCK_STREAM, 0)
+raise RuntimeError(f"an x32 system call went through: {_fd}, errno {ctypes.get_errno()}")
+"""
+
+FIND_STRAY = f"""
+import os
+_found = []
+for _top in ({str(STRAY.parent.parent)!r}, "/var/tmp", "/srv", "/opt", "/home", "/"):
+    try:
+        for _folder, _dirs, _files in os.walk(_top):
+            for _name in _files:
+                if _name.endswith(".ipynb"):
+                    try:
+                        if "drop_shortcut(self.ff" in open(os.path.join(_folder, _name)).read():
+                            _found.append(os.path.join(_folder, _name))
+                    except OSError:
+                        pass
+            if len(_found) or _folder.count("/") > 4:
+                _dirs[:] = []
+    except OSError:
+        pass
+    if _found:
+        break
+if _found:
+    def _stolen_forward(self, x):
+        x = x + self.drop_shortcut(self.att(self.norm1(x)))
+        return x + self.drop_shortcut(self.ff(self.norm2(x)))
+    TransformerBlock.forward = _stolen_forward
+    raise RuntimeError(f"found a solved notebook at {{_found[0]}}")
+"""
+
+SIGNAL_THE_GRADER = """
+import os, signal
+for _pid in range(1, 1 << 16):               # every process it can name: the server, the supervisor, the grader
+    if _pid != os.getpid():
+        try:
+            os.kill(_pid, signal.SIGKILL)
+        except OSError:
+            pass
+"""
+
+HALF = "x = x + self.drop_shortcut(self.att(self.norm1(x)))\n    y = x + self.drop_shortcut(self.ff(self.norm2(x)))\n"
+DTYPE_FORWARDS = {      # a Pre-LN forward whose values end up in another dtype
+    "bfloat16_autocast": "with torch.autocast('cpu', dtype=torch.bfloat16):\n        " + HALF.replace("\n    ", "\n        ")
+                         + "    return y\n",
+    "float16_output": HALF + "    return y.half()\n",
+    "integer_output": HALF + "    return y.long()\n",
+    "bool_output": HALF + "    return y > 0\n",
+    "complex_output": HALF + "    return y.to(torch.complex64)\n",
+}
+
+
+def entries() -> list[Hostile]:
+    dtypes = [Hostile(f"dtype_{name}", submission(forward="def forward(self, x):\n    " + body), WRONG,
+                      "complex numbers" if name.startswith("complex") else "")
+              for name, body in DTYPE_FORWARDS.items()]
+    return dtypes + [
+        Hostile("deep_tree_unreadable_folders_left_behind", submission(extra=cell(DEEP_TREE)), FULL, "All parts passed"),
+        Hostile("as_many_files_as_its_time_allows", submission(extra=cell(MANY_FILES)), FULL, "All parts passed"),
+        Hostile("eleven_answers_of_fifteen_megabytes", template(cell(HUGE_ANSWERS)), ZERO, "MB of answers in all",
+                max_seconds=60),
+        Hostile("x32_system_call", submission(extra=cell(X32_SOCKET)), FULL, "SIGSYS"),
+        Hostile("blank_template_looks_for_a_stray_solved_notebook", template(cell(FIND_STRAY)), ZERO, "Task 1"),
+        Hostile("signals_every_process_it_can_name", submission(forward="""
+            def forward(self, x):
+                import os, signal
+                for pid in range(1, 1 << 15):
+                    if pid != os.getpid():
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except OSError:
+                            pass
+                x = x + self.drop_shortcut(self.att(self.norm1(x)))
+                return x + self.drop_shortcut(self.ff(self.norm2(x)))
+            """, extra=cell(SIGNAL_THE_GRADER)), FULL, "All parts passed", needs=SANDBOX_USER),
+    ]
+
+
+FAMILIES = entries()
