@@ -26,7 +26,7 @@ from .grading import grade_cells, new_seed
 from .nbgrader_annotate import annotate
 from .nbgrader_plugins import kit_source
 from .nbgrader_preflight import unsafe_allowed
-from .notebook import cells_from_notebook
+from .notebook import HIDDEN_CHECK_PREFIX, cells_from_notebook
 from .results import points_text
 from .rubric import RUBRIC
 from .sandbox import SandboxServer

@@ -136,7 +136,7 @@ class Replays:
             y, _ = run(program, torch.as_tensor(x, dtype=dtype), parts)
         return y.numpy().astype(np.float64)
 
-    @functools.cache
+    @per_instance
     def _parts(self, dtype) -> dict:
         return self.parts if dtype == torch.float32 else {k: copy.deepcopy(v).to(dtype) for k, v in self.parts.items()}
 

@@ -81,7 +81,7 @@ class Evidence:
         return Anatomy(flow, self.parts, mode, self.drop_p) if flow is not None else None
 
     # --- matching is enough -------------------------------------------------------------------------
-    @functools.cache
+    @per_instance
     def matches(self, mode: str) -> bool:
         """Does the student's `mode` run agree with Pre-LN? In eval mode: its output and every gradient equal
         the reference's on the grader's input. In train mode (its own dropout masks, drawn in any order): its
