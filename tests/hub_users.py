@@ -2,9 +2,9 @@
 
 Creating users needs root; a test that needs them is skipped with the reason otherwise. The users must run this
 environment's Python: where its interpreter lies somewhere they cannot reach (a pyenv build under /root, say), a
-copy of the virtual environment made of hard links (no data copied) is put beside it and pointed at a system
-Python of the same version, as a hub image would have. Hard-linked files are never written: changed ones are
-replaced.
+copy of the virtual environment made of hard links (no data copied) is put beside it, with a copy of that same
+interpreter build (a system Python of the same minor version may be an older patch release the packages do not
+run on). Hard-linked files are never written: changed ones are replaced.
 """
 from __future__ import annotations
 
@@ -29,8 +29,12 @@ def user(name: str) -> str:
 
 
 def runs(login: str, python: str | Path) -> bool:
-    done = subprocess.run(["setpriv", f"--reuid={login}", f"--regid={login}", "--init-groups", "--", str(python),
-                           "-c", "import torch, nbgrader, autograder"], capture_output=True, cwd="/")
+    """Can `login` start `python` (and import the kit with it)? Started from a shell that already runs as
+    `login`, as nbgrader starts `alembic`: setpriv's own exec of a path below a folder the user cannot enter
+    can succeed where every later exec by the user fails."""
+    done = subprocess.run(["setpriv", f"--reuid={login}", f"--regid={login}", "--init-groups", "--", "/bin/sh", "-c",
+                           'exec "$0" -c "import torch, nbgrader, autograder"', str(python)],
+                          capture_output=True, cwd="/")
     return done.returncode == 0
 
 
@@ -40,27 +44,50 @@ def python_for(login: str) -> Path:
         pytest.skip("playing a hub needs root, to create its unprivileged users")
     if runs(login, sys.executable):
         return Path(sys.executable)
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    system = next((Path(d) / version for d in ("/usr/bin", "/usr/local/bin") if (Path(d) / version).is_file()), None)
-    if system is None:
-        pytest.skip(f"{login} cannot run {sys.executable}, and there is no system {version} to point a copy at")
     stamp = SHARED_ENV / ".made-from"
-    made_from = f"{sys.prefix} {os.stat(Path(sys.prefix) / 'pyvenv.cfg').st_mtime_ns} {system}"
+    made_from = f"{sys.prefix} {os.stat(Path(sys.prefix) / 'pyvenv.cfg').st_mtime_ns} {sys.base_prefix}"
     if not (stamp.is_file() and stamp.read_text() == made_from):
         shutil.rmtree(SHARED_ENV, ignore_errors=True)
         subprocess.run(["cp", "-al", sys.prefix, str(SHARED_ENV)], check=True)
+        interpreter = _copy_interpreter(SHARED_ENV / ".python")
+        version = f"python{sys.version_info.major}.{sys.version_info.minor}"
         for name in ("pyvenv.cfg", "bin/python", "bin/python3", f"bin/{version}"):
             (SHARED_ENV / name).unlink(missing_ok=True)          # never written in place: they are hard links
-        (SHARED_ENV / "pyvenv.cfg").write_text(f"home = {system.parent}\ninclude-system-site-packages = false\n"
+        (SHARED_ENV / "pyvenv.cfg").write_text(f"home = {interpreter.parent}\ninclude-system-site-packages = false\n"
                                                f"version = {'.'.join(map(str, sys.version_info[:3]))}\n")
         for name in ("python", "python3", version):
-            (SHARED_ENV / "bin" / name).symlink_to(system)
+            (SHARED_ENV / "bin" / name).symlink_to(interpreter)
         _point_scripts_at(SHARED_ENV / "bin" / "python")
         stamp.write_text(made_from)
     python = SHARED_ENV / "bin" / "python"
     if not runs(login, python):
-        pytest.skip(f"{login} cannot run this environment's Python, nor a copy of it on {system}")
+        pytest.skip(f"{login} cannot run {sys.executable}, nor a copy of its interpreter in {SHARED_ENV}")
     return python
+
+
+def _copy_interpreter(place: Path) -> Path:
+    """This very interpreter (same build, same standard library) where the users can reach it: its executable,
+    its shared library and its standard library without site-packages, hard-linked where the file system allows.
+    A build that finds its shared library by an absolute run path (pyenv's) is pointed at `$ORIGIN/../lib`."""
+    base = Path(sys.base_prefix)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    (place / "bin").mkdir(parents=True)
+    (place / "lib").mkdir()
+    stdlib = base / sys.platlibdir / version
+    links = [path for path in (base / sys.platlibdir).glob("libpython*") if path.is_file() or path.is_symlink()]
+    for source, target in [(stdlib, place / "lib" / version), *((path, place / "lib" / path.name) for path in links)]:
+        if subprocess.run(["cp", "-al", str(source), str(target)], capture_output=True).returncode != 0:
+            subprocess.run(["cp", "-a", str(source), str(target)], check=True)     # another file system
+    shutil.rmtree(place / "lib" / version / "site-packages", ignore_errors=True)
+    executable = Path(os.path.realpath(base / "bin" / version))
+    binary = executable.read_bytes()
+    runpath = str(base / sys.platlibdir).encode()
+    if runpath + b"\0" in binary and len(runpath) >= len(b"$ORIGIN/../lib"):
+        binary = binary.replace(runpath + b"\0", b"$ORIGIN/../lib".ljust(len(runpath) + 1, b"\0"))
+    copy = place / "bin" / version
+    copy.write_bytes(binary)                                     # a new file: the original is never touched
+    copy.chmod(0o755)
+    return copy
 
 
 def _point_scripts_at(python: Path) -> None:
