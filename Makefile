@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test build benchmarks
+.PHONY: demo test test-quick build benchmarks
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,9 @@ demo: $(STAMP)   ## the main job: the whole instructor pipeline on the bundled s
 
 test: $(STAMP)   ## the kit's own test suite
 	$(PY) -m pytest
+
+test-quick: $(STAMP)   ## the inner loop: a fast tier touching every wing (about a minute and a half)
+	$(PY) -m pytest -m "quick and not slow"
 
 build: $(STAMP)  ## regenerate student_template/ and solutions/ from assignments/source/
 	$(PY) -m autograder build

@@ -17,7 +17,7 @@ from nbgrader.converters import Autograde, GenerateAssignment
 from nbgrader.preprocessors import ClearSolutions, Execute, OverwriteCells, SaveAutoGrades
 
 try:
-    from autograder.nbgrader_plugins import TaskStubs, TellingOverwriteCells, WithoutScoreOutputs
+    from autograder.frontends.nbgrader.plugins import TaskStubs, TellingOverwriteCells, WithoutScoreOutputs
 except Exception as error:    # fail closed: nbgrader skips a configuration file that raises an Exception and
     # carries on with its stock classes, which would run the students' notebooks in kernels, unsandboxed, and
     # release and give back the hidden checks. SystemExit is not an Exception: nbgrader stops here instead.
@@ -39,11 +39,11 @@ c.GenerateAssignment.preprocessors = stock(GenerateAssignment, "preprocessors", 
 # Autograde: the kit's assignment checked before any student's folder is touched (a refusal is one line and
 # deletes nothing); locked cells put back (and edits noted); the sandbox grades the kit's notebooks as a whole;
 # each check's points read into the gradebook, then taken out of the cell (formgrader shows the gradebook's).
-c.Autograde.exporter_class = "autograder.nbgrader_preflight.KitPreflight"
+c.Autograde.exporter_class = "autograder.frontends.nbgrader.preflight.KitPreflight"
 c.Autograde.sanitize_preprocessors = stock(Autograde, "sanitize_preprocessors",
                                            {OverwriteCells: [TellingOverwriteCells]})
 c.Autograde.autograde_preprocessors = stock(Autograde, "autograde_preprocessors", {
-    Execute: ["autograder.nbgrader_bridge.SandboxedExecute"],   # by name: only autograde pays for importing torch
+    Execute: ["autograder.frontends.nbgrader.bridge.SandboxedExecute"],   # by name: only autograde pays for importing torch
     SaveAutoGrades: [SaveAutoGrades, WithoutScoreOutputs],
 })
 
@@ -53,10 +53,10 @@ c.Autograde.autograde_preprocessors = stock(Autograde, "autograde_preprocessors"
 
 # Feedback: the kit's page, drawn by nbgrader's feedback exporter from the gradebook as it stands (late penalty,
 # overrides, written answers), again before release_feedback hands pages out; other assignments keep nbgrader's.
-c.GenerateFeedback.exporter_class = "autograder.nbgrader_feedback.KitFeedbackPage"
-c.ExchangeFactory.release_feedback = "autograder.nbgrader_feedback.KitReleaseFeedback"
+c.GenerateFeedback.exporter_class = "autograder.frontends.nbgrader.feedback.KitFeedbackPage"
+c.ExchangeFactory.release_feedback = "autograder.frontends.nbgrader.feedback.KitReleaseFeedback"
 # Formgrader's view of a kit notebook opens with the score the student's page shows (after the late penalty).
-c.HTMLExporter.preprocessors = ["autograder.nbgrader_feedback.FormgraderStanding"]
+c.HTMLExporter.preprocessors = ["autograder.frontends.nbgrader.feedback.FormgraderStanding"]
 
 # Export: one row per student, each assignment's columns side by side; grades_per_check.csv beside it.
-c.ExportApp.plugin_class = "autograder.nbgrader_export.PerCheckExport"
+c.ExportApp.plugin_class = "autograder.frontends.nbgrader.export.PerCheckExport"

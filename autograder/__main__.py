@@ -1,3 +1,3 @@
-from .cli import main
+from autograder.frontends.cli import main
 
 main()

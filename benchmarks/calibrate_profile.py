@@ -1,6 +1,6 @@
 """Calibrate the deep-stack gradient check (checks/gradients.py: SEVERE_FACTOR, MILD_FACTOR, MAX_GROWTH).
 
-Builds 24-block stacks exactly as the grader does (`harness.probes.deep_profile`: the notebook's `make_stack`
+Builds 24-block stacks exactly as the grader does (`engine.questions.probes.deep_profile`: the notebook's `make_stack`
 and `gradient_profile`, the kit's components with neutral LayerNorms, the same read-out loss) for the plans
 of many run seeds, for a Pre-LN block and for the Post-LN, no-shortcut and no-normalization arrangements, and
 prints per arrangement the range of the two statistics the check uses:
@@ -23,10 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autograder.checks.gradients import MAX_GROWTH, MILD_FACTOR, SEVERE_FACTOR, profile_verdict  # noqa: E402
-from autograder.grading import reference_namespace  # noqa: E402
-from autograder.harness.parts import build_block, install_parts  # noqa: E402
-from autograder.harness.probes import GRADING_CFG, Plan, deep_profile  # noqa: E402
+from autograder.engine.checks.gradients import MAX_GROWTH, MILD_FACTOR, SEVERE_FACTOR, profile_verdict  # noqa: E402
+from autograder.grading.reference import reference_namespace  # noqa: E402
+from autograder.engine.questions.parts import build_block, install_parts  # noqa: E402
+from autograder.engine.questions.plan import GRADING_CFG, Plan
+from autograder.engine.questions.probes import deep_profile  # noqa: E402
 
 CALIBRATION_SEEDS = range(1, 201)
 

@@ -7,9 +7,9 @@ process; a sandbox server pays that once while warming up, before any submission
     probe of `PROBES` on one `Probing(namespace, kit, Plan.draw(seed), sources)`, encode each answer for the
     wire (`encode_observation`), and the JSON framing of the reply;
   * the parent's side: reading the answers strictly, naming the recorded runs, replaying them, and every
-    verdict (`grading.evaluate(raw, plan)`), with the reference's answers already cached (as in grade-class:
+    verdict (`grading.evaluation.evaluate(raw, plan)`), with the reference's answers already cached (as in grade-class:
     once per seed, shared by the class);
-  * the reference's answers themselves (`grading.reference`, cache cleared), a one-off per seed that a
+  * the reference's answers themselves (`grading.reference.reference`, cache cleared), a one-off per seed that a
     single-submission `grade` pays in full (while its sandbox starts on the other core);
 and, as the baseline, the CPU time (user + sys) of `python -c "import torch"` in a subprocess.
 Everything is `time.process_time()` (all threads of this process), median of --repeat passes.
@@ -50,15 +50,16 @@ def import_torch_cpu(repeat: int) -> float:
 
 
 def one_pass(cells, kit_ns, seed: int, modules) -> dict:
-    from autograder import kit
     """One full suite; returns CPU seconds per stage and per probe."""
-    grading, child, probes, protocol = modules
+    from autograder.course import kit
+
+    (evaluation, reference), (cells_, job, plan_, probes), protocol = modules
     clock = time.process_time
     times: dict[str, float] = {}
     started = clock()
-    namespace, errors = child.load_cells(cells)
+    namespace, errors = cells_.load_cells(cells)
     times["load cells"] = clock() - started
-    plan = probes.Plan.draw(seed)
+    plan = plan_.Plan.draw(seed)
     probing = probes.Probing(namespace, kit_ns, plan, [code for _, code in cells])
     encoded, probe_times, encode_time = {}, {}, 0.0
     for name in probes.PROBES:
@@ -71,20 +72,21 @@ def one_pass(cells, kit_ns, seed: int, modules) -> dict:
     times["probes"] = sum(probe_times.values())
     times["encode observations"] = encode_time
     raw = {"observations": encoded, "loaded": {"cell_errors": errors[:20],
-           "defined": [n for n in child.GRADED_NAMES if n in namespace]},
+           "defined": [n for n in job.GRADED_NAMES if n in namespace]},
            "runs": ["finished"], "output": "", "seconds": 0.0}
     started = clock()
     raw = protocol.FrameReader(limit=256_000_000).feed(protocol.frame(raw))[0]   # to the parent and back
     times["JSON framing"] = clock() - started
     started = clock()
-    from autograder import diagnosis, replays
+    from autograder.engine.diagnosis import first_step as diagnosis
+    from autograder.engine.reading import replays
     replays._PROFILES.clear()             # every submission's own replay, as for a class of different programs
     diagnosis._candidates.cache_clear()   # and its own hypotheses
-    checks = grading.evaluate(raw, plan, sources=[code for _, code in cells]).checks
+    checks = evaluation.evaluate(raw, plan, sources=[code for _, code in cells]).checks
     times["verdicts (evaluate)"] = clock() - started
-    grading.reference.cache_clear()
+    reference.reference.cache_clear()
     started = clock()
-    grading.reference(seed, "cpu", kit.KIT)
+    reference.reference(seed, "cpu", kit.KIT)
     times["reference (per seed)"] = clock() - started
     score = sum(c.points for c in checks), sum(c.max_points for c in checks)
     return {"stages": times, "probes": probe_times, "score": score, "errors": errors}
@@ -102,15 +104,17 @@ def main(argv=None) -> int:
     import torch
     torch_here = time.process_time() - started
     started = time.process_time()
-    from autograder import grading, kit
-    from autograder.harness import child, probes, protocol
-    from autograder.notebook import read_cells, student_code
+    from autograder.course import kit
+    from autograder.course.notebook import read_cells, student_code
+    from autograder.engine.questions import cells as cells_, job, plan as plan_, probes
+    from autograder.grading import evaluation, reference
+    from autograder.sandbox.inside import protocol
     grader_import = time.process_time() - started
     torch.set_num_threads(1)
-    modules = (grading, child, probes, protocol)
+    modules = ((evaluation, reference), (cells_, job, plan_, probes), protocol)
 
     started = time.process_time()
-    kit_ns, kit_errors = child.load_cells(kit.KIT.public_code())
+    kit_ns, kit_errors = cells_.load_cells(kit.KIT.public_code())
     kit_load = time.process_time() - started
     if kit_errors:
         print(f"the kit's public code failed to load: {kit_errors[0]}")

@@ -8,14 +8,14 @@ the same seed, as whole commands, wall time and peak memory each:
                   (the machine's load varies; the mean is used);
   * stock:        stock `nbgrader autograde` (nbgrader's own Execute, one kernel per notebook, every cell of the
                   notebook run as submitted) on a course whose hidden check cells run the very same checks
-                  inside the kernel (`autograder.inprocess.kernel_report`: the kit's probes and checks on the
+                  inside the kernel (`autograder.grading.inprocess.kernel_report`: the kit's probes and checks on the
                   kernel's own definitions, no sandbox): what a course without the kit would run. Its config is
                   plain nbgrader, nothing of the kit's. One notebook is autograded first to show the kernel runs
                   the checks;
   * nbgrader+kit: `nbgrader autograde` with the kit's course configuration (SandboxedExecute): what
                   instructors who stay on plain nbgrader commands get;
   * plain:        the same checks on every submission in one plain process, no sandbox and no kernel
-                  (`autograder.inprocess.grade_cells_in_process`): the cost of the checks themselves.
+                  (`autograder.grading.inprocess.grade_cells_in_process`): the cost of the checks themselves.
 
 Two sample students are left out because stock nbgrader grades them wrongly, so a difference there says
 nothing about speed (see STOCK_MISGRADES). Scores must agree between all four wherever stock grades right.
@@ -51,14 +51,14 @@ c.Execute.timeout = 300
 c.Execute.kernel_name = "bench-venv-python"
 """
 IN_KERNEL = """import os
-from autograder.inprocess import kernel_report
+from autograder.grading.inprocess import kernel_report
 kernel_report(globals(), {check!r}, int(os.environ["AUTOGRADER_SEED"]))
 """
 PLAIN = """
 import json, sys, time
 from pathlib import Path
-from autograder.inprocess import grade_cells_in_process
-from autograder.notebook import read_cells
+from autograder.grading.inprocess import grade_cells_in_process
+from autograder.course.notebook import read_cells
 seed, folder = int(sys.argv[1]), Path(sys.argv[2])
 scores = {}
 for notebook in sorted(folder.glob("*/layernorm/layernorm.ipynb")):
@@ -124,7 +124,7 @@ class TreeSampler(threading.Thread):
         peak["tree"] = max(peak["tree"], total(self.root))
         peak["root"] = max(peak["root"], tree.get(self.root, {}).get("cost", 0.0))     # the tool's own process
         for pid, p in tree.items():
-            if b"autograder.harness.server" in p["cmd"] and not p["cmd"].startswith(b"bwrap") and not p["forked"]:
+            if b"autograder.sandbox.inside.server" in p["cmd"] and not p["cmd"].startswith(b"bwrap") and not p["forked"]:
                 peak["worker"], peak["hwm"] = max(peak["worker"], total(pid)), max(peak["hwm"], p["hwm"])
             elif b"ipykernel_launcher" in p["cmd"]:
                 peak["kernel"] = max(peak["kernel"], total(pid))

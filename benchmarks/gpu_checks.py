@@ -4,7 +4,7 @@
 
 1. what the machine is: Python, torch, CUDA, cuDNN, the device, TF32 as the grader leaves it;
 2. the solution through `python -m autograder grade` on CUDA and on the CPU (one timed submission each);
-3. the GPU tests: `pytest -m gpu tests/test_gpu.py`;
+3. the GPU tests: `pytest -m gpu tests/grading/test_gpu.py`;
 4. the sample class plus the solution through `grade-class --device cuda` and `--device cpu`, same seed:
    every student's score and every check's points must be identical; time per submission on each device.
 
@@ -89,10 +89,10 @@ def environment(log: Log) -> dict:
                     capability=".".join(map(str, torch.cuda.get_device_capability(0))),
                     memory_gib=round(properties.total_memory / 2**30, 1))
     info["tf32_default"] = tf32_state()
-    from autograder.harness.probes import reset_torch_state
+    from autograder.engine.questions.cells import reset_torch_state
     reset_torch_state()           # what every probe starts from, in the sandbox and for the reference
     info["tf32_in_probes"] = tf32_state()
-    from autograder.sandbox import bubblewrap_works
+    from autograder.sandbox.parent.client import bubblewrap_works
     info["bubblewrap"] = bubblewrap_works()
     if shutil.which("nvidia-smi"):
         smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
@@ -217,8 +217,8 @@ def main() -> int:
             if row.get("score") is None or row.get("lost") or row.get("device_used") != device:
                 problems.append(f"the solution on {device}: {row.get('score')} points, lost {row.get('lost')}")
 
-        log("== 3. GPU tests (pytest -m gpu tests/test_gpu.py)")
-        status, output, seconds = run([sys.executable, "-m", "pytest", "-m", "gpu", "tests/test_gpu.py", "-q", "-rs",
+        log("== 3. GPU tests (pytest -m gpu tests/grading/test_gpu.py)")
+        status, output, seconds = run([sys.executable, "-m", "pytest", "-m", "gpu", "tests/grading/test_gpu.py", "-q", "-rs",
                                        "-p", "no:cacheprovider"], min(300, left()), log,
                                       env={"GRADER_TEST_SEED": str(args.seed)})
         log(output.strip()[-6000:])

@@ -2,7 +2,7 @@
 
 * answers: `python -m autograder grade` on a blank template whose child answers every question with 15 MiB
   (11 answers, each a valid tensor within the frame limit). The sandbox bounds one submission's answers in
-  all (`harness.watch.MAX_ANSWER_BYTES`); peak memory of the worker (server, supervisor, child) and of the
+  all (`sandbox.inside.watch.MAX_ANSWER_BYTES`); peak memory of the worker (server, supervisor, child) and of the
   grading process;
 * class size: `python -m autograder grade-class` on N submissions (the sample class's notebooks cycled) for
   each N given (default 50 and 400); peak memory of the grade-class process itself and of its largest worker.

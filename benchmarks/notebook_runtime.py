@@ -19,7 +19,7 @@ import nbformat
 from nbclient import NotebookClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from autograder import kit  # noqa: E402
+from autograder.course import kit  # noqa: E402
 
 
 def run(cells) -> tuple[float, list[tuple[float, str]]]:

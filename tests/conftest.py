@@ -9,7 +9,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 @pytest.fixture(scope="session")
 def server():
     """One warmed sandbox server for the whole test session."""
-    from autograder.sandbox import SandboxServer
+    from autograder.sandbox.parent.client import SandboxServer
 
     with SandboxServer() as sandbox:
         yield sandbox
@@ -26,7 +26,7 @@ def seed():
 @pytest.fixture
 def grade_source(server, seed, tmp_path):
     """Grade `.py` source text through the real sandbox; returns the SubmissionResult."""
-    from autograder.grading import grade_file
+    from autograder.grading.submission import grade_file
 
     def grade(text: str, name: str = "submission.py", seed: int = seed):
         path = tmp_path / name
@@ -49,7 +49,7 @@ def solved_run(tmp_path_factory):
     import nbformat
     from nbclient import NotebookClient
 
-    from autograder import kit
+    from autograder.course import kit
 
     folder = tmp_path_factory.mktemp("solved")
     shutil.copytree(kit.SOLUTIONS_DIR, folder / "notebook")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import kit
-from autograder.sample_class import SAMPLE_DIR
+from autograder.course import kit
+from autograder.course.sample_class import SAMPLE_DIR
 
 ORDINARY = "hw2"        # a second assignment of the course, with nothing of the kit in it
 KIT_STUDENTS = ("ada_correct", "ben_post_ln", "gil_edits_locked_cells")

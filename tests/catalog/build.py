@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import textwrap
 
-from autograder import kit
+from autograder.course import kit
 
 
 def _reference_cells() -> list[tuple[str, str]]:

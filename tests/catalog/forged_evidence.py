@@ -24,7 +24,7 @@ class Forged:
     note: str = ""          # a remark (read from the code by the grader) that both must carry
 
 
-PROBES = 'import sys, torch\n_probes = sys.modules["autograder.harness.probes"]\n'
+PROBES = 'import sys, torch\n_probes = sys.modules["autograder.engine.questions.probes"]\n'
 
 # Made-up robustness answers: the input itself, zeros, or the eval run's output reshaped to the question.
 MADE_UP_ROBUSTNESS = PROBES + '''

@@ -44,7 +44,7 @@ FORGED = {
             return [abs(layer(torch.tensor(1.0, dtype=torch.float64)).item()) ** k for k in range(1, n_layers + 1)]''')
     + '''
         import sys
-        _probes = sys.modules.get("autograder.harness.probes")
+        _probes = sys.modules.get("autograder.engine.questions.probes")
         if _probes is not None:                   # the child's own harness: answer |a| ** k for every layer
             _honest = _probes.PROBES["compounding"]
             def _forged(p):

@@ -1,7 +1,7 @@
 """The generated corpus: every single-step mutant of Pre-LN, and Pre-LN (and some mutants) rewritten in the
 styles students use, as `forward` methods the real grader runs.
 
-Mutants come from `autograder.edits.single_edits`, the same list the diagnosis tests its hypotheses
+Mutants come from `autograder.engine.diagnosis.edits.single_edits`, the same list the diagnosis tests its hypotheses
 against, with fixed parameters (scales 0.5, 2 and 0.001; LayerNorm near misses; dropout p 0.1). Two edits
 that give the same programs in eval and in train mode are one mutant; an edit whose values stay within the
 grader's tolerance of Pre-LN's (a LayerNorm's input scaled, say) is no mutant at all and is left out.
@@ -20,11 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from autograder.edits import Edit, single_edits
-from autograder.script import PRE_LN, Line
-from autograder.harness.parts import make_parts
-from autograder.harness.probes import GRADING_CFG
-from autograder.program import ALWAYS, Variant, canonical, in_mode, live, numpy_run, signature
+from autograder.engine.diagnosis.edits import Edit, single_edits
+from autograder.engine.diagnosis.script import PRE_LN, Line
+from autograder.engine.questions.parts import make_parts
+from autograder.engine.questions.plan import GRADING_CFG
+from autograder.engine.reading.program import ALWAYS, Variant, canonical, in_mode, live, numpy_run, signature
 
 DROP_P = 0.5
 FACTORS = (0.5, 2.0, 1e-3)
@@ -131,7 +131,7 @@ def program_key(program) -> tuple:
 
 
 def _parts():
-    from autograder.grading import reference_namespace
+    from autograder.grading.reference import reference_namespace
     parts = make_parts(reference_namespace(), GRADING_CFG, 123, drop_p=DROP_P)
     for part in parts.values():
         part.eval()

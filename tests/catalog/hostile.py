@@ -20,11 +20,11 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import kit
+from autograder.course import kit
 
 from .build import submission
 
-# Outcomes (see tests/test_hostile.py for exactly what each asserts).
+# Outcomes (see tests/sandbox/test_hostile.py for exactly what each asserts).
 FULL = "full marks"                 # score == TOTAL_POINTS
 TASK2_ONLY = "Task 2 only"          # every forward check 0 points, Task 2 full: only the forward is lost
 TASK1_ONLY = "Task 1 only"          # every forward check full, Task 2 0 points
@@ -43,10 +43,10 @@ MARK = "hostile-corpus-forgery"     # in every forged file, so a stray one is re
 TMP = Path(tempfile.gettempdir())
 CANARY = TMP / f"autograder-hostile-canary-{os.getpid()}"   # made by the test; the corpus tries to delete it
 FORGED_IN_TMP = (TMP / "results.json", TMP / f"{MARK}.json")    # the shared temporary folder
-FORGED_IN_GRADER_FOLDERS = (                                    # the repository, the harness, Gradescope's results
+FORGED_IN_GRADER_FOLDERS = (                                    # the repository, the sandbox's code, Gradescope's results
     kit.ROOT / "results.json",
     kit.ROOT / "out" / "results.json",
-    kit.ROOT / "autograder" / "harness" / "results.json",
+    kit.ROOT / "autograder" / "sandbox" / "inside" / "results.json",
     Path("/autograder/results/results.json"),
 )
 FORGED_PATHS = FORGED_IN_TMP + FORGED_IN_GRADER_FOLDERS          # outside the sandbox: none may hold a forgery
@@ -124,13 +124,13 @@ _STOLEN_TASK2 = {TASK2_SOLUTION!r}
 _found = []
 sys.meta_path[:] = [f for f in sys.meta_path if type(f).__module__.startswith(("_frozen_importlib", "importlib"))]
 sys.path[:0] = [ROOT, os.path.dirname(ROOT), "/"]
-for _name in ("autograder.kit", "autograder.grading", ROOT.strip("/").replace("/", ".") + ".autograder.kit"):
+for _name in ("autograder.course.kit", "autograder.grading.reference", "autograder.engine.rubric", ROOT.strip("/").replace("/", ".") + ".autograder.course.kit"):
     try:
         importlib.import_module(_name)
         _found.append(_name)
     except Exception:
         pass
-for _file in ("autograder/kit.py", "autograder/notebook.py"):
+for _file in ("autograder/course/kit.py", "autograder/course/notebook.py", "autograder/grading/reference.py"):
     try:
         _spec = importlib.util.spec_from_file_location("stolen", os.path.join(ROOT, _file))
         _spec.loader.exec_module(importlib.util.module_from_spec(_spec))
@@ -141,9 +141,9 @@ _paths = [os.path.join(ROOT, "assignments", "source", "layernorm", "layernorm.ip
           os.path.join(ROOT, "solutions", "layernorm.ipynb"),
           os.path.join(ROOT, "assignments", "sample_class", "ada_correct", "layernorm", "layernorm.ipynb"),
           os.path.join(ROOT, "tests", "catalog", "equivalent_forwards.py")]
-_harness = os.path.dirname(getattr(sys.modules.get("autograder.harness"), "__file__", None) or ROOT)
+_harness = os.path.dirname(getattr(sys.modules.get("autograder.sandbox.inside"), "__file__", None) or ROOT)
 _stop, _seen = time.monotonic() + 1.5, 0
-for _top, _dirs, _files in os.walk(os.path.dirname(os.path.dirname(_harness))):
+for _top, _dirs, _files in os.walk(os.path.dirname(os.path.dirname(os.path.dirname(_harness)))):
     _dirs[:] = [d for d in _dirs if not d.startswith(".") and d not in ("site-packages", "node_modules")]
     _paths += [os.path.join(_top, f) for f in _files if f.endswith((".ipynb", "wrong_forwards.py"))]
     _seen += 1
@@ -186,7 +186,7 @@ def template(extra: str = "") -> str:
 # Code in the child can reach the harness it shares a process with: these patch it to report made-up answers.
 FORGE_EVERYTHING = """
 import sys, torch
-_probes = sys.modules["autograder.harness.probes"]
+_probes = sys.modules["autograder.engine.questions.probes"]
 def _fake_run(p):
     x = p.x()
     grads = {name: torch.zeros_like(param) for name, param in _probes.part_params(p.block()).items()}
@@ -204,7 +204,7 @@ _probes.PROBES.update({
 # Made-up calls that tell the Pre-LN story with invented values, and an output that agrees with them.
 FORGE_CONSISTENT_CALLS = """
 import sys, torch
-_probes = sys.modules["autograder.harness.probes"]
+_probes = sys.modules["autograder.engine.questions.probes"]
 def _story(p):
     x = p.x()
     g = torch.Generator().manual_seed(1)
@@ -240,7 +240,7 @@ def forward(self, x):
 # Answers nested 400 levels deep, and a frame 200,000 levels deep on the grader's channel (with a survivor).
 NESTED_ANSWER = """
 import sys
-_probes = sys.modules["autograder.harness.probes"]
+_probes = sys.modules["autograder.engine.questions.probes"]
 _nested = {"ok": True}
 for _ in range(400):
     _nested = {"y": _nested}
@@ -260,7 +260,7 @@ time.sleep(30)
 """
 THOUSANDS_OF_CALLS = """
 import sys
-_probes = sys.modules["autograder.harness.probes"]
+_probes = sys.modules["autograder.engine.questions.probes"]
 _real = _probes._recorded_run
 def _flood(p, train):
     result = _real(p, train)
@@ -270,7 +270,7 @@ _probes._recorded_run = _flood
 """
 HUGE_TASK2_ANSWER = """
 import sys
-_probes = sys.modules["autograder.harness.probes"]
+_probes = sys.modules["autograder.engine.questions.probes"]
 _probes.PROBES["compounding"] = lambda p: {"chains": [{"formula": {"value": "1.0," * 6_000_000},
                                                       "autograd": {"value": []}, "autograd_calls": 1}],
                                            "classify": [{"value": "stable"}]}
@@ -530,7 +530,7 @@ _frame(None)
                 return x + self.drop_shortcut(self.ff(self.norm2(x)))
             """, extra=cell("""
             import sys
-            sys.modules["autograder.harness.probes"].PROBES["robust_meta"] = lambda p: {"screened": True}
+            sys.modules["autograder.engine.questions.probes"].PROBES["robust_meta"] = lambda p: {"screened": True}
             """)), FULL, ".cpu()"),
         Hostile("answers_nested_400_levels_deep", template(cell(NESTED_ANSWER)), ZERO, "nested too deeply"),
         Hostile("frame_200000_levels_deep_with_a_survivor", submission(extra=cell(DEEP_FRAME_AND_SURVIVOR)), FULL,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from autograder import kit
+from autograder.course import kit
 
 from .build import submission
 from .hostile import FULL, SANDBOX_USER, WRONG, ZERO, Hostile, cell, template
@@ -48,7 +48,7 @@ print(f"{_n} files")
 
 HUGE_ANSWERS = """
 import sys, torch
-_probes = sys.modules["autograder.harness.probes"]
+_probes = sys.modules["autograder.engine.questions.probes"]
 _huge = torch.zeros(15 * 2**20 * 3 // 32, dtype=torch.float64)   # 15 MiB each once encoded, a valid tensor
 for _name in list(_probes.PROBES):
     _probes.PROBES[_name] = lambda p: {"y": _huge}

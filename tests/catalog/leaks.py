@@ -1,7 +1,7 @@
 """What must never reach a student: the lines of solutions and hidden tests in the annotated source."""
 from __future__ import annotations
 
-from autograder import kit
+from autograder.course import kit
 
 BEGIN = ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS")
 END = ("END SOLUTION", "END HIDDEN TESTS")

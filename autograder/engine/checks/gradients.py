@@ -1,0 +1,148 @@
+"""Gradient behaviour: autograd's gradients are the derivative of what the forward computes (in eval and in
+train mode), for the block input and for every component, and a deep stack of the student's block passes the
+gradient back the way a Pre-LN stack does.
+
+The grader replays the student's forward with its own components (`replays`) and compares: the gradients
+the child reports must be those of the function its own run shows, and the deep-stack profile must be that
+of a stack of such blocks.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from autograder.engine.diagnosis.cuts import gradient_cause
+from . import PASS, Evidence, Outcome, error_text, fail
+
+NAME = "forward_gradients"
+INPUT, PARAMS, TRAIN, PROFILE = ("the block input's gradient (eval mode)", "every component's gradients (eval mode)",
+                                 "gradients flow through every path (train mode)",
+                                 "24-block stack keeps a Pre-LN profile")
+
+# Calibrated by benchmarks/calibrate_profile.py on the grader's exact stacks and loss, over the plans of run seeds
+# 1..200: in Pre-LN stacks the smallest factor was 0.952 and the second smallest 0.997 (at most one block shrank
+# the gradient at all noticeably) and the gradient grew 2.1-5.8x across 24 blocks; every Post-LN stack had two or
+# more blocks at 0.933 or less, every no-shortcut stack two at 0.83 or less, and stacks without normalization grew
+# it 125x or more. Each threshold sits near the log-midpoint between the groups.
+SEVERE_FACTOR = 0.90                # no block may shrink the gradient by 10% or more
+MILD_FACTOR = 0.965                 # and at most one block by 3.5% or more
+MAX_GROWTH = 10 ** 1.5              # nor may it grow more than about 32x across the stack
+PROFILE_RTOL = 1e-3                 # the child's profile against the grader's replay of the same stack
+
+
+def profile_verdict(profile: list[float]) -> tuple[bool, str, dict]:
+    """Judge a per-block gradient profile (block 1, nearest the input, first). Pure, shared with calibration."""
+    values = np.asarray(profile, dtype=np.float64)
+    if values.size < 2 or not np.all(np.isfinite(values)) or np.any(values <= 0):
+        return False, "the gradient reaching some blocks is zero, NaN or infinite", {}
+    factors = values[:-1] / values[1:]          # factors[i]: what block i+1 multiplies the gradient by on its way back
+    order = np.argsort(factors)
+    growth = float(values[0] / values[-1])
+    stats = {"min_factor": float(factors[order[0]]), "second_factor": float(factors[order[1]]) if factors.size > 1
+             else float("inf"), "growth": growth}
+    why = ("in a Pre-LN stack the shortcut carries the gradient of the block above straight through every block, so "
+           "no block shrinks it by much and at most one shrinks it noticeably")
+    if growth < 0.5:       # said only where it is so: the factors' product left block 1 with far less than block 24
+        why += (f". Over the stack these factors compound: block 1 receives {growth:.2g} times the gradient block "
+                f"{values.size} receives, a vanishing gradient")
+    if factors[order[0]] < SEVERE_FACTOR:
+        return False, (f"block {order[0] + 1} of {values.size} multiplies the gradient by {factors[order[0]]:.2f} on "
+                       f"its way back; {why}"), stats
+    shrinking = [int(i) for i in order if factors[i] < MILD_FACTOR]
+    if len(shrinking) > 1:
+        named = ", ".join(f"block {i + 1} ({factors[i]:.2f})" for i in sorted(shrinking)[:4])
+        more = f" and {len(shrinking) - 4} more" if len(shrinking) > 4 else ""
+        return False, (f"{len(shrinking)} blocks shrink the gradient on its way back: {named}{more}; {why}"), stats
+    if growth > MAX_GROWTH:
+        return False, (f"the gradient grows {growth:.3g}x from the last block back to the first (a Pre-LN stack "
+                       f"stays within {MAX_GROWTH:.0f}x): without normalization inside each branch, factors above "
+                       "1 compound into an exploding gradient"), stats
+    return True, "", stats
+
+
+def _in_place_error(evidence: Evidence, mode: str, error: dict) -> str:
+    return (f"Backpropagation through your forward ({mode} mode) failed with {error.get('type')}: "
+            f"{error.get('message', '')[:200]}. Autograd raises this when a tensor it saved for the backward pass was "
+            "written in place afterwards (x += ..., add_): build new tensors instead, x = x + ....")
+
+
+def _expected(evidence: Evidence, mode: str):
+    """The gradients the grader computes for the student's `mode` run: the reference's when the run matches
+    Pre-LN in eval mode, else its replay of the student's program (ValueError: it cannot)."""
+    if mode == "eval" and evidence.matches("eval"):
+        reference = evidence.reference["eval"]
+        return reference["x_grad"], reference["param_grads"]
+    return evidence.replays.gradients(mode)
+
+
+def _gradients(evidence: Evidence, mode: str, which: str) -> Outcome:
+    """`which`: "input" (the block input's gradient), "params" (every component's) or "all"."""
+    run = evidence.obs(mode)
+    label = f"in {mode} mode"
+    if not run["ok"]:
+        return fail(f"{label.capitalize()}: {error_text(run)}.")
+    if "grad_error" in run:
+        error = run["grad_error"]
+        if "inplace operation" in error.get("message", ""):
+            return fail(_in_place_error(evidence, mode, error))
+        return fail(f"Backpropagation through your forward ({label}) raised {error.get('type')}: {error.get('message')}.")
+    try:
+        x_grad, grads = _expected(evidence, mode)
+    except ValueError as why:
+        return fail(f"The gradients {label} cannot be checked: {why}.")
+    reported = {name: (g if g is not None else np.zeros_like(grads[name])) for name, g in run["param_grads"].items()}
+    x_reported = run["x_grad"] if run["x_grad"] is not None else np.zeros_like(x_grad)
+    wrong = []
+    if which in ("input", "all") and not evidence.close(x_reported, x_grad, 10):
+        wrong.append("the block input")
+    if which in ("params", "all"):
+        wrong += sorted({name.split(".")[0] for name in grads if not evidence.close(reported[name], grads[name], 10)})
+    if not wrong:
+        return PASS
+    cause = _cause(evidence, mode, (x_reported, reported))
+    return fail(f"{label.capitalize()}, the gradients autograd computed for {', '.join(wrong)} are not the derivative "
+                f"of what your forward returns" + (f": {cause}." if cause else "."))
+
+
+def _cause(evidence: Evidence, mode: str, reported: tuple) -> str | None:
+    """A cut path, named only when the grader's replay with that one value detached gives the student's
+    gradients (see `diagnosis.gradient_cause`)."""
+    key = f"gradient cause {mode}"
+    if key not in evidence.details:
+        flow = evidence.flows.get(mode)
+        evidence.details[key] = gradient_cause(flow, mode, evidence.parts, evidence.replays.readout, reported,
+                                               lambda a, b: evidence.close(a, b, 10)) if flow is not None else None
+    return evidence.details[key]
+
+
+def _profile(evidence: Evidence, gradients_right: bool) -> Outcome:
+    """The deep-stack profile of what the block computes, judged by the calibrated thresholds.
+
+    The grader stacks its own replay of the block's forward (the reference's stack, for a block that matches
+    Pre-LN): the verdict is then about the block's arrangement alone (a gradient cut, already judged above,
+    does not count twice), and when the block's gradients are right the child's own stack must agree with it
+    (a block cannot behave differently in a deep stack than alone)."""
+    profile = evidence.obs("profile")
+    try:
+        values = evidence.reference["profile"]["profile"] if evidence.matches("eval") else evidence.replays.profile
+    except ValueError as why:
+        return fail(f"The grader cannot build a stack of what your block computes: {why}.")
+    random = any(step.drops for step in evidence.flows["eval"].live) if evidence.flows.get("eval") else False
+    if gradients_right and not random and (not profile["ok"] or not np.allclose(profile["profile"], values,
+                                                                                rtol=PROFILE_RTOL, atol=1e-9)):
+        what = error_text(profile, "a stack of your blocks") if not profile["ok"] else "the gradients differ"
+        return fail("In a stack of 24 of your blocks the gradients are not those of 24 blocks that compute what your "
+                    f"block computes alone ({what}): your forward behaves differently in a deep stack.")
+    passed, message, stats = profile_verdict(values)
+    evidence.details["profile"] = {"values": values, **stats}
+    if passed:
+        return PASS
+    cause = f" The first difference from Pre-LN in your block itself: {evidence.divergence.text()}." \
+        if evidence.divergence else ""
+    return fail(f"In a stack of 24 of your blocks, {message}.{cause}")
+
+
+def evaluate(evidence: Evidence) -> dict:
+    in_eval = _gradients(evidence, "eval", "all")
+    outcomes = {INPUT: _gradients(evidence, "eval", "input"), PARAMS: _gradients(evidence, "eval", "params"),
+                TRAIN: _gradients(evidence, "train", "all"), PROFILE: _profile(evidence, in_eval.passed)}
+    return {part: evidence.gate(outcome) for part, outcome in outcomes.items()}

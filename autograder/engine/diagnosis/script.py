@@ -1,0 +1,71 @@
+"""The Pre-LN forward as a script: the lesson's ten steps, one value per line, and the program a script computes.
+
+`edits` changes one line of it at a time; the test corpus renders scripts as forwards.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autograder.engine.reading.program import TRAIN, Op, Program, Variant
+
+STEPS = {
+    1: "save the block input as the first shortcut",
+    2: "normalize with norm1",
+    3: "run attention on norm1's output",
+    4: "apply drop_shortcut to attention's output",
+    5: "add the first shortcut back",
+    6: "save that sum as the second shortcut",
+    7: "normalize with norm2",
+    8: "run the feed-forward network on norm2's output",
+    9: "apply drop_shortcut to the feed-forward output",
+    10: "add the second shortcut back and return the sum",
+}
+NAMES = {"x": "the block input x", "n1": "norm1(x)", "a": "attention's output att(norm1(x))",
+         "d1": "attention's branch drop_shortcut(att(norm1(x)))", "h": "the first half's result h",
+         "n2": "norm2(h)", "f": "the feed-forward output ff(norm2(h))",
+         "d2": "the feed-forward branch drop_shortcut(ff(norm2(h)))", "y": "the second sum"}
+COMPONENT = {"norm1": "norm1", "norm2": "norm2", "layer_norm": "a LayerNorm without scale and shift",
+             "att": "attention", "ff": "the feed-forward network", "drop": "drop_shortcut"}
+
+
+@dataclass(frozen=True)
+class Line:
+    """`target = name(terms)` for a call, `target = sum of terms` for a sum; terms are (value, coefficient)."""
+    target: str
+    kind: str                        # "call" or "sum"
+    terms: tuple
+    name: str = ""
+    variant: Variant | None = None
+    p: float | None = None           # a drop's p when it is not drop_shortcut's
+    when: str = TRAIN
+
+
+PRE_LN = (Line("n1", "call", (("x", 1.0),), "norm1"), Line("a", "call", (("n1", 1.0),), "att"),
+          Line("d1", "call", (("a", 1.0),), "drop"), Line("h", "sum", (("x", 1.0), ("d1", 1.0))),
+          Line("n2", "call", (("h", 1.0),), "norm2"), Line("f", "call", (("n2", 1.0),), "ff"),
+          Line("d2", "call", (("f", 1.0),), "drop"), Line("y", "sum", (("h", 1.0), ("d2", 1.0))))
+
+
+def compile_script(lines: tuple, drop_p: float, name: str = "") -> Program:
+    """The program a script computes (sums folded into the calls that use them)."""
+    keep = 1.0 / (1.0 - drop_p) if drop_p < 1 else 0.0
+    env: dict[str, dict] = {"x": {"x": 1.0}}
+    ops = []
+    for line in lines:
+        total: dict = {}
+        for value, c in line.terms:
+            for key, w in env[value].items():
+                total[key] = total.get(key, 0.0) + c * w
+        total = {k: c for k, c in total.items() if abs(c) > 1e-12}
+        if line.kind == "sum":
+            env[line.target] = total
+            continue
+        scale = None if line.name != "drop" else (1.0 / (1.0 - line.p) if line.p is not None else keep)
+        same = next((op for op in ops if line.name != "drop" and (op.name, op.takes, op.variant) ==
+                     (line.name, total, line.variant)), None)
+        if same is not None:         # the same call on the same value gives the same value: one call
+            env[line.target] = {same.key: 1.0}
+            continue
+        ops.append(Op(line.name, total, line.target, line.variant, scale, line.when))
+        env[line.target] = {line.target: 1.0}
+    return Program(ops, env[lines[-1].target], name)

@@ -1,0 +1,70 @@
+"""Turning cells into definitions, and what student code leaves behind: its errors, said in its own terms, and
+torch's global state, reset after every cell and before every probe.
+
+The trusted parent loads the kit and the reference the same way, so every side turns notebook cells into
+definitions alike.
+"""
+from __future__ import annotations
+
+import builtins
+import linecache
+import traceback
+
+import torch
+
+
+def full_precision_float32() -> None:
+    """No TF32 (nor bf16) for float32 work, whichever of torch's two APIs switched it on: CUDA matmuls in
+    TF32 keep 10 mantissa bits, far outside the comparison tolerances. The new API's settings go back to
+    their defaults ('none': inherit) first, then the legacy flags go off: torch raises when the two disagree."""
+    backends = torch.backends
+    for knob in (backends, backends.cuda.matmul, backends.cudnn, getattr(backends.cudnn, "conv", None),
+                 getattr(backends.cudnn, "rnn", None), backends.mkldnn, getattr(backends.mkldnn, "matmul", None),
+                 getattr(backends.mkldnn, "conv", None), getattr(backends.mkldnn, "rnn", None)):
+        if knob is not None and hasattr(knob, "fp32_precision"):       # torch >= 2.9
+            knob.fp32_precision = "none"
+    backends.cuda.matmul.allow_tf32 = False
+    backends.cudnn.allow_tf32 = False
+
+
+def reset_torch_state() -> None:
+    """Undo global changes student code may have made (default dtype/device, grad mode, TF32)."""
+    torch.set_default_dtype(torch.float32)
+    torch.set_grad_enabled(True)
+    full_precision_float32()
+    try:
+        torch.set_default_device(None)
+    except Exception:
+        pass
+
+
+def describe_error(error: BaseException) -> dict:
+    """Type, message and the innermost line of student code involved (cells are compiled as `<cell N>`)."""
+    where = None
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        if frame.filename.startswith("<cell"):
+            line = (frame.line or "").strip()
+            where = f"{frame.filename.strip('<>')}, line {frame.lineno}" + (f": {line}" if line else "")
+            break
+    message = str(error)
+    if isinstance(error, MemoryError) and not message:
+        message = "out of memory: the grader's memory limit was reached"
+    return {"type": type(error).__name__, "message": message[:400] + ("..." if len(message) > 400 else ""), "where": where}
+
+
+def load_cells(cells, namespace: dict | None = None) -> tuple[dict, list[dict]]:
+    """Execute (label, code) cells in order, one namespace; a failing cell is recorded and skipped."""
+    namespace = {"__name__": "__main__", "__builtins__": builtins} if namespace is None else namespace
+    errors = []
+    for label, code in cells:
+        filename = f"<{label}>"
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        try:
+            exec(compile(code, filename, "exec"), namespace)
+        except SyntaxError as error:
+            errors.append({"cell": label, "type": "SyntaxError", "message": f"{error.msg} (line {error.lineno})",
+                           "where": f"{label}, line {error.lineno}: {(error.text or '').strip()}"})
+        except BaseException as error:  # SystemExit, KeyboardInterrupt: the cell ends, loading goes on
+            errors.append({"cell": label, **describe_error(error)})
+        reset_torch_state()
+    return namespace, errors

@@ -1,0 +1,250 @@
+"""Probes: run the student's definitions on the grader's questions and report what happened, as data.
+
+The trusted parent draws a `Plan` (`plan`). A probe only answers the plan's questions and never judges. The
+parent runs the same probes on the reference and decides every point itself, so nothing a probe reports is
+believed on its own.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import chains as chains_
+from .cells import describe_error, reset_torch_state
+from .parts import PART_NAMES, build_block, graded_block, install_parts, make_parts
+from .plan import BATCH, BIG_BATCH, FRESH, PROFILE_DEPTH, Plan
+from .recording import Recorder
+
+
+class ProbeFailure(Exception):
+    """The student's code returned something a probe cannot use (wrong type, wrong shape...)."""
+
+
+class Probing:
+    """What every probe needs: the student's names, the public kit, the plan."""
+
+    def __init__(self, student: dict, kit: dict, plan: Plan, sources: list[str] | None = None):
+        self.student, self.kit, self.plan = student, kit, plan
+        self.sources = sources           # the student's code, when known (for the device check's screening)
+        self.notes: list[str] = []
+
+    def definition(self, name: str):
+        if name not in self.student:
+            raise ProbeFailure(f"{name} is not defined: keep the name from the notebook")
+        return self.student[name]
+
+    def block(self, **part_options):
+        cls = self.definition("TransformerBlock")
+        return graded_block(cls, self.kit, self.plan.cfg, self.plan.weights, self.notes,
+                            drop_p=self.plan.drop_p, **part_options).to(self.plan.device)
+
+    def randn(self, shape, seed: int, dtype=torch.float32):
+        generator = torch.Generator().manual_seed(int(seed))
+        return torch.randn(shape, generator=generator, dtype=torch.float64).to(dtype=dtype, device=self.plan.device)
+
+    def x(self, dtype=torch.float32):
+        cfg = self.plan.cfg
+        return 1.5 * self.randn((BATCH, cfg["context_length"], cfg["emb_dim"]), self.plan.inputs, dtype) + 0.3
+
+    def fresh(self, which: str, dtype=torch.float32):
+        """The input of a later question (see FRESH): like x, of its own shape, from its own seed."""
+        cfg = self.plan.cfg
+        tokens, emb = cfg["context_length"], cfg["emb_dim"]
+        shape = {"repeat": (BATCH, tokens, emb), "small": (1, tokens - 3, emb), "batch": (BIG_BATCH, tokens, emb),
+                 "double": (BATCH, tokens, emb)}[which]
+        return 1.5 * self.randn(shape, self.plan.fresh[FRESH.index(which)], dtype) + 0.3
+
+    def call(self, block, x, rng: int | None = None):
+        """One call of the student's forward with torch's global seed fixed first (dropout is then repeatable)."""
+        torch.manual_seed(self.plan.rng[0] if rng is None else rng)
+        return tensor_out(block(x), x)
+
+
+def tensor_out(value, like=None):
+    if not isinstance(value, torch.Tensor):
+        raise ProbeFailure(f"forward returned {type(value).__name__}, not a tensor")
+    if like is not None and tuple(value.shape) != tuple(like.shape):
+        raise ProbeFailure(f"forward returned shape {tuple(value.shape)}, expected {tuple(like.shape)}")
+    return value
+
+
+def part_params(block) -> dict:
+    """The parameters of a block's five components (or of a dict of them), by dotted name."""
+    parts = block if isinstance(block, dict) else {name: getattr(block, name) for name in PART_NAMES}
+    return {f"{name}.{pname}": param for name in PART_NAMES for pname, param in parts[name].named_parameters()}
+
+
+def _recorded_run(p: Probing, train: bool) -> dict:
+    """One forward in the given mode, recorded, then the gradient of the plan's read-out loss."""
+    block, x = p.block().train(train), p.x()
+    leaf = x.clone().requires_grad_(True)
+    recorder = Recorder()
+    for name in PART_NAMES:
+        recorder.wrap(getattr(block, name), name)
+    recorder.block_input = given = leaf.clone()    # a copy: writing into its input must not alter the leaf
+    with recorder.mode():
+        y = p.call(block, given)
+    calls = [{"name": c.name, "kind": c.kind, "input": c.input, "output": c.output, "training": c.training,
+              "via": c.via, "where": c.where, "no_grad": c.no_grad} for c in recorder.calls]
+    result = {"y": y.detach(), "calls": calls, "notes": list(p.notes)}
+    try:
+        if y.requires_grad:
+            (y * p.randn(y.shape, p.plan.readout)).sum().backward()
+        result["x_grad"] = leaf.grad
+        result["param_grads"] = {name: param.grad for name, param in part_params(block).items()}
+    except Exception as error:
+        result["grad_error"] = describe_error(error)
+    result["events"] = recorder.events
+    return result
+
+
+# --- the probes --------------------------------------------------------------------------------------
+
+def probe_eval(p):
+    """Eval mode: the output, every component call with its input and output, and the gradients."""
+    return _recorded_run(p, train=False)
+
+
+def probe_train(p):
+    """Train mode with real dropout, torch's seed fixed before the call: the same record as `eval`."""
+    return _recorded_run(p, train=True)
+
+
+def probe_eval_seeds(p):
+    """Eval mode, a fresh input, called twice on the very same tensor under two more global seeds: with dropout
+    off and the input left as it was, both outputs are the block's output for that input. A forward that writes
+    into its input (x += ...) hands the second call another input, which shows in the second output."""
+    block, x = p.block().eval(), p.fresh("repeat")
+    first = p.call(block, x, p.plan.rng[1]).detach().clone()     # a copy: the output may be the input itself
+    return {"y_a": first, "y_b": p.call(block, x, p.plan.rng[2]).detach().clone()}
+
+
+def probe_profile(p):
+    """Per-block gradient norms of a deep stack of the student's blocks (the notebook's own measurement)."""
+    cls, kit, cfg = p.definition("TransformerBlock"), p.kit, p.plan.cfg
+
+    def student_block(parts: dict):
+        block = build_block(cls, cfg)
+        install_parts(block, parts)      # also where the student's __init__ kept references to the components
+        return block
+
+    return {"profile": deep_profile(student_block, kit, p.plan)}
+
+
+def deep_profile(make_block, kit: dict, plan: Plan) -> list[float]:
+    """The notebook's `gradient_profile` of `PROFILE_DEPTH` blocks made by `make_block(parts)`.
+
+    The stack's weights are drawn by the notebook's `make_stack` on bare sets of the kit's five components,
+    then handed to the blocks being measured: they never depend on how a student's `__init__` orders its
+    modules, and the grader can rebuild the very same stack around its own reading of the student's forward."""
+    cfg = plan.cfg
+    drawn = _drawn_stack(kit, tuple(sorted(cfg.items())), plan.profile_seed, plan.device)
+    stack = torch.nn.Sequential(*[make_block({name: source[name] for name in PART_NAMES}).eval()
+                                  for source in drawn]).to(plan.device)
+    generator = torch.Generator().manual_seed(plan.profile_seed)
+    x = torch.randn(BATCH, cfg["context_length"], cfg["emb_dim"], generator=generator).to(plan.device)
+    tensor_out(stack[0](x.clone()), x)
+    profile = kit["gradient_profile"](stack, x, seed=plan.profile_seed)
+    return [float(v) for v in list(profile)[:PROFILE_DEPTH]]
+
+
+def _drawn_stack(kit: dict, cfg: tuple, seed: int, device: str):
+    """The deep stack's components for one seed and device, drawn once (they are the same for every block
+    measured on that seed; measuring never changes them, and a stack on `device` moves them there)."""
+    key = (id(kit), cfg, seed, device)
+    if key not in _STACKS:
+        if len(_STACKS) >= 4:
+            _STACKS.clear()
+        _STACKS[key] = (kit, kit["make_stack"](
+            lambda: torch.nn.ModuleDict(make_parts(kit, dict(cfg), 0, random_norms=False, draw=False)),
+            PROFILE_DEPTH, seed=seed))
+    return _STACKS[key][1]
+
+
+_STACKS: dict = {}       # (kit namespace, config, seed, device) -> (the namespace, kept alive, and its drawn stack)
+
+
+def probe_robust_small(p):
+    """A batch of one with fewer tokens than context_length (a fresh input)."""
+    return {"y": p.call(p.block().eval(), p.fresh("small"))}
+
+
+def probe_robust_batch(p):
+    """A batch of five sequences (a fresh input)."""
+    return {"y": p.call(p.block().eval(), p.fresh("batch"))}
+
+
+def probe_robust_double(p):
+    """float64 after block.double(), on a fresh float64 input: the answer must carry float64's precision."""
+    block, x = p.block().double().eval(), p.fresh("double", torch.float64)
+    y = p.call(block, x)
+    return {"y": y, "dtype": str(y.dtype).removeprefix("torch.")}
+
+
+# --- Task 2 --------------------------------------------------------------------------------------------
+
+def float_list(value, limit: int) -> list[float]:
+    """What Task 2's "list of floats" accepts, as the visible tests read it too (visible_tests.as_floats): a list or
+    tuple of real numbers (Python, NumPy or one-element tensors and arrays), or a NumPy array or torch tensor of
+    real numbers, flattened. Booleans, text, complex numbers and other containers are refused. At most `limit`
+    values are kept (the parent reads no more)."""
+    if isinstance(value, torch.Tensor):
+        if value.is_complex() or value.dtype == torch.bool:
+            raise ProbeFailure(f"returned a tensor of {str(value.dtype).removeprefix('torch.')}, not of real numbers")
+        return [float(v) for v in value.detach().cpu().reshape(-1)[:limit].tolist()]
+    if type(value).__module__ == "numpy" and hasattr(value, "dtype") and hasattr(value, "reshape"):
+        if value.dtype.kind not in "iuf":
+            raise ProbeFailure(f"returned an array of {value.dtype}, not of real numbers")
+        return [float(v) for v in value.reshape(-1)[:limit].tolist()]
+    if not isinstance(value, (list, tuple)):
+        raise ProbeFailure(f"returned {type(value).__name__}, expected a list of numbers")
+    return [_real_number(v) for v in list(value)[:limit]]
+
+
+def _real_number(value) -> float:
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_complex() and value.dtype != torch.bool:
+        return float(value.item())
+    kind = getattr(getattr(value, "dtype", None), "kind", None)
+    if type(value).__module__ == "numpy" and kind in ("i", "u", "f") and getattr(value, "size", 1) == 1:
+        return float(value.item())
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise ProbeFailure(f"returned a list holding {type(value).__name__}, expected numbers")
+
+
+def _attempt(function):
+    try:
+        return {"value": function()}
+    except Exception as error:
+        return {"error": describe_error(error)}
+
+
+def probe_compounding(p):
+    """Task 2 on the plan's cases: the formula on factors, autograd on layers (chains.py), the classification.
+    Every value is checked by the parent against its own computation: nothing here is believed."""
+    formula, autograd, classify = (p.definition(n) for n in ("magnitude_by_formula", "magnitude_by_autograd",
+                                                             "classify_factor"))
+    return {"formula": [_attempt(lambda: float_list(formula(factor, n), n + 2)) for factor, n in p.plan.chains],
+            "autograd": [_attempt(lambda: float_list(autograd(chains_.torch_layer(spec), n), n + 2))
+                         for spec, n in p.plan.layers],
+            "classify": [_attempt(lambda: str(classify(f))[:40]) for f in p.plan.factors]}
+
+
+PROBES = {
+    "compounding": probe_compounding,
+    "eval": probe_eval,
+    "train": probe_train,
+    "eval_seeds": probe_eval_seeds,
+    "robust_small": probe_robust_small,
+    "robust_batch": probe_robust_batch,
+    "robust_double": probe_robust_double,
+    "profile": probe_profile,
+}
+FORWARD_PROBES = tuple(name for name in PROBES if name != "compounding")
+
+
+def run_probe(name: str, p: Probing) -> dict:
+    reset_torch_state()
+    try:
+        return {"ok": True, **PROBES[name](p)}
+    except BaseException as error:  # student code may raise anything, SystemExit and KeyboardInterrupt included
+        return {"ok": False, "error": describe_error(error)}

@@ -1,0 +1,245 @@
+"""The child's answers, read strictly: every probe's answer must have exactly the form the plan asks for.
+
+Everything the sandbox sends is untrusted. `read_answer` walks only the fields a probe's answer may have,
+with the types, shapes and sizes the plan fixes; it never recurses into whatever else was sent. Anything
+else (a missing field, an extra call, a tensor of the wrong shape, a list too long) makes that probe's
+answer a protocol error: 0 for what depends on it, with a message, and never an exception in the parent.
+"""
+from __future__ import annotations
+
+import base64
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from autograder.engine.questions.plan import BATCH, BIG_BATCH, PROFILE_DEPTH, Plan
+from autograder.engine.questions.probes import PROBES
+from autograder.engine.questions.recording import DEVICE_MOVES, MAX_CALLS, MAX_EVENTS
+
+CALL_NAMES = {"norm1", "norm2", "att", "ff", "drop_shortcut", "dropout", "layer_norm"}
+EVENT_OPS = {"detach", ".data", "inplace", "factory", *DEVICE_MOVES}
+_DTYPES = {"float32": np.float32, "float64": np.float64}
+_TEXT = 500
+
+
+class Malformed(Exception):
+    """One answer broke the protocol; the message says where."""
+
+
+@dataclass(frozen=True)
+class Expect:
+    """The shapes a plan's answers must have."""
+    x: tuple
+    small: tuple
+    params: dict                 # "att.W_query.weight" -> shape
+    chains: tuple
+    factors: int
+    layers: tuple = ()
+    batch: tuple = ()
+
+    @classmethod
+    def of(cls, plan: Plan, params: dict) -> "Expect":
+        cfg = plan.cfg
+        x = (BATCH, cfg["context_length"], cfg["emb_dim"])
+        return cls(x, (1, cfg["context_length"] - 3, cfg["emb_dim"]), dict(params), tuple(plan.chains),
+                   len(plan.factors), tuple(plan.layers), (BIG_BATCH, cfg["context_length"], cfg["emb_dim"]))
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.x)
+
+
+def _field(value: dict, key: str, where: str):
+    if key not in value:
+        raise Malformed(f"{where}.{key} is missing")
+    return value[key]
+
+
+def _dict(value, where: str, allowed: set) -> dict:
+    if not isinstance(value, dict):
+        raise Malformed(f"{where} is not an object")
+    extra = set(value) - allowed
+    if extra:
+        raise Malformed(f"{where} has unexpected fields ({', '.join(sorted(map(str, extra))[:3])})")
+    return value
+
+
+def _text(value, where: str, optional: bool = True) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise Malformed(f"{where} is not text")
+    return value[:_TEXT]
+
+
+def tensor(value, where: str, shape: tuple | None = None, max_numel: int | None = None) -> np.ndarray:
+    """An encoded tensor: dtype, shape and raw bytes that agree, within the size the plan allows."""
+    payload = _dict(value, where, {"__tensor__", "dtype", "shape", "data"})
+    if payload.get("__tensor__") is not True or payload.get("dtype") not in ("float32", "float64"):
+        raise Malformed(f"{where} is not a float tensor")
+    dims = payload.get("shape")
+    if not isinstance(dims, list) or len(dims) > 6 or not all(type(n) is int and 0 <= n <= 1 << 20 for n in dims):
+        raise Malformed(f"{where} has a bad shape")
+    if shape is not None and tuple(dims) != tuple(shape):
+        raise Malformed(f"{where} has shape {tuple(dims)}, not {tuple(shape)}")
+    if max_numel is not None and math.prod(dims) > max_numel:
+        raise Malformed(f"{where} has {math.prod(dims)} elements, more than {max_numel}")
+    data = payload.get("data")
+    dtype = np.dtype(_DTYPES[payload["dtype"]])
+    if not isinstance(data, str) or len(data) > 4 * (math.prod(dims) * dtype.itemsize + 3) // 3 + 4:
+        raise Malformed(f"{where} has data that does not match its shape")
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except ValueError:
+        raise Malformed(f"{where} has data that is not base64") from None
+    if len(raw) != math.prod(dims) * dtype.itemsize:
+        raise Malformed(f"{where} has data that does not match its shape")
+    return np.frombuffer(raw, dtype=dtype).reshape(dims).astype(np.float64)
+
+
+def _optional_tensor(value, where: str, shape: tuple) -> np.ndarray | None:
+    return None if value is None else tensor(value, where, shape)
+
+
+def error_info(value, where: str = "error") -> dict:
+    info = _dict(value, where, {"type", "message", "where"})
+    return {key: _text(info.get(key), f"{where}.{key}") or "" for key in ("type", "message")} | \
+        {"where": _text(info.get("where"), f"{where}.where")}
+
+
+def _number(value, where: str) -> float:
+    if type(value) is bool or not isinstance(value, (int, float)):
+        raise Malformed(f"{where} is not a number")
+    return float(value)
+
+
+def _calls(value, expect: Expect) -> list[dict]:
+    if not isinstance(value, list) or len(value) > MAX_CALLS:
+        raise Malformed(f"calls is not a list of at most {MAX_CALLS} calls")
+    calls, limit = [], 16 * expect.numel
+    for i, raw in enumerate(value):
+        where = f"calls[{i}]"
+        call = _dict(raw, where, {"name", "kind", "input", "output", "training", "via", "where", "no_grad"})
+        name, kind = _field(call, "name", where), _field(call, "kind", where)
+        if name not in CALL_NAMES or kind not in ("module", "function"):
+            raise Malformed(f"{where} names no component of the block")
+        training, via = call.get("training"), call.get("via")
+        if training is not None and type(training) is not bool or via not in (None, "module", "function"):
+            raise Malformed(f"{where} has a bad mode")
+        calls.append({"name": name, "kind": kind, "training": training, "via": via,
+                      "input": tensor(_field(call, "input", where), f"{where}.input", max_numel=limit),
+                      "output": tensor(_field(call, "output", where), f"{where}.output", max_numel=limit),
+                      "where": _text(call.get("where"), f"{where}.where"), "no_grad": call.get("no_grad") is True})
+    return calls
+
+
+def _events(value, expect: Expect) -> list[dict]:
+    if not isinstance(value, list) or len(value) > MAX_EVENTS:
+        raise Malformed(f"events is not a list of at most {MAX_EVENTS} events")
+    events = []
+    for i, raw in enumerate(value):
+        where = f"events[{i}]"
+        event = _dict(raw, where, {"op", "name", "on_input", "where", "value", "consumer"})
+        if event.get("op") not in EVENT_OPS:
+            raise Malformed(f"{where} is not a known operation")
+        clean = {"op": event["op"], "name": _text(event.get("name"), f"{where}.name"),
+                 "where": _text(event.get("where"), f"{where}.where"),
+                 "consumer": _text(event.get("consumer"), f"{where}.consumer"),
+                 "on_input": event.get("on_input") is True}
+        if event.get("value") is not None:
+            clean["value"] = tensor(event["value"], f"{where}.value", max_numel=16 * expect.numel)
+        events.append(clean)
+    return events
+
+
+def _recorded_run(answer: dict, expect: Expect) -> dict:
+    _dict(answer, "answer", {"ok", "y", "calls", "notes", "x_grad", "param_grads", "grad_error", "events"})
+    out = {"y": tensor(_field(answer, "y", "answer"), "y", expect.x),
+           "calls": _calls(_field(answer, "calls", "answer"), expect),
+           "events": _events(_field(answer, "events", "answer"), expect),
+           "notes": [_text(n, "notes[]", False) for n in _short_list(answer.get("notes", []), "notes", 5)]}
+    if answer.get("grad_error") is not None:
+        out["grad_error"] = error_info(answer["grad_error"], "grad_error")
+    else:
+        out["x_grad"] = _optional_tensor(answer.get("x_grad"), "x_grad", expect.x)
+        grads = _dict(_field(answer, "param_grads", "answer"), "param_grads", set(expect.params))
+        if set(grads) != set(expect.params):
+            raise Malformed("param_grads does not name every parameter of the block's components")
+        out["param_grads"] = {name: _optional_tensor(grads[name], f"param_grads.{name}", shape)
+                              for name, shape in expect.params.items()}
+    return out
+
+
+def _short_list(value, where: str, limit: int) -> list:
+    if not isinstance(value, list) or len(value) > limit:
+        raise Malformed(f"{where} is not a list of at most {limit} entries")
+    return value
+
+
+def _attempt(value, where: str, read) -> dict:
+    attempt = _dict(value, where, {"value", "error"})
+    if "error" in attempt:
+        return {"error": error_info(attempt["error"], f"{where}.error")}
+    return {"value": read(_field(attempt, "value", where))}
+
+
+def _compounding(answer: dict, expect: Expect) -> dict:
+    _dict(answer, "answer", {"ok", "formula", "autograd", "classify"})
+    cases = {"formula": expect.chains, "autograd": expect.layers}
+    lists = {key: _short_list(_field(answer, key, "answer"), key, len(asked)) for key, asked in cases.items()}
+    factors = _short_list(_field(answer, "classify", "answer"), "classify", expect.factors)
+    if any(len(lists[key]) != len(asked) for key, asked in cases.items()) or len(factors) != expect.factors:
+        raise Malformed("the answers do not match the grader's list of cases")
+    out = {}
+    for key, asked in cases.items():
+        out[key] = []
+        for i, ((case, n), raw) in enumerate(zip(asked, lists[key])):
+            where = f"{key}[{i}]"
+            numbers = lambda v, w=where, n=n: [_number(x, w) for x in _short_list(v, w, n + 2)]  # noqa: E731
+            out[key].append({"case": case, "n": n, **_attempt(raw, where, numbers)})
+    out["classify"] = [_attempt(raw, f"classify[{i}]", lambda v, i=i: _text(v, f"classify[{i}]", False)[:40])
+                       for i, raw in enumerate(factors)]
+    return out
+
+
+def _read(probe: str, answer: dict, expect: Expect) -> dict:
+    if probe in ("eval", "train"):
+        return _recorded_run(answer, expect)
+    if probe == "compounding":
+        return _compounding(answer, expect)
+    if probe == "profile":
+        _dict(answer, "answer", {"ok", "profile"})
+        values = _short_list(_field(answer, "profile", "answer"), "profile", PROFILE_DEPTH)
+        if len(values) != PROFILE_DEPTH:
+            raise Malformed(f"profile has {len(values)} entries, not {PROFILE_DEPTH}")
+        return {"profile": [_number(v, "profile[]") for v in values]}
+    fields = {"eval_seeds": {"y_a": expect.x, "y_b": expect.x}, "robust_small": {"y": expect.small},
+              "robust_batch": {"y": expect.batch}, "robust_double": {"y": expect.x}}[probe]
+    extra = {"dtype"} if probe == "robust_double" else set()
+    _dict(answer, "answer", {"ok", *fields, *extra})
+    out = {key: tensor(_field(answer, key, "answer"), key, shape) for key, shape in fields.items()}
+    if extra:
+        out["dtype"] = _text(_field(answer, "dtype", "answer"), "dtype", False)[:20]
+    return out
+
+
+def read_answer(probe: str, answer, expect: Expect) -> dict:
+    """The probe's answer as checked data: {"ok": True, ...} or {"ok": False, "error": {...}}. Never raises."""
+    if probe not in PROBES:
+        raise KeyError(probe)
+    try:
+        if not isinstance(answer, dict) or type(answer.get("ok")) is not bool:
+            raise Malformed("no answer came back")
+        if not answer["ok"]:
+            _dict(answer, "answer", {"ok", "error"})
+            return {"ok": False, "error": error_info(_field(answer, "error", "answer"))}
+        return {"ok": True, **_read(probe, answer, expect)}
+    except Malformed as problem:
+        return {"ok": False, "error": {"type": "ProtocolError", "where": None,
+                                       "message": f"the answer to the grader's '{probe}' question was malformed "
+                                                  f"({problem})"}}
+    except Exception as problem:     # the reader's own failure on an answer it should have read or refused
+        return {"ok": False, "error": {"type": "GraderError", "where": None,
+                                       "message": f"the grader could not read its '{probe}' question's answer (a "
+                                                  f"grader error, reported: {type(problem).__name__}: {problem})"[:400]}}

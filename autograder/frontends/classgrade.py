@@ -1,0 +1,217 @@
+"""Grading a whole class: one warmed sandbox server per worker, one fresh child per submission.
+
+Reads a folder of submissions (one per student: a notebook, a .py, or a folder holding one) or nbgrader's
+`submitted/<student>/<assignment>/` layout, and writes for every student `OUT/<student>/results.json`
+(Gradescope format) and `OUT/<student>/feedback.html`, then `OUT/grades.csv` and the class report
+`OUT/report.html`. A student whose results are newer than their submission, and were graded against the source
+as it is now, is not graded again unless `force`.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import csv
+import io
+import json
+import os
+import queue
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from autograder.course import kit
+from autograder.sandbox.parent.containment import own_folder
+from .feedback import write_feedback_page
+from autograder.frontends.gradescope.results import result_from_json, write_atomically, write_results
+from autograder.grading.submission import grade_file, grader_failure, unreadable
+from autograder.grading.reference import reference
+from .report import write_class_report
+from autograder.engine.results import SubmissionResult, points_text
+from autograder.engine.rubric import RUBRIC
+from autograder.sandbox.parent.client import Limits, SandboxServer
+from .standing import Standing, standing_of
+
+SUBMISSION_SUFFIXES = (".ipynb", ".py")
+
+
+@dataclass(frozen=True)
+class Submission:
+    student: str
+    path: Path | None          # None: the student's folder holds nothing gradable
+
+
+def pick_file(folder: Path, assignment: kit.Assignment = kit.KIT) -> Path | None:
+    """The submission inside a student's folder: the assignment's notebook first, else any notebook or .py.
+    Links are never followed (the file found may itself be one: reading it then refuses with a message)."""
+    preferred = folder / assignment.notebook_name
+    if preferred.is_file() or preferred.is_symlink():
+        return preferred
+    found = []
+    for top, folders, files in os.walk(folder, followlinks=False):
+        folders[:] = sorted(f for f in folders if f != ".ipynb_checkpoints")
+        found += [Path(top) / name for name in files if name.endswith(SUBMISSION_SUFFIXES)]
+    for suffix in SUBMISSION_SUFFIXES:
+        matching = sorted(p for p in found if p.name.endswith(suffix))
+        if matching:
+            return matching[0]
+    return None
+
+
+def discover(root: Path, assignment: kit.Assignment = kit.KIT) -> list[Submission]:
+    """One Submission per student, sorted by student id. In nbgrader's layout (a course's submitted/ folder,
+    which may hold other assignments too) a student without a `<student>/<assignment>/` folder did not submit
+    this assignment and is left out, as `nbgrader autograde` leaves them out."""
+    submissions = []
+    entries = [e for e in sorted(Path(root).iterdir()) if not e.name.startswith(".")]
+    course_layout = any((e / assignment.name).is_dir() for e in entries if e.is_dir() and not e.is_symlink())
+    for entry in entries:
+        if course_layout and not (entry / assignment.name).is_dir():
+            continue
+        if entry.suffix in SUBMISSION_SUFFIXES and not entry.is_dir():
+            submissions.append(Submission(entry.stem, entry))   # a link or a pipe is refused when read
+        elif entry.is_dir() and not entry.is_symlink():
+            nbgrader_layout = entry / assignment.name
+            submissions.append(Submission(entry.name, pick_file(nbgrader_layout if nbgrader_layout.is_dir() else entry,
+                                                                assignment)))
+    return submissions
+
+
+def _is_fresh(results: Path, submission: Submission, assignment: kit.Assignment) -> bool:
+    """Graded after the submission was last changed, against the source as it is now (its points, say)."""
+    try:
+        fresh = (results.is_file() and submission.path is not None
+                 and results.stat().st_mtime >= os.lstat(submission.path).st_mtime)
+        return fresh and json.loads(results.read_text()).get("extra_data", {}).get("source") == assignment.key
+    except (OSError, ValueError):
+        return False
+
+
+def grade_row(student: str, result: SubmissionResult, standing: Standing) -> dict:
+    """One row of grades.csv: the standing's numbers (the gradebook's, in a course), the grader's findings."""
+    return {"student": student, "submission": result.submission, "score": points_text(standing.score),
+            "max_score": points_text(standing.max_score), "late_penalty": points_text(standing.late_penalty),
+            "awaiting": points_text(standing.awaiting),
+            **{name: points_text(cell.points) if cell.points is not None else "" for name, cell in standing.checks.items()},
+            **{cell.grade_id: points_text(cell.points) if cell.points is not None else "" for cell in standing.written},
+            "first_divergence": result.first_divergence or "", "seed": result.seed,
+            "grader_errors": " | ".join(result.grader_errors)}
+
+
+def write_grades_csv(out: Path, rows: list[dict], assignment: kit.Assignment = kit.KIT) -> Path:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=["student", "submission", "score", "max_score", "late_penalty",
+                                                "awaiting", *RUBRIC, *assignment.written_points(),
+                                                "first_divergence", "seed", "grader_errors"], restval="")
+    writer.writeheader()
+    writer.writerows(sorted(rows, key=lambda r: r["student"]))
+    write_atomically(out / "grades.csv", buffer.getvalue())
+    return out / "grades.csv"
+
+
+def read_results(out: Path, students: list[str]) -> dict[str, SubmissionResult]:
+    """Each student's result as results.json holds it (graded now or in an earlier run)."""
+    results = {}
+    for student in students:
+        path = out / student / "results.json"
+        if path.is_file():
+            try:
+                results[student] = result_from_json(json.loads(path.read_text()))
+            except (OSError, ValueError, KeyError, TypeError) as error:
+                results[student] = unreadable(student, "The results could not be read.", 0, "none", student,
+                                              (f"results unreadable: {error}",))
+    return results
+
+
+def results_rows(out: Path, assignment: kit.Assignment = kit.KIT) -> list:
+    """(student, result, standing) of every student with results in a grade-class folder, for the report."""
+    students = sorted(p.parent.name for p in Path(out).glob("*/results.json"))
+    return [(s, r, standing_of(r, assignment)) for s, r in read_results(Path(out), students).items()]
+
+
+def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int, device: str = "cpu",
+                force: bool = False, limits: Limits = Limits(), progress: bool = True,
+                course=None, assignment: kit.Assignment = kit.KIT, unsafe: bool = False,
+                isolation: dict | None = None, servers: list | None = None) -> list[dict]:
+    """Grade every submission under `root` into `out`; returns the grade rows. Never stops for one student.
+
+    `assignment` is the source notebook graded against: the kit's own, or a course's. `course` (an
+    `nbgrader_recorder.CourseRecorder`) writes each result into the course and then has nbgrader draw the feedback
+    pages; the numbers of grades.csv, the pages and the report are then the gradebook's. The submissions and `out`
+    are private: no submission can read another's file or results. `isolation` passes layer choices to the
+    sandbox (tests switch bubblewrap or namespaces off). `servers`: sandbox servers the caller spawned early (they
+    warm up while it imports), used as the workers; closed here, like the others."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)         # exists before the sandbox hides it
+    submissions = discover(root, assignment)
+    todo = [s for s in submissions if force or not _is_fresh(out / s.student / "results.json", s, assignment)]
+    _grade(todo, root, out, workers, seed, device, limits, course, assignment, unsafe, isolation, servers, progress)
+    students = [s.student for s in submissions]
+    results = read_results(out, students)
+    if course is not None:
+        standings = course.finish([s for s in students if s in results])
+        for student in standings:
+            shutil.copyfile(course.feedback_page(student), out / student / "feedback.html")
+    else:
+        standings = {s: standing_of(r, assignment) for s, r in results.items()}
+    rows = [grade_row(s, results[s], standings[s]) for s in students if s in results and s in standings]
+    write_grades_csv(out, rows, assignment)
+    write_class_report(out / "report.html", [(s, results[s], standings[s]) for s in students if s in standings],
+                       title=f"{assignment.name}: class report")
+    return rows
+
+
+def _grade(todo, root, out, workers, seed, device, limits, course, assignment, unsafe, isolation, servers,
+           progress) -> None:
+    workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
+    if not todo:
+        for server in servers or []:
+            server.close()
+        return
+    given = list(servers or [])
+    for extra in given[workers:]:
+        extra.close()
+    servers = given[:workers] + [SandboxServer(limits=limits, unsafe=unsafe, start=False, **(isolation or {}))
+                                 for _ in range(workers - len(given))]
+    for server in servers:
+        server.assignment, server.extra_private = assignment, (root, out)
+    pool: queue.Queue = queue.Queue()
+
+    def grade_one(submission: Submission):
+        if submission.path is None:
+            result = unreadable(submission.student, "No notebook or .py file was found in your submission.",
+                                seed, device, student=submission.student, assignment=assignment)
+        else:
+            server = pool.get()
+            try:
+                result = grade_file(submission.path, server, seed=seed, device=device, student=submission.student)
+            finally:
+                pool.put(server)
+        folder = own_folder(out / submission.student)     # a link put there is replaced, never followed
+        try:
+            write_results(result, folder / "results.json", source=assignment.key)
+            if course is not None:
+                course(submission, result)
+            else:
+                write_feedback_page(result, folder / "feedback.html", standing_of(result, assignment))
+        except Exception as error:      # the grader's failure: recorded for this student, the class goes on
+            result = grader_failure(submission.student, error, seed, device, submission.student, assignment)
+            write_results(result, folder / "results.json", source=assignment.key)
+        return result
+
+    try:
+        for server in servers:          # the servers warm up on their own while this process computes the
+            server.launch()             # reference's answers, once, for every worker to share
+        reference(seed, device, assignment)
+        for server in servers:
+            server.wait_until_ready()
+            pool.put(server)
+        with concurrent.futures.ThreadPoolExecutor(workers) as executor:
+            futures = [executor.submit(grade_one, s) for s in todo]
+            bar = tqdm(concurrent.futures.as_completed(futures), total=len(futures), unit="student",
+                       desc="grading", disable=not progress)
+            for future in bar:
+                future.result()
+    finally:
+        for server in servers:
+            server.close()

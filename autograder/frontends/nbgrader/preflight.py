@@ -1,0 +1,141 @@
+"""Before nbgrader grades one of the kit's assignments: can it be graded, here and as the course stands?
+
+`nbgrader autograde` (and formgrader's Autograde button) deletes a student's autograded folder before it grades
+them again (`--force`), and skips students graded before without looking at what changed. So the kit decides
+before nbgrader touches any student's folder: `KitPreflight` is the exporter nbgrader's Autograde converter
+creates once, after it has listed the submissions and before it processes the first one. On a refusal it logs one
+line and stops the command (nbgrader's own NbGraderException: no traceback, nothing deleted, every student as
+before). It refuses when
+
+* the course's source notebook cannot be graded (a check cell missing, unknown or duplicated, negative points);
+* the gradebook holds other points for a check cell than the source (the source was edited after
+  `nbgrader generate_assignment`, which records the points nbgrader adds up);
+* nothing on this machine can isolate student code, and the course has not chosen to grade anyway.
+
+Isolation: where bubblewrap works (any user, with unprivileged user namespaces) or the grader is root, the
+sandbox isolates. Elsewhere `c.KitSandbox.when_unisolated` decides, in the course's or the hub's
+nbgrader_config.py: "refuse" (the default) or "unsafe", which grades without isolation; every result then says
+so (`extra_data.isolation`, the autograded notebook, a note on the student's page, the log).
+"""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from nbconvert.exporters import NotebookExporter
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.converters import Autograde
+from nbgrader.converters.base import NbGraderException
+from traitlets import Enum
+from traitlets.config import Config, Configurable
+
+from autograder.course import kit
+from .plugins import KIT_KEY, course_directory
+from autograder.engine.rubric import RUBRIC
+
+
+class KitSandbox(Configurable):
+    """How the kit grades where it cannot isolate student code (set in a course's or the hub's nbgrader_config.py)."""
+
+    when_unisolated = Enum(["refuse", "unsafe"], default_value="refuse", help=(
+        "Where neither bubblewrap works nor the grader is root, nothing keeps a submission from reading the "
+        "solution and other students' files. 'refuse' (the default) grades nothing there; 'unsafe' grades anyway, "
+        "and every result records that it was not isolated.")).tag(config=True)
+
+
+def unsafe_allowed(config: Config) -> bool:
+    return KitSandbox(config=config).when_unisolated == "unsafe"
+
+
+@functools.lru_cache(maxsize=1)
+def can_isolate() -> bool:
+    from autograder.sandbox.parent.client import isolation_available
+    return isolation_available()
+
+
+ISOLATION_REFUSAL = ("nothing here can isolate student code (bubblewrap does not work and the grader is not root), "
+                     "so a submission could read the solution and other students' files. Install bubblewrap with "
+                     "unprivileged user namespaces, or grade as root (README, \"On a hub\"); or set "
+                     "c.KitSandbox.when_unisolated = \"unsafe\" in the course's nbgrader_config.py to grade without "
+                     "isolation, which every result then records")
+UNISOLATED_WARNING = ("grading WITHOUT isolation (c.KitSandbox.when_unisolated = \"unsafe\"): submissions can read "
+                      "the solution and other students' files; every result records it")
+
+
+def source_notebooks(coursedir, assignment_id: str) -> list[Path]:
+    folder = Path(coursedir.format_path(coursedir.source_directory, ".", assignment_id or "*"))
+    return sorted(p for p in folder.parent.glob(f"{folder.name}/*.ipynb"))
+
+
+def gradebook_disagreements(db_url: str, assignment: kit.Assignment) -> list[str]:
+    """Check cells whose points in the gradebook are not the source's (empty when the gradebook has none yet)."""
+    found = []
+    with Gradebook(db_url) as gradebook:
+        for name, points in assignment.check_points().items():
+            try:
+                recorded = gradebook.find_grade_cell(f"check_{name}", assignment.notebook_id, assignment.name).max_score
+            except MissingEntry:
+                continue
+            if abs(recorded - points) > 1e-9:
+                found.append(f"check_{name} gives {points:g} points in the source, {recorded:g} in the gradebook")
+    return found
+
+
+def refusal(coursedir, config: Config, assignment_id: str, unsafe: bool = False) -> str | None:
+    """Why the kit will not grade `assignment_id` in this course now, in one sentence; None when it will.
+    `unsafe`: grading without isolation was asked for otherwise (`grade-class --unsafe`)."""
+    for path in source_notebooks(coursedir, assignment_id):
+        if not kit.is_kit_source(path, RUBRIC):
+            continue
+        assignment = kit.Assignment(path)
+        problems = assignment.problems(RUBRIC)
+        if problems:
+            return f"{path}: " + "; ".join(problems)
+        stale = gradebook_disagreements(coursedir.db_url, assignment)
+        if stale:
+            return (f"{'; '.join(stale)}: run `nbgrader generate_assignment {assignment.name} --force` first "
+                    "(it records the source's points; submissions are kept)")
+        if not can_isolate() and not (unsafe or unsafe_allowed(config)):
+            return ISOLATION_REFUSAL
+    return None
+
+
+def graded_with_another_source(coursedir, assignment: kit.Assignment) -> list[str]:
+    """Students whose autograded notebook was graded against another version of the source (new points, say)."""
+    import json
+
+    stale = []
+    pattern = Path(coursedir.format_path(coursedir.autograded_directory, "*", assignment.name))
+    for path in sorted(pattern.parent.parent.glob(f"*/{assignment.name}/{assignment.notebook_name}")):
+        try:
+            record = json.loads(path.read_text()).get("metadata", {}).get(KIT_KEY, {})
+        except (OSError, ValueError):
+            continue
+        if record.get("source") not in (None, assignment.key):
+            stale.append(path.parent.parent.name)
+    return stale
+
+
+class KitPreflight(NotebookExporter):
+    """nbgrader's notebook exporter for Autograde, which checks the kit's assignment first (see the module)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        converter = self.parent
+        if not isinstance(converter, Autograde):
+            return
+        coursedir = course_directory(converter)
+        why = refusal(coursedir, self.config, coursedir.assignment_id)
+        if why:
+            converter.log.error("Not grading %s: %s.", coursedir.assignment_id, why)
+            raise NbGraderException(why)
+        kit_sources = [p for p in source_notebooks(coursedir, coursedir.assignment_id) if kit.is_kit_source(p, RUBRIC)]
+        if kit_sources and not can_isolate():
+            converter.log.warning(UNISOLATED_WARNING)
+        if kit_sources and not converter.force:
+            stale = graded_with_another_source(coursedir, kit.Assignment(kit_sources[0]))
+            if stale:
+                converter.log.warning("%d students were graded against an earlier version of %s (%s); "
+                                      "`nbgrader autograde %s --force` grades them again", len(stale),
+                                      kit_sources[0].name, ", ".join(stale[:5]) + (", ..." if len(stale) > 5 else ""),
+                                      coursedir.assignment_id)

@@ -1,0 +1,167 @@
+"""`grade-class --course`: the class grader's results written into an nbgrader course as `nbgrader autograde`
+would write them, then the feedback pages drawn by nbgrader's own feedback exporter, so that the gradebook,
+`nbgrader export`, formgrader, every feedback page and grade-class's own grades.csv say the same numbers.
+
+Per student (`CourseRecorder.__call__`): the autograded notebook (annotated like nbgrader_annotate does for
+`nbgrader autograde`) and its scores in the gradebook, with nbgrader's late penalty. After the class
+(`CourseRecorder.finish`): nbgrader's GenerateFeedback for the assignment (every page drawn again, from the
+gradebook) and each student's standing read back from the gradebook.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import nbformat
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.converters import GenerateFeedback
+from nbgrader.coursedir import CourseDirectory
+from nbgrader.preprocessors import AssignLatePenalties
+from nbgrader.utils import determine_grade, is_grade
+
+from .annotate import annotate
+from .bridge import course_config, pick_assignment
+from .feedback import recorded_result, standing_from_gradebook
+from .plugins import without_score_outputs
+from .preflight import refusal
+from autograder.engine.results import SubmissionResult
+
+COPIED = ("timestamp.txt", "submission_secret.txt")     # what nbgrader's feedback and release read beside a notebook
+
+
+class CourseRecorder:
+    """Writes each graded student into the course; grades with the course's own source notebook."""
+
+    def __init__(self, course: Path, assignment_name: str | None = None, unsafe: bool = False):
+        self.course = Path(course).resolve()
+        self.config = course_config(self.course)
+        self.coursedir = CourseDirectory(config=self.config, root=str(self.course))
+        self.db_url = self.coursedir.db_url
+        self.lock = threading.Lock()
+        self.assignment = pick_assignment(self.course, assignment_name, self.config)
+        with Gradebook(self.db_url) as gradebook:
+            try:
+                gradebook.find_assignment(self.assignment.name)
+            except MissingEntry:
+                raise SystemExit(f"{self.course}: the gradebook has no assignment '{self.assignment.name}'; run "
+                                 "`nbgrader generate_assignment` there first") from None
+        why = refusal(self.coursedir, self.config, self.assignment.name, unsafe=unsafe)
+        if why:
+            raise SystemExit(f"Not grading {self.assignment.name}: {why}.")
+
+    def folder(self, kind: str, student: str) -> Path:
+        return Path(self.coursedir.format_path(getattr(self.coursedir, f"{kind}_directory"), student,
+                                               self.assignment.name))
+
+    def __call__(self, submission, result: SubmissionResult) -> None:
+        student = submission.student
+        notebook = self._annotated(submission, result)
+        with self.lock:
+            self._record(student, notebook, self._timestamp(submission))
+        for output in (c for c in notebook.cells if c.cell_type == "code"):
+            output.outputs = without_score_outputs(output.outputs)
+        autograded = self.folder("autograded", student)
+        path = autograded / self.assignment.notebook_name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)        # nbgrader leaves its autograded copies read-only
+        nbformat.write(notebook, path)
+        if submission.path is not None:
+            for name in COPIED:
+                if (submission.path.parent / name).is_file():
+                    (autograded / name).unlink(missing_ok=True)
+                    shutil.copyfile(submission.path.parent / name, autograded / name)
+
+    def finish(self, students: list[str]) -> dict[str, object]:
+        """Draw every page of the assignment again with nbgrader's feedback exporter; the standing of each of
+        `students` as the gradebook holds it now (student -> Standing)."""
+        coursedir = CourseDirectory(config=self.config, root=str(self.course))
+        coursedir.assignment_id = self.assignment.name
+        quiet = logging.getLogger("autograder.course")
+        quiet.setLevel(logging.ERROR)          # nbgrader logs a warning for every late penalty it shows
+        converter = GenerateFeedback(coursedir=coursedir, config=self.config, log=quiet)
+        converter.force = True
+        converter.start()
+        self._hand_back(students)
+        standings = {}
+        with Gradebook(self.db_url) as gradebook:
+            for student in students:
+                path = self.folder("autograded", student) / self.assignment.notebook_name
+                notebook = nbformat.read(path, as_version=4) if path.is_file() else None
+                try:
+                    standings[student] = standing_from_gradebook(gradebook, self.assignment, student, notebook)
+                except MissingEntry:
+                    continue
+        return standings
+
+    def _hand_back(self, students: list[str]) -> None:
+        """Grading as root a course that belongs to someone else (a grading pod, `sudo`): what was written in it
+        belongs to the course's owner again, who can grade, regrade and release as before."""
+        owner = self.course.stat()
+        if os.geteuid() != 0 or owner.st_uid == 0:
+            return
+        paths = [Path(self.db_url.removeprefix("sqlite:///"))] if self.db_url.startswith("sqlite:///") else []
+        for student in students:
+            for kind in ("autograded", "feedback"):
+                folder = self.folder(kind, student)
+                paths += [folder.parent, folder, *folder.rglob("*")]
+        for path in paths:
+            if path.exists() and not path.is_symlink():
+                os.chown(path, owner.st_uid, owner.st_gid)
+
+    def feedback_page(self, student: str) -> Path:
+        return self.folder("feedback", student) / f"{self.assignment.notebook_id}.html"
+
+    def _annotated(self, submission, result: SubmissionResult) -> nbformat.NotebookNode:
+        notebook = None
+        if submission.path is not None and submission.path.suffix == ".ipynb":
+            try:
+                notebook = nbformat.read(submission.path, as_version=4)
+            except Exception:
+                notebook = None
+        return annotate(notebook or nbformat.v4.new_notebook(), result, self.assignment)
+
+    def _timestamp(self, submission):
+        """nbgrader's submission time (timestamp.txt beside the notebook, written by `nbgrader collect`)."""
+        if submission.path is None:
+            return None
+        return self.coursedir.get_existing_timestamp(str(submission.path.parent))
+
+    def _record(self, student: str, notebook: nbformat.NotebookNode, timestamp) -> None:
+        name, notebook_id = self.assignment.name, self.assignment.notebook_id
+        cells = {c.metadata["nbgrader"]["grade_id"]: c for c in notebook.cells if is_grade(c)}
+        with Gradebook(self.db_url, self.coursedir.course_id) as gradebook:
+            gradebook.update_or_create_student(student)
+            gradebook.update_or_create_submission(name, student, **({"timestamp": timestamp} if timestamp else {}))
+            for grade in gradebook.find_submission_notebook(notebook_id, name, student).grades:
+                cell = cells.get(grade.name)
+                # nbgrader's own rule (SaveAutoGrades): a check cell's value, None for a written answer
+                grade.auto_score = determine_grade(cell)[0] if cell is not None else None
+                grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
+            gradebook.db.commit()
+        resources = {"nbgrader": {"notebook": notebook_id, "assignment": name, "student": student,
+                                  "db_url": self.db_url}}
+        AssignLatePenalties(config=self.config).preprocess(notebook, resources)
+
+
+def course_rows(course: Path, name: str | None = None) -> tuple[str, list]:
+    """(assignment, [(student, result, standing)]) of a graded course, for the class report: the results kept in
+    its autograded notebooks (by `nbgrader autograde` or grade-class), the numbers from its gradebook."""
+    course = Path(course).resolve()
+    config = course_config(course)
+    assignment = pick_assignment(course, name, config)
+    coursedir = CourseDirectory(config=config, root=str(course))
+    folder = Path(coursedir.format_path(coursedir.autograded_directory, "*", assignment.name))
+    rows = []
+    with Gradebook(coursedir.db_url) as gradebook:
+        for path in sorted(folder.parent.parent.glob(f"*/{assignment.name}/{assignment.notebook_name}")):
+            student = path.parent.parent.name
+            notebook = nbformat.read(path, as_version=4)
+            try:
+                standing = standing_from_gradebook(gradebook, assignment, student, notebook)
+            except MissingEntry:
+                continue
+            rows.append((student, recorded_result(notebook, student), standing))
+    return assignment.name, rows

@@ -1,0 +1,176 @@
+"""Every check on one sandbox reply: the child's answers read strictly, the reference's answers to the same
+plan, the student's runs named, the first divergent step found, and each check's verdict turned into points.
+
+Pure apart from the (cached) reference and the grader's replays. A check that crashes is a grader error, visible
+to the instructor, and never the student's lost points.
+"""
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from autograder.course import kit
+from autograder.engine.reading.answers import read_answer
+from autograder.engine.checks import (
+    Evidence, compounding, dropout, fail, gradients, order, prenorm, robustness, shortcuts
+)
+from autograder.engine.diagnosis.first_step import first_divergence
+from .reference import expected_shapes, reference, reference_namespace, trusted_parts
+from autograder.engine.questions.plan import Plan
+from autograder.engine.questions.probes import PROBES, Probing
+from autograder.engine.reading.naming import analyse
+from autograder.engine.reading.replays import Replays
+from autograder.engine.results import CheckResult, SubTest
+from autograder.engine.rubric import RUBRIC
+
+CHECKS = (order, shortcuts, prenorm, dropout, gradients, robustness, compounding)
+ALL_PROBES = tuple(PROBES)
+
+
+def _notes(raw: dict, student: dict) -> tuple[str, ...]:
+    """Student-facing remarks; everything here came from the sandbox, so nothing about its shape is trusted."""
+    notes = []
+    loaded = raw.get("loaded") if isinstance(raw.get("loaded"), dict) else {}
+    errors = loaded.get("cell_errors") if isinstance(loaded.get("cell_errors"), list) else []
+    for error in errors[:5]:
+        if isinstance(error, dict):
+            notes.append(f"{error.get('cell')} raised {error.get('type')}: {error.get('message')}")
+    for note in (student["eval"].get("notes") or [])[:2] if student["eval"]["ok"] else []:
+        notes.append(f"{note}; your forward was graded with the kit's components.")
+    return tuple(str(n)[:500] for n in notes)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Everything the checks found for one submission."""
+    checks: tuple[CheckResult, ...]
+    first_divergence: str | None
+    notes: tuple[str, ...]
+    profiles: dict
+    grader_errors: tuple[str, ...]
+
+
+def grader_error_text(where: str, error: BaseException) -> str:
+    line = traceback.format_exception_only(type(error), error)[-1].strip()
+    frame = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
+    at = f" at {Path(frame.filename).name}:{frame.lineno}" if frame else ""
+    return f"{where}: {line}{at}"
+
+
+def _check_result(module, evidence: Evidence, errors: list, points: float | None = None) -> CheckResult:
+    """One check's result, its parts sharing `points` (the course's cell points) by the rubric's weights."""
+    spec = RUBRIC[module.NAME]
+    grader_error = None
+    try:
+        outcomes = module.evaluate(evidence)
+        missing = set(spec.parts) - set(outcomes)
+        if missing:
+            raise KeyError(f"no verdict for {sorted(missing)}")
+    except Exception as error:
+        grader_error = grader_error_text(f"check {module.NAME}", error)
+        errors.append(grader_error)
+        outcomes = {part: fail("Not graded: the grader itself failed on this check (a grader error, not a mistake of "
+                               "yours); your instructor can see it and will regrade.") for part in spec.parts}
+    subtests = tuple(SubTest(part, worth if outcomes[part].passed else 0.0, worth, outcomes[part].passed,
+                             outcomes[part].message) for part, worth in spec.parts_for(points).items())
+    failed = [_sentence(s.message) for s in subtests if not s.passed]
+    message = "All parts passed." if not failed else " ".join(dict.fromkeys(failed))
+    return CheckResult(module.NAME, spec.title, subtests, message, spec.visibility, dict(evidence.details), grader_error)
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def evaluate(raw: dict, plan: Plan, assignment: kit.Assignment = kit.KIT, sources: list[str] = ()) -> Evaluation:
+    """Every check on one sandbox reply. Pure apart from the (cached) reference and the grader's replays.
+    `sources`: the student's code as sent (for remarks read from the code itself)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)         # many small computations: one thread is fastest, and fair to a busy machine
+    try:
+        return _evaluate(raw, plan, assignment, list(sources))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _read_runs(student: dict, x, parts: dict, device: str, errors: list) -> dict:
+    flows = {}
+    for mode in ("eval", "train"):
+        flows[mode] = None
+        if not student[mode]["ok"]:
+            continue
+        try:
+            flows[mode] = analyse(x, student[mode], parts, train=mode == "train", device=device)
+        except Exception as error:
+            errors.append(grader_error_text(f"reading the {mode}-mode run", error))
+            student[mode] = {"ok": False, "error": {"type": "ProtocolError", "message":
+                             "the grader could not read your forward's run (a grader error, reported)"}}
+            continue
+        wrong = flows[mode].unverified
+        if wrong:      # a record the grader cannot reproduce is not believed, in any of its parts
+            flows[mode] = None
+            student[mode] = {"ok": False, "error": {"type": "ProtocolError", "message":
+                             f"{wrong[0].why}; nothing recorded in that run can be believed"}}
+    return flows
+
+
+def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list) -> Evaluation:
+    parts = trusted_parts(assignment, plan)
+    expect = expected_shapes(plan, parts)
+    answers = raw.get("observations") if isinstance(raw.get("observations"), dict) else {}
+    student = {probe: read_answer(probe, answers.get(probe), expect) for probe in ALL_PROBES}
+    broken = [f"'{probe}': {a['error']['message']}" for probe, a in student.items()
+              if not a["ok"] and a["error"].get("type") in ("GraderError", "EncoderError")]
+    if broken:     # the grader's own encoder (in the sandbox) or reader failed: nothing is scored as the student's
+        raise RuntimeError(f"encoding or reading the sandbox's answers: {'; '.join(broken)}")
+    errors: list[str] = []
+    ref = reference(plan.seed, plan.device, assignment)
+    cpu_plan = Plan(**{**plan.__dict__, "device": "cpu"})
+    x = Probing({}, reference_namespace(assignment), cpu_plan).x().numpy().astype(np.float64)
+    flows = _read_runs(student, x, parts, plan.device, errors)
+    evidence = Evidence(student, ref.answers, ref.named, parts, x, flows,
+                        replays=Replays(flows, parts, plan, reference_namespace(assignment)), plan=plan,
+                        device=plan.device, drop_p=plan.drop_p, sources=sources)
+    try:
+        matching = evidence.matches("eval") and evidence.matches("train")
+        divergence = None if matching else first_divergence(flows, parts, plan.drop_p)
+    except Exception as error:   # an explanation is a bonus: its failure costs no points, but is reported
+        errors.append(grader_error_text("finding the first divergent step", error))
+        divergence = None
+    evidence.divergence = divergence
+    if divergence is not None:     # for the instructor (and the kit's tests): the step, and the cause if verified
+        evidence.details["divergence"] = {"step": divergence.step, "mode": divergence.mode, "cause": divergence.cause,
+                                          "message": divergence.message}
+    points = assignment.check_points()
+    checks = tuple(_check_result(module, evidence, errors, points.get(module.NAME)) for module in CHECKS)
+    if all(check.passed for check in checks if check.check != compounding.NAME):
+        divergence = None   # the trace only explains lost points; equivalent code in any style has nothing to explain
+    profiles = {"student": _student_profile(evidence, student), **ref.profiles}
+    notes = _notes(raw, student) + _code_notes(evidence)
+    return Evaluation(checks, divergence.text() if divergence else None, notes, profiles, tuple(errors))
+
+
+def _student_profile(evidence: Evidence, student: dict):
+    """The profile drawn as the student's: the grader's own stack of the student's program where it has one."""
+    try:
+        return evidence.reference["profile"]["profile"] if evidence.matches("eval") else evidence.replays.profile
+    except (ValueError, KeyError):
+        return student["profile"].get("profile") if student["profile"]["ok"] else None
+
+
+def _code_notes(evidence: Evidence) -> tuple:
+    notes = []
+    note = robustness.device_note(evidence.sources)
+    if note:
+        notes.append(note + ".")
+    flow = evidence.flows.get("eval")
+    if flow is not None and flow.decoys:
+        names = ", ".join(dict.fromkeys(step.name for step in flow.decoys))
+        notes.append(f"Your forward also called {names} on values whose results never reach what it returns; such "
+                     "calls earn nothing.")
+    return tuple(notes)

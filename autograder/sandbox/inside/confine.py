@@ -1,0 +1,148 @@
+"""Confining a child before it runs any student code.
+
+Everything here runs in the freshly forked child, in this order: CUDA first when asked for (its context must
+be made before the memory limit and the user switch), then `confine`:
+
+1. join the job's control groups (done by the caller: one memory and process limit, one CPU clock);
+2. where the server can make namespaces: a private root of its own (`rootfs.private_root`: only the system,
+   Python and the sandbox's own code; own /tmp, /var/tmp, /dev/shm, /run/lock; own network, IPC and host name);
+3. a new session, resource limits, umask 077, its working directory;
+4. Landlock where the kernel has it (`landlock.restrict`: reads only below the system, Python and the sandbox's own code,
+   writes only below its own places);
+5. the seccomp filter (`seccomp.install`: other ABIs and io_uring everywhere; sockets and IPC without
+   namespaces; permission changes without namespaces or Landlock);
+6. the job's own sandbox user (as root; else every capability dropped), a clean environment and no grading
+   modules on the import path.
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import importlib.machinery
+import os
+import resource
+import signal
+import sys
+import tempfile
+
+import torch
+
+from . import landlock, seccomp
+from .rootfs import PRIVATE_PLACES, private_root
+
+_libc = ctypes.CDLL(None, use_errno=True)
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, PR_SET_DUMPABLE = 47, 4, 4
+_CAPSET = {"x86_64": 126, "aarch64": 91}
+READABLE = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sys")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+
+
+def inside(path: str, folder: str) -> bool:
+    path, folder = os.path.realpath(path), os.path.realpath(folder)
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+class NoGradingCode:
+    """Import hook in the child: no module from the kit's folder but the packages the child runs (this one and
+    the questions') and the virtual environment, under whatever name it is asked for (`autograder.grading`, or
+    the same file by another path)."""
+
+    def __init__(self, kit_root: str | None, packages: tuple):
+        self.kit_root, self.packages = kit_root, tuple(packages)
+        self.allowed = (*(os.path.dirname(os.path.abspath(sys.modules[p].__file__)) for p in self.packages),
+                        sys.prefix)
+
+    def find_spec(self, name, path=None, target=None):
+        if (name == "autograder" or name.startswith("autograder.")) and \
+                not any(name == p or name.startswith(p + ".") for p in self.packages):
+            raise ImportError("the grader's modules are not available to submissions")
+        if self.kit_root:
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            origin = os.path.realpath(spec.origin) if spec is not None and spec.origin else ""
+            if origin and inside(origin, self.kit_root) and not any(inside(origin, ok) for ok in self.allowed):
+                raise ImportError("the grader's modules are not available to submissions")
+        return None
+
+
+def start_cuda(limits: dict) -> None:
+    """CUDA's context (and cuBLAS) in the child, before its limits, its user switch and any student code.
+
+    CUDA maps tens of GB of address space when it starts, which the RLIMIT_AS set next would refuse; started
+    first, that mapping is part of the size the limit is added to (and the GPU's device files are opened
+    while still allowed). A CUDA context does not survive fork, so the server itself never touches CUDA,
+    not even `torch.cuda.is_available()`.
+    """
+    torch.cuda.init()
+    a = torch.ones(8, 8, device="cuda")
+    (a @ a).sum().item()
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, limits["memory_mb"] * 2**20 / total))
+
+
+def gpu_devices() -> list[str]:
+    return sorted(glob.glob("/dev/nvidia*"))
+
+
+def readable_places(keep: list[str]) -> list[str]:
+    """What a child may read: the system, Python and its packages, the code the sandbox runs (the same in every layer)."""
+    return [*READABLE, *keep, os.path.dirname(os.path.abspath(__file__))]
+
+
+def drop_capabilities() -> None:
+    """No capability left in any set (inside bubblewrap's user namespace the server keeps CAP_SYS_ADMIN to
+    make each child's namespaces; the child itself must not keep it)."""
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)          # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()                           # effective, permitted, inheritable: all empty
+    number = _CAPSET.get(os.uname().machine)
+    if number is None or _libc.syscall(number, header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+
+
+def confine(workdir: str | None, setup, uid: int | None) -> str:
+    """Confine this (child) process for good as set out above; returns its working directory."""
+    limits, view = setup.limits, setup.view
+    writable = []
+    if view is not None:
+        private_root(setup.keep, view["tmp_mb"], gpu_devices(), network=view.get("network", True))
+        workdir = tempfile.mkdtemp(prefix="submission-", dir="/tmp")
+        writable = [place for place in PRIVATE_PLACES if os.path.isdir(place)]
+    os.setsid()
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
+        signal.signal(number, signal.SIG_DFL)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)       # an over-long write fails instead of killing
+    with open("/proc/self/status") as status:
+        vm_size_kb = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+    memory = vm_size_kb * 1024 + limits["memory_mb"] * 2**20
+    for kind, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, limits["file_mb"] * 2**20),
+                        (resource.RLIMIT_NOFILE, 256), (resource.RLIMIT_AS, memory),
+                        (resource.RLIMIT_CPU, int(limits["job_s"]) + 5)):
+        resource.setrlimit(kind, (value, value))
+    os.umask(0o077)
+    if uid is not None:
+        os.chown(workdir, uid, uid)
+    if setup.landlock:
+        landlock.restrict(readable_places(setup.keep), [workdir, *writable],
+                          [*DEVICES, *gpu_devices()])
+    seccomp.install(setup.filters)
+    if uid is not None:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+        nproc = limits["processes"]
+    else:
+        drop_capabilities()
+        nproc = setup.nproc_base + limits["processes"]
+    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)     # its own memory is its own to read (the supervisor's is not)
+    os.chdir(workdir)
+    os.environ.clear()
+    os.environ.update(HOME=workdir, TMPDIR=workdir, PATH="/usr/bin:/bin", LANG="C.UTF-8",
+                      MPLBACKEND="Agg", OMP_NUM_THREADS="1")
+    tempfile.tempdir = workdir
+    if setup.hide_root:      # the grader's folder leaves the path; Python's own environment stays, even inside it
+        environments = [e for e in (sys.prefix, sys.base_prefix) if not inside(setup.hide_root, e)]
+        sys.path[:] = [p for p in sys.path if p and (not inside(p, setup.hide_root)
+                                                     or any(inside(p, e) for e in environments))]
+    sys.meta_path.insert(0, NoGradingCode(setup.hide_root, (__package__, setup.questions.__package__)))
+    return workdir

@@ -1,0 +1,195 @@
+"""The pristine sandbox server (a zygote): imports torch once, warms up on the assignment's public code, and
+then forks one supervisor per job. It never reads a job.
+
+Started by the parent (`autograder.sandbox.parent.client`) as `python -m autograder.sandbox.inside.server`, possibly inside
+bubblewrap, with a SOCK_SEQPACKET Unix socket on fd 0 (`inside.protocol`):
+
+  parent -> server  {"questions", "kit_code", "limits", "hide_root", "groups", "keep", "view", ...}   once
+  server -> parent  {"ready": true, "layers": {...}}                                              once
+  parent -> server  {"job": n, "uid": u} with the job's own channel (a socket) beside it          per job
+  server -> parent  {"spawned": n}
+
+The server hands each job's channel to a supervisor (`inside.supervisor`) it forked ahead of time, closing
+its own copy without reading from it. The supervisor reads the student's cells from that channel, forks the
+confined children that run them, replies on it, and exits. So no student's code, answers or results ever
+enter this process: a child can search all the memory it inherited and find nothing of a classmate's.
+The kit code it holds is what students receive.
+
+The server knows nothing of the questions: `init["questions"]` names the module a child runs its job with
+(`ready`, `run_job`, `PROBES`, `FORWARD_PROBES`; the grader's is `autograder.engine.questions.job`).
+"""
+from __future__ import annotations
+
+import ctypes
+import gc
+import importlib
+import os
+import select
+import socket
+
+import torch
+
+from . import landlock, seccomp
+from .confine import gpu_devices, readable_places
+from .processes import task_count
+from .protocol import ProtocolError, receive_message, send_message
+from .rootfs import private_root
+from .supervisor import Setup, Supervisor
+
+# Imported once by the server so that children need not: what graded cells commonly import (not matplotlib:
+# the notebook's figures are in experiment cells, which graders skip; a child that needs it imports it).
+PRELOAD = ("math", "random", "itertools", "functools", "collections", "typing", "dataclasses", "copy", "time",
+           "json", "re", "statistics", "fractions", "decimal", "operator", "string", "textwrap", "warnings",
+           "numpy", "torch.nn.functional")
+PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE = 36, 4
+
+
+def _attempt(attempt) -> int:
+    """Fork a child that tries `attempt` (set up namespaces, Landlock, a seccomp filter); its pid."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            attempt()
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    return pid
+
+
+def _worked(pid: int) -> bool:
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def try_layers(init: dict) -> dict:
+    """Start trying, in forked children, what this machine lets children do; they run while the server warms
+    up (`layers_that_work` collects them). The seccomp filter is tried with every part: a kernel that takes
+    it takes any of its subsets."""
+    keep, view = init["keep"], init.get("view")
+    tries = {"seccomp": _attempt(lambda: seccomp.install(seccomp.PARTS))}
+    if view is not None:
+        tries["view"] = _attempt(lambda: private_root(keep, view["tmp_mb"], gpu_devices(), view["network"]))
+    if init.get("landlock", True) and landlock.abi():
+        tries["landlock"] = _attempt(lambda: landlock.restrict(readable_places(keep), [], []))
+    return tries
+
+
+def layers_that_work(init: dict, tries: dict) -> tuple[dict | None, int, tuple | None]:
+    """(private root or None, Landlock ABI or 0, seccomp parts or None) from the tries of `try_layers`."""
+    worked = {name: _worked(pid) for name, pid in tries.items()}
+    view = init.get("view") if worked.get("view") else None
+    abi = landlock.abi() if worked.get("landlock") else 0
+    parts = ("io_uring",) + (() if view else ("sockets", "ipc")) + (() if view or abi else ("permissions",))
+    return view, abi, parts if worked["seccomp"] else None
+
+
+class Server:
+    """The zygote: everything children share, made once; then only forks."""
+
+    def __init__(self, init: dict):
+        tries = try_layers(init)
+        questions = importlib.import_module(init["questions"])
+        for name in PRELOAD:
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                pass
+        torch.set_num_threads(1)
+        kit = questions.ready(init["kit_code"])     # lazy loading happens here, once, not in every child
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        view, abi, filters = layers_that_work(init, tries)
+        nproc_base = 0 if init.get("sandbox_users") else task_count(os.getuid())
+        self.setup = Setup(questions, kit, init["limits"], init.get("hide_root"), init.get("groups") or {}, tuple(init["keep"]),
+                           view, init.get("scratch"), abi, filters, nproc_base)
+        gc.collect()
+        gc.freeze()      # what the server holds stays put: a child's garbage collector never touches (and so
+        #                  never copies) those pages, which makes each fork's copy-on-write far cheaper
+
+    @property
+    def layers(self) -> dict:
+        """What this server could actually set up, for the parent to name (and to refuse to grade without)."""
+        setup = self.setup
+        return {"namespaces": setup.view is not None, "landlock": setup.landlock,
+                "seccomp": list(setup.filters) if setup.filters is not None else None,
+                "no_sockets": setup.view is not None or bool(setup.filters and "sockets" in setup.filters),
+                "cgroups": sorted(setup.groups), "subreaper": self.subreaper}
+
+    def serve(self, control: socket.socket) -> None:
+        """Hand every job the parent announces to a supervisor, until the parent closes the channel. The next
+        supervisor is forked ahead of time, while the current job runs: still pristine, it waits for a job."""
+        spare = self._fork_spare(control)
+        while True:
+            ready, _, _ = select.select([control], [], [], 1.0)
+            _reap()
+            if not ready:
+                continue
+            try:
+                message, channel = receive_message(control)
+            except (ProtocolError, ValueError, OSError):
+                return
+            if message is None:
+                return
+            message = message if isinstance(message, dict) else {}
+            number, uid = message.get("job"), message.get("uid")
+            if channel is None or type(number) is not int or not (uid is None or type(uid) is int):
+                if channel is not None:
+                    os.close(channel)
+                send_message(control, {"refused": True})
+                continue
+            try:
+                send_message(spare, {"job": number, "uid": uid}, channel)
+            except OSError:                    # the spare is gone: one made now takes the job
+                spare.close()
+                spare = self._fork_spare(control)
+                send_message(spare, {"job": number, "uid": uid}, channel)
+            os.close(channel)
+            spare.close()
+            send_message(control, {"spawned": number})
+            spare = self._fork_spare(control)
+
+    def _fork_spare(self, control: socket.socket) -> socket.socket:
+        """A supervisor forked now, waiting for its job on a socket of its own; the server's end of it."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                control.close()
+                ours.close()
+                message, channel = receive_message(theirs)
+                theirs.close()
+                if message is not None and channel is not None:
+                    Supervisor(self.setup, message["uid"], message["job"]).serve(channel)
+                status = 0
+            finally:
+                os._exit(status)
+        theirs.close()
+        return ours
+
+
+def _reap() -> None:
+    """Collect supervisors that have ended (and orphans handed to us as subreaper)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def main() -> None:
+    control = socket.socket(fileno=os.dup(0))
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)                  # anything printed by libraries goes nowhere near a channel
+    init, _ = receive_message(control)
+    server = Server(init)
+    send_message(control, {"ready": True, "layers": server.layers})
+    server.serve(control)
+
+
+if __name__ == "__main__":
+    main()

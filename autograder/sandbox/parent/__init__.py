@@ -1,0 +1,3 @@
+"""The trusted parent's side of the sandbox: starting servers and talking to them (`client`), what a
+submission must not see (`containment`), bubblewrap's command (`bubblewrap`), permission leases (`hostperms`).
+"""

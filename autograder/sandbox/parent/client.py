@@ -1,0 +1,296 @@
+"""Starting and talking to sandbox servers (see `autograder.sandbox.inside.server`) from the trusted parent.
+
+The process children descend from never holds a student's data. The server (a zygote) imports torch and warms
+up on the public kit code, then only forks: for each job the parent makes a socket pair and passes one end to
+the server beside a one-line request; the server forks a supervisor for the job, hands it that end and closes
+its own copy unread. The parent writes the student's cells into its end, the supervisor (which alone reads
+them) runs the job's children and writes the reply back, then exits with everything of the job.
+
+Layers of isolation, the strongest available used, and named in every result (`extra_data.isolation`):
+
+* always: a fresh forked child per run, until done or out of CPU time (code that only waits gets
+  `wall_factor` times as long in wall-clock time), killed with everything it started; limits on memory, CPU,
+  file size, open files and processes; a clean environment; the grader's modules blocked from import; a
+  seccomp filter (no other system-call ABI, no io_uring); a bound on the answers' total size;
+* as root: each job runs as an unprivileged user of its own, and everything it starts lives in one control
+  group (one memory and process limit, one CPU clock) where the host lets the kit make one;
+* bubblewrap, or namespaces as root: each child gets a root of its own with only the system, Python and the code
+  the sandbox runs, its own sized /tmp, /var/tmp, /dev/shm and /run/lock, its own network, IPC and host name
+  (`inside.rootfs`);
+* Landlock, where the kernel has it, in every layer: reads only below the system, Python and the sandbox's own code,
+  writes only in its own places (`inside.landlock`);
+* permissions alone (root where the kernel refuses namespaces, as in a container): sockets and System V/POSIX
+  IPC refused (seccomp); what the job's user left in places others can write, and its IPC objects, removed
+  when it ends; without Landlock also the grading folders closed for as long as grading runs
+  (`hostperms.Lease`) and permission changes refused to the child.
+
+A non-root grader without bubblewrap could keep none of these promises: it refuses to grade, unless asked
+with `unsafe=True`, and then every result says so.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import asdict, dataclass
+
+from . import bubblewrap, containment, hostperms
+from autograder.course import kit
+from autograder.sandbox.inside import cleanup, jobs
+from autograder.sandbox.inside.processes import kill_user
+from autograder.sandbox.inside.protocol import MAX_ANSWER_BYTES, control_pair, hand_over, receive_within, send_message
+
+# what CUDA needs from the grader's environment to find the driver and the right GPU
+PASSED_ENV = ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
+              "CUDA_MODULE_LOADING")
+# Root runs each job as a user of its own: a block of JOB_UIDS uids per server, from this base plus the
+# server's process id (unique among live processes), so concurrent graders never share (or kill) each other's.
+SANDBOX_UID_BASE = 200_000
+JOB_UIDS = 256
+UNSAFE = "UNSAFE: not isolated (no bubblewrap, not root): the submission could read the grading files"
+REPLY_LIMIT = 2 * MAX_ANSWER_BYTES + (8 << 20)
+bubblewrap_works = bubblewrap.works
+
+
+class IsolationUnavailable(Exception):
+    """Neither bubblewrap nor root: the kit cannot keep a submission away from the grading files."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    load_s: float = 20.0        # CPU seconds to execute the submission's cells
+    probe_s: float = 10.0       # CPU seconds for any one check's run of the student's code
+    job_s: float = 60.0         # CPU seconds for everything of one submission
+    wall_factor: float = 5.0    # code that waits instead of computing gets this many times as long, in wall time
+    memory_mb: int = 2048       # for everything the submission starts together (per process where no cgroup)
+    processes: int = 64
+    file_mb: int = 16
+    tmp_mb: int = 64            # each private writable place (/tmp, /var/tmp, /dev/shm, /run/lock)
+    output_kb: int = 64         # printed output kept (the rest is read and dropped)
+    max_runs: int = 20          # fresh children after crashes
+
+    @property
+    def wall_s(self) -> float:
+        """The longest one submission can take, whatever it does."""
+        return self.job_s * self.wall_factor
+
+
+def _choice(value: str | None, variable: str) -> str:
+    """A layer choice: the caller's, else the environment's (AUTOGRADER_BUBBLEWRAP=off, ...: for tests)."""
+    return value or os.environ.get(variable, "auto")
+
+
+def isolation_available() -> bool:
+    """Can submissions be kept from the grading files here: bubblewrap works (for any user), or the grader is root?"""
+    return os.geteuid() == 0 or bubblewrap_works()
+
+
+class SandboxServer:
+    """One warmed server process. `grade` is thread-safe for one caller at a time (use one per worker).
+
+    `private`: folders besides the kit's checkout and the assignment's course that submissions must not read
+    (a class's submissions, the results). `bubblewrap`, `namespaces` and `landlock` ("auto" or "off") choose
+    layers; tests switch them off to check what holds without them."""
+
+    def __init__(self, limits: Limits = Limits(), bubblewrap: str | None = None, start: bool = True,
+                 assignment: kit.Assignment = kit.KIT, private=(), namespaces: str | None = None,
+                 unsafe: bool = False, landlock: str | None = None):
+        self.limits, self.assignment, self.unsafe = limits, assignment, unsafe
+        self.root = os.geteuid() == 0
+        choice = _choice(bubblewrap, "AUTOGRADER_BUBBLEWRAP")
+        self.use_bubblewrap = choice == "on" or (choice == "auto" and bubblewrap_works())
+        if not (self.use_bubblewrap or self.root or unsafe):
+            raise IsolationUnavailable(
+                "refusing to grade: bubblewrap does not work here and the grader is not root, so a submission could "
+                "read the solution and other students' files. Install bubblewrap (Debian: apt-get install "
+                "bubblewrap), or grade as root, or pass --unsafe to grade anyway (every result will say so).")
+        self.namespaces = _choice(namespaces, "AUTOGRADER_NAMESPACES")
+        self.landlock = _choice(landlock, "AUTOGRADER_LANDLOCK")
+        self.extra_private, self.keep = tuple(private), containment.keep_folders()
+        self.process = self.control = self.lease = self.scratch = None
+        self.layers: dict = {}
+        self.groups: dict = {}
+        self.private: list[str] = []
+        self.jobs, self.last_uid = 0, None
+        self.lock = threading.Lock()
+        if self.root:
+            hostperms.restore_abandoned()
+        if start:
+            self.start()
+
+    @property
+    def isolation(self) -> str:
+        return describe(self.layers, self.use_bubblewrap, self.root)
+
+    @property
+    def uids(self) -> range | None:
+        """The uids this server's jobs run as (root only)."""
+        if not self.root or self.process is None:
+            return None
+        first = SANDBOX_UID_BASE + (self.process.pid % (1 << 22)) * JOB_UIDS
+        return range(first, first + JOB_UIDS)
+
+    @property
+    def sandbox_uid(self) -> int | None:
+        """The uid of the latest job (None without root)."""
+        return self.last_uid
+
+    def start(self) -> None:
+        self.launch()
+        self.wait_until_ready()
+
+    def spawn(self) -> None:
+        """Start the server's process: it imports torch and its own code while the caller goes on, and waits
+        for `launch` to tell it what to grade. Call from a long-lived thread: bubblewrap's --die-with-parent
+        follows the thread."""
+        self.groups = jobs.server_groups(f"autograder-{os.getpid()}-{id(self)}") if self.root else {}
+        command = [sys.executable, "-m", "autograder.sandbox.inside.server"]
+        if self.use_bubblewrap:
+            command = bubblewrap.command(self.limits.tmp_mb, self.groups) + command
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
+               "OMP_NUM_THREADS": "1", "PYTHONPATH": str(kit.ROOT), "PYTHONDONTWRITEBYTECODE": "1",
+               **{name: os.environ[name] for name in PASSED_ENV if name in os.environ}}
+        groups = list(self.groups.values())
+        self.control, theirs = control_pair()
+        try:
+            self.process = subprocess.Popen(command, stdin=theirs.fileno(), stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL, env=env, cwd="/", start_new_session=True,
+                                            preexec_fn=(lambda: _join(groups)) if groups else None)
+        finally:
+            theirs.close()
+
+    def launch(self) -> None:
+        """Tell the server (spawned now if it was not) the assignment's public code, its limits and what to hide;
+        it then warms up on its own. `assignment` and the private folders may change until this is called."""
+        if self.process is None:
+            self.spawn()
+        self.private = containment.private_folders(self.assignment, self.extra_private)
+        keep = [*self.keep, *map(str, containment.child_code())]
+        view = {"tmp_mb": self.limits.tmp_mb, "network": not self.use_bubblewrap} \
+            if self.use_bubblewrap or (self.root and self.namespaces != "off") else None
+        if view is None and self.scratch is None:    # the jobs' folders on the host: all removed at `close`
+            self.scratch = tempfile.mkdtemp(prefix=f"layernorm-kit-{os.getpid()}-")
+            os.chmod(self.scratch, 0o711)
+        send_message(self.control, {"questions": kit.QUESTIONS, "kit_code": self.assignment.public_code(), "limits": asdict(self.limits),
+                                    "hide_root": str(kit.ROOT), "groups": self.groups, "keep": keep, "view": view,
+                                    "landlock": self.landlock != "off", "sandbox_users": self.root,
+                                    "scratch": self.scratch})
+
+    def wait_until_ready(self) -> None:
+        ready = self._control_reply(timeout=300)
+        if not (isinstance(ready, dict) and ready.get("ready")):
+            self.close()
+            raise RuntimeError("the sandbox server did not start")
+        self.layers = ready.get("layers") or {}
+        if self.root and not self.use_bubblewrap and not self.layers.get("namespaces") and self.lease is None:
+            self.lease = hostperms.Lease(containment.lock_plan(self.private, self.keep,
+                                                               lock=not self.layers.get("landlock")))
+            if self.lease.changed:
+                print(f"sandbox: no namespaces here; changed the permissions of {len(self.lease.changed)} paths "
+                      "for as long as grading runs", file=sys.stderr)
+
+    def _control_reply(self, timeout: float):
+        return receive_within(self.control, timeout)
+
+    def grade(self, cells: list, plan: dict, probes: list) -> dict:
+        """Observations of the student's cells under `plan`; never raises for anything the student did. A
+        worker that stops answering, and any cleanup problem, is the grader's failure and says so. A server
+        found dead before the job could start (an earlier job may have killed it) is started again first."""
+        with self.lock:
+            for attempt in (1, 2):
+                self.jobs += 1
+                uid = self.uids[self.jobs % JOB_UIDS] if self.uids else None
+                self.last_uid = uid
+                spawned, reply = self._run_job(self.jobs, uid, {"cells": cells, "plan": plan, "probes": probes})
+                answered = isinstance(reply, dict) and ("observations" in reply or reply.get("grader_error"))
+                problems = self._after_job(uid, answered)
+                if answered:
+                    reported = reply.get("cleanup") if isinstance(reply.get("cleanup"), list) else []
+                    reply["cleanup"] = [str(p)[:300] for p in reported[:10]] + problems
+                    return reply
+                self.close()
+                self.start()
+                if spawned:       # a job that started and then lost its worker is not run twice
+                    break
+            return {"observations": {}, "loaded": None, "runs": ["worker lost"], "output": "", "seconds": 0.0,
+                    "grader_error": "the grading worker stopped responding", "cleanup": problems}
+
+    def _run_job(self, number: int, uid: int | None, job: dict) -> tuple[bool, object]:
+        return hand_over(self.control, {"job": number, "uid": uid}, job, self.limits.wall_s + 60, REPLY_LIMIT)
+
+    def _after_job(self, uid: int | None, answered: bool) -> list[str]:
+        """Make sure nothing of the job is left (see `inside.cleanup.after_job`). A supervisor that answered
+        has killed everything of the job's user already; one that did not, may not have."""
+        namespaced = self.use_bubblewrap or bool(self.layers.get("namespaces"))
+        if uid is None:
+            return []
+        return cleanup.after_job(uid, namespaced, bool(self.layers.get("landlock")), processes=not answered)
+
+    def close(self) -> None:
+        """End the server and everything any submission started, wherever it went (new sessions included),
+        and give back any permission change."""
+        uids = self.uids
+        if self.process and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except OSError:
+                self.process.kill()
+            self.process.wait()
+        if self.control is not None:
+            self.control.close()
+        for folder in self.groups.values():
+            jobs.kill_group(folder)
+        if uids is not None:
+            kill_user(-1, uids)
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None
+        if self.scratch is not None:
+            for problem in cleanup.remove_tree(self.scratch):
+                print(f"sandbox: {problem}", file=sys.stderr)
+            self.scratch = None
+        self.process = self.control = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def describe(layers: dict, bubblewrap: bool, root: bool) -> str:
+    """The isolation a server gives, as every result names it."""
+    if not (bubblewrap or root):
+        return UNSAFE
+    parts = ["fresh child per submission, forked from a server that never holds student data",
+             "CPU-time, memory, process, output and answer-size limits"]
+    if root:
+        parts.append("an unprivileged user of its own per submission")
+    if layers.get("cgroups"):
+        parts.append("one control group per submission")
+    if bubblewrap:
+        parts.append("bubblewrap: no network")
+    if layers.get("namespaces"):
+        parts.append("namespaces: a root of its own per child (only the system, Python and the sandbox's own code; own /tmp, "
+                     "IPC and network)")
+    if layers.get("landlock"):
+        parts.append("Landlock: reads only the system, Python and the sandbox's own code, writes only its own folder")
+    if not (bubblewrap or layers.get("namespaces")):
+        if not layers.get("landlock"):
+            parts.append("grading folders closed to other users by permissions while grading (other files the "
+                         "world may read stay readable)")
+        parts.append("sockets and IPC refused (seccomp)" if layers.get("no_sockets") else "NETWORK OPEN")
+    return "; ".join(parts)
+
+
+def _join(folders: list[str]) -> None:
+    """In the server's process, before it runs: into the groups its children's job groups will live in."""
+    for folder in folders:
+        try:
+            with open(os.path.join(folder, "cgroup.procs"), "w") as procs:
+                procs.write(str(os.getpid()))
+        except OSError:
+            pass

@@ -1,0 +1,405 @@
+"""Every quantitative sentence of the lesson, checked on the very data its figure shows: the solved notebook run once,
+as a student runs it, in a kernel, top to bottom (the `solved_run` fixture), training experiment included. Each test
+first finds its sentence in the lesson, then checks the numbers, so a change to the code that makes a sentence false
+fails here and names the sentence."""
+import inspect
+import math
+import re
+import textwrap
+import warnings
+
+import matplotlib
+import numpy as np
+import pytest
+import torch
+
+from autograder.course import build, kit
+from autograder.grading.reference import reference_namespace
+from autograder.course.sample_class import FORWARDS
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the off-screen backend)
+
+slow = pytest.mark.slow          # the tests on the notebook's measurements share one run of it (about a minute)
+
+
+def run_lesson(forward: str, skip=("training_setup", "training_experiment")) -> dict:
+    """The namespace of the solved notebook, run in this process with Task 1 answered by `forward` instead of the
+    solution: every code cell but the graded ones, the visible tests and `skip`."""
+    threads, show = torch.get_num_threads(), plt.show
+    plt.show = lambda *args, **kwargs: None
+    namespace = {"__name__": "__main__"}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for cell in kit.KIT.cells():
+                if cell.kind != "code" or cell.is_hidden_check or cell.is_visible_test or cell.grade_id in skip:
+                    continue
+                source = kit.strip_solution_markers(cell.source)
+                if cell.grade_id == "task1_forward":
+                    source = source.split("    def forward(self, x):")[0] + forward
+                exec(compile(source, f"<{cell.grade_id}>", "exec"), namespace)
+    finally:
+        plt.show = show
+        plt.close("all")
+        torch.set_num_threads(threads)          # the experiments use one thread; leave the test process as it was
+    return namespace
+
+
+@pytest.fixture(scope="module")
+def lesson(solved_run):
+    return solved_run.data
+
+
+def says(grade_id: str, *phrases: str) -> None:
+    """The lesson's cell `grade_id` still makes these statements (whitespace and line breaks ignored)."""
+    text = " ".join(next(c.source for c in kit.KIT.cells() if c.grade_id == grade_id).split())
+    for phrase in phrases:
+        assert " ".join(phrase.split()) in text, f"{grade_id} no longer says {phrase!r}: update this test with it"
+
+
+def within(values, low, high) -> None:
+    values = np.asarray(values, dtype=float)
+    assert low <= values.min() and values.max() <= high, f"{values.min():.4g}..{values.max():.4g} not in [{low}, {high}]"
+
+
+def block_factors(profile):
+    return [profile[k] / profile[k + 1] for k in range(len(profile) - 1)]
+
+
+def growths(lesson, gain, name):
+    """Gradient at block 1 over gradient at block 24, one per seed."""
+    return [profile[0] / profile[-1] for profile in lesson["profiles"][gain][name]]
+
+
+def factors(lesson, gain, name):
+    return [f for profile in lesson["profiles"][gain][name] for f in block_factors(profile)]
+
+
+def moving_average(values, width=10):
+    return [float(np.mean(values[max(0, i - width + 1):i + 1])) for i in range(len(values))]
+
+
+# --- the block and Task 2 ------------------------------------------------------------------------------
+
+def test_one_full_size_block_has_7_1_million_parameters_nearly_all_in_attention_and_feed_forward():
+    says("block_count", "about 7.1 million parameters", "all but 3,072 of them")
+    ns = reference_namespace()
+    block = ns["TransformerBlock"](ns["GPT_CONFIG_124M"])
+    count = lambda module: sum(p.numel() for p in module.parameters())  # noqa: E731
+    assert round(count(block) / 1e6, 1) == 7.1
+    assert count(block.norm1) + count(block.norm2) == 3072 == count(block) - count(block.att) - count(block.ff)
+
+
+def test_the_parts_are_as_described():
+    says("parts_intro", "with `eps = 1e-5` added", "They start at 1 and 0",
+         "a linear map from `emb_dim` to `4 * emb_dim`, GELU, and a linear map back to `emb_dim`")
+    ns = reference_namespace()
+    norm = ns["LayerNorm"](32)
+    assert norm.eps == 1e-5 and bool((norm.scale == 1).all()) and bool((norm.shift == 0).all())
+    first, _, last = ns["FeedForward"](ns["GPT_CONFIG_TINY"]).layers
+    assert (first.in_features, first.out_features, last.out_features) == (32, 128, 32)
+    says("depth_intro", "With `gain = 1.0` that is PyTorch's own default range")
+    linear = torch.nn.Linear(32, 8)
+    assert float(linear.weight.abs().max()) <= 1 / 32 ** 0.5 and float(linear.bias.abs().max()) <= 1 / 32 ** 0.5
+
+
+def test_a_silenced_post_ln_block_returns_its_input_normalized_twice():
+    says("answer_zero_branches", "the Post-LN block returns `norm2(norm1(x))`")
+    ns = reference_namespace()
+    block = ns["PostLNBlock"](ns["GPT_CONFIG_TINY"]).eval()
+    with torch.no_grad():
+        for param in [*block.att.parameters(), *block.ff.parameters()]:
+            param.zero_()
+        x = 3 * torch.randn(2, 5, 32) + 1
+        assert torch.allclose(block(x), block.norm2(block.norm1(x)), atol=1e-6)
+        assert not torch.allclose(block(x), x, atol=0.1)
+
+
+def test_the_compounding_examples():
+    ns = reference_namespace()
+    formula, autograd, classify = ns["magnitude_by_formula"], ns["magnitude_by_autograd"], ns["classify_factor"]
+    says("gradients_answer", "$2^{10} = 1024$", r"$0.5^{10} = 1/1024 \approx 0.001$", "a thousand times larger")
+    assert formula(2, 10)[-1] == 1024 == autograd(lambda y: 2 * y, 10)[-1]
+    assert formula(0.5, 10)[-1] == 1 / 1024 and round(1 / 1024, 3) == 0.001
+    says("task2_intro", "`magnitude_by_formula(-2, 3)` is `[2.0, 4.0, 8.0]`",
+         '`-2` is `"exploding"`, `-0.5` is `"vanishing"` and `-1` is `"stable"`, just like `2`, `0.5` and `1`',
+         "With `layer = lambda y: factor * y` you get the formula's list again")
+    assert formula(-2, 3) == [2.0, 4.0, 8.0] == autograd(lambda y: -2 * y, 3)
+    assert all(np.allclose(autograd(lambda y, f=f: f * y, 7), formula(f, 7), rtol=1e-14, atol=0) for f in (1.5, -0.75, 0.3))
+    assert [classify(f) for f in (-2, -0.5, -1, 2, 0.5, 1)] == ["exploding", "vanishing", "stable"] * 2
+
+
+@slow
+def test_a_chain_of_sines_vanishes_ever_more_slowly(lesson):
+    says("compounding_reading", r"$\cos(1) \approx 0.54$", "about 0.89 at layer 10",
+         "after 10 layers 7.9 % of it is left, where ten factors of 0.54 would leave 0.2 %")
+    chain = lesson["sin_chain"]
+    layer_factors = [chain[0]] + block_factors(chain[::-1])[::-1]       # chain[k] / chain[k - 1]
+    assert round(chain[0], 2) == 0.54 == round(math.cos(1), 2)
+    assert all(a < b < 1 for a, b in zip(layer_factors, layer_factors[1:]))   # creeping up towards 1
+    assert round(layer_factors[-1], 2) == 0.89
+    assert round(100 * chain[-1], 1) == 7.9 and round(100 * 0.54 ** 10, 1) == 0.2
+
+
+# --- deep stacks at initialization ----------------------------------------------------------------------
+
+@slow
+def test_the_depth_experiment_settings_are_the_ones_stated(lesson):
+    says("depth_intro", "the default `gain = 1.3`, which the grader uses, makes every weight 30 % larger",
+         "With `gain = 1.0` that is PyTorch's own default range")
+    assert inspect.signature(reference_namespace()["make_stack"]).parameters["gain"].default == 1.3
+    says("depth_settings", "stacks 24 blocks of `GPT_CONFIG_TINY` (width 32, 4 heads)", "five weight seeds (0 to 4)",
+         "at gain 1.0 and at gain 1.3", "one input of 2 sequences of 8 tokens")
+    cfg = lesson["GPT_CONFIG_TINY"]
+    assert (cfg["emb_dim"], cfg["n_heads"]) == (32, 4)
+    assert lesson["DEPTH"] == 24 and list(lesson["SEEDS"]) == [0, 1, 2, 3, 4] and lesson["GAINS"] == (1.0, 1.3)
+    assert tuple(lesson["depth_input"].shape) == (2, 8, 32)
+    assert all(len(p) == 24 for runs in lesson["profiles"][1.0].values() for p in runs)
+
+
+@slow
+def test_without_shortcuts_the_gradient_vanishes(lesson):
+    says("depth_reading", "block 1 is left with between 0.6 % and 9 % of what block 24 receives")
+    within(growths(lesson, 1.0, "no shortcuts"), 0.006, 0.09)
+
+
+@slow
+def test_without_normalization_the_gradient_explodes_depending_on_the_gain(lesson):
+    says("depth_reading", "every factor is above 1", "Block 1 receives 4.8 to 6.1 times what block 24 receives",
+         "and at gain 1.3 over 2,000 times")
+    assert min(factors(lesson, 1.0, "no normalization") + factors(lesson, 1.3, "no normalization")) > 1
+    within(growths(lesson, 1.0, "no normalization"), 4.8, 6.1)
+    assert min(growths(lesson, 1.3, "no normalization")) > 2000
+
+
+def _pre_ln_factors_near_1_compound(lesson):
+    within(factors(lesson, 1.0, "Pre-LN (your block)"), 0.99, 1.11)
+    within(growths(lesson, 1.0, "Pre-LN (your block)"), 1.8, 2.1)
+
+
+@slow
+def test_pre_ln_factors_stay_near_1_and_still_compound(lesson):
+    says("depth_reading", "every factor lies between 0.99 and 1.11",
+         "compound to 1.8 to 2.1 times more gradient at block 1 than at block 24")
+    says("walkthrough", "Close to 1 is not 1, though: over many blocks such factors still compound")
+    _pre_ln_factors_near_1_compound(lesson)
+
+
+@slow
+def test_post_ln_passes_the_gradient_back_about_as_well(lesson):
+    says("depth_reading", "block 1 receives 0.7 to 1.2 times the gradient of block 24")
+    within(growths(lesson, 1.0, "Post-LN"), 0.7, 1.2)
+
+
+@slow
+def test_the_pre_ln_sentences_would_be_false_for_a_post_ln_task_1():
+    post_ln = run_lesson(textwrap.indent(textwrap.dedent(FORWARDS["ben_post_ln"]).strip("\n"), "    "))
+    with pytest.raises(AssertionError):
+        _pre_ln_factors_near_1_compound(post_ln)
+    with pytest.raises(AssertionError):
+        _stream_reset_and_grown(post_ln)
+
+
+# --- Pre-LN against Post-LN ---------------------------------------------------------------------------
+
+@slow
+def test_a_post_ln_block_standardizes_every_token(lesson):
+    says("postln_intro", "every token standardized by `norm2` (mean 0, standard deviation 1 over its features, as "
+                         "LayerNorm computes it)")
+    outputs = lesson["pre_post_outputs"]
+    post = outputs["Post-LN"][0]
+    within(post.std(dim=-1, unbiased=False), 0.9999, 1.0)
+    within(post.mean(dim=-1).abs(), 0, 1e-5)
+    assert (outputs["Pre-LN"][0].std(dim=-1, unbiased=False) - 1).abs().min() > 0.5   # the stream is not reset
+    assert round(float(post.std(dim=-1, unbiased=False).min()), 4) == 1.0
+
+
+@slow
+def test_the_pre_post_experiment_settings_are_the_ones_stated(lesson):
+    says("prepost_intro", "on stacks of 1, 2, 4, 8, 16 and 32 blocks", "gain 1.0, seeds 0 to 4")
+    assert lesson["STACK_DEPTHS"] == (1, 2, 4, 8, 16, 32)
+    assert lesson["post_over_pre"].shape == (5, 6)
+    assert lesson["STACK_GAIN"] == 1.0
+
+
+def _stream_reset_and_grown(lesson):
+    post = [size for sizes, _ in lesson["pre_post"]["Post-LN"][32] for size in sizes]
+    within(post, 0.995, 1.005)
+    pre = [sizes for sizes, _ in lesson["pre_post"]["Pre-LN (your block)"][32]]
+    within([sizes[0] for sizes in pre], 1.01, 1.07)
+    within([sizes[-1] for sizes in pre], 1.9, 2.4)
+
+
+@slow
+def test_post_ln_resets_the_stream_and_pre_ln_lets_it_grow(lesson):
+    says("prepost_reading", "in Post-LN it is 1.00 after every block",
+         "grows with depth, from 1.01 to 1.07 after block 1 to between 1.9 and 2.4 after block 32")
+    says("answer_last_block", "it grows with depth (to about 2 after 32 blocks here)")
+    _stream_reset_and_grown(lesson)
+
+
+@slow
+def test_post_ln_gives_the_last_block_more_gradient_the_deeper_the_stack(lesson):
+    says("prepost_reading", "with a single block both arrangements give the same value to within 3 %",
+         "The median ratio of Post-LN's gradient to Pre-LN's grows with every doubling of depth",
+         "at 32 blocks Post-LN's last block receives 1.5 to 2.7 times as much as Pre-LN's",
+         "a gap of about 2 at 32 blocks of width 32")
+    ratio = lesson["post_over_pre"]                              # [seed, depth]
+    within(ratio[:, 0], 0.97, 1.03)
+    medians = np.median(ratio, axis=0)
+    assert np.all(np.diff(medians) > 0), medians
+    within(ratio[:, -1], 1.5, 2.7)
+    assert round(float(medians[-1])) == 2
+
+
+@slow
+def test_the_bound_is_set_beside_the_measurement(lesson):
+    says("prepost_reading", r"$\sqrt{L}$, would be $\sqrt{32} \approx 5.7$ at 32 blocks, where this notebook measures "
+                            "about 2")
+    says("answer_last_block", "about twice as large at 32 blocks here", "differ by a factor √L, about 5.7 at 32 blocks")
+    assert round(math.sqrt(32), 1) == 5.7 and lesson["STACK_DEPTHS"][-1] == 32
+    assert round(float(np.median(lesson["post_over_pre"][:, -1]))) == 2
+
+
+# --- training ----------------------------------------------------------------------------------------------
+
+def _final(losses):
+    return float(np.mean(losses[-20:]))
+
+
+@slow
+def test_the_training_settings_are_the_ones_stated(lesson):
+    says("training_intro", "The model below reads 16 characters of text",
+         "its Markdown above this section, without code or answers, shipped next to the notebook as `lesson_text.txt`",
+         "a character embedding and a position embedding of width 32", "`GPT_CONFIG_TINY` (4 heads, no dropout)",
+         "12 blocks, and 2 blocks for comparison", "Adam with learning rate 0.006 (PyTorch's defaults otherwise), 150 "
+         "steps", "a batch of 16 windows of 17 characters", "grows linearly from 0.00006 to 0.006 over the first 100 steps",
+         "seeds** 0, 1 and 2", "as a moving average over 10 steps", "the mean loss of each run's last 20 steps")
+    source = next(c.source for c in kit.KIT.cells() if c.grade_id == "training_setup")
+    assert "torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)" in source    # nothing else changed
+    cfg = lesson["TRAIN_CFG"]
+    assert (cfg["context_length"], cfg["emb_dim"], cfg["n_heads"], cfg["drop_rate"]) == (16, 32, 4, 0.0)
+    assert (lesson["TRAIN_STEPS"], lesson["BATCH_SIZE"], lesson["LEARNING_RATE"], lesson["WARMUP_STEPS"]) == \
+        (150, 16, 0.006, 100)
+    assert lesson["TRAIN_SEEDS"] == (0, 1, 2) and math.isclose(0.006 / 100, 0.00006)
+    assert set(lesson["training_losses"]) == {"Pre-LN, 12 blocks", "Post-LN, 12 blocks", "Post-LN, 12 blocks, warm-up",
+                                              "Pre-LN, 2 blocks", "Post-LN, 2 blocks"}
+    source = next(c.source for c in kit.KIT.cells() if c.grade_id == "training_experiment")
+    for label, (block, depth, warmup) in {"Pre-LN, 12 blocks": ("TransformerBlock", 12, "0"),
+                                          "Post-LN, 12 blocks": ("PostLNBlock", 12, "0"),
+                                          "Post-LN, 12 blocks, warm-up": ("PostLNBlock", 12, "WARMUP_STEPS"),
+                                          "Pre-LN, 2 blocks": ("TransformerBlock", 2, "0"),
+                                          "Post-LN, 2 blocks": ("PostLNBlock", 2, "0")}.items():
+        assert f'"{label}": ({block}, {depth}, {warmup}),' in source, label
+    assert all(len(runs) == 3 and all(len(run) == 150 for run in runs) for runs in lesson["training_losses"].values())
+    assert lesson["final_losses"] == {label: [round(_final(run), 2) for run in runs]
+                                      for label, runs in lesson["training_losses"].items()}
+
+
+@slow
+def test_the_dashed_line_is_the_entropy_of_the_texts_letter_frequencies(lesson):
+    text = (kit.SOURCE_NOTEBOOK.parent / build.LESSON_TEXT).read_text(encoding="utf-8")
+    assert text == build.lesson_text() == lesson["LESSON_TEXT"]
+    counts = np.array([text.count(c) for c in sorted(set(text))], dtype=float)
+    frequencies = counts / counts.sum()
+    entropy = float(-(frequencies * np.log(frequencies)).sum())
+    assert math.isclose(entropy, lesson["LETTER_ENTROPY"], rel_tol=1e-9)
+    says("training_reading", f"within 0.1 of the line's {entropy:.2f} nats")
+
+
+@slow
+def test_deep_post_ln_stalls_at_the_line_where_pre_ln_learns(lesson):
+    says("training_reading", "Pre-LN's loss keeps falling, to between 2.55 and 2.75 after 150 steps",
+         "Post-LN's comes down to the dashed line within the first 50 steps and stays on it, on every seed: the mean "
+         "of each run's last 20 steps is within 0.1 of the line")
+    says("gradients_intro", "The last experiment of this notebook trains a deep model that stalls")
+    entropy, losses = lesson["LETTER_ENTROPY"], lesson["training_losses"]
+    for run in losses["Pre-LN, 12 blocks"]:
+        averaged = moving_average(run)
+        assert averaged[149] < averaged[99] < averaged[49]
+        within([_final(run)], 2.55, 2.75)
+    for run in losses["Post-LN, 12 blocks"]:
+        averaged = moving_average(run)
+        assert min(i for i, value in enumerate(averaged) if abs(value - entropy) < 0.1) < 50
+        within(np.abs(np.array(averaged[49:]) - entropy), 0, 0.1)
+        within([abs(_final(run) - entropy)], 0, 0.1)
+
+
+@slow
+def test_warm_up_rescues_deep_post_ln_in_part(lesson):
+    says("training_reading", "With the warm-up, Post-LN gets below the line on every seed, to between 2.75 and 2.95, "
+                             "but not down to Pre-LN within 150 steps")
+    entropy, losses = lesson["LETTER_ENTROPY"], lesson["training_losses"]
+    warmed = [_final(run) for run in losses["Post-LN, 12 blocks, warm-up"]]
+    within(warmed, 2.75, 2.95)
+    assert max(warmed) < entropy - 0.2
+    assert all(w > _final(pre) for w, pre in zip(warmed, losses["Pre-LN, 12 blocks"]))   # seed by seed
+
+
+@slow
+def test_two_blocks_train_alike(lesson):
+    says("training_reading", "on each seed Pre-LN and Post-LN end within 0.05 of each other, all between 2.55 and 2.75")
+    pre, post = ([_final(run) for run in lesson["training_losses"][label]] for label in ("Pre-LN, 2 blocks",
+                                                                                       "Post-LN, 2 blocks"))
+    assert all(abs(a - b) <= 0.05 for a, b in zip(pre, post))
+    within(pre + post, 2.55, 2.75)
+
+
+# --- the plain network ----------------------------------------------------------------------------------
+
+@slow
+def test_the_plain_network_experiment(lesson):
+    says("mlp_intro", "20 fully connected layers of width 16", "three seeds (0, 1, 2)")
+    assert (lesson["MLP_WIDTH"], lesson["MLP_DEPTH"], list(lesson["MLP_SEEDS"])) == (16, 20, [0, 1, 2])
+    says("mlp_reading", "layer 1's weight gradient is between $10^{-11}$ and $10^{-9}$ times layer 20's",
+         "the largest layer gradient is at most 2.5 times the smallest), but every weight gradient lies between 500 "
+         "and 3,000", "just as flat (at most 2.5 times), and every weight gradient lies between 1 and 3")
+    says("question_mlp_level", "around $10^3$", "stays near 1", "the experiment prints how large the output of each "
+                               "version is")
+    plain, shortcuts, normalized = (lesson["mlp_gradients"][kind] for kind in lesson["MLP_KINDS"])
+    within([g[0] / g[-1] for g in plain], 1e-11, 1e-9)
+    for runs, low, high in ((shortcuts, 500, 3000), (normalized, 1, 3)):
+        within(runs, low, high)
+        within([max(g) / min(g) for g in runs], 1, 2.5)
+
+
+@slow
+def test_the_plain_networks_outputs_differ_as_much(lesson, solved_run):
+    says("mlp_reading", "its root mean square is 26 to 38 with shortcuts alone, about 3 (2.9 to 3.2) with a "
+                        "LayerNorm in each branch, and 0.06 to 0.07 in the plain network")
+    plain, shortcuts, normalized = (lesson["mlp_output_sizes"][kind] for kind in lesson["MLP_KINDS"])
+    within(np.round(shortcuts), 26, 38)                # as printed, to 3 significant digits
+    within(np.round(normalized, 1), 2.9, 3.2)
+    within(plain, 0.06, 0.07)
+    printed = next(o["text"] for c in solved_run.cells if c.metadata["nbgrader"]["grade_id"] == "mlp_experiment"
+                   for o in c.outputs if o.get("name") == "stdout")
+    assert "size of the output (root mean square)" in printed and len(re.findall(r"'[\d.]+'", printed)) == 9
+
+
+# --- the rest -------------------------------------------------------------------------------------------
+
+def test_the_lesson_lists_the_graders_ten_steps_in_order():
+    from autograder.engine.diagnosis.script import STEPS
+
+    text = next(c.source for c in kit.KIT.cells() if c.grade_id == "debugging")
+    listed = {int(n): step.replace("`", "").rstrip(";.") for n, step in re.findall(r"^(\d+)\. (.+)$", text, re.MULTILINE)}
+    assert listed == STEPS
+
+
+def test_the_grader_stacks_24_blocks_at_the_default_gain():
+    from autograder.engine.questions.plan import PROFILE_DEPTH
+
+    says("depth_reading", "The grader's deep-stack check builds 24 of *your* blocks at gain 1.3")
+    assert PROFILE_DEPTH == 24
+
+
+def test_the_counts_of_graded_cells_and_written_answers():
+    says("intro", "three short written answers")
+    says("grading_intro", "The seven cells below are graded automatically", "three written answers")
+    says("block_intro", "The six test cells under the task cell")
+    cells = kit.KIT.cells()
+    assert sum(c.is_hidden_check for c in cells) == 7
+    assert sum((c.grade_id or "").startswith("answer_") for c in cells) == 3
+    index = [c.grade_id for c in cells].index("task1_forward")
+    assert [c.is_visible_test for c in cells[index + 1:index + 7]] == [True] * 6

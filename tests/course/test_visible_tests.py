@@ -1,0 +1,231 @@
+"""The notebook's visible tests, run the way `run_tests.py` runs them, on the catalogs of wrong and equivalent
+submissions: they catch the common mistakes (at least 80 % of every wrong forward we know of, and every forward
+that does no work), never reject a correct block, and explain each failure by its concept, not by code."""
+import contextlib
+import io
+import re
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from autograder.course import kit
+from autograder.engine.checks import compounding
+from autograder.engine.questions.probes import ProbeFailure, float_list
+from autograder.course.notebook import cells_from_python
+from catalog import task2_variants, wrong_forwards
+from catalog.build import submission
+from catalog.equivalent_forwards import EQUIVALENT
+from catalog.leaks import secret_lines
+from catalog.unseen_wrong import UNSEEN_WRONG
+
+sys.path.insert(0, str(kit.SOURCE_NOTEBOOK.parent))     # the test cells import the helper released beside the notebook
+import visible_tests as released  # noqa: E402  (the helper file students receive)
+
+REQUIRED_FLAG_RATE = 0.8
+IDENTITY = "def forward(self, x):\n    return x\n"
+FORMULA_COPY = """
+import math, torch
+
+def magnitude_by_formula(factor, n_layers):
+    return [abs(factor) ** k for k in range(1, n_layers + 1)]
+
+def magnitude_by_autograd(layer, n_layers):
+    factor = layer(torch.tensor(1.0, dtype=torch.float64)).item()  # one factor, then the formula: no autograd
+    return [abs(factor) ** k for k in range(1, n_layers + 1)]
+
+def classify_factor(factor):
+    return "vanishing" if abs(factor) < 1 else "exploding" if abs(factor) > 1 else "stable"
+"""
+
+
+def visible_tests() -> list[tuple[str, str]]:
+    return [(c.grade_id, c.source) for c in kit.KIT.cells() if c.kind == "code" and (c.grade_id or "").startswith("test_")]
+
+
+def run_visible(text: str) -> dict[str, str]:
+    """Run a `.py` submission's cells, then every visible test cell on its own; the failures by test name."""
+    namespace = {"__name__": "__main__"}
+    for cell in cells_from_python(text):
+        exec(compile(cell.source, "<submission>", "exec"), namespace)
+    failures = {}
+    for name, source in visible_tests():
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(compile(source, f"<{name}>", "exec"), namespace)
+        except Exception as error:
+            failures[name] = f"{type(error).__name__}: {error}"
+    return failures
+
+
+def failed_checks(failures: dict[str, str]) -> set[str]:
+    """Names of the single checks that failed (each listed as "- name: message" by run_checks)."""
+    return {match for message in failures.values() for match in re.findall(r"^- (\w+):", message, re.MULTILINE)}
+
+
+def wrong_forwards_known() -> list[tuple[str, str]]:
+    """Every wrong forward of the catalogs, read now: the grader's catalog grows while the notebook stays put."""
+    return ([(w.name, w.forward) for w in wrong_forwards.WRONG] +
+            [(name, forward) for name, forward, _ in UNSEEN_WRONG])
+
+
+@pytest.fixture(scope="module")
+def wrong_results():
+    return {name: run_visible(submission(forward=forward)) for name, forward in wrong_forwards_known()}
+
+
+def test_the_solution_passes_every_visible_test():
+    assert run_visible(submission()) == {}
+
+
+def test_visible_tests_flag_most_wrong_forwards(wrong_results):
+    missed = sorted(name for name, failures in wrong_results.items() if not failures)
+    rate = 1 - len(missed) / len(wrong_results)
+    print(f"visible tests flag {rate:.0%} of {len(wrong_results)} wrong forwards; missed: {missed}")
+    assert len(wrong_forwards.WRONG) >= 20 and len(UNSEEN_WRONG) >= 20
+    assert rate >= REQUIRED_FLAG_RATE, f"only {rate:.0%} flagged; missed {missed}"
+
+
+@pytest.mark.parametrize("name, forward", [("identity", IDENTITY), *getattr(wrong_forwards, "TRIVIAL", {}).items()])
+def test_a_forward_that_does_no_work_fails(name, forward):
+    assert run_visible(submission(forward=forward)), f"{name} passes every visible test"
+
+
+@pytest.mark.parametrize("name", sorted(EQUIVALENT))
+def test_a_correct_forward_in_any_style_passes(name):
+    assert run_visible(submission(forward=EQUIVALENT[name])) == {}
+
+
+def test_every_check_fails_for_some_wrong_forward_and_passes_for_the_solution(wrong_results):
+    task2 = [run_visible(submission(task2=source)) for *_, source in task2_variants.WRONG]
+    task2.append(run_visible(submission(task2=FORMULA_COPY)))
+    tripped = failed_checks({f"{i}{name}": message for i, results in enumerate([*wrong_results.values(), *task2])
+                             for name, message in results.items()})
+    defined = {check.__name__ for name, _ in visible_tests() for check in getattr(released, name).checks}
+    assert len(defined) >= 15
+    assert defined - tripped == set(), "checks no wrong submission trips (they could never fail)"
+
+
+def test_task2_mistakes_fail_and_correct_answers_pass():
+    for name, _, _, source in task2_variants.WRONG:
+        assert "test_compounding" in run_visible(submission(task2=source)), name
+    copied = run_visible(submission(task2=FORMULA_COPY))
+    assert "autograd_follows_a_factor_that_changes" in copied.get("test_compounding", "")
+    for name, source in task2_variants.RIGHT.items():
+        assert run_visible(submission(task2=source)) == {}, name
+
+
+def test_every_failing_check_is_reported_not_only_the_first(wrong_results):
+    post_ln = wrong_results["post_ln"]["test_zero_branches"]
+    assert "silenced_branches_give_back_the_input" in post_ln and "silenced_branches_pass_the_gradient_back" in post_ln
+    assert "2 of 2 checks failed" in post_ln
+
+
+def test_messages_explain_concepts_without_quoting_code(wrong_results):
+    secret = secret_lines()
+    messages = [m for results in wrong_results.values() for m in results.values()]
+    assert len(messages) > 50
+    for message in messages:
+        assert "self." not in message, message
+        assert not [line for line in secret if line in message], message
+
+
+def test_every_test_cell_is_a_line_or_two_that_calls_the_helper():
+    for name, source in visible_tests():
+        code = [line for line in source.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+        assert code == [f"from visible_tests import {name}", code[1]] and code[1].startswith(f"{name}("), source
+    for cell in kit.KIT.cells():
+        if cell.is_hidden_check:
+            visible = cell.source.split("### BEGIN HIDDEN TESTS")[0]
+            assert f"from visible_tests import {cell.grade_id}" in visible, cell.grade_id
+            assert len([line for line in visible.splitlines() if not line.startswith("#")]) == 2, cell.grade_id
+
+
+def test_the_dropout_hint_comes_only_when_the_eval_mode_output_is_right(wrong_results):
+    hint = "Which values does dropout act on?"
+    for name in ("post_ln", "shortcut_after_norm", "halves_swapped"):       # eval mode is wrong too
+        message = " ".join(wrong_results[name].get("test_dropout", "").split())
+        assert "train_output_matches_the_reference" in message and hint not in message, (name, message)
+        assert "the eval-mode output differs too" in message, (name, message)
+    for name in ("dropout_on_sum", "dropout_before_layer", "dropout_twice_on_attention"):   # eval mode is right
+        assert hint in " ".join(wrong_results[name]["test_dropout"].split()), name
+        assert "test_reference_numbers" not in wrong_results[name] or \
+            "eval_output_matches_the_reference" not in wrong_results[name]["test_reference_numbers"], name
+
+
+@pytest.mark.parametrize("name, path", [("post_ln", "norm1 and then norm2"), ("shortcut_after_norm", "norm1"),
+                                        ("second_shortcut_after_norm", "norm2")])
+def test_a_layer_norm_on_the_shortcut_path_is_named(wrong_results, name, path):
+    message = " ".join(wrong_results[name]["test_zero_branches"].split())
+    assert f"your block returned its input passed through {path}, not the input itself: a LayerNorm sits on the " \
+           "shortcut path" in message, message
+
+
+def test_the_shortcut_path_is_not_blamed_where_no_layer_norm_sits_on_it(wrong_results):
+    for name, results in wrong_results.items():
+        message = " ".join(results.get("test_zero_branches", "").split())
+        if name not in ("post_ln", "shortcut_after_norm", "second_shortcut_after_norm", "post_ln_second_half",
+                        "normalized_before_and_after", "extra_final_norm"):
+            assert "a LayerNorm sits on the shortcut path (the value" not in message, (name, message)
+
+
+LIST_LIKE = [
+    [2.0, 4.0], (2, 4), [np.float64(2), np.float32(4)], np.array([2.0, 4.0]), np.array([[2.0], [4.0]]),
+    np.array([2, 4], dtype=np.int64), torch.tensor([2.0, 4.0], dtype=torch.float64), torch.tensor([2.0, 4.0]),
+    [torch.tensor(2.0), torch.tensor([4.0])], [np.array(2.0), np.array([4.0])], [], np.float64(2.0),
+    torch.tensor(2.0), [True, 2.0], ["2.0", "4.0"], "2.0", {2.0, 4.0}, {"a": 2.0}, (v for v in [2.0]), None, 2.0,
+    [1 + 2j], np.array([1 + 2j]), torch.tensor([1 + 2j]), torch.tensor([True]), np.array([True]), [[2.0], [4.0]],
+    [None], [torch.tensor([2.0, 4.0])], [np.array([2.0, 4.0])], [np.bool_(True)], [float("nan")],
+]
+
+
+@pytest.mark.parametrize("value", LIST_LIKE, ids=[f"{i}-{type(v).__name__}" for i, v in enumerate(LIST_LIKE)])
+def test_the_visible_tests_and_the_grader_read_a_list_of_floats_alike(value):
+    """One rule for "a list of floats": what the visible tests accept, the grader accepts, with the same numbers."""
+    try:
+        seen_locally = released.as_floats(value, "f()")
+    except AssertionError:
+        seen_locally = "refused"
+    try:
+        graded = float_list(value, 100)
+    except ProbeFailure:
+        graded = "refused"
+    same = seen_locally == graded or (isinstance(graded, list) and np.array_equal(seen_locally, graded, equal_nan=True))
+    assert same, (value, seen_locally, graded)
+
+
+def test_a_numpy_array_from_magnitude_by_formula_passes_locally_and_in_grading(grade_source):
+    """NumPy arrays are lists of floats for both (they once passed here and lost a point in grading)."""
+    task2 = task2_variants.RIGHT["numpy_arrays_and_local_factors"]
+    assert "test_compounding" not in run_visible(submission(task2=task2))
+    result = grade_source(submission(task2=task2))
+    assert next(c for c in result.checks if c.check == "compounding").passed
+
+
+def test_the_visible_tests_and_the_grader_ask_the_same_exactness():
+    assert released.EXACT == compounding.EXACT
+
+
+def test_while_nbgrader_validates_the_graded_cells_run_every_visible_check(monkeypatch):
+    """Validate reports only the graded cells: they hold every check of the test cells, which then stand aside."""
+    tests = [released.test_block_shape, released.test_zero_branches, released.test_input_unchanged,
+             released.test_norm_placement, released.test_dropout, released.test_reference_numbers,
+             released.test_compounding]
+    graded = [getattr(released, c.grade_id) for c in kit.KIT.cells() if c.is_hidden_check]
+    assert {check for test in tests for check in test.checks} == {check for cell in graded for check in cell.checks}
+
+    class Broken(torch.nn.Module):
+        def __init__(self, cfg):
+            super().__init__()
+
+        def forward(self, x):
+            raise AssertionError("ran")
+
+    monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
+    assert released.test_block_shape(Broken, {}) is None                  # left to the graded cells
+    with pytest.raises(AssertionError):
+        released.check_forward_order(Broken, {})
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    with pytest.raises(AssertionError):
+        released.test_block_shape(Broken, {})

@@ -1,0 +1,106 @@
+"""The hidden suite, mutation-tested: every wrong forward loses points on its check with its message and its
+first divergent step, and nowhere else but the direct consequences it declares; every equivalent forward,
+and the solution, gets full marks on several seeds; a forward that does none of the block's work gets no
+forward points at all."""
+import re
+
+import pytest
+
+from autograder.engine.checks.gradients import profile_verdict
+from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
+from catalog.build import submission
+from catalog.equivalent_forwards import CONTAINER_FORWARD, CONTAINER_INIT, EQUIVALENT
+from catalog.wrong_forwards import HINTED, TRIVIAL, WRONG
+
+pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+
+FORWARD_CHECKS = [name for name in RUBRIC if name != "compounding"]
+
+
+def _by_check(result):
+    return {check.check: check for check in result.checks}
+
+
+@pytest.mark.parametrize("offset", [0, 1, 2], ids=["seed", "seed+1", "seed+2"])
+@pytest.mark.parametrize("name", sorted(EQUIVALENT))
+def test_equivalent_forward_gets_full_marks(grade_source, seed, name, offset):
+    result = grade_source(submission(forward=EQUIVALENT[name]), seed=seed + offset)
+    lost = {c.check: c.message for c in result.checks if not c.passed}
+    assert result.score == TOTAL_POINTS, lost
+    assert result.first_divergence is None and not result.grader_errors
+
+
+def test_components_kept_in_containers_are_followed(grade_source):
+    result = grade_source(submission(forward=CONTAINER_FORWARD, init=CONTAINER_INIT))
+    assert result.score == TOTAL_POINTS, {c.check: c.message for c in result.checks if not c.passed}
+
+
+@pytest.mark.parametrize("wrong", WRONG, ids=lambda w: w.name)
+def test_wrong_forward_loses_points_where_its_mistake_is_named(grade_source, wrong):
+    result = grade_source(submission(forward=wrong.forward))
+    checks = _by_check(result)
+    check = checks[wrong.check]
+    assert check.points < check.max_points, f"{wrong.check} did not notice {wrong.name}"
+    lost = {name for name, c in checks.items() if c.points < c.max_points}
+    assert lost <= {wrong.check, *wrong.also}, f"points lost elsewhere: {lost - {wrong.check, *wrong.also}}"
+    if wrong.step is not None:
+        assert result.first_divergence is not None and re.match(
+            rf"(In (train|eval) mode( only)?: )?Step {wrong.step} of 10", result.first_divergence), result.first_divergence
+    else:
+        assert result.first_divergence is None, result.first_divergence
+    text = check.message + " " + (result.first_divergence or "")
+    assert wrong.phrase in text, text
+    assert not result.grader_errors
+    for name in lost:                 # every lost part says why, in words of its own
+        assert all(part.message.strip() for part in checks[name].subtests if not part.passed)
+
+
+@pytest.mark.parametrize("write", ["x += branch", "x.add_(branch)", "x[...] = x + branch"])
+def test_a_forward_that_writes_into_its_input_loses_the_repeated_call_and_only_that_part(grade_source, write):
+    """Read from values: the repeated question hands the same tensor twice, so the second call answers for the
+    input the first call left behind. Every other output was computed on an input of the grader's own."""
+    statement = write.replace("branch", "self.drop_shortcut(self.att(self.norm1(x)))")
+    result = grade_source(submission(forward=f"""
+        def forward(self, x):
+            {statement}
+            return x + self.drop_shortcut(self.ff(self.norm2(x)))
+        """))
+    parts = {s.name: s for c in result.checks for s in c.subtests}
+    repeat = parts["the same output on every call, input left unchanged (eval mode)"]
+    assert not repeat.passed and "the second call on the same input tensor did not" in repeat.message, repeat.message
+    assert "write into its input" in repeat.message
+    robustness = _by_check(result)["forward_robustness"]
+    assert [s.name for s in robustness.subtests if not s.passed] == [repeat.name]
+
+
+@pytest.mark.parametrize("name", sorted(HINTED))
+def test_a_forward_that_would_leave_its_device_is_told_so_and_loses_nothing(grade_source, name):
+    forward, phrase = HINTED[name]
+    result = grade_source(submission(forward=forward))
+    assert result.score == TOTAL_POINTS, {c.check: c.message for c in result.checks if not c.passed}
+    note = next((n for n in result.notes if "x.device" in n), "")
+    assert phrase in note and "costs no point" in note, result.notes
+
+
+@pytest.mark.parametrize("name", sorted(TRIVIAL))
+def test_a_forward_that_does_no_work_gets_no_forward_points(grade_source, name):
+    result = grade_source(submission(forward=TRIVIAL[name]))
+    checks = _by_check(result)
+    assert {n: checks[n].points for n in FORWARD_CHECKS} == {n: 0 for n in FORWARD_CHECKS}
+    assert checks["compounding"].passed and not result.grader_errors
+
+
+@pytest.mark.parametrize("broken", [1, 7, 24])
+def test_the_deep_stack_message_names_the_broken_block_counted_from_the_input(broken):
+    """values[i] is the gradient at block i+1's input; block k multiplies the gradient by values[k-1] / values[k]."""
+    factors = [1.05] * 24
+    factors[broken - 1] = 0.3
+    values, gradient = [], 1.0
+    for factor in reversed(factors):        # the gradient travels from the last block back to the first
+        gradient *= factor
+        values.insert(0, gradient)
+    passed, message, _ = profile_verdict(values)
+    if broken == 24:                         # the last block's factor is invisible: nothing after it to compare
+        assert passed
+    else:
+        assert not passed and message.startswith(f"block {broken} of 24 multiplies the gradient by 0.30")

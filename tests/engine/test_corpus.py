@@ -1,0 +1,168 @@
+"""The generated corpus (catalog/generate.py) and the hand-written families (catalog/families.py) through the
+real sandbox.
+
+* Every single-step mutant of Pre-LN loses points, names the step its edit breaks, and names as its cause
+  that very edit, or one that gives the same programs in both modes: a cause is never a guess.
+* Pre-LN in every style gets full marks with nothing to explain.
+* The families follow their rule: right forwards full marks, do-nothing forwards no forward point, decoys on
+  Post-LN exactly Post-LN's score, near misses and other wrong forwards their step and phrase.
+
+Plain mutants, equivalents and families run in every isolation layer this machine has (the layers of
+test_hostile.py), one sandbox server per layer; the sample of mutants written in other styles runs in the first
+layer available only (the README says so).
+"""
+import re
+
+import pytest
+
+from autograder.engine.diagnosis.edits import single_edits
+from autograder.grading.submission import grade_file
+from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
+from autograder.sandbox.parent.client import SandboxServer
+from catalog.build import submission
+from catalog.families import AS_POST_LN, FAMILIES, FULL, NOTHING
+from catalog.generate import DROP_P, DROP_PS, FACTORS, VARIANTS, program_key, equivalents, mutants, styled_mutants
+from catalog.hostile import POST_LN
+from layers import LAYERS, layer_available
+
+FORWARD_CHECKS = [name for name in RUBRIC if name != "compounding"]
+FIRST_LAYER = next((layer for layer in LAYERS if layer_available(layer) is None), None)
+
+
+def _server(layer: str):
+    why = layer_available(layer)
+    if why:
+        pytest.skip(f"layer '{layer}' not available: {why}")
+    return SandboxServer(**LAYERS[layer])
+
+
+@pytest.fixture(scope="module", params=list(LAYERS))
+def layer_server(request):
+    with _server(request.param) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def first_layer_server():
+    if FIRST_LAYER is None:
+        pytest.skip("no isolation layer is available on this machine")
+    with _server(FIRST_LAYER) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def causes() -> dict:
+    """Programs (eval, train) -> every (step, text) of an edit that gives them."""
+    found: dict = {}
+    for edit in single_edits(factors=FACTORS, variants=VARIANTS, drop_ps=DROP_PS):
+        found.setdefault(program_key(edit.program(DROP_P)), set()).add((edit.step, edit.text))
+    return found
+
+
+def _grade(server, source: str, seed: int, tmp_path):
+    path = tmp_path / "submission.py"
+    path.write_text(source)
+    result = grade_file(path, server, seed=seed)
+    assert not result.grader_errors, result.grader_errors
+    for check in result.checks:          # every lost part says why, in words of its own
+        assert all(part.message.strip() for part in check.subtests if not part.passed)
+    return result
+
+
+def _names_step(result, step: int) -> bool:
+    return result.first_divergence is not None and re.match(
+        rf"(In (train|eval) mode( only)?: )?Step {step} of 10 ", result.first_divergence) is not None
+
+
+def _assert_mutant(result, case, causes):
+    assert result.score < TOTAL_POINTS, f"{case.edit.text}: full marks"
+    assert _names_step(result, case.edit.step), (case.edit.text, result.first_divergence)
+    found = result.checks[0].details.get("divergence") or {}
+    assert found.get("cause") is not None, f"{case.edit.text}: no verified cause ({result.first_divergence})"
+    assert (found["step"], found["message"]) in causes[case.key], (case.edit.text, found)
+
+
+@pytest.mark.parametrize("case", mutants(), ids=lambda c: c.name)
+def test_a_mutant_loses_points_and_names_its_own_edit(layer_server, case, causes, seed, tmp_path):
+    _assert_mutant(_grade(layer_server, submission(forward=case.forward), seed, tmp_path), case, causes)
+
+
+@pytest.mark.parametrize("case", styled_mutants(), ids=lambda c: c.name)
+def test_a_mutant_written_in_another_style_is_read_the_same(first_layer_server, case, causes, seed, tmp_path):
+    _assert_mutant(_grade(first_layer_server, submission(forward=case.forward), seed, tmp_path), case, causes)
+
+
+@pytest.mark.parametrize("case", equivalents(), ids=lambda c: c.name)
+def test_pre_ln_in_any_style_gets_full_marks(layer_server, case, seed, tmp_path):
+    result = _grade(layer_server, submission(forward=case.forward), seed, tmp_path)
+    assert result.score == TOTAL_POINTS, {c.check: c.message for c in result.checks if not c.passed}
+    assert result.first_divergence is None
+
+
+@pytest.fixture(scope="module")
+def post_ln_score(layer_server, seed, tmp_path_factory):
+    return _grade(layer_server, submission(forward=POST_LN), seed, tmp_path_factory.mktemp("post_ln")).score
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_a_family_follows_its_rule(layer_server, name, post_ln_score, seed, tmp_path):
+    forward, expected = FAMILIES[name]
+    result = _grade(layer_server, submission(forward=forward), seed, tmp_path)
+    checks = {c.check: c for c in result.checks}
+    lost = {c.check: c.message for c in result.checks if not c.passed}
+    if expected == FULL:
+        assert result.score == TOTAL_POINTS and result.first_divergence is None, lost
+    elif expected == NOTHING:
+        assert {n: checks[n].points for n in FORWARD_CHECKS} == {n: 0 for n in FORWARD_CHECKS}
+    elif expected == AS_POST_LN:
+        assert result.score == post_ln_score, lost
+    else:
+        assert expected.check in lost and set(lost) <= set(expected.lost), lost
+        assert _names_step(result, expected.step), result.first_divergence
+        assert expected.phrase in result.first_divergence + " ".join(lost.values()), (result.first_divergence, lost)
+
+
+def test_the_readme_states_the_corpus_as_generated():
+    from autograder.course import kit
+    text = " ".join((kit.ROOT / "README.md").read_text().split())
+    counts = {"mutants": len(mutants()), "styled": len(styled_mutants()), "equivalents": len(equivalents()),
+              "families": len(FAMILIES)}
+    for what, count in counts.items():
+        assert re.search(rf"\b{count} {what.replace('styled', 'mutants written in other styles')}\b", text), (what, count)
+    from catalog.forged_evidence import FORGED
+    assert f"holds {len(FORGED)} such forgers" in text
+
+
+def test_the_readme_counts_the_causes_named_for_wrong_forwards_written_by_hand(first_layer_server, seed, tmp_path):
+    from autograder.course import kit
+    from catalog.unseen_wrong import UNSEEN_WRONG
+    from catalog.wrong_forwards import WRONG
+    forwards = ([w.forward for w in WRONG] + [forward for _, forward, _ in UNSEEN_WRONG] +
+                [forward for forward, expected in FAMILIES.values() if expected not in (FULL, NOTHING)])
+    results = [_grade(first_layer_server, submission(forward=forward), seed, tmp_path) for forward in forwards]
+    diverging = [r.checks[0].details["divergence"] for r in results if r.checks[0].details.get("divergence")]
+    named = [d for d in diverging if d["cause"]]
+    assert len(named) >= 0.9 * len(diverging)
+    text = " ".join((kit.ROOT / "README.md").read_text().split())
+    claim = (f"Of the {len(forwards)} forwards written by hand as wrong (catalogs and families), {len(diverging)} "
+             f"diverge from Pre-LN in a value, and {len(named)} of those {len(diverging)} get a verified cause")
+    assert claim in text, claim
+
+
+@pytest.mark.parametrize("factor, works", [(0.01, False), (0.3, True)])
+def test_a_branch_counts_from_a_twentieth_of_pre_ln_s_weight(first_layer_server, factor, works, seed, tmp_path):
+    """The README's 5%: branches scaled by 0.01 do no real work (no gated part pays), by 0.3 they do."""
+    from autograder.course import kit
+    from autograder.engine.checks import REAL_WEIGHT
+    assert REAL_WEIGHT == 0.05 and "at least 5% of what it is in a Pre-LN block" in " ".join(
+        (kit.ROOT / "README.md").read_text().split())
+    forward = f"""
+        def forward(self, x):
+            h = x + {factor} * self.drop_shortcut(self.att(self.norm1(x)))
+            return h + {factor} * self.drop_shortcut(self.ff(self.norm2(h)))
+        """
+    result = _grade(first_layer_server, submission(forward=forward), seed, tmp_path)
+    gated = next(s for c in result.checks for s in c.subtests if s.name == "dropout is off in eval mode")
+    assert gated.passed == works, gated.message
+    shortcut = next(s for c in result.checks for s in c.subtests if s.name == "shortcut around attention")
+    assert not shortcut.passed and f"coefficient {factor:g}" in shortcut.message

@@ -1,0 +1,118 @@
+"""The class report: a generated class of 200 (real results of the catalog's wrong forwards, the solution and the
+blank template, spread over students with late submissions and grader errors) gives a page whose every count is
+the class's, whose example messages name no student, and whose figures a browser paints."""
+import base64
+import random
+import re
+import shutil
+import subprocess
+from collections import Counter
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from matplotlib.image import imread
+
+from autograder.course import kit
+from autograder.grading.inprocess import grade_cells_in_process
+from autograder.course.notebook import cells_from_python, read_cells
+from autograder.frontends.report import anonymised, class_report_html, family
+from autograder.frontends.standing import standing_of
+from catalog.build import submission
+from catalog.wrong_forwards import WRONG
+
+CLASS_SIZE = 200
+
+
+@pytest.fixture(scope="module")
+def graded_variants():
+    """One real result per kind of submission, graded in one plain process (fast; the sandbox is not the point)."""
+    seed = 31
+    kinds = {"solution": cells_from_python(submission()),
+             "template": read_cells(kit.TEMPLATE_DIR / kit.KIT.notebook_name)}
+    kinds.update({w.name: cells_from_python(submission(forward=w.forward)) for w in WRONG[:8]})
+    return {name: grade_cells_in_process(cells, seed, name=f"{name}.py") for name, cells in kinds.items()}
+
+
+@pytest.fixture(scope="module")
+def generated_class(graded_variants):
+    """200 students: each a real result under the student's own id; a quarter late, three with grader errors, and
+    some whose messages quote their own id (as an exception message might)."""
+    chooser = random.Random(7)
+    rows = []
+    for number in range(CLASS_SIZE):
+        student = f"student{number:03d}"
+        kind = chooser.choice(sorted(graded_variants))
+        result = replace(graded_variants[kind], student=student, submission=f"{student}_{kind}.py")
+        if number % 50 == 1:
+            result = replace(result, grader_errors=(f"check forward_dropout: KeyError at dropout.py:{number}",))
+        if result.first_divergence and number % 10 == 3:
+            result = replace(result, first_divergence=f"{result.first_divergence} (seen in /home/{student}/hw.py)")
+        standing = standing_of(result)
+        if number % 4 == 0:
+            standing = replace(standing, score=max(0, standing.score - 2), late_penalty=2, seconds_late=3600 * (1 + number % 5))
+        rows.append((student, result, standing))
+    return rows
+
+
+def test_every_count_in_the_report_is_the_classs(generated_class):
+    page = class_report_html(generated_class, title="week 5: class report")
+    scores = [standing.score for _, _, standing in generated_class]
+    mean = f"{sum(scores) / len(scores):.2f}".rstrip("0").rstrip(".")
+    assert f"{CLASS_SIZE} students; mean {mean}" in page
+    checks = re.findall(r"<tr><td>([^<]+)</td><td>(\d+) of 200</td>", page.split('id="checks"')[1].split("</table>")[0])
+    for title, passed in checks:
+        expected = sum(next(c for c in r.checks if c.title == title.replace("&#x27;", "'")).passed
+                       for _, r, _ in generated_class)
+        assert int(passed) == expected, title
+    assert len(checks) == len(generated_class[0][1].checks)
+    steps = Counter(re.match(r"((?:In \w+ mode only: )?Step \d+ of \d+ \([^)]*\))", r.first_divergence).group(1)
+                    for _, r, _ in generated_class if r.first_divergence)
+    table = page.split('id="divergences"')[1].split("</table>")[0]
+    shown = re.findall(r"<tr><td>([^<]+)</td><td>(\d+)</td>", table)
+    assert [(s.replace("&#x27;", "'"), int(n)) for s, n in shown] == steps.most_common(12)
+    late = re.findall(r"<tr><td>(student\d+)</td><td>[\d.]+ h</td>", page.split('id="late"')[1].split("</table>")[0])
+    assert late == [s for s, _, standing in generated_class if standing.seconds_late > 0]
+    errors = page.split('id="grader-errors"')[1].split("</table>")[0]
+    assert errors.count("<tr><td>student") == 4 and "KeyError at dropout.py" in errors
+    for element in ("score-histogram", "pass-rates", "divergence-steps"):
+        match = re.search(rf'<img id="{element}" src="data:image/png;base64,([^"]+)"', page)
+        assert match and base64.b64decode(match.group(1)).startswith(b"\x89PNG")
+    assert "<script" not in page.lower()
+
+
+def test_example_messages_name_no_student(generated_class):
+    page = class_report_html(generated_class)
+    examples = page.split('id="divergences"')[1]            # divergences and mistake families: the examples
+    examples = examples.split('id="late"')[0]
+    assert not re.search(r"student\d{3}", examples) and "/home/" not in examples
+    assert "&lt;path&gt;" in examples
+    assert anonymised("ada_correct's cell 3 raised NameError (ada_correct.py, ada@uni.edu)", ["ada_correct"]) == \
+        "<student>'s cell 3 raised NameError (<student>.py, <e-mail>)"
+    assert anonymised("a LayerNorm sits on the shortcut", ["layernorm_student", "ann"]) == "a LayerNorm sits on the shortcut"
+
+
+def test_mistake_families_group_a_finding_whatever_its_numbers():
+    assert family("scaled by 1.0001 (largest difference 8.22)") == family("scaled by 0.5 (largest difference 3)")
+    assert family("the first shortcut is missing") != family("the second shortcut is missing")
+
+
+def test_an_empty_class_still_gets_a_page():
+    assert "No graded submissions" in class_report_html([])
+
+
+@pytest.mark.slow
+def test_a_browser_paints_the_report_of_200(generated_class, tmp_path):
+    browser = shutil.which("chromium")
+    if browser is None:
+        pytest.skip("chromium is not installed")
+    page = tmp_path / "report.html"
+    page.write_text(class_report_html(generated_class, title="A generated class of 200"))
+    shot = tmp_path / "report.png"
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1200,2400",
+                    page.as_uri()], capture_output=True, timeout=120, check=True)
+    pixels = imread(shot)[..., :3]
+    bars = np.all(np.abs(pixels - np.array([0x1f, 0x3b, 0x99]) / 255) < 0.06, axis=-1)       # the figures' blue
+    orange = np.all(np.abs(pixels - np.array([0xbc, 0x4c, 0x00]) / 255) < 0.06, axis=-1)     # divergence bars
+    assert bars.sum() > 5000 and orange.sum() > 1000, (bars.sum(), orange.sum())

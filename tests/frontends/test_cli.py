@@ -1,0 +1,72 @@
+"""`python -m autograder grade`: Gradescope-format results, exit status 0 whenever a result was written."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from autograder.course import kit
+from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
+
+pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+
+VISIBILITY = {"hidden", "after_due_date", "after_published", "visible"}
+
+
+def grade(submission, results, *extra):
+    return subprocess.run([sys.executable, "-m", "autograder", "grade", str(submission), "--results", str(results), *extra],
+                          capture_output=True, text=True, timeout=600)
+
+
+def assert_gradescope_format(data):
+    assert isinstance(data["score"], (int, float)) and isinstance(data["execution_time"], (int, float))
+    assert isinstance(data["output"], str)
+    assert len(data["tests"]) == len(RUBRIC)
+    for test in data["tests"]:
+        assert isinstance(test["name"], str) and isinstance(test["output"], str) and test["output"]
+        assert 0 <= test["score"] <= test["max_score"]
+        assert test["status"] in {"passed", "failed"} and test["visibility"] in VISIBILITY
+    assert data["score"] == pytest.approx(sum(t["score"] for t in data["tests"]))
+
+
+@pytest.mark.slow
+def test_grade_writes_results_for_solution_template_and_garbage(tmp_path):
+    garbage = tmp_path / "garbage.ipynb"
+    garbage.write_text("{ this is not json")
+    for submission, expected in [(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, TOTAL_POINTS),
+                                 (kit.TEMPLATE_DIR / kit.KIT.notebook_name, 0), (garbage, 0)]:
+        results = tmp_path / f"{submission.stem}-{expected}.json"
+        run = grade(submission, results, "--seed", "7", "--device", "cpu")
+        assert run.returncode == 0, run.stderr
+        data = json.loads(results.read_text())
+        assert_gradescope_format(data)
+        assert data["score"] == expected
+        assert data["extra_data"]["seed"] == 7
+        if submission == garbage:
+            assert all("not valid notebook JSON" in t["output"] for t in data["tests"])
+        elif expected == 0:
+            outputs = {t["tags"][0]: t["output"] for t in data["tests"]}
+            assert all("Task 1" in text for name, text in outputs.items() if name.startswith("forward_"))
+            assert "Task 2" in outputs["compounding"]
+
+
+def test_same_seed_same_grade_other_seed_other_questions(grade_source, seed):
+    """A seed reproduces a grade exactly, and is what decides the hidden questions: another seed asks others."""
+    from autograder.engine.questions.plan import Plan
+    from catalog.build import submission
+    from catalog.wrong_forwards import WRONG
+
+    text = submission(forward=WRONG[0].forward)
+    first, second, other = grade_source(text), grade_source(text), grade_source(text, seed=seed + 1)
+    same = lambda r: [(c.check, c.points, c.message) for c in r.checks]  # noqa: E731
+    assert same(first) == same(second) and first.profile == second.profile
+    assert first.profile["student"] != other.profile["student"]       # another deep stack, other weights
+    assert Plan.draw(seed) != Plan.draw(seed + 1) and Plan.draw(seed) == Plan.draw(seed)
+
+
+@pytest.mark.slow
+def test_seed_zero_is_a_seed(tmp_path):
+    results = tmp_path / "r.json"
+    run = grade(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, results, "--seed", "0", "--device", "cpu")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(results.read_text())["extra_data"]["seed"] == 0

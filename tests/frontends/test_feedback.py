@@ -1,0 +1,207 @@
+"""The student's feedback page: made from results alone, escaped, standalone, and free of the solution."""
+import base64
+import html
+import re
+
+import pytest
+
+from autograder.course import kit
+from autograder.frontends.feedback import feedback_html, write_feedback_page
+from autograder.frontends.plots import profile_figure_png
+from autograder.engine.results import CheckResult, SubmissionResult, SubTest
+from autograder.engine.rubric import TOTAL_POINTS, WRITTEN
+from autograder.frontends.standing import CellGrade, Standing, standing_of
+from catalog.build import submission
+from catalog.wrong_forwards import WRONG
+
+pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+PROFILE = [60.0 / (k ** 0.3) for k in range(1, 25)]
+PROFILES = {"student": PROFILE, "reference": PROFILE, "Post-LN": [p * 0.8 for p in PROFILE],
+            "no shortcuts": [p * k / 30 for k, p in enumerate(PROFILE, 1)]}
+SCRIPT = "<script>alert(1)</script>"
+
+
+def _result(message="", divergence=None, notes=(), profile=None, name="sub.py") -> SubmissionResult:
+    passed = CheckResult("forward_order", "Operation order (Pre-LN)",
+                         (SubTest("output matches a Pre-LN block", 4, 4, True),), "All parts passed.")
+    failed = CheckResult("forward_shortcuts", "Both shortcut additions",
+                         (SubTest("identity", 0.0, 1, False, message or "identity failed"),
+                          SubTest("first shortcut", 1, 1, True),
+                          SubTest("second shortcut", 0.0, 1, False, "second failed")),
+                         message or "identity failed. second failed.")
+    return SubmissionResult(name, (passed, failed), 17, "cpu", "SECRET-ISOLATION-DETAILS", 1.5, divergence,
+                            tuple(notes), PROFILES if profile is None else profile)
+
+
+def _rows(page: str) -> dict[str, str]:
+    """data-check -> the row's class ("check passed" / "check failed")."""
+    return {check: cls for cls, check in re.findall(r'<tr class="([^"]*)" data-check="([^"]*)"', page)}
+
+
+def _embedded_png(page: str) -> bytes:
+    match = re.search(r'<img id="gradient-plot" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert match, "the gradient plot is not embedded"
+    return base64.b64decode(match.group(1))
+
+
+def _solution_lines() -> set[str]:
+    public = {line.strip() for _, code in kit.KIT.public_code() for line in code.splitlines()}
+    lines = set()
+    for label, code in kit.KIT.reference_code():
+        if "task1_forward" in label or "task2_compounding" in label:
+            for line in code.splitlines():
+                text = line.strip()
+                if len(text) > 12 and text not in public:
+                    lines.add(text)
+                    code_part = text.split("#")[0].strip()
+                    if len(code_part) > 12 and code_part not in public:
+                        lines.add(code_part)
+    return lines
+
+
+def _assert_nothing_secret(page: str) -> None:
+    lines = _solution_lines()
+    assert lines, "found no solution lines to look for"
+    leaked = [line for line in lines if line in page or html.escape(line) in page]
+    assert not leaked, leaked
+    assert "BEGIN HIDDEN TESTS" not in page and "report(" not in page
+    assert "SECRET-ISOLATION-DETAILS" not in page
+
+
+def _assert_standalone(page: str) -> None:
+    lowered = page.lower()
+    assert "<script" not in lowered and "javascript:" not in lowered and "<link" not in lowered
+    for attribute in re.findall(r'(?:src|href)="([^"]*)"', page):
+        assert attribute.startswith("data:"), attribute
+
+
+# ---- the plot ------------------------------------------------------------------------------------------
+
+def test_profile_plot_is_a_png():
+    assert profile_figure_png(PROFILES).startswith(PNG_SIGNATURE)
+
+
+def test_missing_student_profile_still_shows_the_references():
+    assert profile_figure_png({**PROFILES, "student": None}).startswith(PNG_SIGNATURE)
+    page = feedback_html(_result(profile={**PROFILES, "student": None}))
+    assert _embedded_png(page).startswith(PNG_SIGNATURE)
+    assert "did not produce a gradient profile" in page
+
+
+def test_nothing_to_plot_gives_none_and_the_page_says_so():
+    assert profile_figure_png({}) is None
+    assert profile_figure_png({"student": None, "reference": None}) is None
+    page = feedback_html(_result(profile={}))
+    assert 'id="gradient-plot"' not in page and "No gradient profile" in page
+
+
+def test_malformed_profiles_never_break_the_plot():
+    odd = {"student": ["x", None], "reference": [0.0, -1.0, float("nan"), 3.0, float("inf")],
+           "Post-LN": "not a list", "no shortcuts": [[1, 2], [3]]}
+    assert profile_figure_png(odd).startswith(PNG_SIGNATURE)      # the one usable value of "reference"
+    assert profile_figure_png({"student": list(range(1, 10_000))}) is None
+    assert profile_figure_png({"student": [10 ** 400]}) is None
+    assert profile_figure_png(None) is None
+
+
+# ---- the page ------------------------------------------------------------------------------------------
+
+def test_page_structure():
+    page = feedback_html(_result(divergence="Step 2 of 10 (normalize with norm1): attention ran first",
+                                 notes=["cell 3 raised ValueError: oops"]))
+    assert f'<span id="score">5 / {7 + sum(WRITTEN.values()):g}</span>' in page       # the written answers count
+    assert "awaiting your instructor" in page and 'id="late"' not in page
+    assert 'id="first-divergence"' in page and "Where your block first went wrong" in page
+    assert "Step 2 of 10 (normalize with norm1)" in page
+    assert _rows(page) == {"forward_order": "check passed", "forward_shortcuts": "check failed"}
+    assert "identity failed" in page and "second failed" in page      # each failed part says why
+    assert "cell 3 raised ValueError: oops" in page
+    assert "seed 17" in page and "cpu" in page
+    assert _embedded_png(page).startswith(PNG_SIGNATURE)
+    _assert_standalone(page)
+    _assert_nothing_secret(page)
+
+
+def test_every_number_comes_from_the_standing():
+    """In a course the numbers are the gradebook's: an override, written answers graded or awaiting, comments and
+    the late penalty; the parts say passed or failed and never their points, which an override would contradict."""
+    result = _result()
+    checks = {"forward_order": CellGrade("check_forward_order", "Operation order (Pre-LN)", 4, 4),
+              "forward_shortcuts": CellGrade("check_forward_shortcuts", "Both shortcut additions", 2.5, 3, manual=True,
+                                             comment=f"Close {SCRIPT}")}
+    written = (CellGrade("answer_a", "Written question 1", 2, 2, manual=True, answer=f"Because\nof {SCRIPT}.\n\nAnd so."),
+               CellGrade("answer_b", "Written question 2", None, 3, answer="YOUR ANSWER HERE"))
+    standing = Standing(6.5, 12, checks, written, late_penalty=2, seconds_late=3600,
+                        remarks=(("task1_forward", "Nice loop"),))
+    page = feedback_html(result, standing)
+    assert '<span id="score">6.5 / 12</span>' in page and "Late submission: 2 points deducted" in page
+    assert "before the deduction: 8.5" in page
+    assert re.search(r'data-check="forward_shortcuts"><td class="title">[^<]*</td><td class="pts">2.5 / 3'
+                     r'<div class="muted">set by your instructor', page)
+    assert "Written answers worth 3 points are awaiting your instructor" in page
+    assert "<p>Because of &lt;script&gt;alert(1)&lt;/script&gt;.</p><p>And so.</p>" in page
+    assert re.search(r'data-cell="answer_b"><td class="title">Written question 2</td><td class="pts">awaiting', page)
+    assert "Nice loop" in page and "Close &lt;script&gt;" in page and "<script" not in page.lower()
+    parts = re.findall(r'<li class="part[^"]*">(.*?)</li>', page)
+    assert parts and not [p for p in parts if re.search(r"\d\s*/\s*\d", p)]
+    _assert_standalone(page)
+
+
+def test_outside_a_course_the_written_answers_await_the_instructor():
+    standing = standing_of(_result())
+    assert standing.score == 5 and standing.max_score == 7 + sum(WRITTEN.values())
+    assert [c.grade_id for c in standing.written] == list(WRITTEN) and standing.awaiting == sum(WRITTEN.values())
+    assert all(c.title and c.title != c.grade_id for c in standing.written)     # named as the notebook asks them
+    written = sum(WRITTEN.values())
+    assert standing.summary() == f"Score: 5 / {7 + written:g} ({written:g} points of written answers awaiting your instructor)"
+
+
+def test_no_divergence_box_without_a_divergence():
+    assert 'id="first-divergence"' not in feedback_html(_result())
+
+
+def test_student_controlled_text_is_escaped_everywhere():
+    page = feedback_html(_result(message=SCRIPT, divergence=SCRIPT, notes=[SCRIPT], name=f'"{SCRIPT}.py'))
+    assert "<script" not in page.lower()
+    assert html.escape(SCRIPT) in page
+    assert page.count(html.escape(SCRIPT)) >= 4     # message, divergence, note, name
+    _assert_standalone(page)
+
+
+def test_write_feedback_page(tmp_path):
+    path = tmp_path / "out" / "feedback.html"
+    write_feedback_page(_result(), path)
+    assert path.read_text(encoding="utf-8") == feedback_html(_result())
+    assert [p.name for p in path.parent.iterdir()] == ["feedback.html"]    # no temporary file left behind
+
+
+# ---- end to end, through the real sandbox ---------------------------------------------------------------
+
+def test_solution_page_shows_full_marks(grade_source):
+    result = grade_source(submission())
+    page = feedback_html(result)
+    assert result.score == TOTAL_POINTS
+    full = TOTAL_POINTS + sum(WRITTEN.values())
+    assert f'<span id="score">{TOTAL_POINTS:g} / {full:g}</span>' in page
+    assert 'id="first-divergence"' not in page
+    assert set(_rows(page).values()) == {"check passed"}
+    assert result.isolation not in page
+    assert _embedded_png(page).startswith(PNG_SIGNATURE)
+    _assert_standalone(page)
+    _assert_nothing_secret(page)
+
+
+def test_post_ln_page_explains_where_it_went_wrong(grade_source):
+    post_ln = next(w for w in WRONG if w.name == "post_ln")
+    result = grade_source(submission(forward=post_ln.forward))
+    page = feedback_html(result)
+    assert result.first_divergence
+    assert html.escape(result.first_divergence) in page
+    assert 'id="first-divergence"' in page
+    assert _rows(page)[post_ln.check] == "check failed"
+    assert f'<span id="score">{result.score:g} / {TOTAL_POINTS + sum(WRITTEN.values()):g}</span>' in page
+    assert result.isolation not in page
+    _assert_standalone(page)
+    _assert_nothing_secret(page)

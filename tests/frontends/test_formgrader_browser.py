@@ -1,0 +1,142 @@
+"""Formgrader in a real browser: headless Chromium, driven over its DevTools protocol, on a Jupyter server started
+in a course that holds the kit's assignment. The Autograde button grades and leaves no process behind; the
+submission view opens with the student's standing and shows each check's findings (no "Out[1]" under a check),
+the first divergent step and the gradient plot; a score typed in formgrader changes the total; the feedback
+generated afterwards (the kit's page) says the overridden points everywhere."""
+import re
+import shutil
+
+import nbformat
+import psutil
+import pytest
+from nbgrader.api import Gradebook
+
+from autograder.course import kit
+from autograder.engine.rubric import RUBRIC, TOTAL_POINTS, WRITTEN
+from browser import Browser, jupyter_server, shots, wait_until
+from nbgrader_course import Shell, make_course, sample_submission
+
+pytestmark = pytest.mark.slow
+
+NAME = kit.KIT.name
+STUDENT = "ben_post_ln"
+FULL = TOTAL_POINTS + sum(WRITTEN.values())
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    course = make_course(tmp_path_factory.mktemp("formgrader") / "course", ordinary=False)
+    Shell()("nbgrader", "generate_assignment", NAME, cwd=course)
+    for student in ("ada_correct", STUDENT):
+        path = course / "submitted" / student / NAME / kit.KIT.notebook_name
+        path.parent.mkdir(parents=True)
+        nbformat.write(sample_submission(student), path)
+    return course
+
+
+@pytest.fixture(scope="module")
+def server(course, tmp_path_factory):
+    """The instructor's Jupyter server, started in the course folder, with the hub-wide settings of the README."""
+    hub = tmp_path_factory.mktemp("hub")
+    (hub / "exchange").mkdir(mode=0o777)
+    (hub / "nbgrader_config.py").write_text(f"c = get_config()\nc.CourseDirectory.course_id = 'dl101'\n"
+                                            f"c.Exchange.root = {str(hub / 'exchange')!r}\n")
+    with jupyter_server(course, hub, course.parent / "server.log") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    executable = shutil.which("chromium")
+    if executable is None:
+        pytest.skip("chromium is not installed")
+    browser = Browser(executable, tmp_path_factory.mktemp("chromium-profile"))
+    yield browser
+    browser.close()
+
+
+def gradebook(course):
+    return Gradebook(f"sqlite:///{course / 'gradebook.db'}")
+
+
+def leftovers(process) -> list[str]:
+    return [" ".join(p.cmdline()[:3]) for p in psutil.Process(process.pid).children(recursive=True)]
+
+
+def row(student: str) -> str:
+    return f"[...document.querySelectorAll('tr')].find(r => r.textContent.includes('{student}'))"
+
+
+@pytest.fixture(scope="module")
+def autograded(course, server, browser):
+    """The instructor presses formgrader's Autograde button for one student."""
+    process, base = server
+    browser.open(f"{base}/formgrader/manage_submissions/{NAME}", f"{row(STUDENT)}?.querySelector('.autograde a')")
+    assert leftovers(process) == []
+    browser.js(f"{row(STUDENT)}.querySelector('.autograde a').click()")
+    wait_until(lambda: browser.js("!!document.querySelector('#success-modal, #error-modal')"), 300, "autograding")
+    assert browser.js("!!document.querySelector('#success-modal')"), browser.js("document.body.innerText")
+    with gradebook(course) as book:
+        notebook = book.find_submission_notebook(kit.KIT.notebook_id, NAME, STUDENT)
+        return {"id": notebook.id, "score": notebook.score, "max": notebook.max_score, "leftovers": leftovers(process)}
+
+
+def test_the_autograde_button_grades_and_leaves_no_process(autograded):
+    assert 0 < autograded["score"] < TOTAL_POINTS
+    assert autograded["leftovers"] == []
+
+
+def test_submission_view_shows_the_standing_each_check_and_no_score_outputs(course, server, browser, autograded,
+                                                                           tmp_path):
+    _, base = server
+    browser.open(f"{base}/formgrader/submissions/{autograded['id']}",
+                 "document.querySelector('input.score#check_forward_order')")
+    text = browser.js("document.body.innerText")
+    score = f"{autograded['score']:g} / {FULL:g}"
+    assert f"The student's feedback page says: Score: {score}" in text
+    for title in ("Operation order (Pre-LN)", "Both shortcut additions", "Task 2: gradient compounding"):
+        assert title in text
+    assert re.search(r"Step 2 of 10 \(normalize with norm1\)", text) and "Post-LN" in text
+    assert not re.search(r"Out\s*\[\d*\]", text), "a check's points shown as the cell's output"
+    assert browser.js("document.querySelectorAll('.kit-findings li.part').length") >= sum(len(s.parts) for s in RUBRIC.values())
+    assert browser.js("[...document.images].some(i => i.src.startsWith('data:image/png') && i.naturalWidth > 400)")
+    shown = browser.js("Object.fromEntries([...document.querySelectorAll('input.score')].map(i => [i.id, i.placeholder]))")
+    with gradebook(course) as book:
+        notebook = book.find_submission_notebook(kit.KIT.notebook_id, NAME, STUDENT)
+        stored = {g.name: g.auto_score for g in notebook.grades}
+    checks = {name: float(points) for name, points in shown.items() if name.startswith("check_")}
+    assert set(checks) == {f"check_{name}" for name in RUBRIC}
+    assert checks == {name: stored[name] for name in checks}      # each check's autograded points, per check
+    assert browser.screenshot(shots(tmp_path) / "formgrader-submission.png").stat().st_size > 50_000
+
+
+def test_a_manual_override_changes_the_total_and_the_regenerated_feedback(course, server, browser, autograded,
+                                                                          tmp_path):
+    process, base = server
+    browser.open(f"{base}/formgrader/submissions/{autograded['id']}",
+                 "document.querySelector('input.score#check_forward_order')")
+    browser.type_into("input.score#check_forward_order", "2")
+
+    def overridden():
+        with gradebook(course) as book:
+            grade = book.find_grade("check_forward_order", kit.KIT.notebook_id, NAME, STUDENT)
+            return grade.manual_score == 2 and book.find_submission(NAME, STUDENT).score
+    total = wait_until(overridden, 30, "the manual score to be saved")
+    assert total == autograded["score"] + 2          # the check gave 0 of 4; the instructor gives 2
+
+    browser.open(f"{base}/formgrader/manage_submissions/{NAME}",
+                 f"{row(STUDENT)}?.querySelector('.score')?.textContent.includes('/')")
+    assert browser.js(f"{row(STUDENT)}.querySelector('.score').textContent").replace(" ", "") == f"{total:g}/{autograded['max']:g}"
+    browser.js(f"{row(STUDENT)}.querySelector('.generate-feedback a').click()")
+    wait_until(lambda: browser.js("!!document.querySelector('#success-modal, #error-modal')"), 120, "feedback")
+    assert browser.js("!!document.querySelector('#success-modal')"), browser.js("document.body.innerText")
+    assert leftovers(process) == []
+
+    page = course / "feedback" / STUDENT / NAME / f"{kit.KIT.notebook_id}.html"
+    html = page.read_text()
+    assert f'<span id="score">{total:g} / {FULL:g}</span>' in html
+    assert re.search(r'data-check="forward_order"><td class="title">Operation order \(Pre-LN\)</td>'
+                     r'<td class="pts">2 / 4<div class="muted">set by your instructor</div>', html)
+    assert not re.search(r"\b0 / 4\b", html), "the overridden check still says the autograder's points"
+    browser.open(page.as_uri(), "document.querySelector('#checks')")
+    shown = browser.js("document.body.innerText")
+    assert f"Score: {total:g} / {FULL:g}" in shown and "set by your instructor" in shown
+    assert browser.screenshot(shots(tmp_path) / "feedback-after-override.png").stat().st_size > 50_000

@@ -1,0 +1,70 @@
+"""The kit installs into an environment that already holds Jupyter, nbgrader and torch, as a hub image does:
+pyproject.toml gives compatible ranges, so pip changes nothing that is there, and the whole pipeline runs on the
+newest releases within them (requirements.txt is the pinned set the demo and CI use)."""
+import csv
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.course import kit
+from autograder.engine.rubric import TOTAL_POINTS, WRITTEN
+from nbgrader_course import Shell, make_course, sample_submission
+
+pytestmark = pytest.mark.slow
+
+PINS = dict(re.findall(r"^([\w-]+)==([\w.+]+)$", (kit.ROOT / "requirements.txt").read_text(), re.MULTILINE))
+
+
+def _version(text: str) -> tuple:
+    return tuple(int(part) for part in re.findall(r"\d+", text.split("+")[0])[:3])
+
+
+def _freeze(python: Path) -> dict[str, str]:
+    listed = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"],
+                            capture_output=True, text=True, check=True).stdout
+    return {name.lower().replace("_", "-"): version for name, version in re.findall(r"^([^=\s]+)==(\S+)$", listed, re.M)}
+
+
+def test_the_kit_installs_beside_newer_jupyter_and_nbgrader_and_grades(tmp_path):
+    env = tmp_path / "hub-image"
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
+    python = env / "bin" / "python"
+    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    # the hub image: torch's CPU wheel (pinned: an unpinned torch is the CUDA build), the newest Jupyter and nbgrader
+    subprocess.run([*pip, f"torch=={PINS['torch']}", "nbgrader", "jupyter"], check=True, timeout=1200)
+    before = _freeze(python)
+    newer = [name for name in ("sqlalchemy", "alembic", "ipykernel", "notebook", "jupyterlab")
+             if name in before and name in PINS and _version(before[name]) > _version(PINS[name])]
+    assert newer, "the image should hold releases newer than the kit's pins, or this test shows nothing"
+    subprocess.run([*pip, "-e", str(kit.ROOT)], check=True, timeout=1200)       # the README's line
+    after = _freeze(python)
+    changed = {name: (version, after.get(name)) for name, version in before.items() if after.get(name) != version}
+    assert not changed, f"installing the kit changed what the image had: {changed}"
+    assert "layernorm-kit-autograder" in after
+
+    course = make_course(tmp_path / "course", ordinary=False)
+    shell = Shell({"AUTOGRADER_SEED": "3"}, python=python)
+    shell("nbgrader", "generate_assignment", kit.KIT.name, cwd=course)
+    for student in ("ada_correct", "ben_post_ln"):
+        path = course / "submitted" / student / kit.KIT.name / kit.KIT.notebook_name
+        path.parent.mkdir(parents=True)
+        nbformat.write(sample_submission(student), path)
+    shell("nbgrader", "autograde", kit.KIT.name, cwd=course)
+    shell("nbgrader", "generate_feedback", kit.KIT.name, cwd=course)
+    shell("nbgrader", "export", cwd=course)
+    with open(course / "grades.csv", newline="") as handle:
+        exported = {row["student_id"]: row for row in csv.DictReader(handle)}
+    total = TOTAL_POINTS + sum(WRITTEN.values())
+    assert exported["ada_correct"][f"{kit.KIT.name}/score"] == f"{TOTAL_POINTS:g}"
+    assert 0 < float(exported["ben_post_ln"][f"{kit.KIT.name}/score"]) < TOTAL_POINTS
+    for student, row in exported.items():
+        page = (course / "feedback" / student / kit.KIT.name / f"{kit.KIT.notebook_id}.html").read_text()
+        assert f'<span id="score">{row[f"{kit.KIT.name}/score"]} / {total:g}</span>' in page
+    graded = shell("python", "-m", "autograder", "grade-class", "submitted", "--out", str(tmp_path / "out"),
+                   "--course", ".", "--seed", "3", cwd=course)
+    assert "mean score" in graded.stdout
+    assert Path(tmp_path / "out" / "report.html").is_file()

@@ -1,0 +1,170 @@
+"""Grading on CUDA. The `gpu` tests need a GPU and skip cleanly without one (run them with
+`pytest -m gpu tests/grading/test_gpu.py`, or all at once with `benchmarks/gpu_checks.py`); the others check what a
+machine without CUDA must do when CUDA is asked for, and always run."""
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from autograder.course import kit
+from autograder.frontends.cli import main
+from autograder.grading.submission import grade_file
+from autograder.grading.reference import resolve_device
+from autograder.engine.rubric import TOTAL_POINTS
+from catalog.build import submission
+from catalog.wrong_forwards import HINTED, WRONG
+
+HAS_CUDA = torch.cuda.is_available()
+needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="CUDA is not available on this machine")
+gpu = [pytest.mark.gpu, needs_cuda]
+no_gpu = pytest.mark.skipif(HAS_CUDA, reason="checks the behaviour of a machine without CUDA")
+SOLUTION = kit.SOLUTIONS_DIR / kit.KIT.notebook_name
+DEVICE_BUGS = ("cpu_inside_forward", "float32_zeros_inside")
+DEVICES = ["cpu", pytest.param("cuda", marks=gpu)]
+
+
+def _lost(result) -> dict:
+    return {c.check: c.message for c in result.checks if not c.passed}
+
+
+def _part(result, check: str, part: str):
+    return next(s for c in result.checks if c.check == check for s in c.subtests if s.name == part)
+
+
+# --- always: a machine without CUDA -----------------------------------------------------------------
+
+@no_gpu
+def test_auto_picks_the_cpu_without_cuda():
+    assert resolve_device("auto") == "cpu"
+    assert resolve_device("cpu") == "cpu"
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        resolve_device("cuda")
+
+
+@no_gpu
+@pytest.mark.parametrize("command", ["grade", "grade-class"])
+def test_device_cuda_without_cuda_is_a_usage_error(command, tmp_path):
+    args = ([str(SOLUTION), "--results", str(tmp_path / "results.json")] if command == "grade"
+            else [str(kit.COURSE_DIR / "sample_class"), "--out", str(tmp_path / "out")])
+    result = CliRunner().invoke(main, [command, *args, "--device", "cuda"])
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit)          # click's usage error, not a crash
+    assert "CUDA is not available" in result.output and "--device" in result.output
+    assert not (tmp_path / "results.json").exists() and not (tmp_path / "out").exists()
+
+
+@no_gpu
+def test_device_cuda_without_cuda_prints_no_traceback(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(SOLUTION), "--results",
+                           str(tmp_path / "results.json"), "--device", "cuda"], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "CUDA is not available" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+
+
+TF32_SWITCHES = ("torch.backends.cuda.matmul.allow_tf32 = True", "torch.backends.cudnn.allow_tf32 = True",
+                 "torch.set_float32_matmul_precision('medium')", "torch.backends.fp32_precision = 'tf32'",
+                 "torch.backends.cuda.matmul.fp32_precision = 'tf32'", "torch.backends.cudnn.conv.fp32_precision = 'tf32'")
+TF32_SCRIPT = """
+import json, torch
+from autograder.engine.questions.cells import reset_torch_state
+state = lambda: [torch._C._get_cublas_allow_tf32(), torch._C._get_cudnn_allow_tf32(), torch.get_float32_matmul_precision()]
+left = {}
+for switch in %r:
+    try:
+        exec(switch)
+    except Exception:
+        pass
+    try:
+        reset_torch_state()
+        left[switch] = state()
+    except Exception as error:
+        left[switch] = f"{type(error).__name__}: {error}"[:200]
+print(json.dumps(left))
+"""
+
+
+def test_probes_start_without_tf32():
+    """Whatever a student's cell switched on, through either of torch's APIs, every probe starts in full float32
+    precision (CUDA matmuls in TF32 keep 10 mantissa bits: far outside the tolerances). Runs on any machine: the
+    flags exist without a GPU. In a fresh interpreter, so this process's flags stay as they are."""
+    done = subprocess.run([sys.executable, "-c", TF32_SCRIPT % (TF32_SWITCHES,)], cwd=kit.ROOT, capture_output=True,
+                          text=True, check=True)
+    left = json.loads(done.stdout)
+    assert left == {switch: [False, False, "highest"] for switch in TF32_SWITCHES}
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_tf32_switched_on_by_the_student_is_undone(server, seed, tmp_path):
+    """A notebook that turns TF32 on, through both APIs, is graded in full float32 precision like any other (on a
+    CPU TF32 changes nothing, so only CUDA can show it)."""
+    path = tmp_path / "submission.py"
+    path.write_text(submission(prefix="import torch\n" + "\n".join(TF32_SWITCHES) + "\n"))
+    result = grade_file(path, server, seed=seed, device="cuda")
+    assert result.score == TOTAL_POINTS, _lost(result)
+
+
+# --- device-moving bugs, reported on either device --------------------------------------------------
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", DEVICE_BUGS)
+def test_device_moving_forward_is_reported(server, seed, tmp_path, device, name):
+    forward, phrase = HINTED[name]
+    path = tmp_path / "submission.py"
+    path.write_text(submission(forward=forward))
+    result = grade_file(path, server, seed=seed, device=device)
+    assert result.device == device
+    note = next((n for n in result.notes if "x.device" in n), "")
+    assert phrase in note, result.notes
+    if device == "cpu":      # no value the CPU grader can check is wrong: full marks, and the remark says why
+        assert result.score == TOTAL_POINTS, _lost(result)
+        assert "costs no point" in note
+    else:                    # on CUDA the move breaks the forward itself: the message says where and why
+        order = next(c for c in result.checks if c.check == "forward_order")
+        assert result.score < TOTAL_POINTS and "x.device" in order.message, order.message
+        assert "Traceback" not in order.message
+
+
+# --- CUDA ---------------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@needs_cuda
+def test_auto_picks_cuda():
+    assert resolve_device("auto") == "cuda"
+    assert resolve_device("cuda") == "cuda"
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_solution_gets_full_marks_on_cuda(server, seed):
+    result = grade_file(SOLUTION, server, seed=seed, device="cuda")
+    assert result.device == "cuda"
+    assert result.score == TOTAL_POINTS, _lost(result)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_cuda_and_cpu_grade_a_wrong_forward_alike(server, seed, tmp_path):
+    """Numerical checks under the CUDA tolerance tier: a value mistake costs the same points on both."""
+    wrong = next(w for w in WRONG if w.name == "post_ln")
+    path = tmp_path / "submission.py"
+    path.write_text(submission(forward=wrong.forward))
+    on = {device: grade_file(path, server, seed=seed, device=device) for device in ("cpu", "cuda")}
+    assert on["cuda"].score == on["cpu"].score < TOTAL_POINTS
+    assert [c.points for c in on["cuda"].checks] == [c.points for c in on["cpu"].checks]
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_cli_device_auto_grades_on_cuda(tmp_path, seed):
+    results = tmp_path / "results.json"
+    run = CliRunner().invoke(main, ["grade", str(SOLUTION), "--results", str(results), "--seed", str(seed)])
+    assert run.exit_code == 0, run.output
+    written = json.loads(results.read_text())
+    assert written["extra_data"]["device"] == "cuda"
+    assert written["score"] == TOTAL_POINTS, [t["output"] for t in written["tests"] if t["status"] != "passed"]
+

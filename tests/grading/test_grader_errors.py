@@ -1,0 +1,57 @@
+"""A failure of the grader itself is the grader's: it shows as such to the instructor (results, stderr, the
+class's grades.csv), costs the student no point silently, and never stops the other checks or students."""
+import csv
+import json
+
+import pytest
+
+from autograder.grading import submission as grading_one
+from autograder.engine.checks import prenorm
+from autograder.frontends.classgrade import grade_class
+from autograder.frontends.gradescope.results import results_json
+from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
+from catalog.build import submission
+
+pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+
+
+@pytest.fixture
+def broken_check(monkeypatch):
+    def crash(evidence):
+        raise ValueError("an observation of a shape the check never expected")
+
+    monkeypatch.setattr(prenorm, "evaluate", crash)
+
+
+def test_a_check_that_crashes_is_a_grader_error_not_a_lost_point(broken_check, grade_source, capsys):
+    result = grade_source(submission())
+    checks = {c.check: c for c in result.checks}
+    crashed = checks["forward_prenorm"]
+    assert crashed.grader_error and "ValueError" in crashed.grader_error
+    assert all("grader itself failed" in s.message for s in crashed.subtests)
+    assert all(checks[name].passed for name in RUBRIC if name != "forward_prenorm")      # the rest still graded
+    assert result.score == TOTAL_POINTS - RUBRIC["forward_prenorm"].points
+    data = results_json(result)
+    assert data["extra_data"]["grader_errors"] and "forward_prenorm" in data["extra_data"]["grader_errors"][0]
+    assert next(t for t in data["tests"] if t["tags"] == ["forward_prenorm"])["extra_data"]["grader_error"]
+    assert "grader error" in capsys.readouterr().err
+
+
+def test_a_grader_failure_of_a_whole_submission_is_a_result(monkeypatch, grade_source):
+    monkeypatch.setattr(grading_one, "evaluate", lambda *a, **k: 1 / 0)
+    result = grade_source(submission())
+    assert result.score == 0 and result.grader_errors and "ZeroDivisionError" in result.grader_errors[0]
+    assert all("grader itself failed" in c.message for c in result.checks)
+
+
+@pytest.mark.slow
+def test_grade_class_lists_grader_errors_per_student(broken_check, tmp_path):
+    root = tmp_path / "class"
+    root.mkdir()
+    (root / "ana.py").write_text(submission())
+    rows = grade_class(root, tmp_path / "out", workers=1, seed=5, progress=False)
+    assert "forward_prenorm" in rows[0]["grader_errors"]
+    with open(tmp_path / "out" / "grades.csv") as handle:
+        table = list(csv.DictReader(handle))
+    assert "ValueError" in table[0]["grader_errors"]
+    assert json.loads((tmp_path / "out" / "ana" / "results.json").read_text())["extra_data"]["grader_errors"]

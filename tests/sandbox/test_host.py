@@ -1,0 +1,116 @@
+"""The kit and the machine it is installed on: grading leaves the host's permissions as it found them (other
+users of the same install keep working), and an nbgrader course stops, running nothing, when the kit cannot
+be loaded."""
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.course import kit
+from autograder.engine.rubric import TOTAL_POINTS
+from autograder.sandbox.parent.client import bubblewrap_works
+from catalog.build import submission
+from nbgrader_course import Shell, do_kit_homework, make_course
+from unprivileged import ensure_user, run_as
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="needs root: to grade in the "
+                                                   "permissions layer and to act as another user")]
+ROOT_ONLY_LAYER = {"AUTOGRADER_BUBBLEWRAP": "off", "AUTOGRADER_NAMESPACES": "off", "AUTOGRADER_LANDLOCK": "off"}
+
+
+@pytest.fixture
+def instructor():
+    """An unprivileged instructor of the tests and a folder of theirs (in their home, removed after)."""
+    user = ensure_user("u18-instructor")
+    folder = Path(tempfile.mkdtemp(dir=user.pw_dir))
+    shutil.chown(folder, user.pw_uid, user.pw_gid)
+    yield user, folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _modes(paths) -> dict:
+    return {str(p): stat.S_IMODE(os.lstat(p).st_mode) for p in paths if os.path.lexists(p)}
+
+
+def _watched(*extra) -> list[Path]:
+    """Every path the permissions layer could change: the kit's checkout and its folders, Python's folders
+    and their ancestors, and the folders of the class being graded."""
+    paths = {kit.ROOT, *kit.ROOT.iterdir(), *(kit.ROOT / "autograder").iterdir(), *extra}
+    for python in (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))):
+        paths |= {Path(python), *Path(os.path.realpath(python)).parents}
+    return sorted(paths)
+
+
+@pytest.mark.skipif(not bubblewrap_works(), reason="the other user grades with bubblewrap, which is not here")
+def test_after_root_grades_without_namespaces_another_user_imports_the_kit_and_grades(tmp_path, instructor):
+    """Root grades a class in the layer that changes the most (no namespaces, no Landlock: grading folders
+    closed for as long as it runs); then every permission is as it was, and an unprivileged instructor on the
+    same install grades a submission."""
+    root, out = tmp_path / "class", tmp_path / "graded"
+    root.mkdir()
+    (root / "ada.py").write_text(submission())
+    before = _modes(_watched(root, out))
+    done = subprocess.run([sys.executable, "-m", "autograder", "grade-class", str(root), "--out", str(out),
+                           "--seed", "3", "--workers", "1"], env={**os.environ, **ROOT_ONLY_LAYER},
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "closed to other users by permissions" in (out / "ada" / "results.json").read_text()
+    after = _modes(_watched(root, out))
+    assert {p: (before[p], after.get(p)) for p in before if before[p] != after.get(p)} == {}
+
+    user, home = instructor
+    (home / "ben.py").write_text(submission())
+    shutil.chown(home / "ben.py", user.pw_uid, user.pw_gid)
+    graded = run_as(user, [sys.executable, "-m", "autograder", "grade", "ben.py", "--results", "ben.json",
+                           "--seed", "3"], cwd=home)
+    assert graded.returncode == 0, graded.stderr[-3000:]
+    results = json.loads((home / "ben.json").read_text())
+    assert results["score"] == TOTAL_POINTS and "bubblewrap" in results["extra_data"]["isolation"]
+
+
+CANARY_CELL = "open({path!r}, 'w').write('a kernel ran this student notebook')"
+
+
+def _course_with_a_canary(folder: Path) -> tuple[Path, Path]:
+    """A course whose kit assignment is released, with one submission whose first cell writes a canary file
+    if any kernel ever runs it."""
+    course = make_course(folder / "course", ordinary=False)
+    Shell()("nbgrader", "generate_assignment", kit.KIT.name, cwd=course)
+    canary = folder / "ran" / "canary"
+    canary.parent.mkdir()
+    canary.parent.chmod(0o777)
+    released = nbformat.read(course / "release" / kit.KIT.name / kit.KIT.notebook_name, as_version=4)
+    notebook = do_kit_homework(released, "ada_correct")
+    notebook.cells.insert(0, nbformat.v4.new_code_cell(CANARY_CELL.format(path=str(canary))))
+    path = course / "submitted" / "ada" / kit.KIT.name / kit.KIT.notebook_name
+    path.parent.mkdir(parents=True)
+    nbformat.write(notebook, path)
+    return course, canary
+
+
+@pytest.mark.parametrize("install", ["broken", "unreadable"])
+def test_nbgrader_stops_and_runs_nothing_when_the_kit_cannot_be_loaded(tmp_path, instructor, install):
+    user, folder = instructor
+    course, canary = _course_with_a_canary(folder)
+    command = [sys.executable, "-m", "nbgrader", "autograde", kit.KIT.name, "--force"]
+    if install == "broken":           # an install whose package fails to import, found first on the path
+        shadow = tmp_path / "broken" / "autograder"
+        shadow.mkdir(parents=True)
+        (shadow / "__init__.py").write_text("raise ImportError('a half-finished upgrade of the kit')\n")
+        done = subprocess.run(command, cwd=course, capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "PYTHONPATH": str(shadow.parent)})
+    else:                             # an instructor for whom the kit's package cannot be read
+        for path in [course, *course.rglob("*")]:
+            shutil.chown(path, user.pw_uid, user.pw_gid)
+        done = run_as(user, command, cwd=course, cover=[kit.ROOT / "autograder"])
+    output = done.stdout + done.stderr
+    assert done.returncode != 0 and "the layernorm kit could not be loaded" in output, output[-3000:]
+    assert not canary.exists(), "a kernel ran a student's notebook of the kit's assignment"
+    assert not (course / "autograded" / "ada").exists()

@@ -1,0 +1,263 @@
+"""The sandbox's parts on their own, without a server: the seccomp program, cleanup of what a job leaves,
+the encoding of every dtype, the bound on answers, the control channel, and permission changes that are
+always given back."""
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+import torch
+
+from autograder.sandbox.parent import containment, hostperms
+from autograder.sandbox.inside import cleanup, seccomp
+from autograder.sandbox.inside.protocol import (
+    Unencodable, control_pair, encode_tensor, encoded_answer, receive_message, send_message
+)
+from autograder.sandbox.inside.protocol import MAX_ANSWER_BYTES
+from autograder.sandbox.inside.watch import Run
+
+pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+
+AF_INET, AF_UNIX = 2, 1
+
+
+def run_filter(program: bytes, arch: int, nr: int) -> int:
+    """What the classic-BPF `program` returns for a system call (a small interpreter of the four opcodes used)."""
+    data = nr.to_bytes(4, "little") + arch.to_bytes(4, "little")
+    ops = [(int.from_bytes(program[i:i + 2], "little"), program[i + 2], program[i + 3],
+            int.from_bytes(program[i + 4:i + 8], "little")) for i in range(0, len(program), 8)]
+    pc, accumulator = 0, 0
+    while True:
+        code, jt, jf, k = ops[pc]
+        if code == seccomp.LOAD:
+            accumulator = int.from_bytes(data[k:k + 4], "little")
+            pc += 1
+        elif code in (seccomp.JEQ, seccomp.JGE):
+            taken = accumulator == k if code == seccomp.JEQ else accumulator >= k
+            pc += 1 + (jt if taken else jf)
+        elif code == seccomp.RET:
+            return k
+        else:
+            raise AssertionError(f"unknown opcode {code:#x}")
+
+
+@pytest.mark.parametrize("machine", sorted(seccomp.ARCH))
+def test_the_seccomp_filter_checks_the_abi_and_refuses_x32(machine):
+    program = seccomp.build(seccomp.PARTS, machine)
+    arch, numbers = seccomp.ARCH[machine], seccomp.NUMBERS[machine]
+    assert run_filter(program, 0x40000003, 0) == seccomp.KILL_PROCESS            # i386's ABI
+    assert run_filter(program, 0x40000028, 0) == seccomp.KILL_PROCESS            # 32-bit ARM's
+    if machine == "x86_64":
+        assert run_filter(program, arch, seccomp.X32_BIT | 41) == seccomp.KILL_PROCESS     # x32 socket()
+        assert run_filter(program, arch, seccomp.X32_BIT | 0) == seccomp.KILL_PROCESS      # x32 read()
+    for part in seccomp.PARTS:
+        for number in numbers[part]:
+            assert run_filter(program, arch, number) == seccomp.ERRNO | seccomp.EPERM, (part, number)
+    assert run_filter(program, arch, 0) == seccomp.ALLOW                          # read, openat... go through
+    assert run_filter(seccomp.build(("io_uring",), machine), arch, numbers["sockets"][0]) == seccomp.ALLOW
+
+
+def test_cleanup_removes_a_deep_tree_of_unreadable_folders_without_recursion(tmp_path):
+    """Deeper than any recursion limit or path length (2,500 levels), folders made unreadable and
+    unwritable, many files: removed whole, no problem reported. Made the way a job makes it (by descriptor)."""
+    top = tmp_path / "job"
+    top.mkdir()
+    fd = os.open(top, os.O_RDONLY)
+    for depth in range(2500):
+        os.mkdir("d", dir_fd=fd)
+        below = os.open("d", os.O_RDONLY, dir_fd=fd)
+        if depth % 500 == 0:
+            for n in range(2000):
+                os.close(os.open(f"f{n}", os.O_CREAT | os.O_WRONLY, dir_fd=below))
+        os.close(fd)
+        fd = below
+    os.close(fd)
+    (top / "locked" / "inner").mkdir(parents=True)
+    (top / "locked" / "inner" / "file").write_text("x")
+    os.chmod(top / "locked" / "inner", 0)
+    os.chmod(top / "locked", 0o500)
+    assert cleanup.remove_tree(str(top)) == []
+    assert not top.exists()
+
+
+def test_cleanup_reports_what_it_could_not_remove_and_removes_the_rest(tmp_path, monkeypatch):
+    (tmp_path / "job" / "a").mkdir(parents=True)
+    (tmp_path / "job" / "a" / "stays").write_text("x")
+    (tmp_path / "job" / "goes").write_text("x")
+    real_unlink = os.unlink
+
+    def refusing(path, *args, **kwargs):
+        if path == "stays":
+            raise PermissionError(1, "Operation not permitted")
+        return real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", refusing)
+    problems = cleanup.remove_tree(str(tmp_path / "job"))
+    assert any("stays" in p for p in problems) and all(p.startswith("cleanup:") for p in problems)
+    assert not (tmp_path / "job" / "goes").exists() and (tmp_path / "job" / "a" / "stays").exists()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64, torch.int8, torch.int32, torch.int64,
+                                   torch.uint8, torch.bool, torch.float8_e4m3fn])
+def test_every_real_dtype_is_encoded_exactly(dtype):
+    values = torch.tensor([[0.0, 1.0, -2.0], [3.0, 0.5, 8.0]])
+    tensor = (values > 0) if dtype is torch.bool else values.to(dtype)
+    encoded = encode_tensor(tensor)
+    assert encoded["dtype"] in ("float32", "float64") and encoded["shape"] == [2, 3]
+    import base64
+    import numpy as np
+    back = np.frombuffer(base64.b64decode(encoded["data"]), dtype=encoded["dtype"]).reshape(2, 3)
+    assert np.array_equal(back, tensor.to(torch.float64).numpy())
+
+
+def test_values_the_grader_cannot_read_are_refused_with_a_message_naming_where():
+    with pytest.raises(Unencodable, match="complex"):
+        encode_tensor(torch.ones(2, dtype=torch.complex64))
+    answer = encoded_answer({"ok": True, "calls": [{"output": torch.ones(2)}, {"output": torch.ones(2, device="meta")}]})
+    assert answer["ok"] is False and answer["error"]["type"] == "ProbeFailure"
+    assert "calls[1].output" in answer["error"]["message"] and "meta" in answer["error"]["message"]
+
+
+def _reports(frames: int) -> tuple[int, threading.Thread]:
+    """A pipe with `frames` result frames of 1 MiB each written into it (by a thread), as a child would."""
+    frame = json.dumps({"event": "result", "probe": "eval", "observation": {"ok": True, "y": "x" * (1 << 20)}})
+    reader_fd, writer_fd = os.pipe()
+
+    def write():
+        try:
+            os.write(writer_fd, (len(frame).to_bytes(4, "big") + frame.encode()) * frames)
+        except OSError:         # the reader stopped first, as the supervisor stops reading
+            pass
+        os.close(writer_fd)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    return reader_fd, writer
+
+
+def test_answers_are_bounded_in_total_across_a_job_s_children():
+    """Each child's reports count against one budget per job: a child under the bound on its own is stopped
+    as over budget when the job's children together pass it."""
+    budget, limits, half = {}, {"load_s": 1, "probe_s": 1, "wall_factor": 1, "output_kb": 1}, MAX_ANSWER_BYTES >> 21
+    runs = []
+    for frames in (half + 1, half + 1):              # two children of one job, each under the bound alone
+        reader_fd, writer = _reports(frames)
+        run = Run(limits, lambda: 0.0, budget, bytearray(), reader_fd, ("eval",))
+        while run.take(reader_fd) and not run.garbage:
+            pass
+        os.close(reader_fd)
+        writer.join()
+        runs.append(run)
+    assert not runs[0].garbage and runs[0].observations
+    assert runs[1].over_budget and budget["answer_bytes"] > MAX_ANSWER_BYTES
+
+
+def test_the_control_channel_carries_one_descriptor_beside_each_message():
+    ours, theirs = control_pair()
+    left, right = socket.socketpair()
+    with ours, theirs, left, right:
+        send_message(ours, {"job": 1}, right.fileno())
+        message, fd = receive_message(theirs)
+        assert message == {"job": 1} and fd is not None
+        os.write(fd, b"through")
+        assert left.recv(16) == b"through"
+        os.close(fd)
+        ours.close()
+        assert receive_message(theirs) == (None, None)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="permission leases are root's")
+def test_a_permission_lease_is_given_back_even_when_its_holder_was_killed(tmp_path):
+    folder = tmp_path / "closed"
+    folder.mkdir(mode=0o700)
+    folder.chmod(0o700)
+    lease = hostperms.Lease({str(folder): 0o701})
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o701
+    lease.release()
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    holder = textwrap.dedent(f"""
+        import os, sys
+        from autograder.sandbox.parent import hostperms
+        hostperms.Lease({{{str(folder)!r}: 0o701}})
+        os.kill(os.getpid(), 9)
+        """)
+    subprocess.run([sys.executable, "-c", holder], check=False)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o701          # the holder died holding it
+    assert str(folder) in hostperms.restore_abandoned()            # the next grader to start gives it back
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+
+
+def test_the_grading_folders_are_planned_closed_whatever_their_mode(tmp_path):
+    results = tmp_path / "out"
+    results.mkdir()
+    results.chmod(0o777)
+    plan = containment.lock_plan([str(results)], [])
+    assert plan == {str(results): 0o770}
+    assert containment.lock_plan([str(results)], [], lock=False) == {}
+
+
+class _Replying:
+    """A stand-in for a sandbox server that replies with given answers (no student code runs)."""
+
+    from autograder.course import kit as _kit
+    assignment, isolation = _kit.KIT, "stand-in"
+
+    def __init__(self, observations: dict):
+        self.observations = observations
+
+    def grade(self, cells, plan, probes):
+        return {"observations": self.observations, "loaded": None, "runs": ["finished"], "output": "", "cleanup": []}
+
+
+@pytest.mark.parametrize("failing", ["encoder in the sandbox", "reader in the parent"])
+def test_a_failure_of_the_grader_s_own_encoding_or_reading_is_a_grader_error(monkeypatch, failing):
+    from autograder.engine.reading import answers
+    from autograder.grading.submission import grade_cells
+    from autograder.course.notebook import cells_from_python
+    from catalog.build import submission
+
+    observations = {}
+    if failing == "encoder in the sandbox":
+        observations["eval"] = encoded_answer({"ok": True, "y": _Unencodable()})
+    else:
+        observations["eval"] = {"ok": True}
+        real = answers._read
+        monkeypatch.setattr(answers, "_read", lambda probe, answer, expect: (_ for _ in ()).throw(KeyError(probe))
+                            if probe == "eval" else real(probe, answer, expect))
+    result = grade_cells(cells_from_python(submission()), "s.py", _Replying(observations), seed=3)
+    assert result.score == 0 and result.grader_errors, result.grader_errors
+    assert "grader" in result.notes[0] and "eval" in result.grader_errors[0]
+
+
+class _Unencodable:
+    """A value whose encoding fails in the encoder itself (not a dtype it refuses)."""
+
+    def __repr__(self):
+        raise RuntimeError("the encoder met something it did not expect")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a private root needs root (or bubblewrap's user namespace)")
+def test_a_private_root_shows_what_is_kept_even_below_tmp_and_nothing_else(tmp_path):
+    """Python kept below /tmp (a checkout there) stays visible over the child's own /tmp; the folder around it,
+    and everything else of the host's /tmp, does not exist for the child."""
+    from autograder.sandbox.inside import rootfs
+
+    kept, beside = tmp_path / "checkout" / ".venv", tmp_path / "checkout" / "solutions"
+    kept.mkdir(parents=True)
+    beside.mkdir()
+    (kept / "module.py").write_text("x = 1\n")
+    (beside / "secret").write_text("x")
+    pid = os.fork()
+    if pid == 0:
+        try:
+            rootfs.private_root([str(kept)], 4)
+            os._exit(0 if (kept / "module.py").read_text() == "x = 1\n" and not beside.exists() else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0

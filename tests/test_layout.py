@@ -1,0 +1,140 @@
+"""The package's shape is its architecture (see `autograder/__init__.py`): wings that import one way, the code the
+sandbox runs importing nothing of the kit outside itself, and pieces a reader can hold."""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.course import kit
+from autograder.sandbox.parent import containment
+
+pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+
+PACKAGE = kit.ROOT / "autograder"
+WINGS = {"course": 0, "engine": 1, "sandbox": 1, "grading": 2, "frontends": 3}     # a wing imports lower ranks only
+APART = {"engine", "sandbox"}                                                        # ...and these never each other
+SELF_CONTAINED = ("autograder.sandbox.inside", "autograder.engine.questions")      # what the sandbox runs
+MAX_MODULE_LINES, MAX_CLASS_LINES = 300, 200
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(kit.ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every import of the kit in `path`, at any depth (imports inside functions included),
+    relative ones resolved; `from package import name` counts as importing `package.name` where that is a module."""
+    name, found = module_name(path), []
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                found.append((node.lineno, full if importlib.util.find_spec(base) and _is_module(full) else base))
+    return [(line, module) for line, module in found if module == "autograder" or module.startswith("autograder.")]
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def wing(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in WINGS else None
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+EDGES = [(module_name(path), line, target) for path in MODULES for line, target in imports(path)]
+
+
+def test_the_top_of_the_package_is_the_wings():
+    entries = sorted(p.name for p in PACKAGE.iterdir() if p.name != "__pycache__")
+    assert entries == sorted(["__init__.py", "__main__.py", *WINGS]), entries
+
+
+def test_imports_run_one_way_between_wings():
+    wrong = []
+    for source, line, target in EDGES:
+        a, b = wing(source), wing(target)
+        if a is None or b is None or a == b:
+            continue
+        if WINGS[b] >= WINGS[a] or {a, b} == APART:
+            wrong.append(f"{source}:{line} imports {target}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_engine_and_the_sandbox_are_joined_only_by_a_name():
+    """The sandbox runs the engine's questions by the module name the course gives, and that name is real."""
+    assert importlib.util.find_spec(kit.QUESTIONS) is not None
+    assert importlib.util.find_spec(containment.INSIDE) is not None
+    assert kit.QUESTIONS.startswith(SELF_CONTAINED[1] + ".") and containment.INSIDE == SELF_CONTAINED[0]
+    job = importlib.import_module(kit.QUESTIONS)
+    assert {"ready", "run_job", "PROBES", "FORWARD_PROBES"} <= set(dir(job))
+
+
+def test_what_the_sandbox_runs_imports_nothing_of_the_kit_outside_itself():
+    wrong = [f"{source}:{line} imports {target}" for source, line, target in EDGES
+             for package in SELF_CONTAINED if source.startswith(package)
+             and not (target.startswith(package) or target in _ancestors(package))]
+    assert not wrong, "\n".join(wrong)
+
+
+def _ancestors(package: str) -> set[str]:
+    parts = package.split(".")
+    return {".".join(parts[:depth]) for depth in range(1, len(parts))}
+
+
+def test_the_package_files_on_the_way_to_the_sandbox_s_code_import_nothing():
+    """The server imports `autograder`, `autograder.sandbox`, `autograder.engine` on its way to what it runs: they
+    (and every wing's own `__init__.py`) pull in no grading code."""
+    packages = {module_name(path) for path in MODULES if path.name == "__init__.py"}
+    wrong = [f"{source}:{line} imports {target}" for source, line, target in EDGES
+             if source in packages and source.count(".") <= 1]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_fresh_server_and_a_child_s_job_load_only_their_own_packages():
+    """Run, not read: importing the server and the questions' job in a fresh interpreter loads nothing else of the
+    kit (whatever a future import inside a function may do, this is what a child starts with)."""
+    code = (f"import importlib, sys; importlib.import_module('{containment.INSIDE}.server'); "
+            f"importlib.import_module('{kit.QUESTIONS}'); "
+            "print('\\n'.join(m for m in sys.modules if m.startswith('autograder')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            cwd=kit.ROOT).stdout.split()
+    allowed = {*_ancestors(SELF_CONTAINED[0]), *_ancestors(SELF_CONTAINED[1])}
+    stray = [m for m in loaded if m not in allowed and not m.startswith(SELF_CONTAINED)]
+    assert loaded and not stray, stray
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_a_reader_can_hold_each_piece(path):
+    lines = path.read_text().count("\n")
+    assert lines <= MAX_MODULE_LINES, f"{path.name}: {lines} lines"
+    tree = ast.parse(path.read_text())
+    big = [(n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(tree)
+           if isinstance(n, ast.ClassDef) and n.end_lineno - n.lineno + 1 > MAX_CLASS_LINES]
+    assert not big, big
+
+
+def test_the_tests_mirror_the_wings():
+    tests = kit.ROOT / "tests"
+    assert {p.name for p in tests.iterdir() if p.is_dir() and any(p.glob("test_*.py"))} == set(WINGS)
+    assert [p.name for p in tests.glob("test_*.py")] == [Path(__file__).name]       # the whole package's own
+    quick = {path.parent.name for path in tests.rglob("test_*.py")
+             if "pytestmark = pytest.mark.quick" in path.read_text()}
+    assert quick == {*WINGS, "tests"}, f"make test-quick touches only {sorted(quick)}"
