@@ -24,10 +24,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autograder.engine.checks.gradients import MAX_GROWTH, MILD_FACTOR, SEVERE_FACTOR, profile_verdict  # noqa: E402
-from autograder.grading.reference import reference_namespace  # noqa: E402
 from autograder.engine.questions.parts import build_block, install_parts  # noqa: E402
 from autograder.engine.questions.plan import GRADING_CFG, Plan
 from autograder.engine.questions.probes import deep_profile  # noqa: E402
+from autograder.grading.reference import reference_namespace  # noqa: E402
 
 CALIBRATION_SEEDS = range(1, 201)
 

@@ -21,15 +21,15 @@ from pathlib import Path
 from tqdm import tqdm
 
 from autograder.course import kit
-from autograder.sandbox.parent.containment import own_folder
-from .feedback import write_feedback_page
-from autograder.frontends.gradescope.results import result_from_json, write_atomically, write_results
-from autograder.grading.submission import grade_file, grader_failure, unreadable
-from autograder.grading.reference import reference
-from .report import write_class_report
 from autograder.engine.results import SubmissionResult, points_text
 from autograder.engine.rubric import RUBRIC
+from autograder.frontends.gradescope.results import result_from_json, write_atomically, write_results
+from autograder.grading.reference import reference
+from autograder.grading.submission import grade_file, grader_failure, unreadable
 from autograder.sandbox.parent.client import Limits, SandboxServer
+from autograder.sandbox.parent.containment import own_folder
+from .feedback import write_feedback_page
+from .report import write_class_report
 from .standing import Standing, standing_of
 
 SUBMISSION_SUFFIXES = (".ipynb", ".py")

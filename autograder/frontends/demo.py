@@ -14,11 +14,11 @@ from nbgrader.api import Gradebook
 
 from autograder.course import kit
 from autograder.course.build import nbgrader
-from .classgrade import grade_class
-from autograder.grading.reference import new_seed
-from autograder.frontends.nbgrader.recorder import CourseRecorder
-from autograder.engine.rubric import RUBRIC
 from autograder.course.sample_class import SAMPLE_DIR
+from autograder.engine.rubric import RUBRIC
+from autograder.frontends.nbgrader.recorder import CourseRecorder
+from autograder.grading.reference import new_seed
+from .classgrade import grade_class
 
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 

@@ -16,9 +16,9 @@ import html
 import re
 from pathlib import Path
 
+from autograder.engine.results import CheckResult, SubmissionResult, points_text
 from autograder.frontends.gradescope.results import write_atomically
 from .plots import CURVES, _series, profile_figure_png  # noqa: F401  (CURVES: the plot's styles, for tests)
-from autograder.engine.results import CheckResult, SubmissionResult, points_text
 from .standing import AWAITING, Standing, standing_of
 
 

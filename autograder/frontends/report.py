@@ -16,9 +16,9 @@ import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from autograder.engine.results import SubmissionResult, points_text
 from autograder.frontends.gradescope.results import write_atomically
 from .plots import bars_png, histogram_png
-from autograder.engine.results import SubmissionResult, points_text
 from .standing import Standing
 
 STEP = re.compile(r"^((?:In (?:eval|train) mode only: )?Step \d+ of \d+ \([^)]*\))")

@@ -14,18 +14,18 @@ import numpy as np
 import torch
 
 from autograder.course import kit
-from autograder.engine.reading.answers import read_answer
 from autograder.engine.checks import (
     Evidence, compounding, dropout, fail, gradients, order, prenorm, robustness, shortcuts
 )
 from autograder.engine.diagnosis.first_step import first_divergence
-from .reference import expected_shapes, reference, reference_namespace, trusted_parts
 from autograder.engine.questions.plan import Plan
 from autograder.engine.questions.probes import PROBES, Probing
+from autograder.engine.reading.answers import read_answer
 from autograder.engine.reading.naming import analyse
 from autograder.engine.reading.replays import Replays
 from autograder.engine.results import CheckResult, SubTest
 from autograder.engine.rubric import RUBRIC
+from .reference import expected_shapes, reference, reference_namespace, trusted_parts
 
 CHECKS = (order, shortcuts, prenorm, dropout, gradients, robustness, compounding)
 ALL_PROBES = tuple(PROBES)

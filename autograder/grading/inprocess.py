@@ -11,14 +11,14 @@ from __future__ import annotations
 import time
 
 from autograder.course import kit
-from .evaluation import ALL_PROBES, evaluate
-from .reference import reference_namespace
+from autograder.course.notebook import student_code
 from autograder.engine.questions.cells import load_cells
 from autograder.engine.questions.plan import Plan
 from autograder.engine.questions.probes import Probing, run_probe
-from autograder.sandbox.inside.protocol import encode_observation
-from autograder.course.notebook import student_code
 from autograder.engine.results import SubmissionResult
+from autograder.sandbox.inside.protocol import encode_observation
+from .evaluation import ALL_PROBES, evaluate
+from .reference import reference_namespace
 
 
 def grade_namespace(namespace: dict, seed: int, *, name: str = "notebook", device: str = "cpu",

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 import torch
 
 from autograder.course import kit
-from autograder.engine.reading.answers import Expect, read_answer
 from autograder.engine.questions.cells import load_cells
 from autograder.engine.questions.parts import make_parts
 from autograder.engine.questions.plan import Plan
 from autograder.engine.questions.probes import Probing, part_params, run_probe
+from autograder.engine.reading.answers import Expect, read_answer
 from autograder.sandbox.inside.protocol import encode_observation
 
 ARRANGEMENTS = {"Post-LN": "PostLNBlock", "no shortcuts": "NoShortcutBlock"}

@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 from autograder.course import kit
-from .evaluation import ALL_PROBES, evaluate, grader_error_text
-from autograder.engine.questions.plan import Plan
 from autograder.course.notebook import SubmissionError, read_cells, student_code
+from autograder.engine.questions.plan import Plan
 from autograder.engine.results import CheckResult, SubmissionResult, SubTest
 from autograder.engine.rubric import RUBRIC
 from autograder.sandbox.parent.client import UNSAFE, SandboxServer
+from .evaluation import ALL_PROBES, evaluate, grader_error_text
 
 
 def unreadable(submission: str, message: str, seed: int, device: str, student: str | None = None,

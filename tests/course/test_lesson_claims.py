@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from autograder.course import build, kit
-from autograder.grading.reference import reference_namespace
 from autograder.course.sample_class import FORWARDS
+from autograder.grading.reference import reference_namespace
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the off-screen backend)

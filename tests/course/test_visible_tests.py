@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from autograder.course import kit
+from autograder.course.notebook import cells_from_python
 from autograder.engine.checks import compounding
 from autograder.engine.questions.probes import ProbeFailure, float_list
-from autograder.course.notebook import cells_from_python
 from catalog import task2_variants, wrong_forwards
 from catalog.build import submission
 from catalog.equivalent_forwards import EQUIVALENT

@@ -16,8 +16,8 @@ import re
 import pytest
 
 from autograder.engine.diagnosis.edits import single_edits
-from autograder.grading.submission import grade_file
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
+from autograder.grading.submission import grade_file
 from autograder.sandbox.parent.client import SandboxServer
 from catalog.build import submission
 from catalog.families import AS_POST_LN, FAMILIES, FULL, NOTHING

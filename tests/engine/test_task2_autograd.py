@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from autograder.engine.checks.compounding import EXACT, by_hand
-from autograder.grading.reference import reference_namespace
 from autograder.engine.questions import chains
 from autograder.engine.questions.plan import Plan
+from autograder.grading.reference import reference_namespace
 from catalog.build import submission
 from catalog.forged_task2 import FORGED, UNFINISHED
 

@@ -9,8 +9,8 @@ import shutil
 import pytest
 
 from autograder.course import kit
-from autograder.frontends.classgrade import discover, grade_class
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS, WRITTEN
+from autograder.frontends.classgrade import discover, grade_class
 
 pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
 

@@ -14,10 +14,10 @@ import pytest
 from matplotlib.image import imread
 
 from autograder.course import kit
-from autograder.grading.inprocess import grade_cells_in_process
 from autograder.course.notebook import cells_from_python, read_cells
 from autograder.frontends.report import anonymised, class_report_html, family
 from autograder.frontends.standing import standing_of
+from autograder.grading.inprocess import grade_cells_in_process
 from catalog.build import submission
 from catalog.wrong_forwards import WRONG
 

@@ -9,11 +9,11 @@ import pytest
 from traitlets.config import Config, PyFileConfigLoader
 
 from autograder.course import kit
+from autograder.engine.results import CheckResult, SubmissionResult, SubTest
 from autograder.frontends.classgrade import discover
 from autograder.frontends.nbgrader.plugins import (
     KIT_KEY, TaskStubs, TellingOverwriteCells, WithoutScoreOutputs, kit_source
 )
-from autograder.engine.results import CheckResult, SubmissionResult, SubTest
 from nbgrader_course import ORDINARY, make_course
 
 pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier

@@ -6,10 +6,10 @@ import re
 import pytest
 
 from autograder.course import kit
-from autograder.frontends.feedback import feedback_html, write_feedback_page
-from autograder.frontends.plots import profile_figure_png
 from autograder.engine.results import CheckResult, SubmissionResult, SubTest
 from autograder.engine.rubric import TOTAL_POINTS, WRITTEN
+from autograder.frontends.feedback import feedback_html, write_feedback_page
+from autograder.frontends.plots import profile_figure_png
 from autograder.frontends.standing import CellGrade, Standing, standing_of
 from catalog.build import submission
 from catalog.wrong_forwards import WRONG

@@ -8,8 +8,8 @@ import pytest
 from matplotlib.colors import to_rgb
 from matplotlib.image import imread
 
-from autograder.frontends.plots import CURVES
 from autograder.frontends.feedback import write_feedback_page
+from autograder.frontends.plots import CURVES
 from autograder.frontends.standing import standing_of
 from catalog.build import submission
 from catalog.wrong_forwards import WRONG

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from autograder.course import kit
-from autograder.frontends.gradescope.bundle import NO_SUBMISSION, build_bundle
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
+from autograder.frontends.gradescope.bundle import NO_SUBMISSION, build_bundle
 from catalog.build import submission
 from catalog.wrong_forwards import WRONG
 

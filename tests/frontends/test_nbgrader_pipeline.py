@@ -6,8 +6,8 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder.course import kit
-from autograder.frontends.demo import gradebook_table, run_demo
 from autograder.engine.rubric import TOTAL_POINTS
+from autograder.frontends.demo import gradebook_table, run_demo
 from catalog.leaks import secret_lines
 
 pytestmark = pytest.mark.slow

@@ -10,10 +10,10 @@ import torch
 from click.testing import CliRunner
 
 from autograder.course import kit
-from autograder.frontends.cli import main
-from autograder.grading.submission import grade_file
-from autograder.grading.reference import resolve_device
 from autograder.engine.rubric import TOTAL_POINTS
+from autograder.frontends.cli import main
+from autograder.grading.reference import resolve_device
+from autograder.grading.submission import grade_file
 from catalog.build import submission
 from catalog.wrong_forwards import HINTED, WRONG
 

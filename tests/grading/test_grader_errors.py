@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from autograder.grading import submission as grading_one
 from autograder.engine.checks import prenorm
+from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
 from autograder.frontends.classgrade import grade_class
 from autograder.frontends.gradescope.results import results_json
-from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
+from autograder.grading import submission as grading_one
 from catalog.build import submission
 
 pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier

@@ -28,10 +28,10 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder.course import kit
-from autograder.sandbox.parent import client as sandbox
+from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
 from autograder.frontends.classgrade import grade_class
 from autograder.grading.submission import grade_file
-from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
+from autograder.sandbox.parent import client as sandbox
 from autograder.sandbox.parent.client import UNSAFE, IsolationUnavailable, Limits, SandboxServer
 from catalog.build import submission
 from catalog.classmates import new_marker, self_test, thief, victim

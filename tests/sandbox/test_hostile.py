@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from autograder.course import kit
+from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
 from autograder.frontends.gradescope.results import results_json
 from autograder.grading.submission import grade_file
-from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
 from autograder.sandbox.parent.client import Limits, SandboxServer
 from catalog.build import submission
 from catalog.hostile import (AS_POST_LN, CANARY, FORGED_IN_GRADER_FOLDERS, FORGED_IN_TMP, FULL, HOSTILE, LIMITS,

@@ -13,13 +13,13 @@ import threading
 import pytest
 import torch
 
-from autograder.sandbox.parent import containment, hostperms
 from autograder.sandbox.inside import cleanup, seccomp
 from autograder.sandbox.inside.protocol import (
     Unencodable, control_pair, encode_tensor, encoded_answer, receive_message, send_message
 )
 from autograder.sandbox.inside.protocol import MAX_ANSWER_BYTES
 from autograder.sandbox.inside.watch import Run
+from autograder.sandbox.parent import containment, hostperms
 
 pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autograder.engine.diagnosis.anatomy import Anatomy
-from autograder.engine.reading.dataflow import arrays_close
 from autograder.engine.diagnosis.first_step import student_program
 from autograder.engine.diagnosis.script import PRE_LN, compile_script
+from autograder.engine.reading.dataflow import arrays_close
 from autograder.engine.reading.program import canonical, in_mode, live, signature
 from autograder.engine.reading.replays import per_instance
 

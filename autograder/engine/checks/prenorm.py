@@ -6,8 +6,8 @@ judged on the value it started from, so a wrong shortcut does not cost these poi
 """
 from __future__ import annotations
 
-from . import PASS, Evidence, error_text, fail, norm_params
 from autograder.engine.reading.dataflow import standardized
+from . import PASS, Evidence, error_text, fail, norm_params
 
 NAME = "forward_prenorm"
 NORM1, NORM2, EXTRA = ("norm1 feeds attention", "norm2 feeds the feed-forward network", "no extra normalization")

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import edits
 from autograder.engine.reading.dataflow import Flow
-from .script import PRE_LN, STEPS, compile_script
 from autograder.engine.reading.program import ALWAYS, Program, canonical, in_mode, live, run, signature
+from . import edits
+from .script import PRE_LN, STEPS, compile_script
 
 __all__ = ["STEPS", "Divergence", "first_divergence"]
 

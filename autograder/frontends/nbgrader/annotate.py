@@ -15,11 +15,11 @@ import textwrap
 import nbformat
 
 from autograder.course import kit
-from autograder.frontends.feedback import findings_html
-from .plugins import KIT_KEY, SCORE_OUTPUT
 from autograder.course.notebook import HIDDEN_CHECK_PREFIX
-from autograder.frontends.plots import profile_figure_png
 from autograder.engine.results import CheckResult, SubmissionResult
+from autograder.frontends.feedback import findings_html
+from autograder.frontends.plots import profile_figure_png
+from .plugins import KIT_KEY, SCORE_OUTPUT
 
 WIDTH = 100        # plain-text lines wrap here: nbgrader shows text outputs preformatted, without wrapping
 FRAGMENT_STYLE = ("<style>.kit-findings ul.parts{list-style:none;margin:4px 0;padding:0}.kit-findings li.passed "

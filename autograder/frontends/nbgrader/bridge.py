@@ -22,15 +22,15 @@ from traitlets import Integer, Unicode
 from traitlets.config import Config, PyFileConfigLoader
 
 from autograder.course import kit
-from autograder.grading.submission import grade_cells
-from autograder.grading.reference import new_seed
-from .annotate import annotate
-from .plugins import kit_source
-from .preflight import unsafe_allowed
 from autograder.course.notebook import HIDDEN_CHECK_PREFIX, cells_from_notebook
 from autograder.engine.results import points_text
 from autograder.engine.rubric import RUBRIC
+from autograder.grading.reference import new_seed
+from autograder.grading.submission import grade_cells
 from autograder.sandbox.parent.client import SandboxServer
+from .annotate import annotate
+from .plugins import kit_source
+from .preflight import unsafe_allowed
 
 
 # --- nbgrader autograde -----------------------------------------------------------------------------

@@ -20,9 +20,9 @@ from nbgrader.api import MissingEntry
 from nbgrader.plugins import ExportPlugin
 
 from autograder.course import kit
+from autograder.engine.rubric import RUBRIC
 from .plugins import course_directory
 from .preflight import source_notebooks
-from autograder.engine.rubric import RUBRIC
 
 STUDENT_COLUMNS = ["student_id", "last_name", "first_name", "email"]
 PER_ASSIGNMENT = ["timestamp", "late_penalty", "score", "max_score", "awaiting"]

@@ -30,13 +30,13 @@ from nbgrader.exchange.default import ExchangeReleaseFeedback
 from nbgrader.preprocessors import AssignLatePenalties
 
 from autograder.course import kit
-from autograder.frontends.feedback import feedback_html
-from .plugins import KIT_KEY, course_directory, kit_source
-from .preflight import source_notebooks
 from autograder.course.notebook import HIDDEN_CHECK_PREFIX
 from autograder.engine.results import SubmissionResult, points_text
 from autograder.engine.rubric import RUBRIC
+from autograder.frontends.feedback import feedback_html
 from autograder.frontends.standing import CellGrade, Standing, written_title
+from .plugins import KIT_KEY, course_directory, kit_source
+from .preflight import source_notebooks
 
 
 def _points(grade) -> float | None:

@@ -30,8 +30,8 @@ from traitlets import Enum
 from traitlets.config import Config, Configurable
 
 from autograder.course import kit
-from .plugins import KIT_KEY, course_directory
 from autograder.engine.rubric import RUBRIC
+from .plugins import KIT_KEY, course_directory
 
 
 class KitSandbox(Configurable):

@@ -22,12 +22,12 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import AssignLatePenalties
 from nbgrader.utils import determine_grade, is_grade
 
+from autograder.engine.results import SubmissionResult
 from .annotate import annotate
 from .bridge import course_config, pick_assignment
 from .feedback import recorded_result, standing_from_gradebook
 from .plugins import without_score_outputs
 from .preflight import refusal
-from autograder.engine.results import SubmissionResult
 
 COPIED = ("timestamp.txt", "submission_secret.txt")     # what nbgrader's feedback and release read beside a notebook
 

@@ -37,11 +37,11 @@ import tempfile
 import threading
 from dataclasses import asdict, dataclass
 
-from . import bubblewrap, containment, hostperms
 from autograder.course import kit
 from autograder.sandbox.inside import cleanup, jobs
 from autograder.sandbox.inside.processes import kill_user
 from autograder.sandbox.inside.protocol import MAX_ANSWER_BYTES, control_pair, hand_over, receive_within, send_message
+from . import bubblewrap, containment, hostperms
 
 # what CUDA needs from the grader's environment to find the driver and the right GPU
 PASSED_ENV = ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",

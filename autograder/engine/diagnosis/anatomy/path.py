@@ -1,0 +1,47 @@
+"""Steps 1, 6 and 10: the path between the halves and to the output, with nothing in between."""
+from __future__ import annotations
+
+from .halves import Finding, Halves, close
+
+
+class PathFinder(Halves):
+    """The shortcut path from x through both halves to the output."""
+
+    def stream(self) -> Finding | None:
+        """The shortcut path: x enters the first half, its result enters the second, the second's result is
+        returned, with nothing (no LayerNorm, no scaling) in between."""
+        flow, first, second = self.flow, self.att, self.ff
+        if first is None or second is None or first.start is None:
+            return None
+        if second.branch.index < first.branch.index:
+            first, second = second, first
+        if first.result is None:
+            return None
+        if not close(flow, flow.value(first.start), flow.x):
+            return Finding(2, f"the first half started from {flow.describe(first.start)}, not from the block input x")
+        if second.start is None:
+            return Finding(6, "the value the second half started from is not a sum of the block's earlier values")
+        if not close(flow, flow.value(second.start), flow.value(first.result)):
+            return Finding(6, f"the second half started from {flow.describe(second.start)}, not from the first "
+                              f"half's result {flow.describe(first.result)}")
+        return self.output()
+
+    def output(self) -> Finding | None:
+        flow = self.flow
+        first, second = self.att, self.ff
+        if first is not None and second is not None and second.branch.index < first.branch.index:
+            first, second = second, first
+        if second is None or second.result is None:
+            return None
+        if flow.y_takes is None:
+            return Finding(10, "the returned value is not a sum of the block's earlier values")
+        last = max([second.branch.index] + [d.index for d in second.drops])
+        extra = next((st for st in flow.live if st.index > last), None)
+        if extra is not None:
+            return Finding(10, f"after the second branch your forward still ran {extra.name} on "
+                               f"{self._say(extra.takes)}, and returned {self._say(flow.y_takes)}; Pre-LN returns "
+                               "the second sum itself")
+        if not close(flow, flow.value(flow.y_takes), flow.value(second.result)):
+            return Finding(10, f"the block returned {self._say(flow.y_takes)} instead of the second sum "
+                               f"{self._say(second.result)}")
+        return None
