@@ -73,6 +73,26 @@ def test_a_forward_that_writes_into_its_input_loses_the_repeated_call_and_only_t
     assert [s.name for s in robustness.subtests if not s.passed] == [repeat.name]
 
 
+
+@pytest.mark.parametrize("returned", ["x + shortcut", "shortcut + x", "x + h"])
+def test_without_the_first_shortcut_the_attention_branch_is_not_followed_into_the_feed_forward_half(
+        grade_source, returned):
+    """The attention branch goes on through calls that take its value alone (an extra LayerNorm is part of it),
+    but never into the other half: with the first shortcut missing, norm2 takes the branch alone, and the part
+    says that nothing was added to it, not that the feed-forward half's output was "the attention branch"."""
+    result = grade_source(submission(forward=f"""
+        def forward(self, x):
+            x = self.drop_shortcut(self.att(self.norm1(x)))
+            shortcut = h = x
+            x = self.drop_shortcut(self.ff(self.norm2(x)))
+            return {returned}
+        """))
+    parts = {s.name: s for c in result.checks for s in c.subtests}
+    attention, feed_forward = parts["shortcut around attention"], parts["shortcut around the feed-forward network"]
+    assert not attention.passed and feed_forward.passed
+    assert "the input of norm2 is att(norm1(x)) alone: nothing was added to the attention branch" in attention.message
+    assert "the attention branch was added to" not in attention.message, attention.message
+
 @pytest.mark.parametrize("name", sorted(HINTED))
 def test_a_forward_that_would_leave_its_device_is_told_so_and_loses_nothing(grade_source, name):
     forward, phrase = HINTED[name]

@@ -52,15 +52,20 @@ class Half:
         return {**self.added_to, self.out_key: self.added_to.get(self.out_key, 0.0) + self.coefficient}
 
 
+def norm_in_front(flow: Flow, branch: Step) -> Step | None:
+    """The norm-like call whose output `branch` received alone, if any."""
+    if branch.takes is not None and len(branch.takes) == 1 and next(iter(branch.takes.values())) == 1.0:
+        producer = flow.producer(next(iter(branch.takes)))
+        if producer is not None and producer.is_norm:
+            return producer
+    return None
+
+
 def half(flow: Flow, name: str) -> Half | None:
     branch = flow.first(name)
     if branch is None:
         return None
-    norm = None
-    if branch.takes is not None and len(branch.takes) == 1 and next(iter(branch.takes.values())) == 1.0:
-        producer = flow.producer(next(iter(branch.takes)))
-        if producer is not None and producer.is_norm:
-            norm = producer
+    norm = norm_in_front(flow, branch)
     start = norm.takes if norm is not None else branch.takes
     while start is not None and len(start) == 1 and next(iter(start.values())) == 1.0:    # norm of a norm: the
         before = flow.producer(next(iter(start)))                                            # half starts before both
@@ -68,9 +73,13 @@ def half(flow: Flow, name: str) -> Half | None:
             break
         start = before.takes
     live = flow.live
+    other = flow.first("ff" if name == "att" else "att")
+    others = set() if other is None else {other.key, *(n.key for n in [norm_in_front(flow, other)] if n is not None)}
     drops, further, current = [], [], branch.key
-    for step in live:          # the branch goes on through every call that takes its value alone
-        if step.index > branch.index and step.takes == {current: 1.0}:
+    for step in live:          # the branch goes on through every call that takes its value alone, up to the
+        if step.index > branch.index and step.takes == {current: 1.0}:         # other half's norm or branch
+            if step.key in others:
+                break
             (drops if step.is_dropout and not further else further).append(step)
             current = step.key
     added_to, coefficient, added_in = None, 0.0, None
