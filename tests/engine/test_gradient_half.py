@@ -37,6 +37,21 @@ def test_measurement_fails_the_other_arrangements_for_every_seed(profiles, arran
         assert not passed and phrase in message
 
 
+def test_an_exploding_gradient_is_named_first_even_where_a_block_also_shrinks_it():
+    """Without normalization a stack's factors can be far above 1 with one block below: the explosion is the
+    larger fact and comes first, and the shrinking block is still named."""
+    factors = [1.8] * 15 + [0.87] + [1.8] * 8          # factors[k]: what block k+1 multiplies the gradient by
+    values, gradient = [], 1.0
+    for factor in reversed(factors):
+        gradient *= factor
+        values.insert(0, gradient)
+    passed, message, stats = profile_verdict(values)
+    assert not passed and stats["growth"] > 1e5
+    assert message.startswith("the gradient grows") and "exploding gradient" in message
+    assert "Besides, block 16 of 24 multiplies the gradient by 0.87 on its way back" in message
+    assert "vanishing" not in message
+
+
 def test_a_vanishing_gradient_is_named_only_where_block_1_gets_less_than_block_24():
     def profile(factors):                # factors[k]: what block k+1 multiplies the gradient by on its way back
         values, gradient = [], 1.0

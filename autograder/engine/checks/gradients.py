@@ -44,18 +44,23 @@ def profile_verdict(profile: list[float]) -> tuple[bool, str, dict]:
     if growth < 0.5:       # said only where it is so: the factors' product left block 1 with far less than block 24
         why += (f". Over the stack these factors compound: block 1 receives {growth:.2g} times the gradient block "
                 f"{values.size} receives, a vanishing gradient")
+    shrink = None
     if factors[order[0]] < SEVERE_FACTOR:
-        return False, (f"block {order[0] + 1} of {values.size} multiplies the gradient by {factors[order[0]]:.2f} on "
-                       f"its way back; {why}"), stats
-    shrinking = [int(i) for i in order if factors[i] < MILD_FACTOR]
-    if len(shrinking) > 1:
-        named = ", ".join(f"block {i + 1} ({factors[i]:.2f})" for i in sorted(shrinking)[:4])
-        more = f" and {len(shrinking) - 4} more" if len(shrinking) > 4 else ""
-        return False, (f"{len(shrinking)} blocks shrink the gradient on its way back: {named}{more}; {why}"), stats
-    if growth > MAX_GROWTH:
-        return False, (f"the gradient grows {growth:.3g}x from the last block back to the first (a Pre-LN stack "
-                       f"stays within {MAX_GROWTH:.0f}x): without normalization inside each branch, factors above "
-                       "1 compound into an exploding gradient"), stats
+        shrink = (f"block {order[0] + 1} of {values.size} multiplies the gradient by {factors[order[0]]:.2f} on its "
+                  "way back")
+    else:
+        shrinking = [int(i) for i in order if factors[i] < MILD_FACTOR]
+        if len(shrinking) > 1:
+            named = ", ".join(f"block {i + 1} ({factors[i]:.2f})" for i in sorted(shrinking)[:4])
+            more = f" and {len(shrinking) - 4} more" if len(shrinking) > 4 else ""
+            shrink = f"{len(shrinking)} blocks shrink the gradient on its way back: {named}{more}"
+    if growth > MAX_GROWTH:      # the larger fact comes first; a block that also shrinks it is still named
+        explode = (f"the gradient grows {growth:.3g}x from the last block back to the first (a Pre-LN stack stays "
+                   f"within {MAX_GROWTH:.0f}x): factors above 1 compound into an exploding gradient, where in a Pre-LN "
+                   "stack the LayerNorm in front of each branch keeps every block's factor near 1")
+        return False, explode + (f". Besides, {shrink}; {why}" if shrink else ""), stats
+    if shrink:
+        return False, f"{shrink}; {why}", stats
     return True, "", stats
 
 
