@@ -58,8 +58,25 @@ def _shape(value: np.ndarray) -> str:
     return "shape " + str(tuple(value.shape))
 
 
+class Named:
+    """What a call's component name says about it (shared by a recorded `Call` and a program `Step`)."""
+    name: str
+
+    @property
+    def op_name(self) -> str:
+        return "drop" if self.name in DROPOUTS else self.name
+
+    @property
+    def is_norm(self) -> bool:
+        return self.name in NORMS
+
+    @property
+    def is_dropout(self) -> bool:
+        return self.name in DROPOUTS
+
+
 @dataclass
-class Call:
+class Call(Named):
     """One recorded call of a component, placed and named."""
     index: int
     name: str                 # norm1, norm2, att, ff, drop_shortcut, dropout, layer_norm
@@ -81,21 +98,9 @@ class Call:
     no_grad: bool = False
     group_takes: dict | None = None     # its input over the program's steps (see `grouping`)
 
-    @property
-    def op_name(self) -> str:
-        return "drop" if self.name in DROPOUTS else self.name
-
-    @property
-    def is_norm(self) -> bool:
-        return self.name in NORMS
-
-    @property
-    def is_dropout(self) -> bool:
-        return self.name in DROPOUTS
-
 
 @dataclass
-class Step:
+class Step(Named):
     """One call of the student's program: recorded calls of one component on one sum, joined (one per
     sequence or token, say) when together they are that component applied to the whole sum."""
     index: int
@@ -110,18 +115,6 @@ class Step:
     mask: np.ndarray | None = None
     scale: float | None = None
     variant: Variant | None = None
-
-    @property
-    def op_name(self) -> str:
-        return "drop" if self.name in DROPOUTS else self.name
-
-    @property
-    def is_norm(self) -> bool:
-        return self.name in NORMS
-
-    @property
-    def is_dropout(self) -> bool:
-        return self.name in DROPOUTS
 
     @property
     def drops(self) -> bool:

@@ -106,11 +106,12 @@ class Supervisor:
                 break
             observations[victim] = failure(run["cause"], f"during the '{victim}' check", limits["probe_s"], limits)
             left.remove(victim)
-            if run["cause"] in ("timeout", "waiting") and victim in self.setup.questions.FORWARD_PROBES:
+            forward = self.setup.questions.FORWARD_PROBES
+            if run["cause"] in ("timeout", "waiting") and victim in forward:
                 skipped_probe = {"ok": False, "error": {"type": "Skipped", "message":
                                  "not run: an earlier call of your forward did not finish within the time limit"}}
-                observations.update({p: skipped_probe for p in left if p in self.setup.questions.FORWARD_PROBES})
-                left = [p for p in left if p not in self.setup.questions.FORWARD_PROBES]
+                observations.update({p: skipped_probe for p in left if p in forward})
+                left = [p for p in left if p not in forward]
             if out_of_time and left:
                 failed = failure("timeout", "before these checks could run", limits["job_s"], limits)
                 observations.update({p: failed for p in left})
