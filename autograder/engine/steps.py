@@ -1,0 +1,76 @@
+"""The ten steps of the Pre-LN forward: the one table that the engine, the feedback, the report and the tests read.
+
+Pre-LN's forward, one value per step (the lesson's notation):
+
+    s1 = x                          1  save the block input as the first shortcut
+    n1 = norm1(x)                   2  normalize with norm1
+    a  = att(n1)                    3  run attention on norm1's output
+    d1 = drop_shortcut(a)           4  apply drop_shortcut to attention's output
+    h  = s1 + d1                    5  add the first shortcut back
+    s2 = h                          6  save that sum as the second shortcut
+    n2 = norm2(h)                   7  normalize with norm2
+    f  = ff(n2)                     8  run the feed-forward network on norm2's output
+    d2 = drop_shortcut(f)           9  apply drop_shortcut to the feed-forward output
+    y  = s2 + d2                   10  add the second shortcut back and return the sum
+
+Every edge of that dataflow belongs to one step: the step a change on that edge breaks (`EDGES`). A change that
+replaces a shortcut by another value breaks the step that saves it (1, 6); a shortcut left out, scaled or passed
+through a dropout, or a branch changed on its way into the sum, breaks the addition (5, 10); a branch left out of
+its sum leaves its whole half out of the output, which shows first at the half's LayerNorm (2, 7); a component that
+receives an earlier value of the chain than Pre-LN hands it skipped the steps in between, and the first skipped one
+breaks (attention on x itself: 2); anything else breaks the step whose input it changes. The first divergent step of a forward is the step of the first edge, in this order, where the student's
+values differ from Pre-LN's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Step:
+    number: int
+    text: str                  # what the step does, in the lesson's words
+    node: str                  # the value it produces, in the table above
+    value: str                 # that value in the lesson's notation
+    component: str | None      # the component the step calls; None for a saved shortcut or a sum
+
+
+STEPS: tuple[Step, ...] = (
+    Step(1, "save the block input as the first shortcut", "s1", "x", None),
+    Step(2, "normalize with norm1", "n1", "norm1(x)", "norm1"),
+    Step(3, "run attention on norm1's output", "a", "att(norm1(x))", "att"),
+    Step(4, "apply drop_shortcut to attention's output", "d1", "drop_shortcut(att(norm1(x)))", "drop_shortcut"),
+    Step(5, "add the first shortcut back", "h", "h = x + drop_shortcut(att(norm1(x)))", None),
+    Step(6, "save that sum as the second shortcut", "s2", "h", None),
+    Step(7, "normalize with norm2", "n2", "norm2(h)", "norm2"),
+    Step(8, "run the feed-forward network on norm2's output", "f", "ff(norm2(h))", "ff"),
+    Step(9, "apply drop_shortcut to the feed-forward output", "d2", "drop_shortcut(ff(norm2(h)))", "drop_shortcut"),
+    Step(10, "add the second shortcut back and return the sum", "y", "h + drop_shortcut(ff(norm2(h)))", None),
+)
+BY_NUMBER = {step.number: step for step in STEPS}
+BY_NODE = {step.node: step for step in STEPS}
+
+# (producer, consumer) -> the step a change on that edge breaks. "out" is what the block returns.
+EDGES: dict[tuple[str, str], int] = {
+    ("x", "n1"): 2,            # what norm1 normalizes
+    ("n1", "a"): 3,            # what attention receives
+    ("a", "d1"): 4,            # what the first dropout receives
+    ("x", "h"): 1,             # the first shortcut, replaced by another value (left out or scaled: step 5)
+    ("d1", "h"): 5,            # attention's branch on its way into the first sum
+    ("h", "n2"): 7,            # what norm2 normalizes
+    ("n2", "f"): 8,            # what the feed-forward network receives
+    ("f", "d2"): 9,            # what the second dropout receives
+    ("h", "y"): 6,             # the second shortcut, replaced by another value (left out or scaled: step 10)
+    ("d2", "y"): 10,           # the feed-forward branch on its way into the second sum
+    ("y", "out"): 10,          # the sum, on its way out of the block
+}
+# A shortcut left out of its sum, scaled or passed through a dropout breaks the addition rather than what was saved.
+SHORTCUT_SCALED = {("x", "h"): 5, ("h", "y"): 10}
+# A branch left out of its sum entirely: its whole half does not reach the output, which shows first where the half
+# starts (its LayerNorm's step).
+BRANCH_LEFT_OUT = {("d1", "h"): 2, ("d2", "y"): 7}
+
+
+def step_text(number: int) -> str:
+    """'Step 4 of 10 (apply drop_shortcut to attention's output)'."""
+    return f"Step {number} of {len(STEPS)} ({BY_NUMBER[number].text})"
