@@ -65,6 +65,7 @@ class SubmissionResult:
     profile: dict = field(default_factory=dict)   # gradient profiles for the feedback plot
     student: str | None = None
     grader_errors: tuple[str, ...] = ()      # failures of the grader itself, for the instructor
+    facts: tuple[dict, ...] = ()             # what the feedback says the forward did, as data (`engine.facts`)
 
     @property
     def score(self) -> float:
@@ -83,4 +84,4 @@ class SubmissionResult:
         checks = tuple(CheckResult(**{**c, "subtests": tuple(SubTest(**s) for s in c["subtests"])})
                        for c in data["checks"])
         return cls(**{**data, "checks": checks, "notes": tuple(data.get("notes") or ()),
-                      "grader_errors": tuple(data.get("grader_errors") or ())})
+                      "grader_errors": tuple(data.get("grader_errors") or ()), "facts": tuple(data.get("facts") or ())})

@@ -18,6 +18,7 @@ from autograder.engine.checks import (
     Evidence, compounding, dropout, fail, gradients, order, prenorm, robustness, shortcuts
 )
 from autograder.engine.diagnosis.first_step import first_divergence
+from autograder.engine.facts import FirstStep
 from autograder.engine.questions.plan import Plan
 from autograder.engine.questions.probes import PROBES, Probing
 from autograder.engine.reading.answers import read_answer
@@ -52,6 +53,7 @@ class Evaluation:
     notes: tuple[str, ...]
     profiles: dict
     grader_errors: tuple[str, ...]
+    facts: tuple = ()                  # every fact the feedback states, as dicts (`engine.facts`)
 
 
 def grader_error_text(where: str, error: BaseException) -> str:
@@ -61,8 +63,14 @@ def grader_error_text(where: str, error: BaseException) -> str:
     return f"{where}: {line}{at}"
 
 
+GRADER_MARK = "the grader could not read its own question's answer"
+NOT_GRADED = ("Not graded: the grader itself failed on this part (a grader error, not a mistake of yours); your "
+              "instructor can see it and will regrade.")
+
+
 def _check_result(module, evidence: Evidence, errors: list, points: float | None = None) -> CheckResult:
-    """One check's result, its parts sharing `points` (the course's cell points) by the rubric's weights."""
+    """One check's result, its parts sharing `points` (the course's cell points) by the rubric's weights. A part
+    whose verdict rests on an answer the grader itself could not read is the grader's error, not the student's."""
     spec = RUBRIC[module.NAME]
     grader_error = None
     try:
@@ -73,8 +81,11 @@ def _check_result(module, evidence: Evidence, errors: list, points: float | None
     except Exception as error:
         grader_error = grader_error_text(f"check {module.NAME}", error)
         errors.append(grader_error)
-        outcomes = {part: fail("Not graded: the grader itself failed on this check (a grader error, not a mistake of "
-                               "yours); your instructor can see it and will regrade.") for part in spec.parts}
+        outcomes = {part: fail(NOT_GRADED) for part in spec.parts}
+    unread = [part for part, outcome in outcomes.items() if not outcome.passed and GRADER_MARK in outcome.message]
+    if unread:
+        grader_error = grader_error or f"check {module.NAME}: {', '.join(unread)} rest on an answer it could not read"
+        outcomes = {**outcomes, **{part: fail(NOT_GRADED) for part in unread}}
     subtests = tuple(SubTest(part, worth if outcomes[part].passed else 0.0, worth, outcomes[part].passed,
                              outcomes[part].message) for part, worth in spec.parts_for(points).items())
     failed = [_sentence(s.message) for s in subtests if not s.passed]
@@ -98,7 +109,7 @@ def evaluate(raw: dict, plan: Plan, assignment: kit.Assignment = kit.KIT, source
         torch.set_num_threads(threads)
 
 
-def _read_runs(student: dict, x, parts: dict, device: str, errors: list) -> dict:
+def _read_runs(student: dict, x, x_other, parts: dict, device: str, errors: list) -> dict:
     flows = {}
     for mode in ("eval", "train"):
         flows[mode] = None
@@ -108,15 +119,34 @@ def _read_runs(student: dict, x, parts: dict, device: str, errors: list) -> dict
             flows[mode] = analyse(x, student[mode], parts, train=mode == "train", device=device)
         except Exception as error:
             errors.append(grader_error_text(f"reading the {mode}-mode run", error))
-            student[mode] = {"ok": False, "error": {"type": "ProtocolError", "message":
-                             "the grader could not read your forward's run (a grader error, reported)"}}
+            student[mode] = {"ok": False, "error": {"type": "GraderError", "where": None,
+                                                    "message": f"{GRADER_MARK} ('{mode}')"}}
             continue
         wrong = flows[mode].unverified
         if wrong:      # a record the grader cannot reproduce is not believed, in any of its parts
             flows[mode] = None
             student[mode] = {"ok": False, "error": {"type": "ProtocolError", "message":
                              f"{wrong[0].why}; nothing recorded in that run can be believed"}}
+    _verify(flows, student, x_other, parts, device, errors)
     return flows
+
+
+def _verify(flows: dict, student: dict, x_other, parts: dict, device: str, errors: list) -> None:
+    """Check the programs read from the recorded runs against the same forward read on another input."""
+    if flows.get("eval") is None or not flows["eval"].replayable:
+        return
+    other = None
+    if student["eval_other"]["ok"]:
+        try:
+            other = analyse(x_other, {**student["eval_other"], "events": []}, parts, train=False, device=device)
+        except Exception as error:
+            errors.append(grader_error_text("reading the run on another input", error))
+            return
+        if other.unverified:
+            other = None
+    flows["eval"].verify_against(other)
+    if flows.get("train") is not None and flows["eval"].doubt:
+        flows["train"].doubt = flows["eval"].doubt
 
 
 def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list) -> Evaluation:
@@ -124,21 +154,25 @@ def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list) 
     expect = expected_shapes(plan, parts)
     answers = raw.get("observations") if isinstance(raw.get("observations"), dict) else {}
     student = {probe: read_answer(probe, answers.get(probe), expect) for probe in ALL_PROBES}
-    broken = [f"'{probe}': {a['error']['message']}" for probe, a in student.items()
-              if not a["ok"] and a["error"].get("type") in ("GraderError", "EncoderError")]
-    if broken:     # the grader's own encoder (in the sandbox) or reader failed: nothing is scored as the student's
-        raise RuntimeError(f"encoding or reading the sandbox's answers: {'; '.join(broken)}")
     errors: list[str] = []
+    for probe, answer in student.items():     # the grader's own encoder (in the sandbox) or reader failed on one
+        if not answer["ok"] and answer["error"].get("type") in ("GraderError", "EncoderError"):     # answer: the
+            errors.append(f"answer to '{probe}': {answer['error']['message']}")      # parts that need it are the
+            student[probe] = {"ok": False, "error": {"type": "GraderError", "where": None,        # grader's errors
+                                                     "message": f"{GRADER_MARK} ('{probe}')"}}
     ref = reference(plan.seed, plan.device, assignment)
     cpu_plan = Plan(**{**plan.__dict__, "device": "cpu"})
-    x = Probing({}, reference_namespace(assignment), cpu_plan).x().numpy().astype(np.float64)
-    flows = _read_runs(student, x, parts, plan.device, errors)
+    probing = Probing({}, reference_namespace(assignment), cpu_plan)
+    x = probing.x().numpy().astype(np.float64)
+    x_other = probing.fresh("other").numpy().astype(np.float64)
+    flows = _read_runs(student, x, x_other, parts, plan.device, errors)
     evidence = Evidence(student, ref.answers, ref.named, parts, x, flows,
                         replays=Replays(flows, parts, plan, reference_namespace(assignment)), plan=plan,
                         device=plan.device, drop_p=plan.drop_p, sources=sources)
     try:
         matching = evidence.matches("eval") and evidence.matches("train")
-        divergence = None if matching else first_divergence(flows, parts, plan.drop_p)
+        responses = student["respond"] if student["respond"]["ok"] else None
+        divergence = None if matching else first_divergence(flows, parts, plan.drop_p, responses)
     except Exception as error:   # an explanation is a bonus: its failure costs no points, but is reported
         errors.append(grader_error_text("finding the first divergent step", error))
         divergence = None
@@ -152,7 +186,9 @@ def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list) 
         divergence = None   # the trace only explains lost points; equivalent code in any style has nothing to explain
     profiles = {"student": _student_profile(evidence, student), **ref.profiles}
     notes = _notes(raw, student) + _code_notes(evidence)
-    return Evaluation(checks, divergence.text() if divergence else None, notes, profiles, tuple(errors))
+    facts = () if divergence is None else tuple(f.to_dict() for f in (
+        *([FirstStep(divergence.mode, divergence.step)] if divergence.step is not None else []), *divergence.facts))
+    return Evaluation(checks, divergence.text() if divergence else None, notes, profiles, tuple(errors), facts)
 
 
 def _student_profile(evidence: Evidence, student: dict):

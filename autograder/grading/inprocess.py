@@ -33,7 +33,8 @@ def grade_namespace(namespace: dict, seed: int, *, name: str = "notebook", devic
     raw = {"observations": {probe: encode_observation(run_probe(probe, probing)) for probe in ALL_PROBES}}
     found = evaluate(raw, plan, assignment)
     return SubmissionResult(name, found.checks, seed, device, "none: graded in the grader's own process",
-                            round(time.monotonic() - started, 3), found.first_divergence, found.notes, found.profiles)
+                            round(time.monotonic() - started, 3), found.first_divergence, found.notes, found.profiles,
+                            facts=found.facts)
 
 
 def grade_cells_in_process(cells, seed: int, *, name: str = "notebook", device: str = "cpu",

@@ -53,7 +53,8 @@ def expected_shapes(plan: Plan, parts: dict) -> Expect:
     return Expect.of(plan, {name: tuple(p.shape) for name, p in part_params(parts).items()})
 
 
-REFERENCE_PROBES = ("eval", "train", "profile", "eval_seeds", "robust_small", "robust_batch", "robust_double")
+REFERENCE_PROBES = ("eval", "train", "profile", "eval_seeds", "eval_other", "respond", "robust_small", "robust_batch",
+                    "robust_double")
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ def grade_cells(cells: list, name: str, server: SandboxServer, *, seed: int, dev
     unsafe = (f"Graded without isolation ({server.isolation}).",) if server.isolation == UNSAFE else ()
     return SubmissionResult(name, found.checks, seed, device, server.isolation, round(time.monotonic() - started, 3),
                             found.first_divergence, unsafe + tuple(restored) + found.notes, found.profiles, student,
-                            grader_errors)
+                            grader_errors, found.facts)
 
 
 def grade_file(path: str | Path, server: SandboxServer, *, seed: int, device: str = "cpu",

@@ -172,6 +172,6 @@ FAMILIES = {
             a = self.drop_shortcut(self.att(self.norm1(x)))
             h = x + a
             return h + a + self.drop_shortcut(self.ff(self.norm2(h)))
-        """, Wrong("forward_order", 10, "the block returned x + 2*att(norm1(x))", ("forward_order", "forward_shortcuts",
+        """, Wrong("forward_order", 10, "returned h + ff(norm2(h)) + att(norm1(x))", ("forward_order", "forward_shortcuts",
                                                                                     "forward_gradients"))),
 }

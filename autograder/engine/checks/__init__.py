@@ -81,26 +81,42 @@ class Evidence:
         return Anatomy(flow, self.parts, mode, self.drop_p) if flow is not None else None
 
     # --- matching is enough -------------------------------------------------------------------------
+    def _agrees(self, run: dict, y, x_grad, param_grads: dict) -> bool:
+        """Does a recorded run give these values: its output and every gradient?"""
+        if "grad_error" in run or not self.close(run["y"], y):
+            return False
+        grads = [(run["x_grad"], x_grad)] + [(run["param_grads"][k], param_grads[k]) for k in param_grads]
+        return all(a is not None and b is not None and self.close(a, b, 10) for a, b in grads)
+
+    @per_instance
+    def as_reference(self, mode: str) -> bool:
+        """Does the student's `mode` run give the reference's very values (output and every gradient)?"""
+        run, reference = self.obs(mode), self.reference[mode]
+        return run["ok"] and self._agrees(run, reference["y"], reference["x_grad"], reference["param_grads"])
+
     @per_instance
     def matches(self, mode: str) -> bool:
-        """Does the student's `mode` run agree with Pre-LN? In eval mode: its output and every gradient equal
-        the reference's on the grader's input. In train mode (its own dropout masks, drawn in any order): its
-        program is Pre-LN's, drop_shortcut acting once on each branch output with its p."""
-        run = self.obs(mode)
-        if not run["ok"]:
+        """Does the student's `mode` run agree with Pre-LN, in values? In eval mode: its output and every gradient
+        equal the reference's on the grader's input. In train mode, torch's seed was fixed before the call, as it
+        was for the reference: a forward that draws its dropout masks as Pre-LN does (drop_shortcut on attention's
+        output, then on the feed-forward output) gives the reference's very values, however it is written. Masks
+        drawn in another order (one call per sequence, say) give other values; such a run matches when the
+        grader's own Pre-LN, run with the masks that run's dropouts drew, gives its output and every gradient."""
+        if self.as_reference(mode):
+            return True
+        if mode == "eval" or not self.obs(mode)["ok"]:
             return False
-        if mode == "eval":
-            reference = self.reference["eval"]
-            if not self.close(run["y"], reference["y"]) or "grad_error" in run:
-                return False
-            grads = [(run["x_grad"], reference["x_grad"])] + [
-                (run["param_grads"][k], reference["param_grads"][k]) for k in reference["param_grads"]]
-            return all(a is not None and b is not None and self.close(a, b, 10) for a, b in grads)
         flow = self.flows.get("train")
         if flow is None or not flow.replayable:
             return False
         pre_ln = canonical(live(in_mode(compile_script(PRE_LN, self.drop_p), "train")))
-        return signature(canonical(live(student_program(flow, "train")))) == signature(pre_ln)
+        if signature(canonical(live(student_program(flow, "train")))) != signature(pre_ln):
+            return False
+        try:
+            y, (x_grad, grads) = self.replays.output_in("train"), self.replays.gradients("train")
+        except ValueError:
+            return False
+        return self._agrees(self.obs("train"), y, x_grad, grads)
 
     # --- credit only for work done ------------------------------------------------------------------
     @functools.cached_property
@@ -111,10 +127,33 @@ class Evidence:
         if not run["ok"]:
             return error_text(run)
         flow = self.flows.get("eval")
-        if flow is None or not flow.replayable:
-            why = flow.why_not_replayable() if flow is not None else "your forward's run could not be read"
-            return f"the grader cannot follow your forward ({why}), so it cannot measure the work its branches do"
-        return self.replays.weights
+        if flow is not None and flow.replayable:
+            return self.replays.weights
+        responded = self.responded()
+        if responded is not None:
+            return responded
+        why = flow.why_not_replayable() if flow is not None else "your forward's run could not be read"
+        return f"the grader cannot follow your forward ({why}), so it cannot measure the work its branches do"
+
+    def responded(self) -> dict | None:
+        """The branches' weights from values alone (None: the answers needed are missing): how much the eval output
+        moves when the grader changes a branch's output (the `respond` question), as a fraction of how much a
+        Pre-LN block's moves under the same change; 0 for a branch whose input does not change with x (its recorded
+        inputs on another input, the `eval_other` question, are the same), or that never ran."""
+        mine, theirs, run, other = (self.obs("respond"), self.reference.get("respond") or {}, self.obs("eval"),
+                                    self.obs("eval_other"))
+        if not (mine["ok"] and theirs.get("ok") and run["ok"]):
+            return None
+        weights = {}
+        for side in ("att", "ff"):
+            moved = float(np.linalg.norm(mine[side]["y"] - run["y"]))
+            base = float(np.linalg.norm(theirs[side]["y"] - self.reference["eval"]["y"]))
+            inputs = [c["input"] for c in run["calls"] if c["name"] == side]
+            elsewhere = [c["input"] for c in other["calls"] if c["name"] == side] if other["ok"] else None
+            fixed = elsewhere is not None and len(elsewhere) == len(inputs) and all(
+                a.shape == b.shape and np.allclose(a, b) for a, b in zip(inputs, elsewhere))
+            weights[side] = 0.0 if not inputs or fixed or base == 0 else moved / base
+        return weights
 
     def half_work(self, side: str) -> str | None:
         """None when the output depends on x through the branch `side` with real weight; else why not."""
@@ -142,13 +181,18 @@ class Evidence:
         run, passed outright when that run matches Pre-LN, and paid only when that half did its work. `what`
         ends the message when the half never ran."""
         if self.matches(mode):
-            return PASS
+            return PASS if mode == "eval" else self._worked(side)
         anatomy = self.anatomy(mode)
         if getattr(anatomy, side) is None:
             return fail(f"{NAMES[side].capitalize()} never ran{what}.")
         found = getattr(anatomy, finder)(side)
         if found is not None:
             return fail(found.text())
+        return self._worked(side)
+
+    def _worked(self, side: str) -> Outcome:
+        """PASS when the half `side` does real work in the eval-mode output (a train-mode part is about work the
+        block does: a block whose branches count only in train mode does none)."""
         why = self.half_work(side)
         return PASS if why is None else fail(f"Not credited: {why}, and this part counts only for a half whose "
                                              "branch does real work in the block's output.")
@@ -177,7 +221,7 @@ def difference(a, b) -> str:
 def error_text(observation: dict, what: str = "forward") -> str:
     error = observation.get("error") or {}
     kind, message = error.get("type", "Error"), error.get("message", "")
-    if kind in ("ProbeFailure", "Timeout", "Crashed", "Skipped", "Missing", "ProtocolError"):
+    if kind in ("ProbeFailure", "Timeout", "Crashed", "Skipped", "Missing", "ProtocolError", "GraderError"):
         text = message
     else:
         text = f"{what} raised {kind}: {message}" if message else f"{what} raised {kind}"

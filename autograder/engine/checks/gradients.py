@@ -71,10 +71,10 @@ def _in_place_error(evidence: Evidence, mode: str, error: dict) -> str:
 
 
 def _expected(evidence: Evidence, mode: str):
-    """The gradients the grader computes for the student's `mode` run: the reference's when the run matches
-    Pre-LN in eval mode, else its replay of the student's program (ValueError: it cannot)."""
-    if mode == "eval" and evidence.matches("eval"):
-        reference = evidence.reference["eval"]
+    """The gradients the grader computes for the student's `mode` run: the reference's when the run gave the
+    reference's values, else its replay of the student's program (ValueError: it cannot)."""
+    if evidence.as_reference(mode):
+        reference = evidence.reference[mode]
         return reference["x_grad"], reference["param_grads"]
     return evidence.replays.gradients(mode)
 

@@ -1,46 +1,46 @@
-"""The first step where a student's forward went wrong, said only as far as the grader has checked it.
+"""The first step where a student's forward went wrong, and why, said only as far as the grader has checked it.
 
-The student's recorded runs, named as programs (`dataflow`), are set against Pre-LN's ten steps, in eval
-mode and in train mode (real dropout, the grader's seed). Where they first differ is a fact. Why they differ
-is a hypothesis: every single-step mistake (`edits`) is one, and the grader names a cause only when Pre-LN
-with exactly that one change, replayed with its own components on the same input (and, in train mode, the
-same dropout masks), reproduces the student's own recorded values up to and including the step where they
-first differ. When no change does, the message says only what the grader saw: the step, what the
-component received there (as a sum of earlier values), and what Pre-LN hands it.
+Where the student's values first differ from Pre-LN's is a fact, read from values at the component boundaries
+(`boundaries`), in eval mode and in train mode (real dropout, the grader's seed): one first step per forward, named
+through the table of `steps`, and used by every check. Why they differ is a hypothesis: every single-step mistake
+(`edits`) is one, and the grader names a cause only when Pre-LN with exactly that one change, replayed with its own
+components on the same input (and, in train mode, the same dropout masks), reproduces the student's own recorded
+values, and the change breaks that very step. When no change does, the message says only the facts the boundary
+showed.
 
 Gradient-only mistakes (a cut path) are hypotheses too: see `cuts`.
 """
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from autograder.engine.facts import Said
 from autograder.engine.reading.dataflow import Flow
 from autograder.engine.reading.program import ALWAYS, Program, canonical, in_mode, live, run, signature
+from autograder.engine.steps import step_text
 from . import edits
-from .script import PRE_LN, STEPS, compile_script
+from .boundaries import Walk
+from .script import PRE_LN, compile_script
 
-__all__ = ["STEPS", "Divergence", "first_divergence"]
-
-PRE_LN_INPUT = {"norm1": "x", "att": "norm1(x)", "drop1": "att(norm1(x))", "norm2": "h = x + drop_shortcut(att(norm1(x)))",
-                "ff": "norm2(h)", "drop2": "ff(norm2(h))"}
-PRE_LN_OUTPUT = "h + drop_shortcut(ff(norm2(h))), where h = x + drop_shortcut(att(norm1(x)))"
-OP_STEP = {"norm1": 2, "att": 3, "drop1": 4, "norm2": 7, "ff": 8, "drop2": 9}
+__all__ = ["Divergence", "first_divergence"]
 
 
 @dataclass(frozen=True)
 class Divergence:
-    step: int
+    step: int | None                 # None: the values show where, not which step
     message: str
     mode: str | None = None          # "train" or "eval": the run this was seen in, when the two runs differ
     cause: str | None = None         # the verified edit's kind; None: facts only
     only: bool = False               # the other run shows no divergence at all
+    facts: tuple = field(default_factory=tuple)    # the facts the message states (`facts`)
 
     def text(self) -> str:
-        body = f"Step {self.step} of 10 ({STEPS[self.step]}): {self.message}"
+        body = f"{step_text(self.step)}: {self.message}" if self.step is not None else \
+            f"Where your forward first differs from Pre-LN: {self.message}"
         if not self.mode:
             return body
         return f"In {self.mode} mode{' only' if self.only else ''}: {body}"
@@ -65,18 +65,6 @@ def _common(a: list, b: list) -> int:
     while n < min(len(a), len(b)) and a[n] == b[n]:
         n += 1
     return n
-
-
-def _roles(program: Program) -> list:
-    """Pre-LN's calls by role (norm1, att, drop1, ...), in order."""
-    roles, drops = [], 0
-    for op in program.ops:
-        if op.name == "drop":
-            drops += 1
-            roles.append(f"drop{drops}")
-        else:
-            roles.append(op.name)
-    return roles
 
 
 class Diagnosis:
@@ -105,26 +93,22 @@ class Diagnosis:
                                 if op.name == "drop" and op.scale and abs(op.scale - keep) > 1e-3}))
         return _candidates(self.drop_p, tuple(factors), variants, drop_ps, tuple(self.mine))
 
-    def whole(self) -> Divergence | None:
-        """One edit that explains every run the grader could follow, verified in each."""
+    def whole(self):
+        """One edit that explains every run the grader could follow, verified in each: (edit, its text) or None."""
         diverging = self.diverging()
         if not diverging or any(m not in self.mine for m in self.modes):
             return None
         for edit, ops in self.candidates:
             if all(ops[m] == self.mine[m] for m in self.mine) and all(
                     self._reproduces(edit.program(self.drop_p), m, len(ops[m])) for m in self.mine):
-                mode = diverging[0] if len(diverging) == 1 and len(self.modes) == 2 else None
-                return Divergence(edit.step, edit.text, mode, edit.kind, only=mode is not None)
+                return edit, edit.text
         return None
 
-    def mode(self, mode: str) -> Divergence | None:
-        """The first divergence of one run: a verified edit when one reproduces it that far, else facts."""
-        flow: Flow = self.flows.get(mode)
-        if flow is None or mode not in self.diverging():
+    def mode(self, mode: str, step: int | None = None):
+        """The verified edit (breaking `step`, when given) that reproduces one run as far as its first divergent
+        call, and agrees with what the other run shows before it diverges (None: none does)."""
+        if mode not in self.mine or mode not in self.diverging():
             return None
-        reference = self.reference(mode)
-        if mode not in self.mine:
-            return self._unfollowed(flow, reference)
         mine, first = self.mine[mode], self.first[mode]
         others = [o for o in self.mine if o != mode]
         ranked = []
@@ -135,14 +119,16 @@ class Diagnosis:
             if any(_common(self.mine[o], ops[o]) < self.first[o] for o in others):
                 continue            # it contradicts what the other run shows before that run diverges
             total = sum(_common(self.mine[o], ops[o]) for o in self.mine)
-            ranked.append((0 if ops[mode] == mine else 1, -shared, -total, order, edit))
-        for *_, edit in sorted(ranked, key=lambda r: r[:4])[:6]:
+            ranked.append((0 if ops[mode] == mine else 1, -shared, -total, order, edit, ops))
+        for *_, edit, ops in sorted(ranked, key=lambda r: r[:4])[:6]:
+            if step is not None and edit.step != step:
+                continue
             program = edit.program(self.drop_p)
             if self._reproduces(program, mode, first + 1) and all(
                     self._reproduces(program, o, self.first[o]) for o in others):
                 whole = ops[mode] == mine and all(ops[o] == self.mine[o] for o in others)
-                return Divergence(edit.step, edit.text if whole else edit.first_sign, cause=edit.kind)
-        return self._facts(flow, self.students[mode], reference, first)
+                return edit, (edit.text if whole else edit.first_sign)
+        return None
 
     def _reproduces(self, program: Program, mode: str, count: int) -> bool:
         """Does `program` (Pre-LN with one edit), run by the grader on the same input and dropout masks, give the
@@ -169,53 +155,6 @@ class Diagnosis:
                 return False
         return not whole or _near(y.numpy().reshape(-1), flow.y.reshape(-1), flow.tol)
 
-    def _facts(self, flow: Flow, student: Program, reference: Program, first: int) -> Divergence:
-        roles = _roles(reference)
-        steps = {s.key: s for s in flow.steps}
-        if first < min(len(student.ops), len(reference.ops)):
-            op, role = student.ops[first], roles[first]
-            wanted, step = reference.ops[first], steps[op.key]
-            got = f"{step.name}({flow.describe(op.takes)})"
-            if op.pieces is not None:
-                covered, count = int(step.covers.sum()), len(op.pieces)
-                calls = "once on a piece" if count == 1 else f"{count} times on pieces"
-                text = (f"{step.name} was called {calls} of shape {tuple(op.pieces[0].shape)} covering {covered} of "
-                        f"the block's {step.covers.size} values, receiving there {flow.describe(op.takes)}"
-                        + ("" if covered < step.covers.size else ", and the pieces together give other values than "
-                                                                 "one call on the whole block")
-                        + f"; Pre-LN calls {_name(role)} once, on {PRE_LN_INPUT[role]} for the whole block")
-            elif op.name == wanted.name and op.variant is None:
-                text = f"{step.name} received {flow.describe(op.takes)}; Pre-LN hands it {PRE_LN_INPUT[role]}"
-            else:
-                text = (f"your forward's call number {first + 1} was {got}, where Pre-LN calls "
-                        f"{_name(role)} on {PRE_LN_INPUT[role]}")
-            return Divergence(OP_STEP[role], text)
-        if first < len(reference.ops):
-            role = roles[first]
-            return Divergence(OP_STEP[role], f"your forward made no more calls where Pre-LN calls {_name(role)} on "
-                                             f"{PRE_LN_INPUT[role]}")
-        if first < len(student.ops):
-            op = student.ops[first]
-            return Divergence(10, f"after the calls Pre-LN makes, your forward also called {steps[op.key].name}("
-                                  f"{flow.describe(op.takes)})")
-        return Divergence(10, f"the block returned {flow.describe(flow.y_takes)}; Pre-LN returns {PRE_LN_OUTPUT}")
-
-    def _unfollowed(self, flow: Flow, reference: Program) -> Divergence:
-        roles = _roles(reference)
-        drops = 0
-        for step in flow.live:
-            drops += step.is_dropout
-            role = f"drop{drops}" if step.is_dropout else step.name
-            if step.takes is None:
-                if role in OP_STEP:
-                    return Divergence(OP_STEP[role], f"{step.name} received a value that is not a sum of the block's "
-                                                     f"earlier values; Pre-LN hands {_name(role)} {PRE_LN_INPUT[role]}")
-                step_number = OP_STEP[roles[min(len(roles) - 1, step.index)]]
-                return Divergence(step_number, f"{step.name} received a value that is not a sum of the block's "
-                                               "earlier values")
-        return Divergence(10, "the value your forward returned is not a sum of the block's earlier values; Pre-LN "
-                              f"returns {PRE_LN_OUTPUT}")
-
 
 @functools.lru_cache(maxsize=64)
 def _candidates(drop_p: float, factors: tuple, variants: tuple, drop_ps: tuple, modes: tuple) -> tuple:
@@ -226,10 +165,6 @@ def _candidates(drop_p: float, factors: tuple, variants: tuple, drop_ps: tuple, 
         program = edit.program(drop_p)
         found.append((edit, {m: _ops(canonical(live(in_mode(program, m)))) for m in modes}))
     return tuple(found)
-
-
-def _name(role: str) -> str:
-    return "drop_shortcut" if role.startswith("drop") else role
 
 
 def _total(flat: dict, takes: dict) -> np.ndarray:
@@ -244,22 +179,40 @@ def _near(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
     return a.shape == b.shape and bool(np.linalg.norm(a - b) <= 10 * tol * max(float(np.linalg.norm(b)), 1.0))
 
 
-def first_divergence(flows: dict, parts: dict, drop_p: float) -> Divergence | None:
-    """The earliest divergent step over the eval and train runs, with its verified cause where there is one."""
-    diagnosis = Diagnosis(flows, parts, drop_p)
+def first_divergence(flows: dict, parts: dict, drop_p: float, responses: dict | None = None) -> Divergence | None:
+    """The earliest boundary where the eval or train run differs from Pre-LN (see `boundaries`), with its facts,
+    and the verified cause where one edit of Pre-LN reproduces the runs and breaks that very step."""
+    found = {}
+    for mode in ("eval", "train"):
+        if flows.get(mode) is not None:
+            seen = Walk(flows[mode], parts, mode, drop_p, responses if mode == "eval" else None).first()
+            if seen is not None:
+                found[mode] = seen
+    if not found:
+        return None
+    mode, seen = min(found.items(), key=lambda pair: (pair[1].boundary, pair[1].step is None, pair[0] != "eval"))
+    both = all(flows.get(m) is not None for m in ("eval", "train"))
+    same = len(found) == 2 and (found["eval"].boundary == found["train"].boundary or
+                                found["eval"].step == found["train"].step is not None)
+    label = None if same or not both else mode
+    cause = _cause(flows, parts, drop_p, mode, seen.step)
+    step = cause[0].step if cause else seen.step
+    said = Said(tuple(seen.facts), f"Pre-LN hands it {seen.expected}" if seen.expected and seen.boundary < 10
+                else f"Pre-LN returns {seen.expected}" if seen.expected else "")
+    message = cause[1] if cause else said.text()
+    return Divergence(step, message, label, cause[0].kind if cause else None, label is not None and len(found) == 1,
+                      tuple(seen.facts))
+
+
+def _cause(flows: dict, parts: dict, drop_p: float, mode: str, step: int | None):
+    """A verified single-step edit: (edit, its text), or None. An edit that reproduces every run whole names its own
+    step (the step of the edge it changes); one that reproduces a run only up to where it first differs must break
+    the step the values showed."""
+    readable = {m: f for m, f in flows.items() if f is not None and f.replayable}
+    if not readable:
+        return None
+    diagnosis = Diagnosis(readable, parts, drop_p)
     whole = diagnosis.whole()
     if whole is not None:
         return whole
-    found = {mode: diagnosis.mode(mode) for mode in ("eval", "train") if flows.get(mode) is not None}
-    found = {mode: d for mode, d in found.items() if d is not None}
-    if not found:
-        return None
-    if len(found) == 1:
-        mode, divergence = next(iter(found.items()))
-        both = len([f for f in flows.values() if f is not None]) == 2
-        return Divergence(divergence.step, divergence.message, mode if both else None, divergence.cause, both)
-    eval_, train = found["eval"], found["train"]
-    if (eval_.step, eval_.message) == (train.step, train.message):
-        return eval_
-    earliest, mode = min((eval_, "eval"), (train, "train"), key=lambda pair: (pair[0].step, pair[1] != "eval"))
-    return Divergence(earliest.step, earliest.message, mode, earliest.cause)
+    return diagnosis.mode(mode, step) if mode in readable and step is not None else None

@@ -8,18 +8,6 @@ from dataclasses import dataclass
 
 from autograder.engine.reading.program import TRAIN, Op, Program, Variant
 
-STEPS = {
-    1: "save the block input as the first shortcut",
-    2: "normalize with norm1",
-    3: "run attention on norm1's output",
-    4: "apply drop_shortcut to attention's output",
-    5: "add the first shortcut back",
-    6: "save that sum as the second shortcut",
-    7: "normalize with norm2",
-    8: "run the feed-forward network on norm2's output",
-    9: "apply drop_shortcut to the feed-forward output",
-    10: "add the second shortcut back and return the sum",
-}
 NAMES = {"x": "the block input x", "n1": "norm1(x)", "a": "attention's output att(norm1(x))",
          "d1": "attention's branch drop_shortcut(att(norm1(x)))", "h": "the first half's result h",
          "n2": "norm2(h)", "f": "the feed-forward output ff(norm2(h))",

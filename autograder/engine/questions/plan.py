@@ -18,7 +18,9 @@ BIG_BATCH = 5
 MAX_CHAIN = 20
 # The inputs of the questions asked after the recorded runs, each drawn from a seed of its own: the answers
 # cannot be copied from an earlier answer, they must be computed.
-FRESH = ("repeat", "small", "batch", "double")
+FRESH = ("repeat", "small", "batch", "double", "other")
+# The components whose outputs the `respond` question changes, one at a time.
+RESPONDING = ("norm1", "att", "norm2", "ff")
 
 
 @dataclass
@@ -33,7 +35,8 @@ class Plan:
     rng: tuple = (4, 5, 6)       # torch's global seed before a call: the forward's own, then two for eval_seeds
     drop_p: float = 0.5
     profile_seed: int = 7        # the deep stack's weights and input
-    fresh: tuple = (8, 9, 10, 11)    # the inputs of the robustness questions (see FRESH)
+    fresh: tuple = (8, 9, 10, 11, 12)    # the inputs of the later questions (see FRESH)
+    respond: int = 13            # the changes the `respond` question makes to each component's output
     chains: tuple = ((2.0, 10),)     # Task 2: (factor, n_layers) for magnitude_by_formula
     layers: tuple = (((2.0, ()), 10),)   # Task 2: (layer spec, n_layers) for magnitude_by_autograd (chains.py)
     factors: tuple = (2.0,)          # Task 2: factors for classify_factor
@@ -50,7 +53,8 @@ class Plan:
         factors = [1.0, -1.0, 0.999, 1.001, 2.0, 0.5, 0.0, -2.0, -0.5,
                    round(rng.uniform(0.1, 0.99), 3), round(rng.uniform(1.01, 3.0), 3), -round(rng.uniform(1.01, 3.0), 3)]
         rng.shuffle(factors)
-        seeds = dict(weights=draw(), inputs=draw(), readout=draw(), rng=(draw(), draw(), draw()), profile_seed=draw())
+        seeds = dict(weights=draw(), inputs=draw(), readout=draw(), rng=(draw(), draw(), draw()), profile_seed=draw(),
+                     respond=draw())
         fresh = tuple(draw() for _ in FRESH)
         layers = [(chains_.constant(factor), n) for factor, n in chains[:4]] + \
                  [(chains_.draw(rng), rng.randint(5, 12)) for _ in range(3)]      # drawn last: the seeds above stay

@@ -11,8 +11,8 @@ import torch
 from . import chains as chains_
 from .cells import describe_error, reset_torch_state
 from .parts import PART_NAMES, build_block, graded_block, install_parts, make_parts
-from .plan import BATCH, BIG_BATCH, FRESH, PROFILE_DEPTH, Plan
-from .recording import Recorder
+from .plan import BATCH, BIG_BATCH, FRESH, PROFILE_DEPTH, RESPONDING, Plan
+from .recording import MAX_CALLS, RESPONSE_CALLS, Recorder
 
 
 class ProbeFailure(Exception):
@@ -50,7 +50,7 @@ class Probing:
         cfg = self.plan.cfg
         tokens, emb = cfg["context_length"], cfg["emb_dim"]
         shape = {"repeat": (BATCH, tokens, emb), "small": (1, tokens - 3, emb), "batch": (BIG_BATCH, tokens, emb),
-                 "double": (BATCH, tokens, emb)}[which]
+                 "double": (BATCH, tokens, emb), "other": (BATCH, tokens, emb)}[which]
         return 1.5 * self.randn(shape, self.plan.fresh[FRESH.index(which)], dtype) + 0.3
 
     def call(self, block, x, rng: int | None = None):
@@ -73,11 +73,33 @@ def part_params(block) -> dict:
     return {f"{name}.{pname}": param for name in PART_NAMES for pname, param in parts[name].named_parameters()}
 
 
-def _recorded_run(p: Probing, train: bool) -> dict:
-    """One forward in the given mode, recorded, then the gradient of the plan's read-out loss."""
-    block, x = p.block().train(train), p.x()
+def _changed(module, seed: int) -> None:
+    """Make every output of `module` differ from what it computes by a seeded amount of its own size (for the
+    `respond` question; the k-th call of the run draws from seed + k)."""
+    inner, count = module.forward, [0]
+
+    def forward(*args, **kwargs):
+        out = inner(*args, **kwargs)
+        if not isinstance(out, torch.Tensor) or not out.is_floating_point() or out.numel() == 0:
+            return out
+        count[0] += 1
+        generator = torch.Generator().manual_seed(int(seed) + count[0])
+        noise = torch.randn(tuple(out.shape), generator=generator, dtype=torch.float64)
+        size = float(torch.Tensor.detach(out).double().std()) if out.numel() > 1 else 1.0
+        return out + (0.5 * (size if size == size and size > 0 else 1.0) * noise).to(dtype=out.dtype, device=out.device)
+
+    module.forward = forward
+
+
+def _recorded_run(p: Probing, train: bool, x=None, gradients: bool = True, changed: str | None = None,
+                  limit: int = MAX_CALLS) -> dict:
+    """One forward in the given mode, recorded, then (`gradients`) the gradient of the plan's read-out loss.
+    `x`: another input than the plan's; `changed`: a component whose outputs are changed (see `_changed`)."""
+    block, x = p.block().train(train), (p.x() if x is None else x)
     leaf = x.clone().requires_grad_(True)
-    recorder = Recorder()
+    recorder = Recorder(limit=limit)
+    if changed is not None:
+        _changed(getattr(block, changed), p.plan.respond + 1000 * RESPONDING.index(changed))
     for name in PART_NAMES:
         recorder.wrap(getattr(block, name), name)
     recorder.block_input = given = leaf.clone()    # a copy: writing into its input must not alter the leaf
@@ -86,6 +108,8 @@ def _recorded_run(p: Probing, train: bool) -> dict:
     calls = [{"name": c.name, "kind": c.kind, "input": c.input, "output": c.output, "training": c.training,
               "via": c.via, "where": c.where, "no_grad": c.no_grad} for c in recorder.calls]
     result = {"y": y.detach(), "calls": calls, "notes": list(p.notes)}
+    if not gradients:
+        return {"y": result["y"], "calls": calls}
     try:
         if y.requires_grad:
             (y * p.randn(y.shape, p.plan.readout)).sum().backward()
@@ -107,6 +131,19 @@ def probe_eval(p):
 def probe_train(p):
     """Train mode with real dropout, torch's seed fixed before the call: the same record as `eval`."""
     return _recorded_run(p, train=True)
+
+
+def probe_eval_other(p):
+    """Eval mode on a fresh input, recorded: the grader reads the same program from it as from the first eval run
+    only if its numbers are the program's own (a coefficient computed from the values, a / a.std(), changes)."""
+    return _recorded_run(p, train=False, x=p.fresh("other"), gradients=False)
+
+
+def probe_respond(p):
+    """Eval mode on the recorded run's input, once for each of norm1, att, norm2 and ff with every output of that
+    component changed by a seeded amount: which values move, and by how much, shows how the block uses it."""
+    return {name: _recorded_run(p, train=False, gradients=False, changed=name, limit=RESPONSE_CALLS)
+            for name in RESPONDING}
 
 
 def probe_eval_seeds(p):
@@ -234,6 +271,8 @@ PROBES = {
     "eval": probe_eval,
     "train": probe_train,
     "eval_seeds": probe_eval_seeds,
+    "eval_other": probe_eval_other,
+    "respond": probe_respond,
     "robust_small": probe_robust_small,
     "robust_batch": probe_robust_batch,
     "robust_double": probe_robust_double,

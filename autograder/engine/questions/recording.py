@@ -27,6 +27,7 @@ FACTORIES = {"zeros", "ones", "empty", "full", "rand", "randn", "randint", "rand
 _IN_PLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__"}
 _DROPOUTS = {"dropout", "dropout1d", "dropout2d", "dropout3d", "feature_dropout", "alpha_dropout"}
 MAX_CALLS = 96      # a forward run one sequence or one token at a time makes many calls
+RESPONSE_CALLS = 48     # in each of the `respond` question's runs
 MAX_EVENTS = 48
 
 
@@ -63,6 +64,13 @@ class Call:
     no_grad: bool = False            # autograd was switched off during the call
 
 
+def _functorch_wrapped(value) -> bool:
+    try:
+        return bool(torch._C._functorch.is_functorch_wrapped_tensor(value))
+    except Exception:
+        return False
+
+
 class Recorder:
     def __init__(self, limit: int = MAX_CALLS):
         self.calls: list[Call] = []
@@ -72,11 +80,25 @@ class Recorder:
         self.params: dict[int, str] = {}      # id(LayerNorm scale) -> "norm1" / "norm2"
         self.detached: dict[int, dict] = {}   # id(detached tensor) -> its event
         self._inside = 0                      # > 0 while a component or the recorder itself is running
+        self.unrecorded = 0                   # calls whose values could not be copied (see `_snapshot`)
 
     def _snapshot(self, value):
+        """A plain copy of `value`'s numbers, or None where it has none to copy here: a tensor inside
+        torch.func.vmap or another functorch transform (its numbers exist only per example), or one a subclass
+        will not copy. Such a call is left unrecorded (`unrecorded` counts it); the run is graded by its values."""
         self._inside += 1
         try:
-            return value.detach().clone()
+            if _functorch_wrapped(value):
+                raise ValueError("a functorch tensor")
+            copy = torch.Tensor.detach(value).clone()
+            if type(copy) is not torch.Tensor:
+                copy = copy.as_subclass(torch.Tensor)
+            if _functorch_wrapped(copy) or copy.is_meta:
+                raise ValueError("no values")
+            return copy
+        except Exception:
+            self.unrecorded += 1
+            return None
         finally:
             self._inside -= 1
 
@@ -101,9 +123,10 @@ class Recorder:
                 out = inner(*args, **kwargs)
             finally:
                 self._inside -= 1
-            if before is not None and isinstance(out, torch.Tensor):
+            after = self._snapshot(out) if before is not None and isinstance(out, torch.Tensor) else None
+            if after is not None:
                 training = module.training if name == "drop_shortcut" else None
-                self._record(Call(name, "module", before, self._snapshot(out), training,
+                self._record(Call(name, "module", before, after, training,
                                   where=student_line(), no_grad=not torch.is_grad_enabled()), value)
             return out
 
@@ -146,23 +169,26 @@ class EventMode(TorchFunctionMode):
         if func is torch.Tensor.detach or (name == "__get__" and getattr(func, "__self__", None) is torch.Tensor.data):
             event = {"op": "detach" if name == "detach" else ".data", "where": student_line()}
             if args and isinstance(args[0], torch.Tensor):
-                event["value"] = recorder._snapshot(args[0])
+                snapshot = recorder._snapshot(args[0])
+                if snapshot is not None:
+                    event["value"] = snapshot
             recorder.note(event)
             recorder.detached[id(out)] = event
         return out
 
     def _functional(self, name, args, kwargs, before, out) -> None:
         value = args[0] if args else kwargs.get("input")
-        if before is None or not isinstance(out, torch.Tensor):
-            return
         recorder = self.recorder
+        after = recorder._snapshot(out) if before is not None and isinstance(out, torch.Tensor) else None
+        if after is None:
+            return
         if name == "layer_norm":
             weight = args[2] if len(args) > 2 else kwargs.get("weight")
             label = recorder.params.get(id(weight), "layer_norm") if weight is not None else "layer_norm"
-            call = Call(label, "function", before, recorder._snapshot(out), where=student_line())
+            call = Call(label, "function", before, after, where=student_line())
         else:
             training = args[2] if len(args) > 2 else kwargs.get("training", True)
-            call = Call("dropout", "function", before, recorder._snapshot(out), bool(training),
+            call = Call("dropout", "function", before, after, bool(training),
                         via="module" if _from_dropout_module() else "function", where=student_line())
         recorder._record(call, value)
 

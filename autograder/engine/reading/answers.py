@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autograder.engine.questions.plan import BATCH, BIG_BATCH, PROFILE_DEPTH, Plan
+from autograder.engine.questions.plan import BATCH, BIG_BATCH, PROFILE_DEPTH, RESPONDING, Plan
 from autograder.engine.questions.probes import PROBES
-from autograder.engine.questions.recording import DEVICE_MOVES, MAX_CALLS, MAX_EVENTS
+from autograder.engine.questions.recording import DEVICE_MOVES, MAX_CALLS, MAX_EVENTS, RESPONSE_CALLS
 
 CALL_NAMES = {"norm1", "norm2", "att", "ff", "drop_shortcut", "dropout", "layer_norm"}
 EVENT_OPS = {"detach", ".data", "inplace", "factory", *DEVICE_MOVES}
@@ -114,9 +114,9 @@ def _number(value, where: str) -> float:
     return float(value)
 
 
-def _calls(value, expect: Expect) -> list[dict]:
-    if not isinstance(value, list) or len(value) > MAX_CALLS:
-        raise Malformed(f"calls is not a list of at most {MAX_CALLS} calls")
+def _calls(value, expect: Expect, most: int = MAX_CALLS) -> list[dict]:
+    if not isinstance(value, list) or len(value) > most:
+        raise Malformed(f"calls is not a list of at most {most} calls")
     calls, limit = [], 16 * expect.numel
     for i, raw in enumerate(value):
         where = f"calls[{i}]"
@@ -171,6 +171,13 @@ def _recorded_run(answer: dict, expect: Expect) -> dict:
     return out
 
 
+def _plain_run(answer: dict, expect: Expect, where: str = "answer") -> dict:
+    """A recorded run without gradients (the `eval_other` question, each of `respond`'s)."""
+    _dict(answer, where, {"ok", "y", "calls"} if where == "answer" else {"y", "calls"})
+    return {"y": tensor(_field(answer, "y", where), f"{where}.y", expect.x),
+            "calls": _calls(_field(answer, "calls", where), expect, MAX_CALLS if where == "answer" else RESPONSE_CALLS)}
+
+
 def _short_list(value, where: str, limit: int) -> list:
     if not isinstance(value, list) or len(value) > limit:
         raise Malformed(f"{where} is not a list of at most {limit} entries")
@@ -208,6 +215,11 @@ def _read(probe: str, answer: dict, expect: Expect) -> dict:
         return _recorded_run(answer, expect)
     if probe == "compounding":
         return _compounding(answer, expect)
+    if probe == "eval_other":
+        return _plain_run(answer, expect)
+    if probe == "respond":
+        _dict(answer, "answer", {"ok", *RESPONDING})
+        return {name: _plain_run(_field(answer, name, "answer"), expect, name) for name in RESPONDING}
     if probe == "profile":
         _dict(answer, "answer", {"ok", "profile"})
         values = _short_list(_field(answer, "profile", "answer"), "profile", PROFILE_DEPTH)

@@ -176,8 +176,9 @@ class Flow:
 
     @property
     def decoys(self) -> list:
-        """Calls whose value never reaches what the forward returns."""
-        if self.y_takes is None:
+        """Calls whose value never reaches what the forward returns. Said only of a run every value of which the
+        grader can name: where one live value is no sum it can name, what that value depends on is unknown."""
+        if not self.replayable:
             return []
         keys = self.live_keys
         return [s for s in self.steps if s.key not in keys]
@@ -200,9 +201,25 @@ class Flow:
         ops = [Op(s.op_name, s.takes or {}, s.key, s.variant, s.scale, pieces=s.pieces) for s in self.steps]
         return Program(ops, dict(self.y_takes or {}), "yours")
 
+    doubt: str = ""        # set when another reading of the same forward disagrees (see `verify_against`)
+
     @property
     def replayable(self) -> bool:
-        return self.y_takes is not None and all(s.takes is not None for s in self.live)
+        return not self.doubt and self.y_takes is not None and all(s.takes is not None for s in self.live)
+
+    def verify_against(self, other: "Flow | None") -> None:
+        """A program read on one input is a hypothesis: the same forward, read on another input (`other`), must
+        give the very same program, coefficients included, or nothing is built on it (a scale computed from the
+        values, a / a.std() say, reads as another number on every input)."""
+        if not self.replayable:
+            return
+        from .program import canonical, signature
+        if other is None or not other.replayable:
+            self.doubt = ("on another input the grader could not read your forward as a program of the block's "
+                          "values at all")
+        elif signature(canonical(self.program())) != signature(canonical(other.program())):
+            self.doubt = ("the coefficients the grader reads from your forward's values change with the input (a "
+                          "scale computed from the values, say), so they are not constants of your program")
 
     def program(self) -> Program:
         """The student's forward as the grader runs it: the live calls (ValueError: it cannot be run)."""
@@ -224,6 +241,8 @@ class Flow:
         return {s.key: s.mask for s in self.steps if s.mask is not None}
 
     def why_not_replayable(self) -> str:
+        if self.doubt:
+            return self.doubt
         for step in self.live:
             if step.takes is None:
                 return (f"the value handed to {step.name} ({_shape(step.calls[0].input)}) is not a sum of the "

@@ -30,6 +30,14 @@ def tidy(c: float) -> float:
     return float(c)
 
 
+def snap(c: float, within: float = 1e-3) -> float:
+    """The shortest number near `c` (within a relative `within`): a candidate the caller must still check."""
+    for nice in (float(Fraction(c).limit_denominator(64)), *(float(f"{c:.{digits}g}") for digits in range(1, 7))):
+        if abs(nice - c) <= within * abs(c):
+            return nice
+    return float(c)
+
+
 def exact(c: float) -> bool:
     """Is `c` a short number (so a float64 replay with it computes what the student's code computes)?"""
     return tidy(c) == c
@@ -89,6 +97,11 @@ class Nodes:
         coefficients, *_ = np.linalg.lstsq(matrix, v, rcond=None)
         if np.linalg.norm(matrix @ coefficients - v) > self.tol * scale:
             return None
+        # A coefficient of a small column is known only roughly (1.000001 for 1): the short number near it is the
+        # coefficient when the sum with it still gives the value within the same tolerance.
+        short = np.array([snap(float(c)) for c in coefficients])
+        if np.linalg.norm(matrix @ short - v) <= self.tol * scale:
+            coefficients = short
         return {k: tidy(float(c)) for k, c in zip(keys, coefficients) if abs(c) > 1e-6}
 
     def value(self, takes: dict) -> np.ndarray:

@@ -47,7 +47,7 @@ def results_json(result: SubmissionResult) -> dict:
                        "grader_errors": list(result.grader_errors),
                        "device": result.device, "isolation": result.isolation,
                        "first_divergence": result.first_divergence, "notes": list(result.notes),
-                       "max_score": result.max_score, "profiles": result.profile},
+                       "max_score": result.max_score, "profiles": result.profile, "facts": list(result.facts)},
     }
 
 
@@ -97,4 +97,4 @@ def result_from_json(data: dict) -> SubmissionResult:
     return SubmissionResult(extra.get("submission", ""), tuple(checks), extra.get("seed", 0), extra.get("device", ""),
                             extra.get("isolation", ""), data.get("execution_time", 0.0), extra.get("first_divergence"),
                             tuple(extra.get("notes") or ()), extra.get("profiles") or {}, extra.get("student"),
-                            tuple(extra.get("grader_errors") or ()))
+                            tuple(extra.get("grader_errors") or ()), tuple(extra.get("facts") or ()))

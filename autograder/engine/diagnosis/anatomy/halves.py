@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from autograder.engine.reading.dataflow import H_LEGEND, H_NAME, Flow, Step
-from ..script import STEPS
 
 PRE_LN_H = {"eval": ("x + att(norm1(x))",), "train": ("x + drop_shortcut(att(norm1(x)))", "x + dropout(att(norm1(x)))")}
 SIDE = {"att": {"norm": "norm1", "what": "attention", "out": "attention's output", "steps": (2, 3, 4, 5),
@@ -23,7 +22,9 @@ class Finding:
     message: str
 
     def text(self) -> str:
-        body = f"Step {self.step} of 10 ({STEPS[self.step]}): {self.message}"
+        """The finding in words. The step it concerns is not said here: a forward has one first divergent step,
+        named once (`first_step`), and a part's finding may lie after it."""
+        body = self.message
         spaced = f" {body} ".replace(",", " ").replace(")", " ").replace(";", " ").replace(":", " ")
         return body + (f" [{H_LEGEND}]" if f" {H_NAME} " in spaced else "")
 

@@ -1,0 +1,247 @@
+"""Facts: what the grader says about a forward, as typed predicates it evaluated on recorded values.
+
+Every sentence of feedback that describes what a student's forward did is one of these, rendered to words only at
+the end (`text`). Each fact is a claim about values the grader recorded or computed, so that anyone holding the
+same values can check it; a generator that knows the truth of a forward evaluates them in the kit's tests. What the
+grader cannot express is a fact of its own (`Unknown`): it says where the grader stopped following, never what the
+value might be.
+
+Components are named as the block names them (norm1, att, drop_shortcut, norm2, ff; a functional `dropout` or
+`layer_norm` the forward called itself), and calls by their place among that component's recorded calls in that
+run (1-based). Pre-LN's values are named in the notation of `steps.STEPS`; in train mode, the values after the
+first dropout are Pre-LN's under the masks the student's own dropout calls drew.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import ClassVar
+
+WHAT = {"norm1": "norm1", "norm2": "norm2", "att": "attention", "ff": "the feed-forward network",
+        "drop_shortcut": "drop_shortcut", "dropout": "a dropout your forward called itself",
+        "layer_norm": "a LayerNorm your forward called itself"}
+
+
+def _what(component: str | None) -> str:
+    return WHAT.get(component or "", component or "the block")
+
+
+def _call(component: str, call: int | None, calls: int | None) -> str:
+    """'attention', 'attention (call 2 of 3)'."""
+    if call is None or not calls or calls == 1:
+        return _what(component)
+    return f"{_what(component)} (call {call} of {calls})"
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A predicate on recorded values; `mode` is the run it was evaluated on ("eval", "train" or None)."""
+    kind: ClassVar[str] = ""
+    mode: str | None
+
+    def text(self) -> str:
+        raise NotImplementedError
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, **asdict(self)}
+
+
+@dataclass(frozen=True)
+class Ran(Fact):
+    """`component` was called `count` times in that run (0: it never ran)."""
+    kind: ClassVar[str] = "ran"
+    component: str
+    count: int
+
+    def text(self) -> str:
+        if self.count == 0:
+            return f"{_what(self.component)} never ran"
+        return f"{_what(self.component)} ran {'once' if self.count == 1 else f'{self.count} times'}"
+
+
+@dataclass(frozen=True)
+class Received(Fact):
+    """Call `call` of `component` received (`equal`) or did not receive Pre-LN's value `value` on the same input,
+    as a whole or as pieces or a rearrangement of it."""
+    kind: ClassVar[str] = "received"
+    component: str
+    call: int | None
+    value: str
+    equal: bool
+    calls: int | None = None          # how many calls of the component the run made (for the wording)
+
+    def text(self) -> str:
+        who = _call(self.component, self.call, self.calls)
+        return f"{who} received {self.value}" if self.equal else f"{who} received a value that is not {self.value}"
+
+
+@dataclass(frozen=True)
+class Partial(Fact):
+    """The calls of `component` received only pieces of Pre-LN's value `value`: `covered` of its `total` elements."""
+    kind: ClassVar[str] = "partial"
+    component: str
+    value: str
+    covered: int
+    total: int
+
+    def text(self) -> str:
+        return (f"{_what(self.component)} received pieces of {self.value} covering {self.covered} of the block's "
+                f"{self.total} values, and nothing else")
+
+
+@dataclass(frozen=True)
+class Sum(Fact):
+    """What call `call` of `component` received (or, with component None, what the block returned) equals the sum
+    `terms`: ((name, coefficient), ...), names being "x", Pre-LN values, or "<component>#<k>" (call k's output)."""
+    kind: ClassVar[str] = "sum"
+    component: str | None
+    call: int | None
+    terms: tuple
+    calls: int | None = None
+
+    def expression(self) -> str:
+        if not self.terms:
+            return "zero"
+        text = ""
+        for name, c in self.terms:
+            label = _term_name(name)
+            size = f"{abs(c):.6g}*{label}" if abs(c) != 1 else label
+            text = (("-" if c < 0 else "") + size) if not text else f"{text} {'-' if c < 0 else '+'} {size}"
+        return text
+
+    def text(self) -> str:
+        if self.component is None:
+            return f"your forward returned {self.expression()}"
+        return f"{_call(self.component, self.call, self.calls)} received {self.expression()}"
+
+
+def _term_name(name: str) -> str:
+    if "#" in name:
+        component, call = name.split("#")
+        return f"the output of {_what(component)}" + ("" if call == "1" else f" (call {call})")
+    return name
+
+
+@dataclass(frozen=True)
+class Unknown(Fact):
+    """The grader cannot express what call `call` of `component` received (component None: what the block returned)
+    in the block's earlier values: it is not Pre-LN's value `value` there, and the grader says no more."""
+    kind: ClassVar[str] = "unknown"
+    component: str | None
+    call: int | None
+    value: str
+    calls: int | None = None
+
+    def text(self) -> str:
+        if self.component is None:
+            return (f"your forward returned a value that is not {self.value} and that the grader cannot express in "
+                    "the block's earlier values")
+        return (f"{_call(self.component, self.call, self.calls)} received a value that is not {self.value} and that "
+                "the grader cannot express in the block's earlier values")
+
+
+@dataclass(frozen=True)
+class Responds(Fact):
+    """What the block returns (eval mode) changes (`responds`) or does not change when `component`'s output is
+    changed by the grader."""
+    kind: ClassVar[str] = "responds"
+    component: str
+    responds: bool
+
+    def text(self) -> str:
+        if self.responds:
+            return f"what your block returns changes when {_what(self.component)}'s output changes"
+        return f"what your block returns does not change when {_what(self.component)}'s output changes"
+
+
+@dataclass(frozen=True)
+class Changes(Fact):
+    """When the grader changed `component`'s output by some amount, what `where` received (a component's input,
+    or None: what the block returned) changed by exactly that amount (`exactly`), or by something else."""
+    kind: ClassVar[str] = "changes"
+    component: str
+    where: str | None
+    exactly: bool
+
+    def text(self) -> str:
+        what = "what your block returned" if self.where is None else f"what {_what(self.where)} received"
+        how = "by exactly that change" if self.exactly else "by something other than that change"
+        return f"when the grader changed {_what(self.component)}'s output, {what} changed {how}"
+
+
+@dataclass(frozen=True)
+class Output(Fact):
+    """What the block returned equals (`equal`) or differs from `equals`: "pre_ln" (Pre-LN's output), "x" (its
+    input), "post_ln" or "no_shortcuts" (those arrangements' outputs), "eval" (its own eval-mode output)."""
+    kind: ClassVar[str] = "output"
+    equals: str
+    equal: bool
+
+    NAMES: ClassVar[dict] = {"pre_ln": "a Pre-LN block's output", "x": "its input x", "post_ln": "the Post-LN "
+                             "arrangement's output", "no_shortcuts": "the output of the same block without shortcuts",
+                             "eval": "what it returns in eval mode"}
+
+    def text(self) -> str:
+        verb = "equals" if self.equal else "differs from"
+        return f"what your block returned {verb} {self.NAMES[self.equals]}"
+
+
+@dataclass(frozen=True)
+class Dropout(Fact):
+    """Call `call` of a dropout (`component`: drop_shortcut or dropout) zeroed some values (`dropped`) and
+    multiplied the others by `scale`, or returned its input unchanged."""
+    kind: ClassVar[str] = "dropout"
+    component: str
+    call: int | None
+    dropped: bool
+    scale: float | None = None
+    calls: int | None = None
+
+    def text(self) -> str:
+        who = _call(self.component, self.call, self.calls)
+        if not self.dropped:
+            return f"{who} returned its input unchanged"
+        if self.scale is None:
+            return f"{who} zeroed some of its input's values"
+        p = 1 - 1 / self.scale if self.scale > 1 else None
+        rate = f" (dropout with p = {p:.3g})" if p is not None else ""
+        return f"{who} zeroed some values and multiplied the others by {self.scale:.4g}{rate}"
+
+
+@dataclass(frozen=True)
+class Gradient(Fact):
+    """The gradient autograd computed for `of` ("x" or a component's parameters) is (`derivative`) or is not the
+    derivative of what the forward returns, in that run."""
+    kind: ClassVar[str] = "gradient"
+    of: str
+    derivative: bool
+
+    def text(self) -> str:
+        what = "the block input x" if self.of == "x" else f"{_what(self.of)}'s parameters"
+        verb = "is" if self.derivative else "is not"
+        return f"the gradient autograd computed for {what} {verb} the derivative of what your forward returns"
+
+
+@dataclass(frozen=True)
+class FirstStep(Fact):
+    """The first step of Pre-LN, in its order, where the student's values differ (see `steps`)."""
+    kind: ClassVar[str] = "step"
+    step: int
+
+    def text(self) -> str:
+        from .steps import step_text
+        return step_text(self.step)
+
+
+@dataclass(frozen=True)
+class Said:
+    """Facts and the sentence they make: what a message says, with what it rests on."""
+    facts: tuple = field(default_factory=tuple)
+    extra: str = ""                   # lesson text that states no fact about the forward ("Pre-LN hands it ...")
+
+    def text(self) -> str:
+        body = "; ".join(fact.text() for fact in self.facts if not isinstance(fact, FirstStep))
+        return body + (f"; {self.extra}" if body and self.extra else self.extra)
+
+
+KINDS = {cls.kind: cls for cls in (Ran, Received, Partial, Sum, Unknown, Responds, Changes, Output, Dropout, Gradient,
+                                   FirstStep)}
