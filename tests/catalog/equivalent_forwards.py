@@ -110,6 +110,45 @@ EQUIVALENT = {
             h = x + self.drop_shortcut(self.att(normalize(self.norm1, x)))
             return h + self.drop_shortcut(self.ff(normalize(self.norm2, h)))
         """,
+    # the issue's unseen right forwards: values the reader cannot follow, matching Pre-LN in both modes
+    "feed_forward_through_its_own_layers": """
+        def forward(self, x):
+            h = x + self.drop_shortcut(self.att(self.norm1(x)))
+            v = self.norm2(h)
+            for layer in self.ff.layers:
+                v = layer(v)
+            return h + self.drop_shortcut(v)
+        """,
+    "feed_forward_on_reversed_tokens": """
+        def forward(self, x):
+            h = x + self.drop_shortcut(self.att(self.norm1(x)))
+            return h + self.drop_shortcut(self.ff(self.norm2(h).flip(1)).flip(1))
+        """,
+    "feed_forward_vmapped": """
+        def forward(self, x):
+            h = x + self.drop_shortcut(self.att(self.norm1(x)))
+            return h + self.drop_shortcut(torch.func.vmap(self.ff)(self.norm2(h)))
+        """,
+    "feed_forward_checkpointed": """
+        def forward(self, x):
+            h = x + self.drop_shortcut(self.att(self.norm1(x)))
+            f = torch.utils.checkpoint.checkpoint(lambda v: self.ff(self.norm2(v)), h, use_reentrant=False)
+            return h + self.drop_shortcut(f)
+        """,
+    "through_a_tensor_subclass": """
+        def forward(self, x):
+            class Tagged(torch.Tensor):
+                pass
+            x = x.as_subclass(Tagged)
+            h = x + self.drop_shortcut(self.att(self.norm1(x)))
+            return (h + self.drop_shortcut(self.ff(self.norm2(h)))).as_subclass(torch.Tensor)
+        """,
+    "feed_forward_padded_then_cropped": """
+        def forward(self, x):
+            h = x + self.drop_shortcut(self.att(self.norm1(x)))
+            padded = torch.nn.functional.pad(self.norm2(h), (0, 0, 2, 2))
+            return h + self.drop_shortcut(self.ff(padded)[:, 2:-2])
+        """,
 }
 
 # An __init__ that keeps the components in containers too: the grader must follow those references.

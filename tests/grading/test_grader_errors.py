@@ -55,3 +55,31 @@ def test_grade_class_lists_grader_errors_per_student(broken_check, tmp_path):
         table = list(csv.DictReader(handle))
     assert "ValueError" in table[0]["grader_errors"]
     assert json.loads((tmp_path / "out" / "ana" / "results.json").read_text())["extra_data"]["grader_errors"]
+
+
+@pytest.mark.parametrize("probe", ["train", "eval_other", "respond", "robust_double", "profile"])
+def test_an_answer_the_grader_cannot_read_costs_only_the_parts_that_need_it(probe):
+    """The solution's own answers, with one of them replaced by an encoder failure (what an answer the grader's
+    encoder chokes on becomes): the parts resting on it are grader errors, no other part and never Task 2 loses."""
+    from autograder.course import kit
+    from autograder.engine.questions.cells import load_cells
+    from autograder.engine.questions.plan import Plan
+    from autograder.engine.questions.probes import Probing, run_probe
+    from autograder.grading.evaluation import ALL_PROBES, evaluate
+    from autograder.sandbox.inside.protocol import encode_observation
+
+    namespace, errors = load_cells(kit.KIT.reference_code())
+    assert not errors
+    plan = Plan.draw(4321)
+    public, _ = load_cells(kit.KIT.public_code())
+    probing = Probing(namespace, public, plan)
+    raw = {"observations": {p: encode_observation(run_probe(p, probing)) for p in ALL_PROBES}}
+    raw["observations"][probe] = {"ok": False, "error": {"type": "EncoderError", "where": None,
+                                                         "message": "the grader could not encode this answer"}}
+    found = evaluate(raw, plan)
+    lost = [(c.check, s.name) for c in found.checks for s in c.subtests if not s.passed]
+    assert all("grader itself failed" in s.message for c in found.checks for s in c.subtests if not s.passed)
+    assert all(check != "compounding" for check, _ in lost)
+    assert any(probe in error for error in found.grader_errors)
+    if probe in ("train", "robust_double", "profile"):
+        assert lost, "an answer a part needs was missing, yet every part passed"

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autograder.engine.diagnosis.anatomy import Anatomy
+from autograder.engine.facts import Ran, Responds
 from autograder.engine.diagnosis.first_step import student_program
 from autograder.engine.diagnosis.script import PRE_LN, compile_script
 from autograder.engine.reading.dataflow import arrays_close
@@ -184,11 +185,32 @@ class Evidence:
             return PASS if mode == "eval" else self._worked(side)
         anatomy = self.anatomy(mode)
         if getattr(anatomy, side) is None:
-            return fail(f"{NAMES[side].capitalize()} never ran{what}.")
+            return fail(self.absent(mode, side) + f"{what}.")
         found = getattr(anatomy, finder)(side)
         if found is not None:
             return fail(found.text())
         return self._worked(side)
+
+    def absent(self, mode: str, side: str) -> str:
+        """Why a half is missing from what the grader can follow in the `mode` run, said from values: the branch
+        never ran (no call was recorded), or what the block returns does not change when the grader changes the
+        branch's output, or (neither known) that the grader could not see its output reach the result."""
+        ran = sum(1 for call in self.flows[mode].calls if call.name == side and call.kind != "manual")
+        if not ran:
+            return Ran(mode, side, 0).text().capitalize()
+        responds = self.responds(side)
+        if responds is False:
+            return Responds("eval", side, False).text().capitalize()
+        return (f"{NAMES[side].capitalize()} ran, but the grader could not follow its output into what your block "
+                "returns")
+
+    def responds(self, side: str) -> bool | None:
+        """Does the eval output change when the grader changes `side`'s output (the `respond` question)? None:
+        that answer is missing."""
+        mine, run = self.obs("respond"), self.obs("eval")
+        if not (mine["ok"] and run["ok"]):
+            return None
+        return not self.close(mine[side]["y"], run["y"])
 
     def _worked(self, side: str) -> Outcome:
         """PASS when the half `side` does real work in the eval-mode output (a train-mode part is about work the

@@ -59,9 +59,12 @@ def _part(evidence: Evidence, probe: str, which: str, label: str, dtype=torch.fl
     flow = evidence.flows.get("eval")
     rtol = DOUBLE_RTOL if evidence.matches("eval") or flow.exact else INEXACT_RTOL
     scale = 1 if evidence.matches("eval") else 10      # a replay adds and normalizes in another order than the code
+    readings = [expected]
+    if dtype == torch.float64 and not evidence.matches("eval"):
+        readings.append(evidence.replays.output(_input(evidence, which, dtype), dtype, float32_numbers=True))
     for index, value in enumerate(got):
         if dtype == torch.float64:
-            error = float(np.linalg.norm(value - expected) / max(np.linalg.norm(expected), 1e-12))
+            error = min(float(np.linalg.norm(value - e) / max(np.linalg.norm(e), 1e-12)) for e in readings)
             if value.shape != expected.shape or not np.isfinite(error) or error > rtol:
                 return fail(f"{label}: your output differs from the grader's float64 computation of your block "
                             f"(relative difference {error:.2g}, where float64 agrees to about 1e-15 and float32 "

@@ -366,6 +366,11 @@ class Walk:
         if terms is not None:                                  # the shortcut left out or scaled
             said(terms, {branch_name: 1.0})
             return rule["sum"]
+        if self.mode == "train":
+            if masked(total - shortcut, branch, self.keep, self.tol):     # a second dropout on the branch
+                return rule["drop"]
+            if masked(total - branch, shortcut, self.keep, self.tol):     # a dropout on the shortcut
+                return rule["sum"]
         known = {k: v for k, v in {**self.values, **self.outputs()}.items() if k != rule["shortcut"]}
         for name, value in known.items():                      # the shortcut is another value
             if close(total - branch, value, self.tol) and not close(value, shortcut, self.tol):
@@ -379,11 +384,6 @@ class Walk:
         if terms is not None and len([c for c in terms.values() if c]) <= 2:      # an extra term in the sum
             said({rule["shortcut"]: 1.0, branch_name: 1.0}, terms)
             return rule["sum"]
-        if self.mode == "train":
-            if masked(total - shortcut, branch, self.keep, self.tol):
-                return rule["drop"]
-            if masked(total - branch, shortcut, self.keep, self.tol):
-                return rule["sum"]
         change = self._change(half, "out" if call is None else call)
         if change is None:
             return None

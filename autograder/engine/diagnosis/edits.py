@@ -189,7 +189,7 @@ def _moved(drop: Line, half: str):
             moved = Line(f"{drop.target}_on_{line.target}_{index}", "call", ((old, 1.0),), "drop")
             terms = line.terms[:index] + ((moved.target, c),) + line.terms[index + 1:]
             lines = _insert(_with(base, line.target, terms=terms), line.target, moved)
-            step = _edge_step(line.target, index, None, "insert")
+            step = _edge_step(line.target, index, None, "scale")      # a dropout on an edge, as insert_drop counts one
             yield Edit("move_drop", min(step, 4 if drop.target == "d1" else 9),
                        f"the dropout that belongs on {half} was applied to {NAMES[old]} instead, as "
                        f"{_where(line.target, index)}", lines,

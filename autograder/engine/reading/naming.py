@@ -55,8 +55,13 @@ def _verify(call: Call, parts: dict, tol: float) -> None:
             call.variant = variant
             return
     call.verified = False
-    call.why = (f"the values recorded for {call.name} are not what {call.name} computes from its input (did your "
-                "forward change the component's weights?)")
+    size = float(np.linalg.norm(expected)) or 1.0
+    gap = float(np.linalg.norm(np.asarray(call.output, dtype=np.float64) - expected)) / size \
+        if call.output.shape == expected.shape else float("nan")
+    how = f" (relative difference {gap:.2g})" if np.isfinite(gap) else ""
+    call.why = (f"what {call.name} returned in your forward is not what {call.name} computes in float32 from the "
+                f"value it received{how}: it ran with other weights or in another precision (autocast, .half(), a "
+                "changed parameter)")
 
 
 def analyse(x: np.ndarray, run: dict, parts: dict, *, train: bool, device: str = "cpu") -> Flow:

@@ -133,9 +133,16 @@ class Replays:
                 raise ValueError(f"a stack of it has no gradient to measure ({str(error)[:80]})") from None
         return _PROFILES[key]
 
-    def output(self, x: np.ndarray, dtype=torch.float32) -> np.ndarray:
-        """What the student's eval-mode program gives for another input (ValueError: it cannot be run there)."""
+    def output(self, x: np.ndarray, dtype=torch.float32, float32_numbers: bool = False) -> np.ndarray:
+        """What the student's eval-mode program gives for another input (ValueError: it cannot be run there).
+        `float32_numbers`: its coefficients as float32 numbers (a student's own float32 parameter or tensor keeps
+        float32's value after .double(); a Python number is exact in float64): a coefficient's dtype is a hypothesis
+        too."""
         program = self.program("eval")
+        if float32_numbers:
+            single = lambda takes: {k: float(np.float32(c)) for k, c in takes.items()}   # noqa: E731
+            program = Program([replace(op, takes=single(op.takes)) for op in program.ops], single(program.out),
+                              program.name)
         if any(op.name == "drop" for op in program.ops):
             raise ValueError("your forward is random in eval mode")
         if tuple(x.shape) != tuple(self.flows["eval"].x.shape) and not shape_free(program):

@@ -1,0 +1,209 @@
+"""The engine's pure parts, in milliseconds: the steps table, the facts, and the walk along Pre-LN's boundaries.
+
+Forwards here are small Python functions run on the grader's own components through a tape of this file's own
+(not the kit's recorder), so each test knows by construction what every component received; the walk must find
+the step the forward breaks, and every fact it states must hold on the tape's values."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from autograder.engine.diagnosis.boundaries import Walk, express, locate, masked
+from autograder.engine.facts import KINDS, Changes, Dropout, Ran, Received, Sum, Unknown
+from autograder.engine.questions.parts import make_parts
+from autograder.engine.questions.plan import GRADING_CFG
+from autograder.engine.steps import BY_NUMBER, EDGES, STEPS, step_text
+from autograder.grading.reference import reference_namespace
+
+pytestmark = pytest.mark.quick
+P = 0.5
+
+
+@pytest.fixture(scope="module")
+def parts():
+    found = make_parts(reference_namespace(), GRADING_CFG, 321, drop_p=P)
+    for part in found.values():
+        part.eval()
+    return found
+
+
+class Tape:
+    """The five components, recording what each call received and returned."""
+
+    def __init__(self, parts: dict, train: bool):
+        self.parts, self.calls, self.train = parts, [], train
+        self.drop = torch.nn.Dropout(P).train(train)
+
+    def __getattr__(self, name):
+        module = self.drop if name == "drop_shortcut" else self.parts[name]
+
+        def call(value):
+            out = module(value)
+            self.calls.append(SimpleNamespace(name=name, kind="module", input=value.detach().numpy().astype(np.float64),
+                                              output=out.detach().numpy().astype(np.float64), variant=None))
+            return out
+        return call
+
+
+def run(parts, forward, train=False, x=None):
+    """The tape and the flow-like record of `forward(t, x)`."""
+    torch.manual_seed(7)
+    x = torch.randn(3, 8, 32, generator=torch.Generator().manual_seed(3)) if x is None else x
+    tape = Tape(parts, train)
+    with torch.no_grad():
+        y = forward(tape, x)
+    flow = SimpleNamespace(x=x.numpy().astype(np.float64), y=y.numpy().astype(np.float64), tol=1e-5,
+                           calls=tape.calls)
+    return tape, flow
+
+
+def walk(parts, forward, train=False, responses=None):
+    tape, flow = run(parts, forward, train)
+    return Walk(flow, parts, "train" if train else "eval", P, responses).first(), tape, flow
+
+
+def pre_ln(t, x):
+    h = x + t.drop_shortcut(t.att(t.norm1(x)))
+    return h + t.drop_shortcut(t.ff(t.norm2(h)))
+
+
+# --- the steps table -------------------------------------------------------------------------------------
+
+def test_the_steps_table_numbers_ten_steps_and_every_edge_belongs_to_one_of_them():
+    assert [s.number for s in STEPS] == list(range(1, 11))
+    assert set(EDGES.values()) <= set(BY_NUMBER)
+    assert step_text(4) == "Step 4 of 10 (apply drop_shortcut to attention's output)"
+
+
+def test_every_fact_kind_renders_and_travels_as_data():
+    facts = [Ran("eval", "norm2", 0), Received("eval", "att", 2, "norm1(x)", False, 3),
+             Sum("eval", None, None, (("x", 1.0), ("att(norm1(x))", 0.5))), Unknown("eval", "norm2", 1, "h"),
+             Changes("eval", "att", "norm2", True), Dropout("train", "dropout", 1, True, 1.25, 2)]
+    texts = [f.text() for f in facts]
+    assert texts[0] == "norm2 never ran"
+    assert texts[1] == "attention (call 2 of 3) received a value that is not norm1(x)"
+    assert texts[2] == "your forward returned x + 0.5*att(norm1(x))"
+    assert "p = 0.2" in texts[5]
+    for fact in facts:
+        data = fact.to_dict()
+        assert data["kind"] in KINDS and KINDS[data["kind"]](**{k: v for k, v in data.items() if k != "kind"}) == fact
+
+
+# --- the value primitives ----------------------------------------------------------------------------------
+
+def test_locate_finds_pieces_and_rearrangements_and_nothing_else():
+    rng = np.random.default_rng(0)
+    whole = rng.normal(size=(3, 8, 32))
+    assert np.array_equal(whole.reshape(-1)[locate(whole[:, ::-1], whole, 1e-6)], whole[:, ::-1])
+    assert locate(whole[1].T, whole, 1e-6) is not None
+    assert locate(whole[0] * 2, whole, 1e-6) is None
+    assert locate(np.concatenate([whole[0], whole[0]]), whole, 1e-6) is None       # one element twice
+    assert locate(np.tanh(whole), whole, 1e-6) is None
+
+
+def test_express_and_masked_say_what_a_value_is_made_of_or_nothing():
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=200), rng.normal(size=200)
+    assert express(a + 0.5 * b, {"a": a, "b": b}, 1e-8) == {"a": 1.0, "b": 0.5}
+    assert express(np.tanh(a), {"a": a, "b": b}, 1e-8) is None
+    mask = rng.random(200) < 0.5
+    assert masked(np.where(mask, 0.0, 2 * a), a, 2.0, 1e-8)
+    assert not masked(a, a, 2.0, 1e-8) and not masked(np.where(mask, 0.0, 3 * a), a, 2.0, 1e-8)
+
+
+# --- the walk, both ways -----------------------------------------------------------------------------------
+
+def _holds(fact, tape, flow, parts) -> bool:
+    """Check a fact against the tape, independently of the walk."""
+    calls = [c for c in tape.calls if c.name == getattr(fact, "component", None)]
+    x = torch.as_tensor(flow.x, dtype=torch.float32)
+    with torch.no_grad():
+        n1 = parts["norm1"](x)
+        values = {"x": x, "norm1(x)": n1, "att(norm1(x))": parts["att"](n1)}
+        values["h"] = x + values["att(norm1(x))"]
+        values["norm2(h)"] = parts["norm2"](values["h"])
+        values["h + drop_shortcut(ff(norm2(h)))"] = values["h"] + parts["ff"](values["norm2(h)"])
+    if isinstance(fact, Ran):
+        return len(calls) == fact.count
+    if isinstance(fact, Received):
+        got = calls[fact.call - 1].input if fact.call else None
+        want = values[fact.value].numpy()
+        return got is not None and (np.allclose(np.sort(got.ravel()), np.sort(want.ravel()), atol=1e-5) == fact.equal)
+    if isinstance(fact, Unknown):
+        return not np.allclose(calls[fact.call - 1].input, values[fact.value].numpy(), atol=1e-4)
+    return True
+
+
+@pytest.mark.parametrize("name, forward, step", [
+    ("norm1 left out", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(x + t.att(x)), 2),
+    ("norm2 in front of attention", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(x + t.att(t.norm2(x))), 2),
+    ("attention on a scaled norm", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(x + t.att(2 * t.norm1(x))), 3),
+    ("first shortcut left out", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(t.att(t.norm1(x))), 5),
+    ("first shortcut replaced", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(t.norm1(x) + t.att(t.norm1(x))), 1),
+    ("attention branch left out", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(x + 0 * t.att(t.norm1(x))), 2),
+    ("norm2 skipped", lambda t, x: (lambda h: h + t.ff(h))(x + t.att(t.norm1(x))), 7),
+    ("second half missing", lambda t, x: x + t.att(t.norm1(x)), 7),
+    ("second shortcut left out", lambda t, x: t.ff(t.norm2(x + t.att(t.norm1(x)))), 10),
+    ("output normalized", lambda t, x: t.norm2(pre_ln(t, x)), 10),
+])
+def test_the_walk_names_the_step_a_forward_breaks_and_only_true_facts(parts, name, forward, step):
+    found, tape, flow = walk(parts, forward)
+    assert found is not None and found.step == step, (name, found)
+    assert all(_holds(fact, tape, flow, parts) for fact in found.facts), found.facts
+
+
+def test_pre_ln_in_any_arrangement_of_its_values_has_no_divergence(parts):
+    def per_sequence(t, x):
+        return torch.cat([pre_ln(t, x[i:i + 1]) for i in range(x.shape[0])])
+
+    def ff_flipped(t, x):
+        h = x + t.drop_shortcut(t.att(t.norm1(x)))
+        return h + t.drop_shortcut(t.ff(t.norm2(h).flip(1)).flip(1))
+
+    for forward in (pre_ln, per_sequence, ff_flipped):
+        assert walk(parts, forward)[0] is None
+        assert walk(parts, forward, train=True)[0] is None
+
+
+def test_an_operation_the_reader_has_no_name_for_is_said_to_be_unknown_and_told_apart_by_a_change(parts):
+    """tanh on attention's branch: the sum is no sum of the block's values. Without the grader's changed run no
+    step is named; with it, norm2's input moved by something other than the change: the branch, step 5."""
+    forward = lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(x + torch.tanh(t.att(t.norm1(x))))   # noqa: E731
+    found, tape, flow = walk(parts, forward)
+    assert found.step is None and any(isinstance(f, Received) and not f.equal for f in found.facts)
+    changed = _changed_run(parts, forward, "att")
+    found = walk(parts, forward, responses={"att": changed})[0]
+    assert found.step == 5 and any(isinstance(f, Changes) and not f.exactly for f in found.facts)
+    replaced = lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(torch.tanh(x) + t.att(t.norm1(x)))   # noqa: E731
+    found = walk(parts, replaced, responses={"att": _changed_run(parts, replaced, "att")})[0]
+    assert found.step == 1 and any(isinstance(f, Changes) and f.exactly for f in found.facts)
+
+
+def _changed_run(parts, forward, component: str) -> dict:
+    """The eval run with `component`'s outputs moved by a fixed amount, as the `respond` question records it."""
+    bumped = dict(parts)
+    inner = parts[component]
+    bumped[component] = lambda v: inner(v) + 0.3
+    tape, flow = run(bumped, forward)
+    return {"y": flow.y, "calls": [{"name": c.name, "input": c.input, "output": c.output} for c in tape.calls]}
+
+
+def test_train_mode_names_the_dropout_steps(parts):
+    missing = lambda t, x: (lambda h: h + t.drop_shortcut(t.ff(t.norm2(h))))(x + t.att(t.norm1(x)))  # noqa: E731
+    assert walk(parts, missing, train=True)[0].step == 4
+    assert walk(parts, missing)[0] is None            # invisible in eval mode
+
+    def other_p(t, x):
+        h = x + torch.nn.functional.dropout(t.att(t.norm1(x)), 0.2, True)
+        t.calls.append(SimpleNamespace(name="dropout", kind="function", input=t.calls[-1].output,
+                                       output=(h - x).numpy().astype(np.float64), variant=None))
+        return h + t.drop_shortcut(t.ff(t.norm2(h)))
+
+    found = walk(parts, other_p, train=True)[0]
+    assert found.step == 4 and any(isinstance(f, Dropout) and abs(f.scale - 1.25) < 1e-3 for f in found.facts)
+    on_shortcut = lambda t, x: (lambda h: h + t.drop_shortcut(t.ff(t.norm2(h))))(   # noqa: E731
+        t.drop_shortcut(x) + t.drop_shortcut(t.att(t.norm1(x))))
+    assert walk(parts, on_shortcut, train=True)[0].step == 5
