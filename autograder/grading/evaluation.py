@@ -18,7 +18,7 @@ from autograder.engine.checks import (
     Evidence, compounding, dropout, fail, gradients, order, prenorm, robustness, shortcuts
 )
 from autograder.engine.diagnosis.first_step import first_divergence
-from autograder.engine.facts import FirstStep
+from autograder.engine.facts import FirstStep, Responds
 from autograder.engine.questions.plan import Plan
 from autograder.engine.questions.probes import PROBES, Probing
 from autograder.engine.reading.answers import read_answer
@@ -186,8 +186,10 @@ def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list) 
         divergence = None   # the trace only explains lost points; equivalent code in any style has nothing to explain
     profiles = {"student": _student_profile(evidence, student), **ref.profiles}
     notes = _notes(raw, student) + _code_notes(evidence)
-    facts = () if divergence is None else tuple(f.to_dict() for f in (
-        *([FirstStep(divergence.mode, divergence.step)] if divergence.step is not None else []), *divergence.facts))
+    told = () if divergence is None else (
+        *([FirstStep(divergence.mode, divergence.step)] if divergence.step is not None else []), *divergence.facts)
+    facts = tuple(dict.fromkeys(f for f in (*told, *evidence.facts)))
+    facts = tuple(f.to_dict() for f in facts)
     return Evaluation(checks, divergence.text() if divergence else None, notes, profiles, tuple(errors), facts)
 
 
@@ -206,7 +208,14 @@ def _code_notes(evidence: Evidence) -> tuple:
         notes.append(note + ".")
     flow = evidence.flows.get("eval")
     if flow is not None and flow.decoys:
-        names = ", ".join(dict.fromkeys(step.name for step in flow.decoys))
-        notes.append(f"Your forward also called {names} on values whose results never reach what it returns; such "
-                     "calls earn nothing.")
+        # said only of a component whose every call the grader's reading leaves out of the result, and that the
+        # values confirm: what the block returns does not change when the grader changes that component's output
+        live = {step.name for step in flow.live}
+        idle = [name for name in dict.fromkeys(step.name for step in flow.decoys)
+                if name not in live and evidence.responds(name) is False]
+        if idle:
+            for name in idle:
+                evidence.facts.append(Responds("eval", name, False))
+            notes.append(f"Your forward also called {', '.join(idle)}, but what it returns does not change when "
+                         f"{'its' if len(idle) == 1 else 'their'} output changes: such calls earn nothing.")
     return tuple(notes)

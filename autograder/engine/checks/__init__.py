@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autograder.engine.diagnosis.anatomy import Anatomy
+from autograder.engine.diagnosis.boundaries import Walk
 from autograder.engine.facts import Ran, Responds
 from autograder.engine.diagnosis.first_step import student_program
 from autograder.engine.diagnosis.script import PRE_LN, compile_script
 from autograder.engine.reading.dataflow import arrays_close
 from autograder.engine.reading.program import canonical, in_mode, live, signature
-from autograder.engine.reading.replays import per_instance
+from autograder.engine.reading.replays import param_gradients, per_instance
 
 # Tolerance tiers for comparing float32 results with the reference: CUDA kernels reorder sums.
 TOLERANCES = {"cpu": (1e-5, 1e-6), "cuda": (2e-3, 2e-4)}
@@ -63,6 +64,7 @@ class Evidence:
     drop_p: float = 0.5
     divergence: object = None          # diagnosis.Divergence
     details: dict = field(default_factory=dict)
+    facts: list = field(default_factory=list)     # facts the parts' messages state (`engine.facts`)
 
     def obs(self, probe: str) -> dict:
         return self.student.get(probe) or {"ok": False, "error": {"type": "Missing", "message": "this probe did not run"}}
@@ -101,23 +103,28 @@ class Evidence:
         equal the reference's on the grader's input. In train mode, torch's seed was fixed before the call, as it
         was for the reference: a forward that draws its dropout masks as Pre-LN does (drop_shortcut on attention's
         output, then on the feed-forward output) gives the reference's very values, however it is written. Masks
-        drawn in another order (one call per sequence, say) give other values; such a run matches when the
-        grader's own Pre-LN, run with the masks that run's dropouts drew, gives its output and every gradient."""
+        drawn in another order (one call per sequence, say) give other values; such a run matches when, boundary
+        by boundary, it holds Pre-LN's values under the masks its own dropouts drew (`boundaries`), and its
+        gradients are those of Pre-LN under those masks."""
         if self.as_reference(mode):
             return True
-        if mode == "eval" or not self.obs(mode)["ok"]:
+        if mode == "eval":
             return False
+        expected = self.train_gradients
+        return expected is not None and self._agrees(self.obs("train"), self.obs("train")["y"], *expected)
+
+    @functools.cached_property
+    def train_gradients(self):
+        """Pre-LN's gradients under the masks the student's train run drew, where that run holds Pre-LN's values
+        boundary by boundary (None where it does not, or the run failed)."""
         flow = self.flows.get("train")
-        if flow is None or not flow.replayable:
-            return False
-        pre_ln = canonical(live(in_mode(compile_script(PRE_LN, self.drop_p), "train")))
-        if signature(canonical(live(student_program(flow, "train")))) != signature(pre_ln):
-            return False
-        try:
-            y, (x_grad, grads) = self.replays.output_in("train"), self.replays.gradients("train")
-        except ValueError:
-            return False
-        return self._agrees(self.obs("train"), y, x_grad, grads)
+        if flow is None or not self.obs("train")["ok"]:
+            return None
+        walk = Walk(flow, self.parts, "train", self.drop_p)
+        if walk.first() is not None or walk.masks is None:
+            return None
+        program = live(in_mode(compile_script(PRE_LN, self.drop_p), "train"))
+        return param_gradients(program, flow.x, self.parts, self.replays.readout, walk.masks, train=True)
 
     # --- credit only for work done ------------------------------------------------------------------
     @functools.cached_property
@@ -167,8 +174,8 @@ class Evidence:
         if weight >= REAL_WEIGHT:
             return None
         if weight < 1e-6:
-            return f"what your block returns does not depend on x through {NAMES[side]}"
-        return (f"what your block returns depends on x through {NAMES[side]} only {weight:.2g} times as much as a "
+            return f"in eval mode, what your block returns does not depend on x through {NAMES[side]}"
+        return (f"in eval mode, what your block returns depends on x through {NAMES[side]} only {weight:.2g} times as much as a "
                 f"Pre-LN block's does")
 
     @property
@@ -197,9 +204,11 @@ class Evidence:
         branch's output, or (neither known) that the grader could not see its output reach the result."""
         ran = sum(1 for call in self.flows[mode].calls if call.name == side and call.kind != "manual")
         if not ran:
+            self.facts.append(Ran(mode, side, 0))
             return Ran(mode, side, 0).text().capitalize()
         responds = self.responds(side)
         if responds is False:
+            self.facts.append(Responds("eval", side, False))
             return Responds("eval", side, False).text().capitalize()
         return (f"{NAMES[side].capitalize()} ran, but the grader could not follow its output into what your block "
                 "returns")
@@ -208,7 +217,7 @@ class Evidence:
         """Does the eval output change when the grader changes `side`'s output (the `respond` question)? None:
         that answer is missing."""
         mine, run = self.obs("respond"), self.obs("eval")
-        if not (mine["ok"] and run["ok"]):
+        if not (mine["ok"] and run["ok"]) or side not in mine:
             return None
         return not self.close(mine[side]["y"], run["y"])
 

@@ -7,6 +7,8 @@ call per sequence, say) are fine: what counts is that drop_shortcut acts once on
 """
 from __future__ import annotations
 
+from autograder.engine.facts import Output
+
 from . import PASS, Evidence, error_text, fail
 
 NAME = "forward_dropout"
@@ -14,12 +16,15 @@ ATT, FF, EVAL = ("dropout on attention's output", "dropout on the feed-forward o
 
 
 def _eval_off(evidence: Evidence):
-    train = evidence.flows.get("train")
     if evidence.matches("train") and evidence.matches("eval"):
-        return PASS
-    if train is None or not any(step.drops for step in train.live):
-        return fail("Not credited: your forward dropped nothing in train mode, so there is no dropout to switch off.")
-    active = [step for step in evidence.anatomy("eval").flow.live if step.drops]
+        return evidence.gate(PASS)
+    train, run = evidence.obs("train"), evidence.obs("eval")
+    if evidence.close(train["y"], run["y"]):
+        evidence.facts.append(Output("train", "eval", True))
+        return fail("Not credited: in train mode your forward returned exactly what it returns in eval mode, so it "
+                    "dropped nothing and there is no dropout to switch off.")
+    flow = evidence.flows.get("eval")
+    active = [step for step in flow.live if step.drops] if flow is not None else []
     if active:
         return fail(f"In eval mode {active[0].name} still dropped values of {evidence.flows['eval'].describe(active[0].takes)}: "
                     "dropout must be inactive after model.eval(); self.drop_shortcut follows .train() and .eval().")

@@ -115,6 +115,7 @@ class Found:
     step: int | None
     facts: list = field(default_factory=list)
     expected: str = ""            # Pre-LN's value there, in the lesson's notation
+    gloss: str = ""               # what the facts mean for the lesson's step (no fact of its own)
 
 
 class Walk:
@@ -136,6 +137,8 @@ class Walk:
         self.responses = responses or {}        # component -> the eval run with its output changed (see probes)
         self.keep = 1.0 / (1.0 - drop_p) if drop_p < 1 else 0.0
         self.values: dict = {"x": self.x}       # Pre-LN's values so far, by the names facts use
+        self.gloss = ""
+        self.masks: dict | None = None          # a run that follows Pre-LN: the masks its dropouts drew, by node
 
     # --- values -------------------------------------------------------------------------------------------
     def component(self, name: str, flat: np.ndarray) -> np.ndarray:
@@ -200,12 +203,18 @@ class Walk:
     # --- the walk ----------------------------------------------------------------------------------------
     def first(self) -> Found | None:
         """The first boundary where this run differs from Pre-LN (None: it does not, in its values)."""
+        found = self._first()
+        if found is not None and self.gloss:
+            found.gloss = self.gloss
+        return found
+
+    def _first(self) -> Found | None:
         n1 = self.values["norm1(x)"] = self.component("norm1", self.x)
         a = self.values["att(norm1(x))"] = self.component("att", n1)
         att = self.seen(("att",), n1)
-        if not att.covers:
+        if not att.covers and not self._handed_on(a, self.x + a):
             return self._attention(att, n1)
-        if not close(att.outputs, a, self.tol):
+        if att.covers and not close(att.outputs, a, self.tol):
             return Found(3, 3, [Received(self.mode, "att", None, VALUE["n1"], True)], "att(norm1(x))")
         found, d1 = self._dropout(4, a, "a", att)
         if found is not None:
@@ -216,19 +225,30 @@ class Walk:
             return self._second_start(norm2, h, d1, att)
         n2 = self.values["norm2(h)"] = self.component("norm2", h)
         ff = self.seen(("ff",), n2)
-        if not ff.covers:
-            return self._feed_forward(ff, h, n2, norm2)
         f = self.values["ff(norm2(h))"] = self.component("ff", n2)
-        if not close(ff.outputs, f, self.tol):
+        if not ff.covers and not self._handed_on(f, None, h + f):
+            return self._feed_forward(ff, h, n2, norm2)
+        if ff.covers and not close(ff.outputs, f, self.tol):
             return Found(8, 8, [Received(self.mode, "ff", None, VALUE["n2"], True)], "ff(norm2(h))")
         found, d2 = self._dropout(9, f, "f", ff)
         if found is not None:
             return found
         if close(self.y, h + d2, self.tol):
+            self.masks = {"d1": d1 / np.where(a == 0, 1.0, a), "d2": d2 / np.where(f == 0, 1.0, f)}
             return None
         facts = [Unknown(self.mode, None, None, "h + drop_shortcut(ff(norm2(h)))")]
         step = self._output(h, d2, ff, facts)
         return Found(10, step, facts if len(facts) == 1 else facts[1:], "h + drop_shortcut(ff(norm2(h)))")
+
+    def _handed_on(self, branch: np.ndarray, sum_in_eval: np.ndarray | None, out_in_eval=None) -> bool:
+        """Pre-LN's branch value reached its consumer though no recorded call of the branch's component gave it
+        (the component's own layers called one by one, say): in train mode a dropout received it whole; in eval
+        mode norm2 received `sum_in_eval`, or the block returned `out_in_eval`."""
+        if self.mode == "train":
+            return self.seen(DROPS, branch).covers
+        if sum_in_eval is not None:
+            return self.seen(("norm2",), sum_in_eval).covers
+        return out_in_eval is not None and close(self.y, out_in_eval, self.tol)
 
     def _attention(self, att: Seen, n1: np.ndarray) -> Found:
         """Attention did not receive norm1(x): step 2 when x was not normalized by norm1 (left as it is, another
@@ -278,6 +298,9 @@ class Walk:
                              value), branch
             return None, branch
         if not drops.covers:
+            by_hand = self._dropped_by_hand(branch, name)
+            if by_hand is not None:
+                return None, by_hand
             if not any(self.counts.get(d) for d in DROPS):
                 return Found(boundary, boundary, [Ran(self.mode, "drop_shortcut", 0)], value), None
             partial = drops.partial(self.mode, drops.calls[0].name, value) if drops.calls else None
@@ -298,6 +321,25 @@ class Walk:
                                               Dropout(self.mode, call.name, call.number, True, ratio, call.total)],
                          value), None
         return None, drops.outputs
+
+    def _dropped_by_hand(self, branch: np.ndarray, name: str) -> np.ndarray | None:
+        """A dropout the forward wrote itself, seen in values where no dropout call received the branch: what the
+        branch's sum received (norm2's input, less x; or what the block returned, less h) is the branch with some
+        values zeroed and the others scaled by 1 / (1 - p), as many zeroed as a dropout with drop_shortcut's p
+        zeroes (within five standard deviations). None where the values show no such dropout."""
+        if name == "a":
+            norm2 = self.calls_of("norm2")
+            if len(norm2) != 1 or self.placed(norm2[0]) is None:
+                return None
+            added = self.placed(norm2[0]) - self.x
+        else:
+            added = self.y - self.values["h"]
+        if not masked(added, branch, self.keep, self.tol):
+            return None
+        live = np.abs(branch) > 1e-9 * max(float(np.max(np.abs(branch))), 1.0)
+        count, zeroed = int(live.sum()), int((live & (np.abs(added) <= self.tol * np.abs(branch).max())).sum())
+        spread = 5 * np.sqrt(count * self.drop_p * (1 - self.drop_p))
+        return added if abs(zeroed - count * self.drop_p) <= spread else None
 
     def _second_start(self, norm2: Seen, h: np.ndarray, d1: np.ndarray, att: Seen) -> Found:
         """norm2 did not receive h. What the feed-forward network received, and the second shortcut (what the block
@@ -361,7 +403,12 @@ class Walk:
         terms = express(total - shortcut, {branch_name: branch}, self.tol)
         if terms is not None:                                  # the branch left out or scaled
             said({rule["shortcut"]: 1.0}, terms)
-            return rule["left out"] if terms[branch_name] == 0 else rule["sum"]
+            if terms[branch_name] == 0:
+                self.gloss = (f"{'the attention' if half == 'att' else 'the feed-forward'} branch is missing from that sum, "
+                              f"so the whole {'attention half (norm1, att)' if half == 'att' else 'feed-forward half (norm2, ff)'}"
+                              " does not reach the output")
+                return rule["left out"]
+            return rule["sum"]
         terms = express(total - branch, {rule["shortcut"]: shortcut}, self.tol)
         if terms is not None:                                  # the shortcut left out or scaled
             said(terms, {branch_name: 1.0})

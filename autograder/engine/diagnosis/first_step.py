@@ -197,8 +197,9 @@ def first_divergence(flows: dict, parts: dict, drop_p: float, responses: dict | 
     label = None if same or not both else mode
     cause = _cause(flows, parts, drop_p, mode, seen.step)
     step = cause[0].step if cause else seen.step
-    said = Said(tuple(seen.facts), f"Pre-LN hands it {seen.expected}" if seen.expected and seen.boundary < 10
-                else f"Pre-LN returns {seen.expected}" if seen.expected else "")
+    lesson = f"Pre-LN hands it {seen.expected}" if seen.expected and seen.boundary < 10 else \
+        f"Pre-LN returns {seen.expected}" if seen.expected else ""
+    said = Said(tuple(seen.facts), "; ".join(t for t in (seen.gloss, lesson) if t))
     message = cause[1] if cause else said.text()
     return Divergence(step, message, label, cause[0].kind if cause else None, label is not None and len(found) == 1,
                       tuple(seen.facts))
