@@ -24,10 +24,9 @@ import numpy as np
 from autograder.engine.diagnosis.anatomy import Anatomy
 from autograder.engine.diagnosis.boundaries import Walk
 from autograder.engine.facts import Ran, Responds
-from autograder.engine.diagnosis.first_step import student_program
 from autograder.engine.diagnosis.script import PRE_LN, compile_script
 from autograder.engine.reading.dataflow import arrays_close
-from autograder.engine.reading.program import canonical, in_mode, live, signature
+from autograder.engine.reading.program import in_mode, live
 from autograder.engine.reading.replays import param_gradients, per_instance
 
 # Tolerance tiers for comparing float32 results with the reference: CUDA kernels reorder sums.

@@ -15,7 +15,6 @@ GRADING_CFG = {"vocab_size": 101, "context_length": 8, "emb_dim": 32, "n_heads":
 PROFILE_DEPTH = 24
 BATCH = 3
 BIG_BATCH = 5
-MAX_CHAIN = 20
 # The inputs of the questions asked after the recorded runs, each drawn from a seed of its own: the answers
 # cannot be copied from an earlier answer, they must be computed.
 FRESH = ("repeat", "small", "batch", "double", "other")

@@ -2,7 +2,7 @@
 
 A program is a list of calls of the block's components (norm1, att, drop, norm2, ff, or a functional
 layer_norm), each on a sum of earlier values (the block input x and earlier calls' outputs, with
-coefficients), and the sum it returns. Pre-LN is one such program (`pre_ln`); a student's recorded run,
+coefficients), and the sum it returns. Pre-LN is one such program (`diagnosis.script.PRE_LN` compiled); a student's recorded run,
 once named (`naming.analyse`), is another; the wrong arrangements and every single-step mistake
 (`edits`) are others. The grader runs any of them with its own components (`run`), so it can compare them
 value by value, differentiate them, stack them and feed them inputs the student's code never saw.
@@ -20,7 +20,6 @@ import torch
 import torch.nn.functional as F
 
 NORMS = ("norm1", "norm2", "layer_norm")
-BRANCHES = ("att", "ff")
 TRAIN, ALWAYS = "train", "always"          # when a drop acts: in train mode only (nn.Dropout), or always
 
 
@@ -74,15 +73,6 @@ class Program:
         """Where node `key` is used: the ops (and "y") whose sums contain it."""
         found = [op for op in self.ops if key in op.takes]
         return found + (["y"] if key in self.out else [])
-
-
-def pre_ln(drop_p: float) -> Program:
-    """The Pre-LN block: the ten steps of the lesson, as a program."""
-    scale = 1.0 / (1.0 - drop_p) if drop_p < 1 else 0.0
-    ops = [Op("norm1", {"x": 1.0}, "n1"), Op("att", {"n1": 1.0}, "a"), Op("drop", {"a": 1.0}, "d1", scale=scale),
-           Op("norm2", {"x": 1.0, "d1": 1.0}, "n2"), Op("ff", {"n2": 1.0}, "f"),
-           Op("drop", {"f": 1.0}, "d2", scale=scale)]
-    return Program(ops, {"x": 1.0, "d1": 1.0, "d2": 1.0}, "Pre-LN")
 
 
 # --- views ---------------------------------------------------------------------------------------------
