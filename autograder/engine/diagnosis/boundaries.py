@@ -250,6 +250,23 @@ class Walk:
             return self.seen(("norm2",), sum_in_eval).covers
         return out_in_eval is not None and close(self.y, out_in_eval, self.tol)
 
+    def _input_replaced(self, norm1) -> bool:
+        """Did the forward replace x itself before using it: is the value norm1 received also the shortcut of the
+        first sum (norm2's input less attention's branch as the forward computed it)?"""
+        start, norm2 = self.placed(norm1), self.calls_of("norm2")
+        atts = self.calls_of("att")
+        if start is None or len(norm2) != 1 or len(atts) != 1 or self.placed(norm2[0]) is None or \
+                tuple(atts[0].output.shape) != tuple(self.shape):
+            return False
+        branch = atts[0].output.reshape(-1)
+        if self.mode == "train":
+            drop = next((c for c in self.calls_of(*DROPS) if tuple(c.input.shape) == tuple(self.shape)
+                         and close(c.input, branch, self.tol)), None)
+            if drop is None:
+                return False
+            branch = drop.output.reshape(-1)
+        return close(self.placed(norm2[0]) - branch, start, self.tol) and not close(start, self.x, self.tol)
+
     def _attention(self, att: Seen, n1: np.ndarray) -> Found:
         """Attention did not receive norm1(x): step 2 when x was not normalized by norm1 (left as it is, another
         normalization, norm1 on something else), else 3."""
@@ -270,8 +287,12 @@ class Walk:
             if source.name != "norm1" or getattr(source, "variant", None) is not None:
                 return Found(3, 2, facts, expected)
             if locate(source.input, self.x, self.near) is None:
-                return Found(3, 2, facts + [Received(self.mode, "norm1", source.number, "x", False,
-                                                     source.total)], expected)
+                facts.append(Received(self.mode, "norm1", source.number, "x", False, source.total))
+                if self._input_replaced(source):
+                    self.gloss = ("what norm1 received is also what the first sum adds attention's branch to: x "
+                                  "itself was changed before the block used it")
+                    return Found(3, 1, facts, expected)
+                return Found(3, 2, facts, expected)
         if not norm1.covers:
             what = [Ran(self.mode, "norm1", 0)] if not self.counts.get("norm1") else [
                 Received(self.mode, "norm1", None, "x", False, None)]
