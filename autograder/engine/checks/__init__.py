@@ -201,7 +201,9 @@ class Evidence:
         """Why a half is missing from what the grader can follow in the `mode` run, said from values: the branch
         never ran (no call was recorded), or what the block returns does not change when the grader changes the
         branch's output, or (neither known) that the grader could not see its output reach the result."""
-        ran = sum(1 for call in self.flows[mode].calls if call.name == side and call.kind != "manual")
+        flow = self.flows[mode]
+        ran = max(sum(1 for call in flow.calls if call.name == side and call.kind != "manual"),
+                  flow.counts.get(side, 0))
         if not ran:
             self.facts.append(Ran(mode, side, 0))
             return Ran(mode, side, 0).text().capitalize()

@@ -107,9 +107,10 @@ def _recorded_run(p: Probing, train: bool, x=None, gradients: bool = True, chang
         y = p.call(block, given)
     calls = [{"name": c.name, "kind": c.kind, "input": c.input, "output": c.output, "training": c.training,
               "via": c.via, "where": c.where, "no_grad": c.no_grad} for c in recorder.calls]
-    result = {"y": y.detach(), "calls": calls, "notes": list(p.notes)}
+    counts = dict(recorder.counts)
+    result = {"y": y.detach(), "calls": calls, "notes": list(p.notes), "counts": counts}
     if not gradients:
-        return {"y": result["y"], "calls": calls}
+        return {"y": result["y"], "calls": calls, "counts": counts}
     try:
         if y.requires_grad:
             (y * p.randn(y.shape, p.plan.readout)).sum().backward()

@@ -81,6 +81,7 @@ class Recorder:
         self.detached: dict[int, dict] = {}   # id(detached tensor) -> its event
         self._inside = 0                      # > 0 while a component or the recorder itself is running
         self.unrecorded = 0                   # calls whose values could not be copied (see `_snapshot`)
+        self.counts: dict[str, int] = {}      # every call of each component, recorded or not
 
     def _snapshot(self, value):
         """A plain copy of `value`'s numbers, or None where it has none to copy here: a tensor inside
@@ -115,6 +116,7 @@ class Recorder:
             self.params[id(module.scale)] = name
 
         def forward(*args, **kwargs):
+            self.counts[name] = self.counts.get(name, 0) + 1
             value = args[0] if args else next(iter(kwargs.values()), None)
             # the input as it was before the call: a call may write into its input (nn.Dropout(inplace=True))
             before = self._snapshot(value) if isinstance(value, torch.Tensor) else None
@@ -179,6 +181,12 @@ class EventMode(TorchFunctionMode):
     def _functional(self, name, args, kwargs, before, out) -> None:
         value = args[0] if args else kwargs.get("input")
         recorder = self.recorder
+        if name == "layer_norm":
+            weight = args[2] if len(args) > 2 else kwargs.get("weight")
+            label = recorder.params.get(id(weight), "layer_norm") if weight is not None else "layer_norm"
+        else:
+            label = "dropout"
+        recorder.counts[label] = recorder.counts.get(label, 0) + 1
         after = recorder._snapshot(out) if before is not None and isinstance(out, torch.Tensor) else None
         if after is None:
             return

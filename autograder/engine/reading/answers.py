@@ -154,8 +154,9 @@ def _events(value, expect: Expect) -> list[dict]:
 
 
 def _recorded_run(answer: dict, expect: Expect) -> dict:
-    _dict(answer, "answer", {"ok", "y", "calls", "notes", "x_grad", "param_grads", "grad_error", "events"})
+    _dict(answer, "answer", {"ok", "y", "calls", "notes", "x_grad", "param_grads", "grad_error", "events", "counts"})
     out = {"y": tensor(_field(answer, "y", "answer"), "y", expect.x),
+           "counts": _counts(answer.get("counts"), "counts"),
            "calls": _calls(_field(answer, "calls", "answer"), expect),
            "events": _events(_field(answer, "events", "answer"), expect),
            "notes": [_text(n, "notes[]", False) for n in _short_list(answer.get("notes", []), "notes", 5)]}
@@ -173,9 +174,20 @@ def _recorded_run(answer: dict, expect: Expect) -> dict:
 
 def _plain_run(answer: dict, expect: Expect, where: str = "answer") -> dict:
     """A recorded run without gradients (the `eval_other` question, each of `respond`'s)."""
-    _dict(answer, where, {"ok", "y", "calls"} if where == "answer" else {"y", "calls"})
+    _dict(answer, where, {"ok", "y", "calls", "counts"} if where == "answer" else {"y", "calls", "counts"})
     return {"y": tensor(_field(answer, "y", where), f"{where}.y", expect.x),
+            "counts": _counts(answer.get("counts"), f"{where}.counts"),
             "calls": _calls(_field(answer, "calls", where), expect, MAX_CALLS if where == "answer" else RESPONSE_CALLS)}
+
+
+def _counts(value, where: str) -> dict:
+    """How many times the run called each component, recorded or not (used only to say whether it ran)."""
+    if value is None:
+        return {}
+    counts = _dict(value, where, CALL_NAMES)
+    if not all(type(n) is int and 0 <= n <= 1 << 20 for n in counts.values()):
+        raise Malformed(f"{where} holds something other than counts")
+    return dict(counts)
 
 
 def _short_list(value, where: str, limit: int) -> list:

@@ -147,6 +147,7 @@ class Flow:
     labels: dict = field(default_factory=dict)       # node -> readable expression
     vectors: dict = field(default_factory=dict)      # node -> flat float64 value over block positions
     covers: dict = field(default_factory=dict)       # node -> positions it covers
+    counts: dict = field(default_factory=dict)       # component -> calls the run reported, recorded or not
 
     # --- reading ------------------------------------------------------------------------------------
     def value(self, combination: dict) -> np.ndarray:
