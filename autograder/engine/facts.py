@@ -169,6 +169,37 @@ class Changes(Fact):
 
 
 @dataclass(frozen=True)
+class Gave(Fact):
+    """The calls of `component` received Pre-LN's value `received` (whole, in pieces or rearranged), and what they
+    returned, put back where each piece came from, is (`equal`) or is not Pre-LN's value `value`."""
+    kind: ClassVar[str] = "gave"
+    component: str
+    received: str
+    value: str
+    equal: bool
+
+    def text(self) -> str:
+        verb = "is" if self.equal else "is not"
+        return (f"{_what(self.component)} received {self.received}, in pieces or rearranged, and what it returned, "
+                f"put back in place, {verb} {self.value}")
+
+
+@dataclass(frozen=True)
+class Shortcut(Fact):
+    """The sum of a half (`half` "att": what norm2 received; "ff": what the block returned) less that half's branch as
+    the forward computed it (attention's or the feed-forward network's output) is (`equal`) or is not that half's
+    shortcut in Pre-LN (x, h)."""
+    kind: ClassVar[str] = "shortcut"
+    half: str
+    equal: bool
+
+    def text(self) -> str:
+        where, branch, value = (("what norm2 received", "attention's output", "x") if self.half == "att" else
+                                ("what your block returned", "the feed-forward output", "h"))
+        return f"{where}, less {branch}, {'is' if self.equal else 'is not'} {value}"
+
+
+@dataclass(frozen=True)
 class Output(Fact):
     """What the block returned equals (`equal`) or differs from `equals`: "pre_ln" (Pre-LN's output), "x" (its
     input), "post_ln" or "no_shortcuts" (those arrangements' outputs), "eval" (its own eval-mode output)."""
@@ -243,5 +274,5 @@ class Said:
         return body + (f"; {self.extra}" if body and self.extra else self.extra)
 
 
-KINDS = {cls.kind: cls for cls in (Ran, Received, Partial, Sum, Unknown, Responds, Changes, Output, Dropout, Gradient,
+KINDS = {cls.kind: cls for cls in (Ran, Received, Partial, Gave, Sum, Shortcut, Unknown, Responds, Changes, Output, Dropout, Gradient,
                                    FirstStep)}

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from autograder.engine.facts import Changes, Dropout, Partial, Ran, Received, Sum, Unknown
+from autograder.engine.facts import Changes, Dropout, Gave, Partial, Ran, Received, Shortcut, Sum, Unknown
 from autograder.engine.reading.placement import tidy
 
 DROPS = ("drop_shortcut", "dropout")
@@ -206,9 +206,41 @@ class Walk:
     def first(self) -> Found | None:
         """The first boundary where this run differs from Pre-LN (None: it does not, in its values)."""
         found = self._first()
+        if found is not None and found.step is not None:
+            found = self._shortcut_first(found)
         if found is not None and self.gloss:
             found.gloss = self.gloss
         return found
+
+    def _shortcut_first(self, found: Found) -> Found:
+        """Steps 1 and 6 (the shortcuts) come before the steps of their half, but show only at the half's sum. A
+        divergence seen at steps 2-4 (7-9) is the first only where that sum's shortcut is right: the grader's change
+        of the branch component's output moves the sum by exactly that change (the branch reaches it as it is), and
+        the sum less that branch is x (h). A shortcut that is not is the first step (1, 6); where the values cannot
+        tell, no step is named."""
+        first = found.step in (2, 3, 4)
+        if not (first or found.step in (7, 8, 9)):
+            return found
+        half = "att" if first else "ff"
+        branches = self.calls_of(half)
+        sums = self.calls_of("norm2") if first else []
+        if len(branches) != 1 or tuple(branches[0].output.shape) != tuple(self.shape) or self.mode != "eval" or \
+                (first and (len(sums) != 1 or self.placed(sums[0]) is None)):
+            return found
+        total = self.placed(sums[0]) if first else self.y
+        change = self._change(half, sums[0] if first else "out")
+        if change is None:
+            return found
+        shortcut = total - branches[0].output.reshape(-1)
+        expected = self.x if first else (self.values.get("h") if "h" in self.values else None)
+        if expected is None:
+            return found
+        if not change.exactly:
+            return Found(found.boundary, None, found.facts + [change], found.expected)
+        if close(shortcut, expected, self.tol):
+            return found
+        return Found(found.boundary, 1 if first else 6, found.facts + [change, Shortcut(self.mode, half, False)],
+                     found.expected)
 
     def _first(self) -> Found | None:
         n1 = self.values["norm1(x)"] = self.component("norm1", self.x)
@@ -217,7 +249,7 @@ class Walk:
         if not att.covers and not self._handed_on(a, self.x + a):
             return self._attention(att, n1)
         if att.covers and not close(att.outputs, a, self.tol):
-            return Found(3, 3, [Received(self.mode, "att", None, VALUE["n1"], True)], "att(norm1(x))")
+            return Found(3, 3, [Gave(self.mode, "att", VALUE["n1"], VALUE["a"], False)], "att(norm1(x))")
         found, d1 = self._dropout(4, a, "a", att)
         if found is not None:
             return found
@@ -231,7 +263,7 @@ class Walk:
         if not ff.covers and not self._handed_on(f, None, h + f):
             return self._feed_forward(ff, h, n2, norm2)
         if ff.covers and not close(ff.outputs, f, self.tol):
-            return Found(8, 8, [Received(self.mode, "ff", None, VALUE["n2"], True)], "ff(norm2(h))")
+            return Found(8, 8, [Gave(self.mode, "ff", VALUE["n2"], VALUE["f"], False)], "ff(norm2(h))")
         found, d2 = self._dropout(9, f, "f", ff)
         if found is not None:
             return found
@@ -283,7 +315,11 @@ class Walk:
             ran = self._ran("att")
             if ran is None:          # it ran where the grader could not record it (inside vmap, say)
                 return Found(3, None, [], expected)
-            return Found(3, 3 if norm1.covers else 2, [ran], expected)
+            handed = self.seen(DROPS, n1).covers if self.mode == "train" else self.seen(("norm2",), self.x + n1).covers
+            if norm1.covers or handed:      # norm1(x) was made, and went on without attention
+                return Found(3, 3, [ran], expected)
+            unseen = self.counts.get("norm1", 0) > len(self.calls_of("norm1"))
+            return Found(3, None if unseen else 2, [ran], expected)
         partial = att.partial(self.mode, "att", expected)
         if partial is not None:
             return Found(3, 3, [partial], expected)
