@@ -7,7 +7,8 @@ call per sequence, say) are fine: what counts is that drop_shortcut acts once on
 """
 from __future__ import annotations
 
-from autograder.engine.facts import Output
+from autograder.engine.diagnosis.boundaries import Walk
+from autograder.engine.facts import Output, Said
 
 from . import PASS, Evidence, error_text, fail
 
@@ -44,12 +45,31 @@ def _placed(evidence: Evidence, side: str):
     return outcome
 
 
+def _train_only(evidence: Evidence):
+    """Both dropout parts read right, yet the train run holds other values than Pre-LN under its own masks while
+    the eval run holds Pre-LN's (an extra dropout on a sum, say): the part of the half where the train run first
+    differs fails, with what the values show there. None when the train run matches or the eval run does not."""
+    flow = evidence.flows.get("train")
+    if flow is None or evidence.matches("train") or not evidence.matches("eval"):
+        return None
+    found = Walk(flow, evidence.parts, "train", evidence.drop_p).first()
+    if found is None:
+        return None
+    evidence.facts.extend(found.facts)
+    said = Said(tuple(found.facts), f"Pre-LN hands it {found.expected}" if found.boundary < 10 else "").text()
+    return (ATT if found.boundary <= 5 else FF), (f"In train mode your forward holds other values than Pre-LN does "
+                                                  f"under the masks its own dropouts drew: {said}.")
+
+
 def evaluate(evidence: Evidence) -> dict:
     train = evidence.obs("train")
     if not train["ok"]:
         message = f"In train mode: {error_text(train)}."
         return {ATT: fail(message), FF: fail(message), EVAL: fail(message)}
     placed = {ATT: _placed(evidence, "att"), FF: _placed(evidence, "ff")}
+    unexplained = _train_only(evidence) if all(o.passed for o in placed.values()) else None
+    if unexplained is not None:
+        placed[unexplained[0]] = fail(unexplained[1])
     if not evidence.obs("eval")["ok"]:
         return {**placed, EVAL: fail(error_text(evidence.obs("eval")))}
     return {**placed, EVAL: _eval_off(evidence)}
