@@ -11,7 +11,9 @@ Layers of isolation, the strongest available used, and named in every result (`e
 * always: a fresh forked child per run, until done or out of CPU time (code that only waits gets
   `wall_factor` times as long in wall-clock time), killed with everything it started; limits on memory, CPU,
   file size, open files and processes; a clean environment; the grader's modules blocked from import; a
-  seccomp filter (no other system-call ABI, no io_uring); a bound on the answers' total size;
+  seccomp allowlist (only the system calls grading needs, no other ABI); a new session key ring for the
+  server, each job and each child, and a user namespace per child where the kernel allows one; a bound on the
+  answers' total size (the kinds of kernel object and how each layer closes them: `autograder.sandbox.kinds`);
 * as root: each job runs as an unprivileged user of its own, and everything it starts lives in one control
   group (one memory and process limit, one CPU clock) where the host lets the kit make one;
 * bubblewrap, or namespaces as root: each child gets a root of its own with only the system, Python and the code
@@ -177,6 +179,7 @@ class SandboxServer:
         send_message(self.control, {"questions": kit.QUESTIONS, "kit_code": self.assignment.public_code(), "limits": asdict(self.limits),
                                     "hide_root": str(kit.ROOT), "groups": self.groups, "keep": keep, "view": view,
                                     "landlock": self.landlock != "off", "sandbox_users": self.root,
+                                    "user_namespace": self.namespaces != "off",
                                     "scratch": self.scratch})
 
     def wait_until_ready(self) -> None:
@@ -266,9 +269,14 @@ def describe(layers: dict, bubblewrap: bool, root: bool) -> str:
     if not (bubblewrap or root):
         return UNSAFE
     parts = ["fresh child per submission, forked from a server that never holds student data",
-             "CPU-time, memory, process, output and answer-size limits"]
+             "CPU-time, memory, process, output and answer-size limits",
+             "a seccomp allowlist (only the system calls grading needs)" if layers.get("seccomp") == "allowlist"
+             else "NO SECCOMP FILTER", "a new session key ring per server, job and child"
+             if layers.get("session_keyring") else "the session key ring inherited by the server"]
     if root:
         parts.append("an unprivileged user of its own per submission")
+    if layers.get("user_namespace"):
+        parts.append("a user namespace of its own per child")
     if layers.get("cgroups"):
         parts.append("one control group per submission")
     if bubblewrap:
