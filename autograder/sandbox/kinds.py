@@ -41,8 +41,13 @@ class Kind:
 
 
 def _row(name: str, title: str, *cells: tuple[str, str]) -> Kind:
+    """A row; a cell's text "same" is the text of the cell before it."""
     assert len(cells) == len(LAYERS), name
-    return Kind(name, title, {layer: Closed(how, text) for layer, (how, text) in zip(LAYERS, cells)})
+    closed, before = {}, ""
+    for layer, (how, text) in zip(LAYERS, cells):
+        before = before if text == "same" else text
+        closed[layer] = Closed(how, before)
+    return Kind(name, title, closed)
 
 
 SECCOMP = "refused (the seccomp allowlist)"
@@ -106,8 +111,9 @@ KINDS = (
          *[(OWN, "a child starts with its channel, its output and /dev/null only; what it makes ends with its "
                  "processes; taking another's (pidfd_getfd) " + SECCOMP)] * 5),
     _row("network", "network",
-         (REMOVED, "none but the server's own loopback, in its empty network namespace (one job at a time; "
-                   "whatever listens is killed with the job)"),
+         (REFUSED, "none: the server's own, empty network namespace, where Landlock (ABI 4 on) refuses every TCP "
+                   "bind and connect (without it: the server's loopback only, one job at a time, whatever listens "
+                   "killed with the job)"),
          (REFUSED, "none (a network namespace of its own per child, nothing up)"),
          (REFUSED, "sockets refused (seccomp); TCP refused by Landlock too"), (REFUSED, "sockets refused (seccomp)"),
          (REFUSED, "sockets refused (seccomp)")),
@@ -139,5 +145,34 @@ def readme_table() -> str:
     """The README's layer table, in Markdown."""
     lines = ["| | " + " | ".join(LAYERS.values()) + " |", "|---" * (len(LAYERS) + 1) + "|"]
     for kind in KINDS:
-        lines.append(f"| {kind.title} | " + " | ".join(kind.closed[layer].text for layer in LAYERS) + " |")
+        texts = [kind.closed[layer].text for layer in LAYERS]
+        shown = [text if i == 0 or text != texts[i - 1] else "same" for i, text in enumerate(texts)]
+        lines.append(f"| {kind.title} | " + " | ".join(shown) + " |")
     return "\n".join(lines) + "\n"
+
+
+BEGIN = "<!-- the layer table: generated from autograder/sandbox/kinds.py (python -m autograder.sandbox.kinds) -->"
+END = "<!-- end of the layer table -->"
+
+
+def in_readme(text: str) -> str | None:
+    """The layer table as the README holds it (between BEGIN and END), or None."""
+    if BEGIN not in text or END not in text:
+        return None
+    return text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n") + "\n"
+
+
+def write_readme(path) -> None:
+    """Put the table generated now into the README at `path`, between its markers."""
+    from pathlib import Path
+
+    path = Path(path)
+    text = path.read_text()
+    head, rest = text.split(BEGIN, 1)
+    path.write_text(head + BEGIN + "\n" + readme_table() + END + rest.split(END, 1)[1])
+
+
+if __name__ == "__main__":
+    from pathlib import Path
+
+    write_readme(Path(__file__).resolve().parents[2] / "README.md")

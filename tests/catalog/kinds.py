@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from autograder.sandbox import kinds
 from autograder.sandbox.parent import client as sandbox
 
 PREFIX = "classmate-secret-"
@@ -218,22 +217,16 @@ def _unix_names(prefix: str) -> list[str]:
     return [line.split()[-1] for line in lines if line.split()[-1].startswith(prefix)]
 
 
-def sandbox_key_users() -> dict[int, int]:
-    """uid -> keys it owns, for every sandbox uid that owns any (from /proc/key-users)."""
-    owners = {}
-    for line in Path("/proc/key-users").read_text().splitlines():
-        uid, rest = line.split(":", 1)
-        keys = int(rest.split()[1].split("/")[0])
-        if int(uid) >= sandbox.SANDBOX_UID_BASE and keys:
-            owners[int(uid)] = keys
-    return owners
-
-
 def _keys(context) -> list[str]:
-    deadline = time.monotonic() + 5               # the kernel collects the keys of ended processes lazily
-    while sandbox_key_users() and time.monotonic() < deadline:
+    """Keys sandbox uids own now that they did not before the class (the kernel collects an ended process's
+    keys lazily: a few seconds are given), and any key in the grader's own session ring."""
+    from session_ring import sandbox_key_owners
+
+    deadline = time.monotonic() + 5
+    while sandbox_key_owners() != context.key_owners and time.monotonic() < deadline:
         time.sleep(0.1)
-    found = [f"keys of sandbox uid {uid}: {count}" for uid, count in sandbox_key_users().items()]
+    found = [f"keys of sandbox uid {uid}: {line}" for uid, line in sandbox_key_owners().items()
+             if context.key_owners.get(uid) != line]
     return found + [f"key in the grader's session ring: {k}" for k in (context.ring_contents() or [])]
 
 

@@ -11,7 +11,6 @@ the class is graded.
 """
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -23,25 +22,11 @@ from autograder.sandbox.inside import seccomp
 from catalog.build import submission
 from catalog.hostile import cell, template
 from layers import LAYERS, layer_available
+from session_ring import run_under_ring, sandbox_key_owners
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the red team's attack is on root's sandbox users")
 
 FORWARD_CHECKS = [name for name in RUBRIC if name != "compounding"]
-RING = "layernorm-grader-session"
-
-# Joins a named session key ring, runs grade-class under it, then prints the serials of the keys the ring holds.
-LAUNCH = r"""
-import ctypes, json, os, subprocess, sys
-libc = ctypes.CDLL(None, use_errno=True)
-keyctl = int(sys.argv[1])
-if libc.syscall(keyctl, 1, sys.argv[2].encode()) < 0:          # KEYCTL_JOIN_SESSION_KEYRING, by name
-    raise OSError(ctypes.get_errno(), "could not join a session key ring")
-done = subprocess.run([sys.executable, "-m", "autograder", "grade-class", *sys.argv[3:]])
-buffer = ctypes.create_string_buffer(4096)
-size = libc.syscall(keyctl, 11, ctypes.c_long(-3), buffer, 4096)   # KEYCTL_READ of the session ring: its keys
-keys = [int.from_bytes(buffer.raw[i:i + 4], "little") for i in range(0, max(0, min(size, 4096)), 4)]
-print(json.dumps({"status": done.returncode, "ring_keys": keys}))
-"""
 
 STORE = """
 import ctypes, os
@@ -92,21 +77,12 @@ def _numbers() -> dict:
     return {name: seccomp.number(name) for name in ("add_key", "keyctl", "request_key")}
 
 
-def _sandbox_key_owners() -> dict:
-    owners = {}
-    for line in open("/proc/key-users").read().splitlines():
-        uid, rest = line.split(":", 1)
-        if int(uid) >= 200_000 and int(rest.split()[1].split("/")[0]):
-            owners[int(uid)] = rest.strip()
-    return owners
-
-
 @pytest.mark.parametrize("layer", list(LAYERS))
 def test_a_classmate_finds_no_key_of_hers_under_an_inherited_session_ring(layer, tmp_path):
     why = layer_available(layer)
     if why:
         pytest.skip(f"layer '{layer}' not available: {why}")
-    numbers, mark, owners = _numbers(), f"key-secret-{os.getpid()}-{layer}", _sandbox_key_owners()
+    numbers, mark, owners = _numbers(), f"key-secret-{os.getpid()}-{layer}", sandbox_key_owners()
     root, out = tmp_path / "class", tmp_path / "out"
     root.mkdir()
     source = FORWARD + f"# {mark}\n"
@@ -115,12 +91,9 @@ def test_a_classmate_finds_no_key_of_hers_under_an_inherited_session_ring(layer,
     (root / "b_thief.py").write_text(template(cell(STEAL.format(**numbers))))
     env = {**os.environ, "AUTOGRADER_JOB_UIDS": "1", "AUTOGRADER_BUBBLEWRAP": LAYERS[layer].get("bubblewrap", "auto"),
            "AUTOGRADER_NAMESPACES": LAYERS[layer].get("namespaces", "auto")}
-    done = subprocess.run([sys.executable, "-c", LAUNCH, str(numbers["keyctl"]), RING, str(root),
-                           "--out", str(out), "--workers", "1", "--seed", "5", "--force"],
-                          cwd=kit.ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    launched = json.loads(done.stdout.strip().splitlines()[-1])
-    assert launched["status"] == 0, done.stderr[-3000:]
+    launched = run_under_ring([sys.executable, "-m", "autograder", "grade-class", root, "--out", out, "--workers", "1",
+                               "--seed", "5", "--force"], kit.ROOT, env)
+    assert launched["status"] == 0, launched["stderr"][-3000:]
     victim = json.loads((out / "a_victim" / "results.json").read_text())
     thief = json.loads((out / "b_thief" / "results.json").read_text())
     assert victim["score"] == TOTAL_POINTS
@@ -130,7 +103,7 @@ def test_a_classmate_finds_no_key_of_hers_under_an_inherited_session_ring(layer,
     assert "found no key" in json.dumps(thief)                       # he did search
     assert launched["ring_keys"] == [], "a student's key is in the grader's own session ring"
     deadline = time.monotonic() + 5                                  # the kernel collects keys lazily
-    while _sandbox_key_owners() != owners and time.monotonic() < deadline:
+    while sandbox_key_owners() != owners and time.monotonic() < deadline:
         time.sleep(0.1)
-    new = {uid: keys for uid, keys in _sandbox_key_owners().items() if owners.get(uid) != keys}
+    new = {uid: keys for uid, keys in sandbox_key_owners().items() if owners.get(uid) != keys}
     assert new == {}, "sandbox uids own keys they did not own before the class"
