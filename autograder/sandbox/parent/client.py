@@ -40,6 +40,7 @@ import threading
 from dataclasses import asdict, dataclass
 
 from autograder.course import kit
+from autograder.sandbox.kinds import UNSAFE, describe
 from autograder.sandbox.inside import cleanup, jobs
 from autograder.sandbox.inside.processes import kill_user
 from autograder.sandbox.inside.protocol import MAX_ANSWER_BYTES, control_pair, hand_over, receive_within, send_message
@@ -54,7 +55,6 @@ SANDBOX_UID_BASE = 200_000
 JOB_UIDS = 256
 # AUTOGRADER_JOB_UIDS=N: the jobs of a server take turns over N uids of its block only (tests: N=1 makes every job
 # of a server reuse one uid, as job 257 reuses job 1's)
-UNSAFE = "UNSAFE: not isolated (no bubblewrap, not root): the submission could read the grading files"
 REPLY_LIMIT = 2 * MAX_ANSWER_BYTES + (8 << 20)
 bubblewrap_works = bubblewrap.works
 
@@ -265,36 +265,6 @@ class SandboxServer:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def describe(layers: dict, bubblewrap: bool, root: bool) -> str:
-    """The isolation a server gives, as every result names it."""
-    if not (bubblewrap or root):
-        return UNSAFE
-    parts = ["fresh child per submission, forked from a server that never holds student data",
-             "CPU-time, memory, process, output and answer-size limits",
-             "a seccomp allowlist (only the system calls grading needs)" if layers.get("seccomp") == "allowlist"
-             else "NO SECCOMP FILTER", "a new session key ring per server, job and child"
-             if layers.get("session_keyring") else "the session key ring inherited by the server"]
-    if root:
-        parts.append("an unprivileged user of its own per submission")
-    if layers.get("user_namespace"):
-        parts.append("a user namespace of its own per child")
-    if layers.get("cgroups"):
-        parts.append("one control group per submission")
-    if bubblewrap:
-        parts.append("bubblewrap: no network")
-    if layers.get("namespaces"):
-        parts.append("namespaces: a root of its own per child (only the system, Python and the sandbox's own code; own /tmp, "
-                     "IPC and network)")
-    if layers.get("landlock"):
-        parts.append("Landlock: reads only the system, Python and the sandbox's own code, writes only its own folder")
-    if not (bubblewrap or layers.get("namespaces")):
-        if not layers.get("landlock"):
-            parts.append("grading folders closed to other users by permissions while grading (other files the "
-                         "world may read stay readable)")
-        parts.append("sockets and IPC refused (seccomp)" if layers.get("no_sockets") else "NETWORK OPEN")
-    return "; ".join(parts)
 
 
 def _join(folders: list[str]) -> None:
