@@ -160,6 +160,9 @@ def _tags(value, position: int, notes: Notes) -> tuple[str, ...]:
         return ()
     if isinstance(value, list) and all(isinstance(tag, str) for tag in value):
         return tuple(text(tag) for tag in value)
+    if isinstance(value, str):
+        notes.add(position, f"its tags are one name, not a list: read as the tag {text(value)[:40]!r}")
+        return (text(value),)
     notes.add(position, f"its tags are {_kind(value)}, not a list of names: read without them")
     return ()
 
