@@ -106,6 +106,13 @@ def text(value: str) -> str:
         return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
+def name_text(name: str) -> str:
+    """A file or folder name as plain text: bytes that are not UTF-8, and characters that do not print (line
+    breaks, tabs, direction overrides), written as backslash escapes."""
+    name = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in name)
+
+
 class Notes:
     """What was odd about a notebook's cells, in the student's terms (a few, then how many more)."""
 

@@ -13,7 +13,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .fence import MAX_BYTES, SubmissionError, decode, notebook_cells, parse_json
+from .fence import MAX_BYTES, SubmissionError, decode, name_text, notebook_cells, parse_json
 
 EXPERIMENT_TAG = "experiment"       # slow demo / figure cells: skipped by graders and the local runner
 VISIBLE_TEST_PREFIX = "test_"       # grade_id prefix of the visible tests students run locally
@@ -86,32 +86,32 @@ def cells_from_python(text: str) -> list[Cell]:
 def read_bytes(path: str | Path, max_bytes: int = MAX_BYTES) -> bytes:
     """A submission's bytes: a plain file only (no symlink, FIFO or device, which could point at the solution or
     hang the grader), at most `max_bytes`, read without following links and without blocking."""
-    path = Path(path)
+    path, name = Path(path), name_text(Path(path).name)
     try:
         info = os.lstat(path)
         if stat.S_ISLNK(info.st_mode):
-            raise SubmissionError(f"{path.name} is a symbolic link, not a file: submit the notebook itself")
+            raise SubmissionError(f"{name} is a symbolic link, not a file: submit the notebook itself")
         if not stat.S_ISREG(info.st_mode):
-            raise SubmissionError(f"{path.name} is not a regular file (a pipe, a device or a folder)")
+            raise SubmissionError(f"{name} is not a regular file (a pipe, a device or a folder)")
         if info.st_size > max_bytes:
-            raise SubmissionError(f"{path.name} is larger than {max_bytes // 1_000_000} MB")
+            raise SubmissionError(f"{name} is larger than {max_bytes // 1_000_000} MB")
         handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         try:
             if not stat.S_ISREG(os.fstat(handle).st_mode):
-                raise SubmissionError(f"{path.name} is not a regular file")
+                raise SubmissionError(f"{name} is not a regular file")
             data = os.read(handle, max_bytes + 1)
         finally:
             os.close(handle)
     except OSError as error:
-        raise SubmissionError(f"could not read {path.name}: {error.strerror or error}") from None
+        raise SubmissionError(f"could not read {name}: {error.strerror or error}") from None
     if len(data) > max_bytes:
-        raise SubmissionError(f"{path.name} is larger than {max_bytes // 1_000_000} MB")
+        raise SubmissionError(f"{name} is larger than {max_bytes // 1_000_000} MB")
     return data
 
 
 def read_text(path: str | Path, max_bytes: int = MAX_BYTES) -> str:
     path = Path(path)
-    return decode(read_bytes(path, max_bytes), path.name, python=path.suffix == ".py")
+    return decode(read_bytes(path, max_bytes), name_text(path.name), python=path.suffix == ".py")
 
 
 def read_submission(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Reading:
@@ -120,7 +120,7 @@ def read_submission(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Reading:
     text = read_text(path, max_bytes)
     if path.suffix == ".py":
         return Reading(cells_from_python(text))
-    return read_notebook(parse_json(text, path.name), path.name)
+    return read_notebook(parse_json(text, name_text(path.name)), name_text(path.name))
 
 
 def read_cells(path: str | Path, *, max_bytes: int = MAX_BYTES) -> list[Cell]:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from autograder.course import kit
+from autograder.course.fence import name_text
 from autograder.course.notebook import SubmissionError, read_submission, student_code
 from autograder.engine.questions.plan import Plan
 from autograder.engine.results import CheckResult, SubmissionResult, SubTest
@@ -71,14 +72,13 @@ def grade_cells(cells: list, name: str, server: SandboxServer, *, seed: int, dev
 
 def grade_file(path: str | Path, server: SandboxServer, *, seed: int, device: str = "cpu",
                student: str | None = None) -> SubmissionResult:
-    path = Path(path)
+    path, name = Path(path), name_text(Path(path).name)
     try:
         reading = read_submission(path)
     except SubmissionError as error:
-        print(f"could not read {path} ({student or path.name}): {error}", file=sys.stderr)
-        return unreadable(path.name, could_not_read(path, error), seed, device, student, assignment=server.assignment)
-    return grade_cells(reading.cells, path.name, server, seed=seed, device=device, student=student,
-                       notes=reading.notes)
+        print(f"could not read {name_text(str(path))} ({student or name}): {error}", file=sys.stderr)
+        return unreadable(name, could_not_read(path, error), seed, device, student, assignment=server.assignment)
+    return grade_cells(reading.cells, name, server, seed=seed, device=device, student=student, notes=reading.notes)
 
 
 def could_not_read(path: Path, error: Exception) -> str:
