@@ -8,7 +8,8 @@ here instead, and grade-class's course recorder does too:
 
 * a notebook the fence reads without a note goes on as nbformat reads it;
 * one with odd parts goes on rebuilt from what the fence read (each odd part left out, every other part kept
-  where nbformat's schema allows it), and the notes go with it to the grader, which puts them in the result;
+  where nbformat's schema allows it; a cell's nbgrader metadata, which nbgrader reads whole, kept only where
+  none of it was odd), and the notes go with it to the grader, which puts them in the result;
 * one that cannot be read goes on as the assignment's released notebook, marked unreadable: the grader gives it
   the student's own result ("could not be read ..."), and nbgrader records it like any other grade.
 
@@ -23,7 +24,8 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.course.fence import SubmissionError, decode, name_text, parse_json, text as plain_text
+from autograder.course.fence import NBGRADER_FIELDS, SubmissionError, decode, name_text, parse_json
+from autograder.course.fence import text as plain_text
 from autograder.course.notebook import read_bytes, read_notebook
 from .plugins import KIT_KEY
 
@@ -102,7 +104,8 @@ def rebuilt(data: dict, kept: list[int], cells: dict) -> nbformat.NotebookNode:
         extra = _plain(raw.get("metadata")) if isinstance(raw.get("metadata"), dict) else {}
         extra.pop("nbgrader", None)
         extra.pop("tags", None)
-        extra.update({"nbgrader": dict(cell.nbgrader)} if cell.nbgrader else {})
+        if _whole(raw, cell):          # nbgrader reads its metadata whole: kept only when nothing of it was odd
+            extra["nbgrader"] = _plain(raw["metadata"]["nbgrader"])
         extra.update({"tags": list(cell.tags)} if cell.tags else {})
         make = {"code": nbformat.v4.new_code_cell, "markdown": nbformat.v4.new_markdown_cell,
                 "raw": nbformat.v4.new_raw_cell}[cell.kind]
@@ -123,6 +126,12 @@ def rebuilt(data: dict, kept: list[int], cells: dict) -> nbformat.NotebookNode:
     except Exception:
         notebook.metadata = nbformat.NotebookNode()
     return notebook
+
+
+def _whole(raw: dict, cell) -> bool:
+    metadata = raw.get("metadata")
+    ours = metadata.get("nbgrader") if isinstance(metadata, dict) else None
+    return isinstance(ours, dict) and bool(ours) and all(key in cell.nbgrader for key in ours if key in NBGRADER_FIELDS)
 
 
 def _plain(value) -> nbformat.NotebookNode:
