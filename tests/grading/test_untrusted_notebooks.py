@@ -142,3 +142,14 @@ def test_grade_grades_an_honest_solution_with_a_number_as_a_grade_id_on_its_meri
 def test_the_solution_itself_reads_without_a_note():
     assert read_submission(kit.SOLUTIONS_DIR / kit.KIT.notebook_name).notes == ()
     assert solution()["cells"]
+
+
+def test_the_readme_states_the_fence_s_limits():
+    from autograder.course import fence
+    from autograder.frontends import classgrade
+
+    text = " ".join((kit.ROOT / "README.md").read_text().split())
+    for claim in (f"at most {fence.MAX_BYTES // 1_000_000} MB of UTF-8", f"nested at most {fence.MAX_DEPTH} levels",
+                  f"no number over {fence.MAX_DIGITS} digits", f"at most {fence.MAX_CELLS:,} cells",
+                  f"({classgrade.MAX_DEPTH} levels, {classgrade.MAX_ENTRIES:,} entries at most)"):
+        assert claim in text, claim

@@ -24,8 +24,8 @@ from autograder.grading.submission import grade_file
 from autograder.sandbox.parent import client as sandbox
 from autograder.sandbox.parent.client import UNSAFE, IsolationUnavailable, Limits, SandboxServer
 from catalog.build import submission
-from catalog.kinds import orphaned_sandbox_processes
 from catalog.hostile import cell, template
+from catalog.kinds import orphaned_sandbox_processes
 from layers import LAYERS, layer_available
 
 FORWARD_CHECKS = [name for name in RUBRIC if name != "compounding"]
@@ -284,8 +284,7 @@ def test_the_cli_refuses_with_a_message_not_a_traceback(tmp_path):
 def test_forked_children_share_one_memory_limit(server, tmp_path):
     """Three children of the submission, 1 GiB each: with a control group the job as a whole stays under the
     2 GiB limit (each child alone would be allowed); the grade is unaffected."""
-    from catalog.kinds import orphaned_sandbox_processes
-from catalog.hostile import FORKED_MEMORY
+    from catalog.hostile import FORKED_MEMORY
     from autograder.grading.evaluation import ALL_PROBES
     from autograder.engine.questions.plan import Plan
     from autograder.course.notebook import cells_from_python, student_code

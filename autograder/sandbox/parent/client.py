@@ -40,7 +40,7 @@ import threading
 from dataclasses import asdict, dataclass
 
 from autograder.course import kit
-from autograder.sandbox.kinds import UNSAFE, describe
+from autograder.sandbox.kinds import UNSAFE, describe  # noqa: F401  (UNSAFE: named here for the grader)
 from autograder.sandbox.inside import cleanup, jobs
 from autograder.sandbox.inside.processes import kill_user
 from autograder.sandbox.inside.protocol import MAX_ANSWER_BYTES, control_pair, hand_over, receive_within, send_message
