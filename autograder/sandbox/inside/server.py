@@ -15,6 +15,11 @@ confined children that run them, replies on it, and exits. So no student's code,
 enter this process: a child can search all the memory it inherited and find nothing of a classmate's.
 The kit code it holds is what students receive.
 
+Before its first job it drops what it inherited and does not need (`fresh`): the session key ring it was
+started with (it joins a new, anonymous one), every descriptor but its channel, core dumps. It makes the
+children's seccomp programs once (`seccomp.build`, one per device) from what it found this machine lets
+children do (`try_layers`).
+
 The server knows nothing of the questions: `init["questions"]` names the module a child runs its job with
 (`ready`, `run_job`, `PROBES`, `FORWARD_PROBES`; the grader's is `autograder.engine.questions.job`).
 """
