@@ -6,6 +6,7 @@ import os
 import pytest
 
 from autograder.frontends import classgrade
+from autograder.sandbox.inside import cleanup
 from autograder.frontends.classgrade import discover, grade_class
 
 pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
@@ -23,7 +24,10 @@ def test_a_student_s_folder_of_any_depth_is_walked_without_recursion(tmp_path):
     os.close(os.open("found.py", os.O_CREAT | os.O_WRONLY, dir_fd=fd))
     os.close(fd)
     (folder / "d" / "shallow.py").write_text("x = 1\n")
-    assert discover(tmp_path / "class") == [classgrade.Submission("deep", folder / "d" / "shallow.py")]
+    try:
+        assert discover(tmp_path / "class") == [classgrade.Submission("deep", folder / "d" / "shallow.py")]
+    finally:                 # pytest's own clean-up of old temporary folders recurses: never leave it this tree
+        assert cleanup.remove_tree(str(folder)) == []
 
 
 def test_student_ids_are_plain_text_and_never_the_same_twice(tmp_path):

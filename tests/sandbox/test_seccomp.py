@@ -189,3 +189,48 @@ def test_every_refused_family_is_refused_by_the_filter_itself():
     assert filtered and filtered.keys() == plain.keys()
     assert {label: errno.errorcode[e] for label, (r, e) in filtered.items() if not (r == -1 and e == errno.EPERM)} == {}
     assert {label: errno.errorcode[e] for label, (r, e) in plain.items() if r == -1 and e == errno.EPERM} == {}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="making an unprivileged instructor, and the layer without Landlock, need root")
+@pytest.mark.parametrize("who", ["root without namespaces or Landlock", "an unprivileged instructor (bubblewrap)"])
+def test_every_refused_family_fails_in_the_layers_the_class_tests_do_not_play(who, tmp_path):
+    """The hostile corpus makes every refused call in the three test layers; here through `grade` in the other
+    two a grader may run in: root where neither namespaces nor Landlock work, and a user who is not root."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    from autograder.engine.rubric import TOTAL_POINTS
+    from autograder.sandbox.parent.client import bubblewrap_works
+    from catalog.build import submission
+    from catalog.hostile import cell
+    from unprivileged import ensure_user, run_as
+
+    source = submission(extra=cell(refused_calls.probe_source()))
+    command = [sys.executable, "-m", "autograder", "grade", "probe.py", "--results", "probe.json", "--seed", "3"]
+    if who.startswith("root"):
+        folder = tmp_path
+        (folder / "probe.py").write_text(source)
+        env = {**os.environ, "AUTOGRADER_BUBBLEWRAP": "off", "AUTOGRADER_NAMESPACES": "off",
+               "AUTOGRADER_LANDLOCK": "off"}
+        done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+    else:
+        if not bubblewrap_works():
+            pytest.skip("bubblewrap does not work here")
+        user = ensure_user("u18-instructor")
+        folder = Path(tempfile.mkdtemp(dir=user.pw_dir))
+        (folder / "probe.py").write_text(source)
+        shutil.chown(folder, user.pw_uid, user.pw_gid)
+        shutil.chown(folder / "probe.py", user.pw_uid, user.pw_gid)
+        done = run_as(user, command, cwd=folder)
+    try:
+        assert done.returncode == 0, done.stderr[-3000:]
+        results = json.loads((folder / "probe.json").read_text())
+    finally:
+        if not who.startswith("root"):
+            shutil.rmtree(folder, ignore_errors=True)
+    assert results["score"] == TOTAL_POINTS, results["extra_data"]
+    assert refused_calls.summary_phrase() in " ".join(results["extra_data"]["notes"]), results["extra_data"]["notes"]
+    assert "seccomp allowlist" in results["extra_data"]["isolation"]
