@@ -44,6 +44,7 @@ def test_student_ids_are_plain_text_and_never_the_same_twice(tmp_path):
         student.encode("utf-8")
 
 
+@pytest.mark.slow
 def test_a_failure_that_escapes_for_one_student_costs_only_that_student(tmp_path, monkeypatch):
     root = tmp_path / "class"
     root.mkdir()

@@ -39,6 +39,7 @@ def test_a_cell_that_would_run_gets_a_leading_quote_and_nothing_else_changes(pre
     assert rows == [["a", "'" + prefix + "b"], ["'" + prefix + PAYLOAD, ""]]
 
 
+@pytest.mark.slow
 def test_grade_class_writes_every_student_id_and_file_name_as_text(tmp_path):
     root = tmp_path / "class"
     root.mkdir()

@@ -105,6 +105,7 @@ def test_no_mutation_crashes_the_parent_or_becomes_a_grader_error(recorded, tmp_
         assert recorded.jobs, done                                 # a readable notebook was graded
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_every_odd_shape_gets_its_fair_result(server, tmp_path, name):
     shape = SHAPES[name]
