@@ -1,17 +1,19 @@
 """Reading notebooks and `.py` files into cells: the one place that parses a submission's text.
 
-Nothing here executes code. A submission is turned into a list of `Cell`s; `student_code` picks the cells a
-grader runs (the student's definitions) and drops the ones it must not (visible tests, hidden-check
-placeholders, slow experiments, IPython magics).
+Nothing here executes code. A submission is turned into a list of `Cell`s, inside the fence of `fence` (limits
+on size, depth, numbers, types and encodings: anything else is a `SubmissionError` that says why, or a note on
+how an odd cell was read); `student_code` picks the cells a grader runs (the student's definitions) and drops
+the ones it must not (visible tests, hidden-check placeholders, slow experiments, IPython magics).
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .fence import MAX_BYTES, SubmissionError, decode, name_text, notebook_cells, parse_json
 
 EXPERIMENT_TAG = "experiment"       # slow demo / figure cells: skipped by graders and the local runner
 VISIBLE_TEST_PREFIX = "test_"       # grade_id prefix of the visible tests students run locally
@@ -19,10 +21,6 @@ HIDDEN_CHECK_PREFIX = "check_"      # grade_id prefix of the graded cells that h
 
 _PERCENT_CELL = re.compile(r"^# %%(.*)$", re.MULTILINE)
 _MAGIC = re.compile(r"^\s*[%!]")
-
-
-class SubmissionError(Exception):
-    """The submission could not be read at all (not valid JSON, not a notebook, unreadable file)."""
 
 
 @dataclass(frozen=True)
@@ -54,23 +52,22 @@ class Cell:
         return (self.grade_id or "").startswith(HIDDEN_CHECK_PREFIX)
 
 
-def _joined(source) -> str:
-    return "".join(source) if isinstance(source, list) else str(source or "")
+@dataclass(frozen=True)
+class Reading:
+    """A submission read inside the fence: its cells, and notes to the student on what was odd in it."""
+    cells: list
+    notes: tuple = ()
 
 
-def cells_from_notebook(data: dict) -> list[Cell]:
-    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise SubmissionError("this file is not a Jupyter notebook (no list of cells)")
-    cells = []
-    for position, raw in enumerate(data["cells"], start=1):
-        if not isinstance(raw, dict):
-            continue
-        metadata = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
-        nbgrader = metadata.get("nbgrader") if isinstance(metadata.get("nbgrader"), dict) else {}
-        tags = metadata.get("tags") if isinstance(metadata.get("tags"), list) else []
-        cells.append(Cell(kind=str(raw.get("cell_type", "code")), source=_joined(raw.get("source")),
-                          nbgrader=dict(nbgrader), tags=tuple(str(t) for t in tags), index=position))
-    return cells
+def read_notebook(data, name: str = "the notebook") -> Reading:
+    """The cells of a parsed notebook (any JSON value: anything but a notebook is a SubmissionError)."""
+    cells, notes = notebook_cells(data, name)
+    return Reading([Cell(kind=c["kind"], source=c["source"], nbgrader=c["nbgrader"], tags=c["tags"], index=c["index"])
+                    for c in cells], notes)
+
+
+def cells_from_notebook(data) -> list[Cell]:
+    return read_notebook(data).cells
 
 
 def cells_from_python(text: str) -> list[Cell]:
@@ -86,41 +83,48 @@ def cells_from_python(text: str) -> list[Cell]:
     return cells
 
 
-def read_text(path: str | Path, max_bytes: int = 20_000_000) -> str:
-    """A submission's text: a plain file only (no symlink, FIFO or device, which could point at the solution or
+def read_bytes(path: str | Path, max_bytes: int = MAX_BYTES) -> bytes:
+    """A submission's bytes: a plain file only (no symlink, FIFO or device, which could point at the solution or
     hang the grader), at most `max_bytes`, read without following links and without blocking."""
-    path = Path(path)
+    path, name = Path(path), name_text(Path(path).name)
     try:
         info = os.lstat(path)
         if stat.S_ISLNK(info.st_mode):
-            raise SubmissionError(f"{path.name} is a symbolic link, not a file: submit the notebook itself")
+            raise SubmissionError(f"{name} is a symbolic link, not a file: submit the notebook itself")
         if not stat.S_ISREG(info.st_mode):
-            raise SubmissionError(f"{path.name} is not a regular file (a pipe, a device or a folder)")
+            raise SubmissionError(f"{name} is not a regular file (a pipe, a device or a folder)")
         if info.st_size > max_bytes:
-            raise SubmissionError(f"{path.name} is larger than {max_bytes // 1_000_000} MB")
+            raise SubmissionError(f"{name} is larger than {max_bytes // 1_000_000} MB")
         handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         try:
             if not stat.S_ISREG(os.fstat(handle).st_mode):
-                raise SubmissionError(f"{path.name} is not a regular file")
+                raise SubmissionError(f"{name} is not a regular file")
             data = os.read(handle, max_bytes + 1)
         finally:
             os.close(handle)
     except OSError as error:
-        raise SubmissionError(f"could not read {path.name}: {error.strerror or error}") from None
+        raise SubmissionError(f"could not read {name}: {error.strerror or error}") from None
     if len(data) > max_bytes:
-        raise SubmissionError(f"{path.name} is larger than {max_bytes // 1_000_000} MB")
-    return data.decode("utf-8", errors="replace")
+        raise SubmissionError(f"{name} is larger than {max_bytes // 1_000_000} MB")
+    return data
 
 
-def read_cells(path: str | Path, *, max_bytes: int = 20_000_000) -> list[Cell]:
+def read_text(path: str | Path, max_bytes: int = MAX_BYTES) -> str:
+    path = Path(path)
+    return decode(read_bytes(path, max_bytes), name_text(path.name), python=path.suffix == ".py")
+
+
+def read_submission(path: str | Path, *, max_bytes: int = MAX_BYTES) -> Reading:
+    """A notebook or `.py` submission read inside the fence; SubmissionError when it cannot be read at all."""
     path = Path(path)
     text = read_text(path, max_bytes)
     if path.suffix == ".py":
-        return cells_from_python(text)
-    try:
-        return cells_from_notebook(json.loads(text))
-    except json.JSONDecodeError as error:
-        raise SubmissionError(f"{path.name} is not valid notebook JSON ({error.msg}, line {error.lineno})") from None
+        return Reading(cells_from_python(text))
+    return read_notebook(parse_json(text, name_text(path.name)), name_text(path.name))
+
+
+def read_cells(path: str | Path, *, max_bytes: int = MAX_BYTES) -> list[Cell]:
+    return read_submission(path, max_bytes=max_bytes).cells
 
 
 def strip_magics(source: str) -> str:

@@ -5,13 +5,16 @@ Reads a folder of submissions (one per student: a notebook, a .py, or a folder h
 (Gradescope format) and `OUT/<student>/feedback.html`, then `OUT/grades.csv` and the class report
 `OUT/report.html`. A student whose results are newer than their submission, and were graded against the source
 as it is now, is not graded again unless `force`.
+
+Each student is graded inside a fence: whatever escapes (from their file, their folder, their name) becomes that
+student's result, the others are graded, and grades.csv and the report are always written. Student ids and file
+names are plain text (`fence.name_text`), and every CSV cell is neutralized (`exports`).
 """
 from __future__ import annotations
 
 import concurrent.futures
-import csv
-import io
 import json
+import sys
 import os
 import queue
 import shutil
@@ -21,6 +24,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from autograder.course import kit
+from autograder.course.fence import name_text
 from autograder.engine.results import SubmissionResult, points_text
 from autograder.engine.rubric import RUBRIC
 from autograder.frontends.gradescope.results import result_from_json, write_atomically, write_results
@@ -28,6 +32,7 @@ from autograder.grading.reference import reference
 from autograder.grading.submission import grade_file, grader_failure, unreadable
 from autograder.sandbox.parent.client import Limits, SandboxServer
 from autograder.sandbox.parent.containment import own_folder
+from .exports import csv_text
 from .feedback import write_feedback_page
 from .report import write_class_report
 from .standing import Standing, standing_of
@@ -41,16 +46,30 @@ class Submission:
     path: Path | None          # None: the student's folder holds nothing gradable
 
 
+MAX_ENTRIES, MAX_DEPTH = 10_000, 12      # what of a student's folder is looked through for their submission
+
+
 def pick_file(folder: Path, assignment: kit.Assignment = kit.KIT) -> Path | None:
     """The submission inside a student's folder: the assignment's notebook first, else any notebook or .py.
-    Links are never followed (the file found may itself be one: reading it then refuses with a message)."""
+    Links are never followed (the file found may itself be one: reading it then refuses with a message). The
+    folder is the student's: it is walked without recursion, at most MAX_DEPTH deep and MAX_ENTRIES wide."""
     preferred = folder / assignment.notebook_name
     if preferred.is_file() or preferred.is_symlink():
         return preferred
-    found = []
-    for top, folders, files in os.walk(folder, followlinks=False):
-        folders[:] = sorted(f for f in folders if f != ".ipynb_checkpoints")
-        found += [Path(top) / name for name in files if name.endswith(SUBMISSION_SUFFIXES)]
+    found, todo, seen = [], [(folder, 0)], 0
+    while todo and seen < MAX_ENTRIES:
+        top, depth = todo.pop()
+        try:
+            entries = sorted(os.scandir(top), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name != ".ipynb_checkpoints" and depth < MAX_DEPTH:
+                    todo.append((Path(entry.path), depth + 1))
+            elif entry.name.endswith(SUBMISSION_SUFFIXES):
+                found.append(Path(entry.path))
     for suffix in SUBMISSION_SUFFIXES:
         matching = sorted(p for p in found if p.name.endswith(suffix))
         if matching:
@@ -61,7 +80,8 @@ def pick_file(folder: Path, assignment: kit.Assignment = kit.KIT) -> Path | None
 def discover(root: Path, assignment: kit.Assignment = kit.KIT) -> list[Submission]:
     """One Submission per student, sorted by student id. In nbgrader's layout (a course's submitted/ folder,
     which may hold other assignments too) a student without a `<student>/<assignment>/` folder did not submit
-    this assignment and is left out, as `nbgrader autograde` leaves them out."""
+    this assignment and is left out, as `nbgrader autograde` leaves them out. A student id is the file or
+    folder's name as plain text (two names that read the same get a number)."""
     submissions = []
     entries = [e for e in sorted(Path(root).iterdir()) if not e.name.startswith(".")]
     course_layout = any((e / assignment.name).is_dir() for e in entries if e.is_dir() and not e.is_symlink())
@@ -69,11 +89,16 @@ def discover(root: Path, assignment: kit.Assignment = kit.KIT) -> list[Submissio
         if course_layout and not (entry / assignment.name).is_dir():
             continue
         if entry.suffix in SUBMISSION_SUFFIXES and not entry.is_dir():
-            submissions.append(Submission(entry.stem, entry))   # a link or a pipe is refused when read
+            submissions.append(Submission(name_text(entry.stem), entry))   # a link or a pipe is refused when read
         elif entry.is_dir() and not entry.is_symlink():
             nbgrader_layout = entry / assignment.name
-            submissions.append(Submission(entry.name, pick_file(nbgrader_layout if nbgrader_layout.is_dir() else entry,
-                                                                assignment)))
+            submissions.append(Submission(name_text(entry.name), pick_file(nbgrader_layout if nbgrader_layout.is_dir()
+                                                                           else entry, assignment)))
+    taken: dict[str, int] = {}
+    for index, submission in enumerate(submissions):
+        taken[submission.student] = taken.get(submission.student, 0) + 1
+        if taken[submission.student] > 1:
+            submissions[index] = Submission(f"{submission.student}~{taken[submission.student]}", submission.path)
     return submissions
 
 
@@ -99,13 +124,9 @@ def grade_row(student: str, result: SubmissionResult, standing: Standing) -> dic
 
 
 def write_grades_csv(out: Path, rows: list[dict], assignment: kit.Assignment = kit.KIT) -> Path:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=["student", "submission", "score", "max_score", "late_penalty",
-                                                "awaiting", *RUBRIC, *assignment.written_points(),
-                                                "first_divergence", "seed", "grader_errors"], restval="")
-    writer.writeheader()
-    writer.writerows(sorted(rows, key=lambda r: r["student"]))
-    write_atomically(out / "grades.csv", buffer.getvalue())
+    header = ["student", "submission", "score", "max_score", "late_penalty", "awaiting", *RUBRIC,
+              *assignment.written_points(), "first_divergence", "seed", "grader_errors"]
+    write_atomically(out / "grades.csv", csv_text(header, sorted(rows, key=lambda r: r["student"])))
     return out / "grades.csv"
 
 
@@ -117,7 +138,7 @@ def read_results(out: Path, students: list[str]) -> dict[str, SubmissionResult]:
         if path.is_file():
             try:
                 results[student] = result_from_json(json.loads(path.read_text()))
-            except (OSError, ValueError, KeyError, TypeError) as error:
+            except Exception as error:          # a results.json of any shape: this student's, the rest go on
                 results[student] = unreadable(student, "The results could not be read.", 0, "none", student,
                                               (f"results unreadable: {error}",))
     return results
@@ -154,7 +175,14 @@ def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int,
             shutil.copyfile(course.feedback_page(student), out / student / "feedback.html")
     else:
         standings = {s: standing_of(r, assignment) for s, r in results.items()}
-    rows = [grade_row(s, results[s], standings[s]) for s in students if s in results and s in standings]
+    rows = []
+    for student in (s for s in students if s in results and s in standings):
+        try:
+            rows.append(grade_row(student, results[student], standings[student]))
+        except Exception as error:      # the grader's failure for this student: the class's files are still written
+            results[student] = grader_failure(student, error, seed, device, student, assignment)
+            standings[student] = standing_of(results[student], assignment)
+            rows.append(grade_row(student, results[student], standings[student]))
     write_grades_csv(out, rows, assignment)
     write_class_report(out / "report.html", [(s, results[s], standings[s]) for s in students if s in standings],
                        title=f"{assignment.name}: class report")
@@ -178,6 +206,18 @@ def _grade(todo, root, out, workers, seed, device, limits, course, assignment, u
     pool: queue.Queue = queue.Queue()
 
     def grade_one(submission: Submission):
+        try:
+            return graded(submission)
+        except Exception as error:      # anything that escapes is this student's grader failure; the class goes on
+            print(f"grade-class: {submission.student}: {type(error).__name__}: {error}", file=sys.stderr)
+            result = grader_failure(submission.student, error, seed, device, submission.student, assignment)
+            try:
+                write_results(result, own_folder(out / submission.student) / "results.json", source=assignment.key)
+            except Exception:
+                pass
+            return result
+
+    def graded(submission: Submission):
         if submission.path is None:
             result = unreadable(submission.student, "No notebook or .py file was found in your submission.",
                                 seed, device, student=submission.student, assignment=assignment)

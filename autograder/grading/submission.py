@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 
 from autograder.course import kit
-from autograder.course.notebook import SubmissionError, read_cells, student_code
+from autograder.course.fence import name_text
+from autograder.course.notebook import SubmissionError, read_submission, student_code
 from autograder.engine.questions.plan import Plan
 from autograder.engine.results import CheckResult, SubmissionResult, SubTest
 from autograder.engine.rubric import RUBRIC
@@ -43,9 +44,10 @@ def grader_failure(submission: str, error: BaseException, seed: int, device: str
 
 
 def grade_cells(cells: list, name: str, server: SandboxServer, *, seed: int, device: str = "cpu",
-                student: str | None = None) -> SubmissionResult:
-    """Grade a submission already read into cells (see `notebook.read_cells`). Never raises for anything the
-    submission did; a failure of the grader becomes a result that names it."""
+                student: str | None = None, notes: tuple = ()) -> SubmissionResult:
+    """Grade a submission already read into cells (see `notebook.read_submission`; `notes`: what it said about
+    odd cells). Never raises for anything the submission did; a failure of the grader becomes a result that
+    names it."""
     started = time.monotonic()
     try:
         assignment = server.assignment
@@ -64,16 +66,22 @@ def grade_cells(cells: list, name: str, server: SandboxServer, *, seed: int, dev
         print(f"grader error while grading {student or name}: {text}", file=sys.stderr)
     unsafe = (f"Graded without isolation ({server.isolation}).",) if server.isolation == UNSAFE else ()
     return SubmissionResult(name, found.checks, seed, device, server.isolation, round(time.monotonic() - started, 3),
-                            found.first_divergence, unsafe + tuple(restored) + found.notes, found.profiles, student,
-                            grader_errors, found.facts)
+                            found.first_divergence, unsafe + tuple(notes) + tuple(restored) + found.notes, found.profiles,
+                            student, grader_errors, found.facts)
 
 
 def grade_file(path: str | Path, server: SandboxServer, *, seed: int, device: str = "cpu",
                student: str | None = None) -> SubmissionResult:
-    path = Path(path)
+    path, name = Path(path), name_text(Path(path).name)
     try:
-        cells = read_cells(path)
+        reading = read_submission(path)
     except SubmissionError as error:
-        return unreadable(path.name, f"Your submission could not be read: {error}.", seed, device, student,
-                          assignment=server.assignment)
-    return grade_cells(cells, path.name, server, seed=seed, device=device, student=student)
+        print(f"could not read {name_text(str(path))} ({student or name}): {error}", file=sys.stderr)
+        return unreadable(name, could_not_read(path, error), seed, device, student, assignment=server.assignment)
+    return grade_cells(reading.cells, name, server, seed=seed, device=device, student=student, notes=reading.notes)
+
+
+def could_not_read(path: Path, error: Exception) -> str:
+    """The student's result when their file cannot be read: theirs, not a grader error."""
+    what = "notebook" if path.suffix == ".ipynb" else "submission"
+    return f"Your {what} could not be read: {error}, so nothing was graded."

@@ -1,7 +1,8 @@
 """Hostile families against the sandbox itself, one submission at a time (test_hostile.py runs them beside the
 rest of the corpus, in every layer): cleanup that must not fail, answers too large in all, system calls of
-another ABI, values of every dtype, a stray solved notebook left outside the grading folders, and processes
-that try to reach the grader. The families that need two students (a victim and a thief) are in
+another ABI, one call of every refused family (`catalog.refused_calls`) and the ordinary calls honest code
+makes, values of every dtype, a stray solved notebook left outside the grading folders, and processes that try
+to reach the grader. The families that need two students (a victim and a thief) are in
 `catalog.classmates`, graded by test_containment.py through grade-class and nbgrader.
 """
 from __future__ import annotations
@@ -10,7 +11,9 @@ import os
 from pathlib import Path
 
 from autograder.course import kit
+from autograder.sandbox.inside import seccomp
 
+from . import refused_calls
 from .build import submission
 from .hostile import FULL, SANDBOX_USER, WRONG, ZERO, Hostile, cell, template
 
@@ -54,12 +57,12 @@ for _name in list(_probes.PROBES):
     _probes.PROBES[_name] = lambda p: {"y": _huge}
 """
 
-X32_SOCKET = """
+X32_SOCKET = f"""
 import ctypes, socket
 _libc = ctypes.CDLL(None, use_errno=True)
-# socket(AF_INET, SOCK_STREAM) through the x32 ABI (the x32 bit on the x86-64 number), then the i386 way
-_fd = _libc.syscall(0x40000000 | 41, socket.AF_INET, socket.SOCK_STREAM, 0)
-raise RuntimeError(f"an x32 system call went through: {_fd}, errno {ctypes.get_errno()}")
+# socket(AF_INET, SOCK_STREAM) through the x32 ABI (the x32 bit on the x86-64 number)
+_fd = _libc.syscall({seccomp.X32_BIT} | {seccomp.number("socket", "x86_64")}, socket.AF_INET, socket.SOCK_STREAM, 0)
+raise RuntimeError(f"an x32 system call went through: {{_fd}}, errno {{ctypes.get_errno()}}")
 """
 
 FIND_STRAY = f"""
@@ -99,6 +102,42 @@ for _pid in range(1, 1 << 16):               # every process it can name: the se
             pass
 """
 
+# What honest code may do beside its forward, and the allowlist must let through: threads (torch's own too),
+# a fork and a pipe, a socket pair, a program started (posix_spawn: clone3 refused with ENOSYS, then clone),
+# temporary files, copies, pickles, sleeping, waiting, random bytes, numpy and matplotlib.
+ORDINARY = """
+import hashlib, os, pickle, select, shutil, signal, socket, subprocess, tempfile, threading, time
+import matplotlib, numpy, torch
+_sums = []
+_thread = threading.Thread(target=lambda: _sums.append(sum(range(1000))))
+_thread.start()
+_thread.join()
+torch.set_num_threads(2)
+_m = torch.randn(128, 128)
+float((_m @ _m).sum())
+torch.set_num_threads(1)
+_r, _w = os.pipe()
+if os.fork() == 0:
+    os.write(_w, b"ok")
+    os._exit(0)
+os.wait()
+_a, _b = socket.socketpair()
+_a.sendall(b"x")
+with tempfile.TemporaryDirectory() as _folder:
+    _path = os.path.join(_folder, "kept.pkl")
+    with open(_path, "wb") as _handle:
+        pickle.dump({"a": numpy.arange(3)}, _handle)
+    shutil.copy(_path, _path + ".copy")
+    _copied = pickle.load(open(_path + ".copy", "rb"))
+subprocess.run(["/bin/true"], check=True, timeout=20)
+signal.setitimer(signal.ITIMER_REAL, 0)
+time.sleep(0.01)
+select.select([_r], [], [], 1.0)
+hashlib.sha256(os.urandom(16)).hexdigest()
+assert _sums == [499500] and os.read(_r, 2) == b"ok" and _b.recv(1) == b"x" and list(_copied["a"]) == [0, 1, 2]
+raise RuntimeError("ordinary calls: all went through")
+"""
+
 HALF = "x = x + self.drop_shortcut(self.att(self.norm1(x)))\n    y = x + self.drop_shortcut(self.ff(self.norm2(x)))\n"
 DTYPE_FORWARDS = {      # a Pre-LN forward whose values end up in another dtype
     "bfloat16_autocast": "with torch.autocast('cpu', dtype=torch.bfloat16):\n        " + HALF.replace("\n    ", "\n        ")
@@ -120,6 +159,10 @@ def entries() -> list[Hostile]:
         Hostile("eleven_answers_of_fifteen_megabytes", template(cell(HUGE_ANSWERS)), ZERO, "MB of answers in all",
                 max_seconds=60),
         Hostile("x32_system_call", submission(extra=cell(X32_SOCKET)), FULL, "SIGSYS"),
+        Hostile("one_call_of_every_refused_family", submission(extra=cell(refused_calls.probe_source())), FULL,
+                refused_calls.summary_phrase()),
+        Hostile("ordinary_python_and_torch_calls", submission(extra=cell(ORDINARY)), FULL,
+                "ordinary calls: all went through"),
         Hostile("blank_template_looks_for_a_stray_solved_notebook", template(cell(FIND_STRAY)), ZERO, "Task 1"),
         Hostile("signals_every_process_it_can_name", submission(forward="""
             def forward(self, x):

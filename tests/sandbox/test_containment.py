@@ -3,29 +3,19 @@ no file that outlives the grading, no classmate's file, no process left once `gr
 only the grader writes, intake that refuses links and pipes, limits that a busy machine does not turn into a
 lost grade, and a refusal to grade where nothing could be isolated.
 
-Students against students (`catalog.classmates`): a victim graded first leaves a marker in her memory, files,
-IPC and results; classmates graded after her on the same server search their whole address space
-(/proc/self/maps and /proc/self/mem) and everything they can open, and must find nothing, through grade-class
-and through nbgrader autograde; a control shows the search finds its own marker in each channel."""
-import ctypes
-import ctypes.util
+Students against students, kind by kind of the sandbox's table, through grade-class and nbgrader autograde:
+test_classmates.py."""
 import json
 import os
-import re
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
-import nbformat
 import pytest
-from nbgrader.api import Gradebook
 
 from autograder.course import kit
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
@@ -34,10 +24,8 @@ from autograder.grading.submission import grade_file
 from autograder.sandbox.parent import client as sandbox
 from autograder.sandbox.parent.client import UNSAFE, IsolationUnavailable, Limits, SandboxServer
 from catalog.build import submission
-from catalog.classmates import new_marker, self_test, thief, victim
-from catalog.hostile import POST_LN, cell, template
-from catalog.isolation import FAMILIES
-from nbgrader_course import Shell, do_kit_homework, make_course
+from catalog.hostile import cell, template
+from catalog.kinds import orphaned_sandbox_processes
 from layers import LAYERS, layer_available
 
 FORWARD_CHECKS = [name for name in RUBRIC if name != "compounding"]
@@ -268,7 +256,7 @@ def test_grade_leaves_nothing_alive_and_only_the_grader_writes_the_results(tmp_p
     data = json.loads(first)
     assert data["score"] == TOTAL_POINTS and data["extra_data"]["seed"] == 4
     assert "bubblewrap" not in data["extra_data"]["isolation"]
-    assert set(_orphaned_sandbox_processes()) - before == set()
+    assert {p.split()[1] for p in orphaned_sandbox_processes()} - before == set()
 
 
 def test_without_bubblewrap_or_root_the_grader_refuses_unless_told_unsafe(monkeypatch, tmp_path):
@@ -310,194 +298,6 @@ def test_forked_children_share_one_memory_limit(server, tmp_path):
     if raw.get("memory_peak") is None:
         pytest.skip("this host's control groups keep no peak memory")
     assert raw["memory_peak"] <= 2048 * 2**20 * 1.05, raw["memory_peak"] / 2**20
-
-
-# --- students against students: memory, IPC, shared folders, results -------------------------------------
-
-CLASS_LIMITS = Limits(load_s=12, probe_s=4, job_s=40, wall_factor=4)
-REDIRECT = """
-import os, shutil
-_out, _root = {out!r}, {root!r}
-_mine = os.path.join(_out, "d_redirects_results")
-try:                                           # my results written into (and read back from) the victim's folder
-    shutil.rmtree(_mine, ignore_errors=True)
-    os.symlink(os.path.join(_out, "a_victim"), _mine)
-except OSError:
-    pass
-try:                                           # and her notebook run as mine
-    exec(open(os.path.join(_root, "a_victim.py")).read().split("# %% spread")[0], globals())
-except OSError:
-    pass
-"""
-
-
-def _world_writable_class(layer: str) -> tuple[Path, Path, Path]:
-    """A class folder and a results folder that anyone may write (0777), under a folder anyone may enter: the
-    grader must close them to the sandbox whatever their mode."""
-    base = Path(tempfile.mkdtemp(prefix=f"layernorm-class-{layer}-"))
-    base.chmod(0o755)
-    root, out = base / "class", base / "out"
-    for folder in (root, out):
-        folder.mkdir()
-        folder.chmod(0o777)
-    return base, root, out
-
-
-def _orphaned_sandbox_processes() -> list[str]:
-    """Processes of sandbox users that no sandbox server holds any more: leftovers. (A live child of some other
-    grading run on this machine, of this version of the kit or another, has a server or another child of its job
-    as its parent.)"""
-    def parent_of(pid):
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[1]
-
-    orphans = []
-    for pid in _sandbox_processes():
-        try:
-            parent = parent_of(pid)
-            held = os.stat(f"/proc/{parent}").st_uid >= sandbox.SANDBOX_UID_BASE or \
-                re.search(rb"autograder\.[\w.]*server", Path(f"/proc/{parent}/cmdline").read_bytes()) is not None
-        except OSError:
-            continue
-        if not held:
-            orphans.append(pid)
-    return orphans
-
-
-def _leftovers(mark: str) -> list[str]:
-    """Anything of a job that outlived it: processes and IPC objects of sandbox users, the victim's files in the
-    places everyone can write, her POSIX queue and shared memory."""
-    found = [f"process {pid}" for pid in _orphaned_sandbox_processes()]
-    for kind in ("shm", "msg", "sem"):
-        lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
-        column = lines[0].split().index("cuid")
-        found += [f"System V {kind}: {line}" for line in lines[1:]
-                  if int(line.split()[column]) >= sandbox.SANDBOX_UID_BASE]
-    for top in ("/tmp", "/var/tmp", "/dev/shm", "/run/lock"):
-        for folder, dirs, files in os.walk(top):
-            dirs[:] = [d for d in dirs if not d.startswith(("pytest-of-", "bash_jobs"))]
-            found += [os.path.join(folder, name) for name in files if name.startswith("victim-")]
-    rt = ctypes.CDLL(ctypes.util.find_library("rt") or "librt.so.1", use_errno=True)
-    queue = rt.mq_open(b"/victim-queue", os.O_RDONLY | os.O_NONBLOCK, 0, None)
-    if queue >= 0:
-        found.append("POSIX queue /victim-queue")
-        rt.mq_unlink(b"/victim-queue")
-    return found
-
-
-def test_the_thief_s_search_finds_what_its_layer_lets_it_reach(server, tmp_path):
-    """The control for the tests below: a thief that first spreads a marker of its own finds it in its memory
-    and its files in every layer, and in System V IPC, POSIX shared memory and an abstract socket wherever its
-    layer lets it make them (a private root of its own): the search would find a classmate's there."""
-    result = _grade(server, tmp_path, self_test(seconds=3), seed=4)
-    note = next((n for n in result.notes if "found a classmate's marker" in n), "")
-    found = set(note.rsplit(" in ", 1)[-1].split(", ")) if note else set()
-    expected = {"memory", "files"} | ({"shm", "msg", "posix-shm", "socket"} if server.layers["namespaces"] else set())
-    assert expected <= found, (expected, result.notes)
-
-
-@pytest.fixture(scope="module")
-def classmates(layer):
-    """One class per layer through grade-class, one worker (one server for everyone): the victim first, then
-    classmates who try every way to her marker (memory, IPC, shared folders, her notebook and results), who
-    break the cleanup, send answers too large or use another system-call ABI, then honest ones."""
-    base, root, out = _world_writable_class(layer)
-    mark = new_marker()
-    places = [root, out]
-    students = {"a_victim": victim(mark, places), "b_thief": thief(places),
-                "c_thief_post_ln": thief(places, base="post_ln"),
-                "d_redirects_results": template(cell(REDIRECT.format(out=str(out), root=str(root)))),
-                "e_deep_tree": next(e.source for e in FAMILIES if e.name.startswith("deep_tree")),
-                "f_huge_answers": next(e.source for e in FAMILIES if e.name.startswith("eleven_answers")),
-                "g_x32": next(e.source for e in FAMILIES if e.name == "x32_system_call"),
-                "y_post_ln": submission(forward=POST_LN), "z_correct": submission()}
-    for name, text in students.items():
-        (root / f"{name}.py").write_text(text)
-    rows = grade_class(root, out, workers=1, seed=6, progress=False, force=True, limits=CLASS_LIMITS,
-                       isolation=LAYERS[layer])
-    left = _leftovers(mark)
-    yield SimpleNamespace(root=root, out=out, mark=mark, rows={r["student"]: r for r in rows}, left=left)
-    shutil.rmtree(base, ignore_errors=True)
-
-
-def test_no_classmate_s_marker_reaches_another_student(classmates):
-    for student, row in classmates.rows.items():
-        if student == "a_victim":
-            continue
-        for page in ("results.json", "feedback.html"):
-            assert classmates.mark not in (classmates.out / student / page).read_text(), (student, page)
-        assert classmates.mark not in json.dumps(row), student
-    assert float(classmates.rows["b_thief"]["score"]) == 0
-    assert float(classmates.rows["c_thief_post_ln"]["score"]) <= float(classmates.rows["y_post_ln"]["score"])
-    assert classmates.mark in (classmates.out / "a_victim" / "results.json").read_text()   # she did leave it
-
-
-def test_results_go_to_their_own_student_whatever_the_folders_modes(classmates):
-    out = classmates.out
-    assert float(classmates.rows["d_redirects_results"]["score"]) == 0
-    for student in classmates.rows:
-        assert not (out / student).is_symlink()
-        assert json.loads((out / student / "results.json").read_text())["extra_data"]["student"] == student
-    assert float(classmates.rows["a_victim"]["score"]) == TOTAL_POINTS
-
-
-def test_cleanup_breakers_huge_answers_and_foreign_system_calls_cost_only_their_author(classmates):
-    rows = classmates.rows
-    assert {s: float(rows[s]["score"]) for s in ("e_deep_tree", "g_x32", "z_correct")} == dict.fromkeys(
-        ("e_deep_tree", "g_x32", "z_correct"), TOTAL_POINTS)
-    assert float(rows["f_huge_answers"]["score"]) == 0
-    assert all(not row["grader_errors"] for row in rows.values()), {s: r["grader_errors"] for s, r in rows.items()}
-
-
-def test_nothing_of_any_job_outlives_the_grading(classmates):
-    assert classmates.left == []
-
-
-@pytest.fixture(scope="module")
-def autograded(layer, tmp_path_factory):
-    """The same victim and thief, a cleanup breaker, answers too large, an x32 system call and an honest student
-    through `nbgrader autograde` in the layer: one server for the whole command, the victim's notebook first."""
-    base, _, _ = _world_writable_class(layer)
-    course = make_course(base / "course", ordinary=False)
-    course.chmod(0o777)
-    shell = Shell({"AUTOGRADER_SEED": "7", "AUTOGRADER_BUBBLEWRAP": LAYERS[layer].get("bubblewrap", "auto"),
-                   "AUTOGRADER_NAMESPACES": LAYERS[layer].get("namespaces", "auto")})
-    shell("nbgrader", "generate_assignment", kit.KIT.name, cwd=course)
-    released = nbformat.read(course / "release" / kit.KIT.name / kit.KIT.notebook_name, as_version=4)
-    mark = new_marker()
-    family = {e.name: e.source.split("# %% hostile")[1] for e in FAMILIES if "# %% hostile" in e.source}
-    code = {"a_victim": victim(mark, [course]).split("# %% spread")[1],
-            "b_thief": thief([course]).split("# %% search")[1],
-            "c_deep_tree": family["deep_tree_unreadable_folders_left_behind"],
-            "d_huge_answers": family["eleven_answers_of_fifteen_megabytes"],
-            "e_x32": family["x32_system_call"], "z_correct": ""}
-    for student, extra in code.items():
-        notebook = nbformat.from_dict(released)        # a copy: the thief's and the huge answers' are the release
-        if student not in ("b_thief", "d_huge_answers"):
-            notebook = do_kit_homework(notebook, "ada_correct")
-        if extra:
-            notebook.cells.append(nbformat.v4.new_code_cell(extra))
-        path = course / "submitted" / student / kit.KIT.name / kit.KIT.notebook_name
-        path.parent.mkdir(parents=True)
-        nbformat.write(notebook, path)
-    run = shell("nbgrader", "autograde", kit.KIT.name, cwd=course)
-    left = _leftovers(mark)
-    yield SimpleNamespace(course=course, mark=mark, log=run.stdout + run.stderr, left=left)
-    shutil.rmtree(base, ignore_errors=True)
-
-
-def test_no_classmate_s_marker_reaches_another_student_through_nbgrader(autograded):
-    graded = [line.split("graded ")[1].split(":")[0] for line in autograded.log.splitlines() if "] graded " in line]
-    assert graded[:2] == ["a_victim", "b_thief"], autograded.log[-3000:]
-    thief_notebook = autograded.course / "autograded" / "b_thief" / kit.KIT.name / kit.KIT.notebook_name
-    assert autograded.mark not in thief_notebook.read_text()
-    with Gradebook(f"sqlite:///{autograded.course / 'gradebook.db'}") as gradebook:
-        score = lambda student: gradebook.find_submission_notebook(kit.KIT.notebook_id, kit.KIT.name, student).score  # noqa: E731
-        assert {student: score(student) for student in ("a_victim", "b_thief", "c_deep_tree", "d_huge_answers",
-                                                        "e_x32", "z_correct")} == {
-            "a_victim": TOTAL_POINTS, "b_thief": 0, "c_deep_tree": TOTAL_POINTS, "d_huge_answers": 0,
-            "e_x32": TOTAL_POINTS, "z_correct": TOTAL_POINTS}
-    assert autograded.left == []
 
 
 def test_a_server_found_dead_is_started_again_and_the_job_graded(server, tmp_path):

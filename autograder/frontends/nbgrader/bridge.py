@@ -22,14 +22,14 @@ from traitlets import Integer, Unicode
 from traitlets.config import Config, PyFileConfigLoader
 
 from autograder.course import kit
-from autograder.course.notebook import HIDDEN_CHECK_PREFIX, cells_from_notebook
+from autograder.course.notebook import HIDDEN_CHECK_PREFIX, SubmissionError, read_notebook
 from autograder.engine.results import points_text
 from autograder.engine.rubric import RUBRIC
 from autograder.grading.reference import new_seed
-from autograder.grading.submission import grade_cells
+from autograder.grading.submission import grade_cells, unreadable
 from autograder.sandbox.parent.client import SandboxServer
 from .annotate import annotate
-from .plugins import kit_source
+from .plugins import KIT_KEY, kit_source
 from .preflight import unsafe_allowed
 
 
@@ -68,7 +68,12 @@ def _run_seed() -> int:
 
 
 def _has_kit_checks(nb) -> bool:
-    ids = {cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "") for cell in nb.cells}
+    """Does this notebook hold a hidden-check cell of the kit? One that cannot even be read counts as one (fail
+    closed: it is never run in a kernel)."""
+    try:
+        ids = {cell.grade_id for cell in read_notebook(nb).cells}
+    except SubmissionError:
+        return True
     return any(f"{HIDDEN_CHECK_PREFIX}{name}" in ids for name in RUBRIC)
 
 
@@ -101,9 +106,15 @@ class SandboxedExecute(Execute):
         command_line = _run_by_command_line(self)
         seed = self.seed or int(os.environ.get("AUTOGRADER_SEED", 0)) or (_run_seed() if command_line else new_seed())
         student = resources.get("nbgrader", {}).get("student")
-        with self._server(assignment, command_line, unsafe_allowed(self.config)) as server:
-            result = grade_cells(cells_from_notebook(nb), assignment.notebook_name, server, seed=seed,
-                                 device=self.device, student=student)
+        record = nb.metadata.get(KIT_KEY, {})      # the kit's intake wrote it (a student's own was dropped there)
+        if record.get("unreadable"):
+            result = unreadable(assignment.notebook_name, str(record["unreadable"]), seed, self.device, student,
+                                assignment=assignment)
+        else:
+            reading = read_notebook(nb, assignment.notebook_name)
+            with self._server(assignment, command_line, unsafe_allowed(self.config)) as server:
+                result = grade_cells(reading.cells, assignment.notebook_name, server, seed=seed, device=self.device,
+                                     student=student, notes=tuple(map(str, record.get("reading") or ())) + reading.notes)
         self.log.info("graded %s: the checks give %s (written answers are graded by hand; seed %s)", student,
                       f"{points_text(result.score)} of their {points_text(result.max_score)} points", seed)
         return annotate(nb, result, assignment), resources

@@ -10,10 +10,12 @@ submitted or the cell awaits grading.
 
 `grades_per_check.csv` beside it: student, assignment, check, points, max, late (1 when the submission was
 late), manual (1 when an instructor set the points); points empty where the cell awaits grading.
+
+No cell of either file can run in a spreadsheet (`exports`: a cell that starts with =, +, -, @, a tab or a
+carriage return gets a leading ').
 """
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from nbgrader.api import MissingEntry
@@ -21,6 +23,7 @@ from nbgrader.plugins import ExportPlugin
 
 from autograder.course import kit
 from autograder.engine.rubric import RUBRIC
+from autograder.frontends.exports import write_csv
 from .plugins import course_directory
 from .preflight import source_notebooks
 
@@ -127,7 +130,4 @@ class PerCheckExport(ExportPlugin):
 
 
 def _write(path: Path, header: list[str], rows: list[dict]) -> None:
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=header, restval="")
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(path, header, rows)          # every cell neutralized: student ids and names are the students'

@@ -31,7 +31,7 @@ from traitlets.config import Config, Configurable
 
 from autograder.course import kit
 from autograder.engine.rubric import RUBRIC
-from .plugins import KIT_KEY, course_directory
+from .plugins import KIT_KEY, course_directory, kit_source
 
 
 class KitSandbox(Configurable):
@@ -117,7 +117,22 @@ def graded_with_another_source(coursedir, assignment: kit.Assignment) -> list[st
 
 
 class KitPreflight(NotebookExporter):
-    """nbgrader's notebook exporter for Autograde, which checks the kit's assignment first (see the module)."""
+    """nbgrader's notebook exporter for Autograde, which checks the kit's assignment first (see the module), and
+    reads each submitted notebook of the kit's assignments inside the kit's fence (`intake`)."""
+
+    def from_file(self, file_stream, resources=None, **kw):
+        converter = self.parent
+        kit_notebook = isinstance(converter, Autograde) and getattr(converter, "_sanitizing", False) and \
+            resources is not None and "nbgrader" in resources and kit_source(self, resources) is not None
+        if not kit_notebook:
+            return super().from_file(file_stream, resources=resources, **kw)
+        from .intake import marked, read_submitted
+
+        coursedir = course_directory(converter)
+        info = resources["nbgrader"]
+        release = Path(coursedir.format_path(coursedir.release_directory, ".", info["assignment"])) / \
+            f"{info['notebook']}.ipynb"
+        return self.from_notebook_node(marked(read_submitted(file_stream.name, release)), resources=resources, **kw)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

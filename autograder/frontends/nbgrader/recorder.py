@@ -26,6 +26,7 @@ from autograder.engine.results import SubmissionResult
 from .annotate import annotate
 from .bridge import course_config, pick_assignment
 from .feedback import recorded_result, standing_from_gradebook
+from .intake import read_submitted
 from .plugins import without_score_outputs
 from .preflight import refusal
 
@@ -116,11 +117,9 @@ class CourseRecorder:
 
     def _annotated(self, submission, result: SubmissionResult) -> nbformat.NotebookNode:
         notebook = None
-        if submission.path is not None and submission.path.suffix == ".ipynb":
-            try:
-                notebook = nbformat.read(submission.path, as_version=4)
-            except Exception:
-                notebook = None
+        if submission.path is not None and submission.path.suffix == ".ipynb":     # read inside the kit's fence
+            intake = read_submitted(submission.path, self.folder("release", ".") / self.assignment.notebook_name)
+            notebook = intake.notebook if intake.unreadable is None else None
         return annotate(notebook or nbformat.v4.new_notebook(), result, self.assignment)
 
     def _timestamp(self, submission):

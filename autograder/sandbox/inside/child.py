@@ -39,7 +39,8 @@ def start_child(setup, uid: int | None, job: dict, workdir: str | None, report_w
         os.dup2(201, 2)
         os.dup2(200, 3)
         os.closerange(4, 1 << 16)
-        if (job.get("plan") or {}).get("device") == "cuda":
+        device = "cuda" if (job.get("plan") or {}).get("device") == "cuda" else "cpu"
+        if device == "cuda":
             try:
                 start_cuda(setup.limits)
             except BaseException:
@@ -47,7 +48,7 @@ def start_child(setup, uid: int | None, job: dict, workdir: str | None, report_w
         try:
             if group is not None:
                 group.join()
-            confine(workdir, setup, uid)
+            confine(workdir, setup, uid, device)
         except BaseException:
             os._exit(CONFINE_FAILED)
         setup.questions.run_job(setup.kit, job, Reporter(3))

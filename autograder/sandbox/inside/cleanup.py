@@ -5,7 +5,9 @@ student's) and the rest still removed.
 Where a child has a private root (`rootfs`), its writable places are tmpfs mounts of its own that vanish whole
 with it, and none of this is needed for them. Where it has none (permissions alone), its working directory is
 removed here, and the job's user's files, System V IPC objects and message queues are looked for and removed
-from every place others can write.
+from every place others can write. Key rings need no cleanup: no child can make a key (the seccomp allowlist
+refuses every key-ring call), and each child has a session ring and, where the kernel allows, a user namespace
+of its own (`fresh`).
 """
 from __future__ import annotations
 

@@ -7,12 +7,13 @@ be made before the memory limit and the user switch), then `confine`:
 2. where the server can make namespaces: a private root of its own (`rootfs.private_root`: only the system,
    Python and the sandbox's own code; own /tmp, /var/tmp, /dev/shm, /run/lock; own network, IPC and host name);
 3. a new session, resource limits, umask 077, its working directory;
-4. Landlock where the kernel has it (`landlock.restrict`: reads only below the system, Python and the sandbox's own code,
-   writes only below its own places);
-5. the seccomp filter (`seccomp.install`: other ABIs and io_uring everywhere; sockets and IPC without
-   namespaces; permission changes without namespaces or Landlock);
-6. the job's own sandbox user (as root; else every capability dropped), a clean environment and no grading
-   modules on the import path.
+4. the job's own sandbox user (as root), then, where the kernel allows it, a user namespace of its own
+   (`fresh.own_user_namespace`), every capability dropped, and a new session key ring (`fresh`);
+5. Landlock where the kernel has it (`landlock.restrict`: reads only below the system, Python and the sandbox's
+   own code, writes only below its own places);
+6. the seccomp allowlist (`seccomp`: only the calls grading needs; sockets and IPC only with namespaces;
+   permission changes only with namespaces or Landlock);
+7. a clean environment and no grading modules on the import path.
 """
 from __future__ import annotations
 
@@ -27,12 +28,11 @@ import tempfile
 
 import torch
 
-from . import landlock, seccomp
+from . import fresh, landlock, seccomp
 from .rootfs import PRIVATE_PLACES, private_root
 
 _libc = ctypes.CDLL(None, use_errno=True)
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, PR_SET_DUMPABLE = 47, 4, 4
-_CAPSET = {"x86_64": 126, "aarch64": 91}
 READABLE = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sys")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
@@ -94,12 +94,12 @@ def drop_capabilities() -> None:
     _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)          # _LINUX_CAPABILITY_VERSION_3, this process
     data = (ctypes.c_uint32 * 6)()                           # effective, permitted, inheritable: all empty
-    number = _CAPSET.get(os.uname().machine)
+    number = seccomp.number("capset")
     if number is None or _libc.syscall(number, header, data) != 0:
         raise OSError(ctypes.get_errno(), "capset")
 
 
-def confine(workdir: str | None, setup, uid: int | None) -> str:
+def confine(workdir: str | None, setup, uid: int | None, device: str = "cpu") -> str:
     """Confine this (child) process for good as set out above; returns its working directory."""
     limits, view = setup.limits, setup.view
     writable = []
@@ -121,20 +121,22 @@ def confine(workdir: str | None, setup, uid: int | None) -> str:
     os.umask(0o077)
     if uid is not None:
         os.chown(workdir, uid, uid)
-    if setup.landlock:
-        landlock.restrict(readable_places(setup.keep), [workdir, *writable],
-                          [*DEVICES, *gpu_devices()])
-    seccomp.install(setup.filters)
-    if uid is not None:
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
         nproc = limits["processes"]
     else:
-        drop_capabilities()
         nproc = setup.nproc_base + limits["processes"]
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)     # its own memory is its own to read (the supervisor's is not)
+    if setup.user_namespace:
+        fresh.own_user_namespace()
+    drop_capabilities()
+    fresh.new_session_keyring()
+    if setup.landlock:
+        landlock.restrict(readable_places(setup.keep), [workdir, *writable],
+                          [*DEVICES, *gpu_devices()])
+    seccomp.install(setup.programs[device])
     os.chdir(workdir)
     os.environ.clear()
     os.environ.update(HOME=workdir, TMPDIR=workdir, PATH="/usr/bin:/bin", LANG="C.UTF-8",

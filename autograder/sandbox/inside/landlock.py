@@ -16,8 +16,9 @@ import ctypes
 import os
 import struct
 
+from . import seccomp
+
 _libc = ctypes.CDLL(None, use_errno=True)
-CREATE_RULESET, ADD_RULE, RESTRICT_SELF = 444, 445, 446     # the same on every architecture
 CREATE_RULESET_VERSION = 1
 RULE_PATH_BENEATH = 1
 PR_SET_NO_NEW_PRIVS = 38
@@ -31,9 +32,20 @@ NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 
 
+def _number(name: str) -> int:
+    number = seccomp.number(f"landlock_{name}")
+    if number is None:
+        raise OSError(f"this machine's libseccomp does not know landlock_{name}")
+    return number
+
+
 def abi() -> int:
-    """The kernel's Landlock ABI version, or 0 when it has none."""
-    version = _libc.syscall(CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
+    """The kernel's Landlock ABI version, or 0 when it has none (or libseccomp does not know its calls)."""
+    try:
+        version = _libc.syscall(_number("create_ruleset"), None, ctypes.c_size_t(0),
+                                ctypes.c_uint32(CREATE_RULESET_VERSION))
+    except OSError:
+        return 0
     return max(0, version)
 
 
@@ -63,7 +75,7 @@ def restrict(read: list[str], write: list[str], devices: list[str] = ()) -> int:
                        SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if version >= 6 else 0)
     size = 8 if version < 4 else 16 if version < 6 else 24
     buffer = ctypes.create_string_buffer(attr[:size], size)
-    ruleset = _syscall(CREATE_RULESET, buffer, ctypes.c_size_t(size), ctypes.c_uint32(0))
+    ruleset = _syscall(_number("create_ruleset"), buffer, ctypes.c_size_t(size), ctypes.c_uint32(0))
     try:
         rules = [(path, EXECUTE | READ_FILE | READ_DIR) for path in read]
         rules += [(path, handled) for path in write]
@@ -77,13 +89,13 @@ def restrict(read: list[str], write: list[str], devices: list[str] = ()) -> int:
                 if not os.path.isdir(f"/proc/self/fd/{handle}"):
                     rights &= FILE_RIGHTS
                 beneath = ctypes.create_string_buffer(struct.pack("=Qi", rights & handled, handle), 12)
-                _syscall(ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(RULE_PATH_BENEATH), beneath,
+                _syscall(_number("add_rule"), ctypes.c_int(ruleset), ctypes.c_int(RULE_PATH_BENEATH), beneath,
                          ctypes.c_uint32(0))
             finally:
                 os.close(handle)
         if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "no_new_privs")
-        _syscall(RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
+        _syscall(_number("restrict_self"), ctypes.c_int(ruleset), ctypes.c_uint32(0))
     finally:
         os.close(ruleset)
     return version

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
+
+from . import seccomp
 
 _libc = ctypes.CDLL(None, use_errno=True)
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUTS = 0x00020000, 0x40000000, 0x08000000, 0x04000000
@@ -29,7 +30,6 @@ MNT_DETACH = 2
 SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 PRIVATE_PLACES = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
-_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 STAGE = "/tmp"          # where the new root is assembled (in the child's own mount namespace)
 
 
@@ -119,9 +119,9 @@ def private_root(keep: list[str], tmp_mb: int, devices: list[str] = (), network:
 
 
 def _pivot(new: str, old: str) -> None:
-    number = _PIVOT_ROOT.get(platform.machine())
+    number = seccomp.number("pivot_root")
     if number is None:
-        raise OSError(f"no pivot_root for {platform.machine()}")
+        raise OSError("no pivot_root here")
     if _libc.syscall(number, new.encode(), old.encode()) != 0:
         error = ctypes.get_errno()
         raise OSError(error, f"pivot_root: {os.strerror(error)}")

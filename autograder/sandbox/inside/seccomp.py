@@ -1,53 +1,164 @@
-"""The child's seccomp filter: system calls refused before any student code runs.
+"""The child's seccomp filter: an allowlist (`syscalls.ALLOWED`), everything else refused, in every layer.
 
-Every layer: a system call made through another ABI (x86's i386 or x32, arm's 32-bit) kills the process,
-and io_uring (whose operations a filter cannot see) is refused. Where there is no network or IPC namespace
-(permissions alone), also every socket() and every System V IPC or POSIX message queue; where, besides, no
-Landlock confines its writes, also every change of permission bits, ACLs and the umask, so that whatever the
-child creates in a place others can write stays its own (mode 0700/0600).
+The program, classic BPF, made once by the server and loaded by every child before any student code runs:
+
+1. a call made through another ABI than the machine's own (i386 or x32 on x86-64, 32-bit ARM on arm64) kills
+   the process;
+2. the allowed calls go through; the checked ones (`syscalls.CHECKED`) only with their arguments allowed;
+   the calls a layer grants (`syscalls.GRANTS`) only where the server grants them;
+3. clone3 fails with ENOSYS (the C library then uses clone, whose flags the filter reads), and so does any
+   number above the highest this machine's libseccomp knows (a call newer than it: programs fall back on
+   ENOSYS, as they do on an older kernel);
+4. everything else fails with EPERM.
+
+System-call numbers come from libseccomp (`number`), resolved by name for the architecture, never typed here.
+On a GPU (`device="cuda"`) ioctl is not checked: NVIDIA's driver and its unified memory use request codes of
+their own, and Landlock (which allows device ioctls only on the listed device files) keeps them to the GPU.
 """
 from __future__ import annotations
 
 import ctypes
+import functools
 import platform
 import struct
+import sys
+
+from . import syscalls
 
 _libc = ctypes.CDLL(None, use_errno=True)
-LOAD, JEQ, JGE, RET = 0x20, 0x15, 0x35, 0x06
+LOAD, AND, JEQ, JGT, JGE, JSET, RET = 0x20, 0x54, 0x15, 0x25, 0x35, 0x45, 0x06
 ALLOW, KILL_PROCESS, ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
-EPERM = 1
+EPERM, ENOSYS = 1, 38
 X32_BIT = 0x40000000
+NR, ARCH_OFFSET = 0, 4
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}      # AUDIT_ARCH_*, which are also libseccomp's tokens
+GPU_ONLY = ("get_mempolicy",)                              # CUDA's host allocations read the NUMA policy
 
-ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
-NUMBERS = {
-    "x86_64": {"io_uring": (425, 426, 427), "sockets": (41,),
-               "ipc": (29, 30, 31, 64, 65, 66, 67, 68, 69, 70, 71, 220, 240, 241, 242, 243, 244, 245),
-               "permissions": (90, 91, 268, 452, 95, 188, 189, 190, 463)},
-    "aarch64": {"io_uring": (425, 426, 427), "sockets": (198,),
-                "ipc": (186, 187, 188, 189, 190, 191, 192, 193, 194, 195, 196, 197, 180, 181, 182, 183, 184, 185),
-                "permissions": (52, 53, 452, 166, 5, 6, 7, 463)},
-}
-PARTS = ("io_uring", "sockets", "ipc", "permissions")
+
+@functools.lru_cache(maxsize=1)
+def _libseccomp():
+    try:
+        lib = ctypes.CDLL("libseccomp.so.2")
+    except OSError as error:
+        raise OSError("libseccomp (libseccomp.so.2) is needed for the sandbox's system-call filter: on Debian and "
+                      "Ubuntu, apt-get install libseccomp2") from error
+    lib.seccomp_syscall_resolve_name_arch.argtypes = [ctypes.c_uint32, ctypes.c_char_p]
+    lib.seccomp_syscall_resolve_name_arch.restype = ctypes.c_int
+    lib.seccomp_syscall_resolve_num_arch.argtypes = [ctypes.c_uint32, ctypes.c_int]
+    lib.seccomp_syscall_resolve_num_arch.restype = ctypes.c_void_p
+    return lib
+
+
+def machine() -> str:
+    return platform.machine()
+
+
+@functools.lru_cache(maxsize=None)
+def number(name: str, arch: str | None = None) -> int | None:
+    """The system call's number on `arch` (this machine's by default), from libseccomp; None where it has none."""
+    arch = arch or machine()
+    if arch not in ARCH:
+        raise OSError(f"no seccomp filter for {arch}")
+    found = _libseccomp().seccomp_syscall_resolve_name_arch(ARCH[arch], name.encode())
+    return found if found >= 0 else None
+
+
+@functools.lru_cache(maxsize=None)
+def highest_known(arch: str) -> int:
+    """The highest system-call number libseccomp has a name for on `arch`."""
+    lib, highest = _libseccomp(), 0
+    for candidate in range(1024):
+        name = lib.seccomp_syscall_resolve_num_arch(ARCH[arch], candidate)
+        if name:
+            highest = candidate
+            _libc.free(ctypes.c_void_p(name))
+    return highest
 
 
 def _op(code: int, jt: int, jf: int, k: int) -> bytes:
-    return struct.pack("HBBI", code, jt, jf, k)
+    return struct.pack("=HBBI", code, jt, jf, k)
 
 
-def build(parts=("io_uring",), machine: str | None = None) -> bytes:
-    """The filter program refusing the system calls of `parts` (see PARTS), for this machine's ABI."""
-    machine = machine or platform.machine()
-    if machine not in ARCH:
-        raise OSError(f"no seccomp filter for {machine}")
-    program = [_op(LOAD, 0, 0, 4), _op(JEQ, 1, 0, ARCH[machine]), _op(RET, 0, 0, KILL_PROCESS),   # the ABI
-               _op(LOAD, 0, 0, 0)]                                                                # the number
-    if machine == "x86_64":                                 # x32 calls carry the same audit arch: refuse by bit
+def _argument(index: int) -> int:
+    """Offset of argument `index`'s low 32 bits in struct seccomp_data (little-endian machines only)."""
+    return 16 + 8 * index
+
+
+def _one_of(values) -> list[bytes]:
+    """Fall through when the accumulator is one of `values`, else fail with EPERM."""
+    values = list(values)
+    return [_op(JEQ, len(values) - i, 0, v) for i, v in enumerate(values)] + [_op(RET, 0, 0, ERRNO | EPERM)]
+
+
+def _checks(name: str, grants, device: str) -> list[bytes] | None:
+    """The argument checks of a CHECKED call, ending in a verdict; None where the call is refused outright
+    (socket without the "sockets" grant) or allowed outright (ioctl on a GPU)."""
+    types = [_op(LOAD, 0, 0, _argument(1)), _op(AND, 0, 0, 0xF), *_one_of(syscalls.SOCKET_TYPES.values())]
+    if name == "clone":
+        mask = 0
+        for flag in syscalls.NAMESPACE_FLAGS.values():
+            mask |= flag
+        return [_op(LOAD, 0, 0, _argument(0)), _op(JSET, 0, 1, mask), _op(RET, 0, 0, ERRNO | EPERM),
+                _op(RET, 0, 0, ALLOW)]
+    if name == "ioctl":
+        return None if device == "cuda" else [_op(LOAD, 0, 0, _argument(1)), *_one_of(syscalls.IOCTLS.values()),
+                                               _op(RET, 0, 0, ALLOW)]
+    if name == "prctl":
+        return [_op(LOAD, 0, 0, _argument(0)), *_one_of(syscalls.PRCTLS.values()), _op(RET, 0, 0, ALLOW)]
+    if name == "socket":
+        if "sockets" not in grants:
+            return None
+        return [_op(LOAD, 0, 0, _argument(0)), *_one_of(syscalls.FAMILIES.values()), *types, _op(RET, 0, 0, ALLOW)]
+    if name == "socketpair":
+        return [_op(LOAD, 0, 0, _argument(0)), *_one_of([syscalls.FAMILIES["AF_UNIX"]]), *types, _op(RET, 0, 0, ALLOW)]
+    if name == "personality":
+        return [_op(LOAD, 0, 0, _argument(0)), *_one_of([syscalls.PERSONALITY_QUERY]), _op(RET, 0, 0, ALLOW)]
+    raise ValueError(f"no argument checks for {name}")
+
+
+def allowed_names(grants=(), device: str = "cpu") -> list[str]:
+    """The calls allowed without argument checks, in the order the program tests them."""
+    names = [name for group in syscalls.ALLOWED.values() for name in group]
+    names += [name for grant in sorted(grants) if grant != "sockets" for name in syscalls.GRANTS[grant]]
+    return names + (list(GPU_ONLY) + ["ioctl"] if device == "cuda" else [])
+
+
+def build(grants=(), device: str = "cpu", arch: str | None = None) -> bytes:
+    """The filter program for `arch` (this machine's by default), granting the parts `grants` (see
+    `syscalls.GRANTS`) and made for `device` ("cpu" or "cuda")."""
+    arch = arch or machine()
+    if arch not in ARCH:
+        raise OSError(f"no seccomp filter for {arch}")
+    if sys.byteorder != "little":
+        raise OSError("the seccomp filter reads arguments as little-endian")
+    unknown = set(grants) - set(syscalls.GRANTS)
+    if unknown:
+        raise ValueError(f"unknown grants {sorted(unknown)}")
+    program = [_op(LOAD, 0, 0, ARCH_OFFSET), _op(JEQ, 1, 0, ARCH[arch]), _op(RET, 0, 0, KILL_PROCESS),   # the ABI
+               _op(LOAD, 0, 0, NR)]                                                                    # the number
+    if arch == "x86_64":                                # x32 calls carry the same audit arch: refused by bit
         program += [_op(JGE, 0, 1, X32_BIT), _op(RET, 0, 0, KILL_PROCESS)]
-    for part in parts:
-        for number in NUMBERS[machine][part]:
-            program += [_op(JEQ, 0, 1, number), _op(RET, 0, 0, ERRNO | EPERM)]
-    program.append(_op(RET, 0, 0, ALLOW))
+    seen = set()
+    for name in allowed_names(grants, device):
+        nr = number(name, arch)
+        if nr is not None and nr not in seen:
+            seen.add(nr)
+            program += [_op(JEQ, 0, 1, nr), _op(RET, 0, 0, ALLOW)]
+    for name in syscalls.CHECKED:
+        nr = number(name, arch)
+        checks = _checks(name, grants, device)
+        if nr is None or nr in seen or checks is None:
+            continue
+        seen.add(nr)
+        program += [_op(JEQ, 0, len(checks), nr), *checks]
+    for name in syscalls.ENOSYS:
+        nr = number(name, arch)
+        if nr is not None and nr not in seen:
+            program += [_op(JEQ, 0, 1, nr), _op(RET, 0, 0, ERRNO | ENOSYS)]
+    program += [_op(JGT, 0, 1, highest_known(arch)), _op(RET, 0, 0, ERRNO | ENOSYS), _op(RET, 0, 0, ERRNO | EPERM)]
+    if len(program) > 4096:
+        raise OSError("the seccomp program is longer than the kernel takes")
     return b"".join(program)
 
 
@@ -55,9 +166,8 @@ class _Fprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
 
 
-def install(parts=("io_uring",)) -> None:
-    """Load the filter for this process and all it starts. Raises OSError where seccomp is not available."""
-    program = build(parts)
+def install(program: bytes) -> None:
+    """Load `program` (from `build`) for this process and all it starts. Raises OSError where seccomp is refused."""
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _Fprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_char_p))
     if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \

@@ -15,6 +15,11 @@ confined children that run them, replies on it, and exits. So no student's code,
 enter this process: a child can search all the memory it inherited and find nothing of a classmate's.
 The kit code it holds is what students receive.
 
+Before its first job it drops what it inherited and does not need (`fresh`): the session key ring it was
+started with (it joins a new, anonymous one), every descriptor but its channel, core dumps. It makes the
+children's seccomp programs once (`seccomp.build`, one per device) from what it found this machine lets
+children do (`try_layers`).
+
 The server knows nothing of the questions: `init["questions"]` names the module a child runs its job with
 (`ready`, `run_job`, `PROBES`, `FORWARD_PROBES`; the grader's is `autograder.engine.questions.job`).
 """
@@ -29,7 +34,7 @@ import socket
 
 import torch
 
-from . import landlock, seccomp
+from . import fresh, landlock, seccomp, syscalls
 from .confine import gpu_devices, readable_places
 from .processes import task_count
 from .protocol import ProtocolError, receive_message, send_message
@@ -42,6 +47,7 @@ PRELOAD = ("math", "random", "itertools", "functools", "collections", "typing", 
            "json", "re", "statistics", "fractions", "decimal", "operator", "string", "textwrap", "warnings",
            "numpy", "torch.nn.functional")
 PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE = 36, 4
+NOBODY = 65534
 
 
 def _attempt(attempt) -> int:
@@ -63,24 +69,38 @@ def _worked(pid: int) -> bool:
 
 def try_layers(init: dict) -> dict:
     """Start trying, in forked children, what this machine lets children do; they run while the server warms
-    up (`layers_that_work` collects them). The seccomp filter is tried with every part: a kernel that takes
-    it takes any of its subsets."""
+    up (`layers_that_work` collects them). The seccomp filter is tried with every grant: a kernel that takes
+    it takes any of its variants. A user namespace is tried as a child would make one: as a user without
+    privileges (root's children switch to theirs first)."""
     keep, view = init["keep"], init.get("view")
-    tries = {"seccomp": _attempt(lambda: seccomp.install(seccomp.PARTS))}
+    tries = {"seccomp": _attempt(lambda: seccomp.install(seccomp.build(tuple(syscalls.GRANTS))))}
     if view is not None:
         tries["view"] = _attempt(lambda: private_root(keep, view["tmp_mb"], gpu_devices(), view["network"]))
     if init.get("landlock", True) and landlock.abi():
         tries["landlock"] = _attempt(lambda: landlock.restrict(readable_places(keep), [], []))
+    if init.get("user_namespace", True):
+        tries["user_namespace"] = _attempt(_unprivileged_user_namespace)
     return tries
 
 
-def layers_that_work(init: dict, tries: dict) -> tuple[dict | None, int, tuple | None]:
-    """(private root or None, Landlock ABI or 0, seccomp parts or None) from the tries of `try_layers`."""
+def _unprivileged_user_namespace() -> None:
+    if os.geteuid() == 0:
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+    fresh.own_user_namespace()
+
+
+def layers_that_work(init: dict, tries: dict) -> tuple[dict | None, int, tuple | None, bool]:
+    """(private root or None, Landlock ABI or 0, the seccomp grants or None where seccomp does not work, user
+    namespaces) from the tries of `try_layers`. Sockets and IPC are granted only with namespaces of the child's
+    own, permission changes only with namespaces or Landlock."""
     worked = {name: _worked(pid) for name, pid in tries.items()}
     view = init.get("view") if worked.get("view") else None
     abi = landlock.abi() if worked.get("landlock") else 0
-    parts = ("io_uring",) + (() if view else ("sockets", "ipc")) + (() if view or abi else ("permissions",))
-    return view, abi, parts if worked["seccomp"] else None
+    grants = ("sockets", "ipc", "permissions") if view else ("permissions",) if abi else ()
+    return view, abi, grants if worked["seccomp"] else None, bool(worked.get("user_namespace"))
 
 
 class Server:
@@ -99,10 +119,11 @@ class Server:
         libc = ctypes.CDLL(None, use_errno=True)
         self.subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-        view, abi, filters = layers_that_work(init, tries)
+        view, abi, grants, user_namespace = layers_that_work(init, tries)
+        programs = {device: seccomp.build(grants, device) for device in ("cpu", "cuda")} if grants is not None else {}
         nproc_base = 0 if init.get("sandbox_users") else task_count(os.getuid())
         self.setup = Setup(questions, kit, init["limits"], init.get("hide_root"), init.get("groups") or {}, tuple(init["keep"]),
-                           view, init.get("scratch"), abi, filters, nproc_base)
+                           view, init.get("scratch"), abi, grants, programs, user_namespace, nproc_base)
         gc.collect()
         gc.freeze()      # what the server holds stays put: a child's garbage collector never touches (and so
         #                  never copies) those pages, which makes each fork's copy-on-write far cheaper
@@ -112,8 +133,10 @@ class Server:
         """What this server could actually set up, for the parent to name (and to refuse to grade without)."""
         setup = self.setup
         return {"namespaces": setup.view is not None, "landlock": setup.landlock,
-                "seccomp": list(setup.filters) if setup.filters is not None else None,
-                "no_sockets": setup.view is not None or bool(setup.filters and "sockets" in setup.filters),
+                "seccomp": "allowlist" if setup.programs else None,
+                "granted": list(setup.grants) if setup.grants is not None else [],
+                "no_sockets": setup.view is not None or (bool(setup.programs) and "sockets" not in setup.grants),
+                "user_namespace": setup.user_namespace, "session_keyring": SESSION_KEYRING["fresh"],
                 "cgroups": sorted(setup.groups), "subreaper": self.subreaper}
 
     def serve(self, control: socket.socket) -> None:
@@ -180,11 +203,20 @@ def _reap() -> None:
             return
 
 
+SESSION_KEYRING = {"fresh": False}
+
+
 def main() -> None:
     control = socket.socket(fileno=os.dup(0))
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)                  # anything printed by libraries goes nowhere near a channel
+    fresh.close_inherited((control.fileno(),))
+    fresh.no_core()
+    try:                              # the key ring the grader was started with stays behind
+        SESSION_KEYRING["fresh"] = fresh.new_session_keyring()
+    except OSError:
+        pass
     init, _ = receive_message(control)
     server = Server(init)
     send_message(control, {"ready": True, "layers": server.layers})

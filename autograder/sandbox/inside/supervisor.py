@@ -17,7 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from . import cleanup
+from . import cleanup, fresh
 from .child import start_child
 from .jobs import Job
 from .processes import cpu_seconds, exit_watch, has_exited, kill_everything_from
@@ -41,7 +41,9 @@ class Setup:
     view: dict | None          # a private root per child (namespaces, or inside bubblewrap), or None
     scratch: str | None        # without one: the folder the jobs' working directories go in (the parent's)
     landlock: int              # the Landlock ABI the children restrict themselves with (0: none)
-    filters: tuple             # the seccomp filter's parts (see seccomp.build)
+    grants: tuple | None       # what the seccomp allowlist grants besides its own calls (see syscalls.GRANTS)
+    programs: dict             # the seccomp program per device ("cpu", "cuda"); empty where seccomp does not work
+    user_namespace: bool       # each child makes a user namespace of its own
     nproc_base: int            # threads the grader's own user runs already (no sandbox user: RLIMIT_NPROC counts them)
 
 
@@ -54,6 +56,10 @@ class Supervisor:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)     # its memory (this student's) is no child's to read
+        try:
+            fresh.new_session_keyring()             # the job's own key ring, shared with no other job
+        except OSError:
+            pass
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         with os.fdopen(channel, "rb") as stream:
             try:

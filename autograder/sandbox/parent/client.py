@@ -11,7 +11,9 @@ Layers of isolation, the strongest available used, and named in every result (`e
 * always: a fresh forked child per run, until done or out of CPU time (code that only waits gets
   `wall_factor` times as long in wall-clock time), killed with everything it started; limits on memory, CPU,
   file size, open files and processes; a clean environment; the grader's modules blocked from import; a
-  seccomp filter (no other system-call ABI, no io_uring); a bound on the answers' total size;
+  seccomp allowlist (only the system calls grading needs, no other ABI); a new session key ring for the
+  server, each job and each child, and a user namespace per child where the kernel allows one; a bound on the
+  answers' total size (the kinds of kernel object and how each layer closes them: `autograder.sandbox.kinds`);
 * as root: each job runs as an unprivileged user of its own, and everything it starts lives in one control
   group (one memory and process limit, one CPU clock) where the host lets the kit make one;
 * bubblewrap, or namespaces as root: each child gets a root of its own with only the system, Python and the code
@@ -38,6 +40,7 @@ import threading
 from dataclasses import asdict, dataclass
 
 from autograder.course import kit
+from autograder.sandbox.kinds import UNSAFE, describe  # noqa: F401  (UNSAFE: named here for the grader)
 from autograder.sandbox.inside import cleanup, jobs
 from autograder.sandbox.inside.processes import kill_user
 from autograder.sandbox.inside.protocol import MAX_ANSWER_BYTES, control_pair, hand_over, receive_within, send_message
@@ -50,7 +53,8 @@ PASSED_ENV = ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "N
 # server's process id (unique among live processes), so concurrent graders never share (or kill) each other's.
 SANDBOX_UID_BASE = 200_000
 JOB_UIDS = 256
-UNSAFE = "UNSAFE: not isolated (no bubblewrap, not root): the submission could read the grading files"
+# AUTOGRADER_JOB_UIDS=N: the jobs of a server take turns over N uids of its block only (tests: N=1 makes every job
+# of a server reuse one uid, as job 257 reuses job 1's)
 REPLY_LIMIT = 2 * MAX_ANSWER_BYTES + (8 << 20)
 bubblewrap_works = bubblewrap.works
 
@@ -177,6 +181,7 @@ class SandboxServer:
         send_message(self.control, {"questions": kit.QUESTIONS, "kit_code": self.assignment.public_code(), "limits": asdict(self.limits),
                                     "hide_root": str(kit.ROOT), "groups": self.groups, "keep": keep, "view": view,
                                     "landlock": self.landlock != "off", "sandbox_users": self.root,
+                                    "user_namespace": self.namespaces != "off",
                                     "scratch": self.scratch})
 
     def wait_until_ready(self) -> None:
@@ -202,7 +207,8 @@ class SandboxServer:
         with self.lock:
             for attempt in (1, 2):
                 self.jobs += 1
-                uid = self.uids[self.jobs % JOB_UIDS] if self.uids else None
+                turns = min(JOB_UIDS, max(1, int(os.environ.get("AUTOGRADER_JOB_UIDS") or JOB_UIDS)))
+                uid = self.uids[self.jobs % turns] if self.uids else None
                 self.last_uid = uid
                 spawned, reply = self._run_job(self.jobs, uid, {"cells": cells, "plan": plan, "probes": probes})
                 answered = isinstance(reply, dict) and ("observations" in reply or reply.get("grader_error"))
@@ -259,31 +265,6 @@ class SandboxServer:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def describe(layers: dict, bubblewrap: bool, root: bool) -> str:
-    """The isolation a server gives, as every result names it."""
-    if not (bubblewrap or root):
-        return UNSAFE
-    parts = ["fresh child per submission, forked from a server that never holds student data",
-             "CPU-time, memory, process, output and answer-size limits"]
-    if root:
-        parts.append("an unprivileged user of its own per submission")
-    if layers.get("cgroups"):
-        parts.append("one control group per submission")
-    if bubblewrap:
-        parts.append("bubblewrap: no network")
-    if layers.get("namespaces"):
-        parts.append("namespaces: a root of its own per child (only the system, Python and the sandbox's own code; own /tmp, "
-                     "IPC and network)")
-    if layers.get("landlock"):
-        parts.append("Landlock: reads only the system, Python and the sandbox's own code, writes only its own folder")
-    if not (bubblewrap or layers.get("namespaces")):
-        if not layers.get("landlock"):
-            parts.append("grading folders closed to other users by permissions while grading (other files the "
-                         "world may read stay readable)")
-        parts.append("sockets and IPC refused (seccomp)" if layers.get("no_sockets") else "NETWORK OPEN")
-    return "; ".join(parts)
 
 
 def _join(folders: list[str]) -> None:

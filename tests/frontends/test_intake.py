@@ -1,0 +1,69 @@
+"""nbgrader's way in, fenced (`autograder.frontends.nbgrader.intake`): whatever a submitted file holds, nbgrader
+goes on with a notebook its own schema and preprocessors take (nbgrader metadata whole or none, every string
+writable), with the kit's notes, or with the released notebook marked unreadable; the kit's metadata in a
+submitted file never survives."""
+import json
+
+import nbformat
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from autograder.course import kit
+from autograder.frontends.nbgrader.intake import marked, read_submitted
+from autograder.frontends.nbgrader.plugins import KIT_KEY
+from catalog.malformed import READ, SHAPES
+from catalog.mutations import mutated
+
+pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+
+RELEASE = kit.TEMPLATE_DIR / kit.KIT.notebook_name
+
+
+def assert_nbgrader_takes(notebook) -> None:
+    nbformat.validate(notebook)
+    nbformat.writes(notebook).encode("utf-8")
+    for cell in notebook.cells:
+        nbgrader = cell.get("metadata", {}).get("nbgrader")
+        if nbgrader is not None:
+            assert isinstance(nbgrader, dict) and isinstance(nbgrader.get("grade_id", ""), str)
+            if nbgrader.get("grade") or nbgrader.get("solution") or nbgrader.get("locked"):
+                assert isinstance(nbgrader.get("grade_id"), str), nbgrader
+        assert KIT_KEY not in cell.get("metadata", {})
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(case=mutated())
+def test_nbgrader_goes_on_with_a_notebook_it_takes_whatever_was_submitted(tmp_path_factory, case):
+    done, data = case
+    path = tmp_path_factory.mktemp("intake") / kit.KIT.notebook_name
+    path.write_bytes(data)
+    intake = read_submitted(path, RELEASE)
+    assert_nbgrader_takes(intake.notebook)
+    assert (intake.unreadable is None) or intake.unreadable.startswith("Your notebook could not be read"), done
+    assert KIT_KEY not in intake.notebook.metadata
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_every_odd_shape_goes_on_marked(tmp_path, name):
+    path = tmp_path / kit.KIT.notebook_name
+    path.write_bytes(SHAPES[name].data)
+    notebook = marked(read_submitted(path, RELEASE))
+    assert_nbgrader_takes(notebook)
+    record = notebook.metadata[KIT_KEY]
+    if SHAPES[name].outcome == READ:
+        assert "unreadable" not in record and SHAPES[name].phrase in " ".join(record["reading"])
+    else:
+        assert SHAPES[name].phrase in record["unreadable"] and len(notebook.cells) == len(
+            nbformat.read(RELEASE, as_version=4).cells)
+
+
+def test_the_kit_s_metadata_in_a_submitted_file_is_dropped(tmp_path):
+    notebook = json.loads((kit.SOLUTIONS_DIR / kit.KIT.notebook_name).read_text())
+    notebook["metadata"][KIT_KEY] = {"unreadable": "forged", "result": {"score": 24}}
+    notebook["cells"][53]["metadata"][KIT_KEY] = {"remark": "forged remark"}
+    path = tmp_path / kit.KIT.notebook_name
+    path.write_text(json.dumps(notebook))
+    intake = read_submitted(path, RELEASE)
+    assert intake.unreadable is None and "forged" not in nbformat.writes(intake.notebook)
+    assert marked(intake).metadata[KIT_KEY] == {"reading": []}

@@ -1,0 +1,41 @@
+"""The sandbox's table of kinds (`autograder.sandbox.kinds`): complete, probed, and the README's layer table."""
+import pytest
+
+from autograder.course import kit
+from autograder.sandbox import kinds
+from catalog import kinds as probes
+
+pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+
+LISTED = ("files", "processes", "System V", "POSIX", "abstract", "key rings", "control groups", "timers", "clocks",
+          "inotify", "fanotify", "eventfd", "memfd", "network", "devices", "/proc", "/sys")
+
+
+def test_the_readme_s_layer_table_is_the_one_the_table_generates():
+    assert kinds.in_readme((kit.ROOT / "README.md").read_text()) == kinds.readme_table(), \
+        "README.md's layer table is stale: run `python -m autograder.sandbox.kinds`"
+
+
+def test_every_kind_has_a_probe_and_every_probe_a_kind():
+    assert set(probes.PROBES) == set(kinds.BY_NAME)
+    for kind in kinds.KINDS:
+        assert set(kind.closed) == set(kinds.LAYERS), kind.name
+        assert {c.how for c in kind.closed.values()} <= {kinds.REFUSED, kinds.OWN, kinds.REMOVED, kinds.OPEN}
+        assert all(c.text and c.text != "same" for c in kind.closed.values()), kind.name
+
+
+def test_the_table_names_every_kind_the_sandbox_must_close():
+    titles = " ".join(kind.title for kind in kinds.KINDS)
+    assert [word for word in LISTED if word not in titles] == []
+
+
+def test_only_the_unisolated_column_and_the_permissions_layer_s_files_and_devices_are_open():
+    open_cells = {(kind.name, layer) for kind in kinds.KINDS for layer, c in kind.closed.items() if c.how == kinds.OPEN}
+    assert {cell for cell in open_cells if cell[1] != "unsafe"} == {("other_files", "permissions")}
+
+
+@pytest.mark.parametrize("layers, bubblewrap, root, column", [
+    ({}, True, False, "bubblewrap"), ({}, True, True, "bubblewrap"), ({"namespaces": True}, False, True, "namespaces"),
+    ({"landlock": 7}, False, True, "landlock"), ({}, False, True, "permissions"), ({"landlock": 7}, False, False, "unsafe")])
+def test_a_server_s_layers_name_its_column(layers, bubblewrap, root, column):
+    assert kinds.layer_of(layers, bubblewrap, root) == column

@@ -1,0 +1,46 @@
+"""Running a grading command as systemd or a login starts one: under a session key ring of its own, which every
+process it starts inherits (here a named one, joined by a launcher). Afterwards the launcher reports the keys
+that ring holds: a student's key there would be one every later process of the grader could reach."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from autograder.sandbox.inside import seccomp
+from autograder.sandbox.parent import client as sandbox
+
+RING = "layernorm-grader-session"
+LAUNCH = r"""
+import ctypes, json, subprocess, sys
+libc = ctypes.CDLL(None, use_errno=True)
+keyctl = int(sys.argv[1])
+if libc.syscall(keyctl, 1, sys.argv[2].encode()) < 0:          # KEYCTL_JOIN_SESSION_KEYRING, by name
+    raise OSError(ctypes.get_errno(), "could not join a session key ring")
+done = subprocess.run(sys.argv[3:], capture_output=True, text=True)
+buffer = ctypes.create_string_buffer(4096)
+size = libc.syscall(keyctl, 11, ctypes.c_long(-3), buffer, 4096)   # KEYCTL_READ of the session ring: its keys
+keys = [int.from_bytes(buffer.raw[i:i + 4], "little") for i in range(0, max(0, min(size, 4096)), 4)]
+print(json.dumps({"status": done.returncode, "stdout": done.stdout[-20000:], "stderr": done.stderr[-20000:],
+                  "ring_keys": keys}))
+"""
+
+
+def run_under_ring(argv: list[str], cwd: Path, env: dict, timeout: float = 900) -> dict:
+    """Run `argv` under a named session key ring: {"status", "stdout", "stderr", "ring_keys"}."""
+    done = subprocess.run([sys.executable, "-c", LAUNCH, str(seccomp.number("keyctl")), RING, *map(str, argv)],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise AssertionError(f"the launcher failed: {done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def sandbox_key_owners() -> dict[int, str]:
+    """uid -> its line of /proc/key-users, for every sandbox uid that owns keys."""
+    owners = {}
+    for line in Path("/proc/key-users").read_text().splitlines():
+        uid, rest = line.split(":", 1)
+        if int(uid) >= sandbox.SANDBOX_UID_BASE and int(rest.split()[1].split("/")[0]):
+            owners[int(uid)] = rest.strip()
+    return owners
