@@ -421,9 +421,12 @@ class Walk:
         zeroes (within five standard deviations). None where the values show no such dropout."""
         if name == "a":
             norm2 = self.calls_of("norm2")
-            if len(norm2) != 1 or self.placed(norm2[0]) is None:
-                return None
-            added = self.placed(norm2[0]) - self.x
+            if len(norm2) == 1 and self.placed(norm2[0]) is not None:
+                added = self.placed(norm2[0]) - self.x
+            else:
+                added = self._first_branch_from_output(branch)
+                if added is None:
+                    return None
         else:
             added = self.y - self.values["h"]
         if not masked(added, branch, self.keep, self.tol):
@@ -432,6 +435,24 @@ class Walk:
         count, zeroed = int(live.sum()), int((live & (np.abs(added) <= self.tol * np.abs(branch).max())).sum())
         spread = 5 * np.sqrt(count * self.drop_p * (1 - self.drop_p))
         return added if abs(zeroed - count * self.drop_p) <= spread else None
+
+    def _first_branch_from_output(self, branch: np.ndarray) -> np.ndarray | None:
+        """Where norm2's input cannot be placed (it ran on a rearranged h), the first dropped branch read from what
+        the block returned: y - x is, element by element, one of 0, s*a, s*f and s*(a + f), with f the
+        feed-forward output the block recorded and s = 1 / (1 - p). None where some element is none of them."""
+        ffs = self.calls_of("ff")
+        if len(ffs) != 1 or tuple(ffs[0].output.shape) != tuple(self.shape):
+            return None
+        f, rest, s = ffs[0].output.reshape(-1), self.y - self.x, self.keep
+        size = self.tol * max(float(np.max(np.abs(rest))), 1.0)
+        choices = np.stack([np.zeros_like(rest), s * branch, s * f, s * (branch + f)])
+        fits = np.abs(choices - rest) <= size * max(s, 1.0)
+        if not fits.any(axis=0).all():
+            return None
+        keeps_a = fits[1] | fits[3]
+        if np.any(keeps_a & (fits[0] | fits[2])):       # an element both readings explain: cannot tell
+            return None
+        return np.where(keeps_a, s * branch, 0.0)
 
     def _second_start(self, norm2: Seen, h: np.ndarray, d1: np.ndarray, att: Seen) -> Found:
         """norm2 did not receive h. What the feed-forward network received, and the second shortcut (what the block
