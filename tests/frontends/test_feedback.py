@@ -136,7 +136,7 @@ def test_every_number_comes_from_the_standing():
     standing = Standing(6.5, 12, checks, written, late_penalty=2, seconds_late=3600,
                         remarks=(("task1_forward", "Nice loop"),))
     page = feedback_html(result, standing)
-    assert '<span id="score">6.5 / 12</span>' in page and "Late submission: 2 points deducted" in page
+    assert '<span id="score">6.5 / 12</span>' in page and "Late submission (by 1.0 h): 2 points deducted" in page
     assert "before the deduction: 8.5" in page
     assert re.search(r'data-check="forward_shortcuts"><td class="title">[^<]*</td><td class="pts">2.5 / 3'
                      r'<div class="muted">set by your instructor', page)
