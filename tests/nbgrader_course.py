@@ -95,9 +95,10 @@ class Shell:
             argv = command
         environment = {**self.env, **(env or {})}
         if self.user:
-            home = Path("/home") / self.user
-            environment = {**environment, "HOME": str(home), "USER": self.user, "LOGNAME": self.user}
-            argv = ["setpriv", f"--reuid={self.user}", f"--regid={self.user}", "--init-groups", "--", *argv]
+            import hub_users
+            environment = {**environment, "HOME": str(hub_users.home(self.user)), "USER": self.user,
+                           "LOGNAME": self.user}
+            argv = hub_users.command_as(self.user, argv)
         process = subprocess.run(argv, cwd=cwd, env=environment, capture_output=True, text=True, timeout=900)
         if check and process.returncode != 0:
             raise AssertionError(f"{' '.join(command)} failed ({process.returncode}):\n{process.stdout}\n{process.stderr}")
