@@ -109,7 +109,7 @@ def jupyter_server(course: Path, config_dir: Path, log: Path, python: str = sys.
                    "PATH": f"{Path(python).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     if user:
         import hub_users
-        environment.update(HOME=str(hub_users.home(user)), USER=user, LOGNAME=user)
+        environment.update(USER=user, LOGNAME=user, HOME=(env or {}).get("HOME", str(hub_users.home(user))))
         command = hub_users.command_as(user, command)
     else:
         command.append("--allow-root")

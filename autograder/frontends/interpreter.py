@@ -30,4 +30,4 @@ def interpreter_refusal(executable: str | None = None) -> str | None:
     shown = executable if real == executable else f"{executable} (that is, {real})"
     return (f"this user (uid {os.getuid()}) cannot run the kit's Python, {shown}: {closed} is closed to them. "
             "Make the environment with a Python every user can run, in a folder every user can enter (README, "
-            "\"Install into a hub's environment\")")
+            "\"Set up a hub\")")
