@@ -31,7 +31,7 @@ from autograder.sandbox.parent.client import Limits, SandboxServer
 from autograder.sandbox.parent.containment import own_folder
 from .feedback import write_feedback_page
 from .report import write_class_report
-from .standing import Standing, standing_of
+from .standing import UNISOLATED, Standing, standing_of
 
 SUBMISSION_SUFFIXES = (".ipynb", ".py")
 
@@ -140,7 +140,7 @@ def results_rows(out: Path, assignment: kit.Assignment = kit.KIT) -> list:
 
 def unisolated(out: Path, students: list[str]) -> list[str]:
     """The students whose results say they were graded without isolation."""
-    return [s for s, r in read_results(Path(out), students).items() if standing_of(r).unisolated]
+    return [s for s, r in read_results(Path(out), students).items() if r.isolation.startswith(UNISOLATED)]
 
 
 def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int, device: str = "cpu",

@@ -68,11 +68,12 @@ def distribution(rows) -> str:
     scores = [standing.score for _, _, standing in rows]
     maximum = max((standing.max_score for _, _, standing in rows), default=0)
     awaiting = sum(1 for _, _, standing in rows if standing.awaiting)
-    text = (f"{len(rows)} students; mean {points_text(statistics.mean(scores))}, median "
+    text = (f"{len(rows)} student{'s' * (len(rows) != 1)}; mean {points_text(statistics.mean(scores))}, median "
             f"{points_text(statistics.median(scores))}, lowest {points_text(min(scores))}, highest "
             f"{points_text(max(scores))} of {points_text(maximum)}.")
     if awaiting:
-        text += f" {awaiting} students have written answers awaiting grading (not in these scores yet)."
+        text += (f" {awaiting} of them {'have' if awaiting != 1 else 'has'} written answers awaiting grading (not in "
+                 "these scores yet).")
     png = histogram_png(scores, maximum, "Score distribution", f"score (of {points_text(maximum)})")
     return f'<p id="summary">{_e(text)}</p>' + _figure(png, "Score distribution", "score-histogram")
 

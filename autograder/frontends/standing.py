@@ -2,7 +2,7 @@
 grade-class's results.json, grades.csv and pages, the export, the class report, formgrader's view, the Gradescope
 run's output). Views render a `Standing`; none adds up points of its own.
 
-In a course the record is nbgrader's gradebook, read into plain `GradeRecord`s by `nbgrader.feedback.
+In a course the record is nbgrader's gradebook, read into plain `GradeRecord`s by `nbgrader.gradebook.
 standing_from_gradebook`, and `standing_from_record` computes: each graded cell's points by nbgrader's rule (the
 instructor's score where there is one, else the autograder's, plus extra credit; none yet for a written answer
 awaiting grading), the course's late penalty applied to their sum now (so a written answer graded or a score
@@ -115,8 +115,6 @@ def cell_title(assignment: kit.Assignment, grade_id: str) -> str:
                 return re.sub(r"\s*\([^)]*points?\)\s*", " ", lead.group(1)).strip().rstrip(".:").strip()
     return grade_id
 
-
-written_title = cell_title
 
 
 def standing_of(result: SubmissionResult, assignment: kit.Assignment = kit.KIT) -> Standing:

@@ -198,7 +198,7 @@ class Instructor(RuleBasedStateMachine):
         page = self.course.report()
         wants = {s: self.model.expected(s) for s in self.model.graded}
         mean = sum(w["score"] for w in wants.values()) / len(wants)
-        summary = re.search(r"(\d+) students; mean ([\d.]+)", page)
+        summary = re.search(r"(\d+) students?; mean ([\d.]+)", page)
         assert int(summary.group(1)) == len(wants) and close(summary.group(2), mean), (summary.group(0), mean)
         checks = page.split('id="checks"')[1].split("</table>")[0]
         means = dict(re.findall(r"<tr><td>([^<]+)</td><td>\d+ of \d+</td><td>[^<]+</td><td>([\d.]+) of", checks))

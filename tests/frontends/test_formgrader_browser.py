@@ -91,7 +91,7 @@ def test_submission_view_shows_the_standing_each_check_and_no_score_outputs(cour
                  "document.querySelector('input.score#check_forward_order')")
     text = browser.js("document.body.innerText")
     score = f"{autograded['score']:g} / {FULL:g}"
-    assert f"The student's feedback page says: Score: {score}" in text
+    assert f"The grade: Score: {score}" in text
     for title in ("Operation order (Pre-LN)", "Both shortcut additions", "Task 2: gradient compounding"):
         assert title in text
     assert re.search(r"Step 2 of 10 \(normalize with norm1\)", text) and "Post-LN" in text
@@ -204,5 +204,5 @@ def test_after_a_points_change_every_view_says_the_gradebooks_numbers(course, se
             cwd=course)
     browser.open((folder / "report.html").as_uri(), "document.querySelector('#checks')")
     report = browser.js("document.body.innerText")
-    assert f"1 students; mean {standing.score:g}" in report and "2 of 4" in report      # the override, in the mean
+    assert f"1 student; mean {standing.score:g}" in report and "2 of 4" in report      # the override, in the mean
     browser.screenshot(folder / "report-after-points-change.png")
