@@ -156,7 +156,7 @@ def hub():
 
 
 def run_the_course(root: Path, instructor: str, logins: dict, hub: SimpleNamespace) -> SimpleNamespace:
-    exchange, python = hub.exchange, hub.python
+    python = hub.python
     course = hub.home / COURSE_ID                   # made by the instructor's README step
     make_course(root / "more", ordinary=True)       # this course's other assignments, beside the kit's
     shutil.copytree(root / "more" / "source" / ORDINARY, course / "source" / ORDINARY)
