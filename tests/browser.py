@@ -108,8 +108,9 @@ def jupyter_server(course: Path, config_dir: Path, log: Path, python: str = sys.
     environment = {**os.environ, **(env or {}), "JUPYTER_CONFIG_DIR": str(config_dir),
                    "PATH": f"{Path(python).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     if user:
-        environment.update(HOME=f"/home/{user}", USER=user, LOGNAME=user)
-        command = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--", *command]
+        import hub_users
+        environment.update(USER=user, LOGNAME=user, HOME=(env or {}).get("HOME", str(hub_users.home(user))))
+        command = hub_users.command_as(user, command)
     else:
         command.append("--allow-root")
     with open(log, "w") as output:

@@ -1,71 +1,159 @@
-"""Unprivileged Unix users for the tests that play a hub: an instructor and students who are not root.
+"""Unprivileged Unix users, and the one way every test that runs as another user starts its commands: an instructor
+and students who are not root, each given a Python they can run.
 
-Creating users needs root; a test that needs them is skipped with the reason otherwise. The users must run this
-environment's Python: where its interpreter lies somewhere they cannot reach (a pyenv build under /root, say), a
-copy of the virtual environment made of hard links (no data copied) is put beside it, with a copy of that same
-interpreter build (a system Python of the same minor version may be an older patch release the packages do not
-run on). Hard-linked files are never written: changed ones are replaced.
+Creating users needs root; a test that needs them is skipped with the reason otherwise. Where this environment's
+interpreter, or the checkout itself, lies somewhere other users cannot reach (a pyenv build under /root, mode
+0700; a clone in a private folder), the user gets copies made of hard links (no data copied) in a place every
+user can enter: this very interpreter build (`interpreter_for`: a system Python of the same minor version may be
+an older patch release the packages do not run on), the virtual environment on top of it (`python_for`), with
+the kit (a hard-linked copy of the checkout where the checkout is closed) or without it (a student's
+environment). Hard-linked files are never written: changed ones are replaced. `command_as` is how a command
+starts as the user (setpriv, from a shell already running as them), `run_as` runs one, `cover` hiding folders
+from it in a mount namespace of its own (an unreadable install, as that user sees one).
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import os
+import pwd
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from autograder.course import kit
+
 PREFIX = "u19-"
-SHARED_ENV = Path(sys.prefix).parent / ".venv-users"     # beside the kit's .venv, on the same file system
+KEEP_OUT = {".git", ".venv", ".venv-users", "__pycache__", ".pytest_cache", ".hypothesis", "demo-out"}
 
 
 def user(name: str) -> str:
     """The Unix user `u19-<name>`, created (with a home folder) if missing."""
     login = f"{PREFIX}{name}"
+    if os.geteuid() != 0:
+        pytest.skip("acting as other users needs root, to create them")
     if subprocess.run(["id", "-u", login], capture_output=True).returncode != 0:
         subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", login], check=True, capture_output=True)
     return login
 
 
-def runs(login: str, python: str | Path) -> bool:
-    """Can `login` start `python` (and import the kit with it)? Started from a shell that already runs as
-    `login`, as nbgrader starts `alembic`: setpriv's own exec of a path below a folder the user cannot enter
-    can succeed where every later exec by the user fails."""
-    done = subprocess.run(["setpriv", f"--reuid={login}", f"--regid={login}", "--init-groups", "--", "/bin/sh", "-c",
-                           'exec "$0" -c "import torch, nbgrader, autograder"', str(python)],
-                          capture_output=True, cwd="/")
+def home(login: str) -> Path:
+    return Path(pwd.getpwnam(login).pw_dir)
+
+
+def command_as(login: str, argv: list) -> list[str]:
+    """`argv` started as `login` (their groups, no capabilities left), from a shell already running as them: a
+    path below a folder they cannot enter fails there as it does for every later exec of theirs."""
+    return ["setpriv", f"--reuid={login}", f"--regid={login}", "--init-groups", "--", "/bin/sh", "-c", 'exec "$@"',
+            "sh", *map(str, argv)]
+
+
+def user_env(login: str, python: str | Path, env: dict | None = None) -> dict:
+    return {"PATH": f"{Path(python).parent}:/usr/bin:/bin", "HOME": str(home(login)), "USER": login,
+            "LOGNAME": login, "LANG": "C.UTF-8", **(env or {})}
+
+
+def runs(login: str, python: str | Path, imports: str = "torch, nbgrader, autograder") -> bool:
+    """Can `login` start `python` and import `imports` with it?"""
+    done = subprocess.run(command_as(login, [python, "-c", f"import {imports}" if imports else "pass"]),
+                          capture_output=True, cwd="/", env=user_env(login, python))
     return done.returncode == 0
 
 
-def python_for(login: str) -> Path:
-    """A Python with the kit's packages that `login` can run (skips the test, saying why, where there is none)."""
-    if os.geteuid() != 0:
-        pytest.skip("playing a hub needs root, to create its unprivileged users")
-    if runs(login, sys.executable):
-        return Path(sys.executable)
-    stamp = SHARED_ENV / ".made-from"
-    made_from = f"{sys.prefix} {os.stat(Path(sys.prefix) / 'pyvenv.cfg').st_mtime_ns} {sys.base_prefix}"
+def _open_to_all(path: Path) -> bool:
+    """Every folder on the way to `path`, and `path`, may be passed through by any user."""
+    path = Path(os.path.realpath(path))
+    return all(os.stat(p).st_mode & stat.S_IXOTH for p in [*path.parents, path])
+
+
+@functools.lru_cache(maxsize=1)
+def shared() -> Path:
+    """Where the copies go: beside the kit's .venv where every user can enter it, else a folder of its own in /tmp
+    (one per environment)."""
+    beside = Path(sys.prefix).parent / ".venv-users"
+    if _open_to_all(beside.parent):
+        return beside
+    return Path("/tmp") / f"layernorm-kit-users-{hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]}"
+
+
+def interpreter_for(login: str) -> Path:
+    """This interpreter build, with its standard library and no packages, where `login` can run it."""
+    base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    if runs(login, base, imports=""):
+        return base
+    place = shared() / ".python"
+    made_from = f"{os.path.realpath(base)} {os.stat(os.path.realpath(base)).st_mtime_ns}"
+    stamp = place / ".made-from"
     if not (stamp.is_file() and stamp.read_text() == made_from):
-        shutil.rmtree(SHARED_ENV, ignore_errors=True)
-        subprocess.run(["cp", "-al", sys.prefix, str(SHARED_ENV)], check=True)
-        interpreter = _copy_interpreter(SHARED_ENV / ".python")
+        shutil.rmtree(place, ignore_errors=True)
+        place.parent.mkdir(parents=True, exist_ok=True)
+        place.parent.chmod(0o755)
+        _copy_interpreter(place)
+        stamp.write_text(made_from)
+    copy = place / "bin" / base.name
+    if not runs(login, copy, imports=""):
+        pytest.skip(f"{login} cannot run {base}, nor a copy of it in {place}")
+    return copy
+
+
+def kit_root_for(login: str) -> Path:
+    """Where `python_for(login)` imports the kit from: the checkout, or a copy of it where the checkout is closed."""
+    return kit.ROOT if _open_to_all(kit.ROOT) else _kit_copy()
+
+
+@functools.lru_cache(maxsize=1)
+def _kit_copy() -> Path:
+    """The checkout as it is now, hard-linked (made again once per test session: the work tree may have moved on)."""
+    place = shared() / "kit"
+    shutil.rmtree(place, ignore_errors=True)
+    place.mkdir(parents=True)
+    for entry in kit.ROOT.iterdir():
+        if entry.name not in KEEP_OUT and not entry.name.endswith(".egg-info"):
+            subprocess.run(["cp", "-al", str(entry), str(place / entry.name)], check=True)
+    return place
+
+
+def python_for(login: str, with_kit: bool = True) -> Path:
+    """A Python with the kit's packages (and the kit itself, unless `with_kit` is false: a student's environment)
+    that `login` can run. Skips the test, saying why, where there is none."""
+    if with_kit and runs(login, sys.executable):
+        return Path(sys.executable)
+    interpreter = interpreter_for(login)
+    place = shared() / ("env" if with_kit else "env-without-kit")
+    stamp = place / ".made-from"
+    made_from = f"{sys.prefix} {os.stat(Path(sys.prefix) / 'pyvenv.cfg').st_mtime_ns} {interpreter}"
+    if not (stamp.is_file() and stamp.read_text() == made_from):
+        shutil.rmtree(place, ignore_errors=True)
+        subprocess.run(["cp", "-al", sys.prefix, str(place)], check=True)
         version = f"python{sys.version_info.major}.{sys.version_info.minor}"
         for name in ("pyvenv.cfg", "bin/python", "bin/python3", f"bin/{version}"):
-            (SHARED_ENV / name).unlink(missing_ok=True)          # never written in place: they are hard links
-        (SHARED_ENV / "pyvenv.cfg").write_text(f"home = {interpreter.parent}\ninclude-system-site-packages = false\n"
-                                               f"version = {'.'.join(map(str, sys.version_info[:3]))}\n")
+            (place / name).unlink(missing_ok=True)          # never written in place: they are hard links
+        (place / "pyvenv.cfg").write_text(f"home = {interpreter.parent}\ninclude-system-site-packages = false\n"
+                                          f"version = {'.'.join(map(str, sys.version_info[:3]))}\n")
         for name in ("python", "python3", version):
-            (SHARED_ENV / "bin" / name).symlink_to(interpreter)
-        _point_scripts_at(SHARED_ENV / "bin" / "python")
+            (place / "bin" / name).symlink_to(interpreter)
+        _point_scripts_at(place / "bin" / "python")
+        site = place / "lib" / version / "site-packages"
+        for found in [*site.glob("__editable__*layernorm*"), *site.glob("layernorm_kit_autograder*")]:
+            shutil.rmtree(found) if found.is_dir() else found.unlink()
         stamp.write_text(made_from)
-    python = SHARED_ENV / "bin" / "python"
-    if not runs(login, python):
-        pytest.skip(f"{login} cannot run {sys.executable}, nor a copy of its interpreter in {SHARED_ENV}")
+    site = place / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    pth = site / "layernorm-kit.pth"
+    pth.unlink(missing_ok=True)
+    if with_kit:
+        pth.write_text(f"{kit_root_for(login)}\n")
+    python = place / "bin" / "python"
+    if not runs(login, python, "torch, nbgrader, autograder" if with_kit else "nbgrader"):
+        pytest.skip(f"{login} cannot run {sys.executable}, nor a copy of its environment in {place}")
     return python
 
 
-def _copy_interpreter(place: Path) -> Path:
+def _copy_interpreter(place: Path) -> None:
     """This very interpreter (same build, same standard library) where the users can reach it: its executable,
     its shared library and its standard library without site-packages, hard-linked where the file system allows.
     A build that finds its shared library by an absolute run path (pyenv's) is pointed at `$ORIGIN/../lib`."""
@@ -79,6 +167,7 @@ def _copy_interpreter(place: Path) -> Path:
         if subprocess.run(["cp", "-al", str(source), str(target)], capture_output=True).returncode != 0:
             subprocess.run(["cp", "-a", str(source), str(target)], check=True)     # another file system
     shutil.rmtree(place / "lib" / version / "site-packages", ignore_errors=True)
+    (place / "lib" / version / "site-packages").mkdir()
     executable = Path(os.path.realpath(base / "bin" / version))
     binary = executable.read_bytes()
     runpath = str(base / sys.platlibdir).encode()
@@ -87,7 +176,8 @@ def _copy_interpreter(place: Path) -> Path:
     copy = place / "bin" / version
     copy.write_bytes(binary)                                     # a new file: the original is never touched
     copy.chmod(0o755)
-    return copy
+    for name in ("python3", "python"):
+        (place / "bin" / name).symlink_to(version)
 
 
 def _point_scripts_at(python: Path) -> None:
@@ -109,3 +199,29 @@ def give(path: Path, login: str) -> Path:
     """`path` and everything in it now belong to `login`."""
     subprocess.run(["chown", "-R", f"{login}:{login}", str(path)], check=True)
     return path
+
+
+COVER = r"""
+import ctypes, json, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+spec = json.loads(sys.argv[1])
+if libc.unshare(0x00020000):
+    raise OSError(ctypes.get_errno(), "unshare")
+if libc.mount(None, b"/", None, 16384 | (1 << 18), None):
+    raise OSError(ctypes.get_errno(), "mount /")
+for path in spec["cover"]:
+    if libc.mount(b"tmpfs", path.encode(), b"tmpfs", 0, b"mode=0000"):
+        raise OSError(ctypes.get_errno(), "mount " + path)
+os.execvp("setpriv", spec["argv"])
+"""
+
+
+def run_as(login: str, argv: list, cwd, env: dict | None = None, cover=(), timeout: float = 600):
+    """Run `argv` (its first word a Python from `python_for`, say) as `login`. `cover`: folders that look, to this
+    command alone, like empty ones nobody may read (the host's permissions are left untouched)."""
+    command = command_as(login, argv)
+    if cover:
+        spec = {"argv": command, "cover": [str(c) for c in cover]}
+        command = [sys.executable, "-c", COVER, json.dumps(spec)]
+    return subprocess.run(command, cwd=cwd, env=user_env(login, argv[0], env), capture_output=True, text=True,
+                          timeout=timeout)

@@ -76,10 +76,13 @@ def do_kit_homework(released: nbformat.NotebookNode, student: str) -> nbformat.N
 
 class Shell:
     """Runs commands as the instructor or a student would, and keeps a log of each (for the README check).
-    `python`: the environment's Python (default this one); `user`: run as that Unix user (needs root)."""
+    `python`: the environment's Python (default this one); `user`: run as that Unix user (needs root), with
+    `home` as their home folder (default their own). Everything a command printed is kept in `said`."""
 
-    def __init__(self, env: dict | None = None, python: str | Path = sys.executable, user: str | None = None):
-        self.python, self.user = str(python), user
+    def __init__(self, env: dict | None = None, python: str | Path = sys.executable, user: str | None = None,
+                 home: Path | None = None):
+        self.python, self.user, self.home = str(python), user, home
+        self.said: list[tuple[list[str], str]] = []
         self.env = {**os.environ, **(env or {}),
                     "PATH": f"{Path(self.python).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
         self.log: list[list[str]] = []
@@ -95,10 +98,12 @@ class Shell:
             argv = command
         environment = {**self.env, **(env or {})}
         if self.user:
-            home = Path("/home") / self.user
-            environment = {**environment, "HOME": str(home), "USER": self.user, "LOGNAME": self.user}
-            argv = ["setpriv", f"--reuid={self.user}", f"--regid={self.user}", "--init-groups", "--", *argv]
+            import hub_users
+            environment = {**environment, "HOME": str(self.home or hub_users.home(self.user)), "USER": self.user,
+                           "LOGNAME": self.user}
+            argv = hub_users.command_as(self.user, argv)
         process = subprocess.run(argv, cwd=cwd, env=environment, capture_output=True, text=True, timeout=900)
+        self.said.append((command, process.stdout + process.stderr))
         if check and process.returncode != 0:
             raise AssertionError(f"{' '.join(command)} failed ({process.returncode}):\n{process.stdout}\n{process.stderr}")
         return process

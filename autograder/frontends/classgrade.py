@@ -27,7 +27,8 @@ from autograder.course import kit
 from autograder.course.fence import name_text
 from autograder.engine.results import SubmissionResult, points_text
 from autograder.engine.rubric import RUBRIC
-from autograder.frontends.gradescope.results import result_from_json, write_atomically, write_results
+from autograder.frontends.gradescope.results import (result_from_json, standing_from_json, write_atomically,
+                                                     write_results)
 from autograder.grading.reference import reference
 from autograder.grading.submission import grade_file, grader_failure, unreadable
 from autograder.sandbox.parent.client import Limits, SandboxServer
@@ -35,7 +36,7 @@ from autograder.sandbox.parent.containment import own_folder
 from .exports import csv_text
 from .feedback import write_feedback_page
 from .report import write_class_report
-from .standing import Standing, standing_of
+from .standing import UNISOLATED, Standing, standing_of
 
 SUBMISSION_SUFFIXES = (".ipynb", ".py")
 
@@ -145,9 +146,22 @@ def read_results(out: Path, students: list[str]) -> dict[str, SubmissionResult]:
 
 
 def results_rows(out: Path, assignment: kit.Assignment = kit.KIT) -> list:
-    """(student, result, standing) of every student with results in a grade-class folder, for the report."""
+    """(student, result, standing) of every student with results in a grade-class folder, for the report: the
+    standing each results.json was written with (the gradebook's, for a course)."""
     students = sorted(p.parent.name for p in Path(out).glob("*/results.json"))
-    return [(s, r, standing_of(r, assignment)) for s, r in read_results(Path(out), students).items()]
+    rows = []
+    for student, result in read_results(Path(out), students).items():
+        try:
+            standing = standing_from_json(json.loads((Path(out) / student / "results.json").read_text()), result)
+        except (OSError, ValueError, KeyError, TypeError):
+            standing = standing_of(result, assignment)
+        rows.append((student, result, standing))
+    return rows
+
+
+def unisolated(out: Path, students: list[str]) -> list[str]:
+    """The students whose results say they were graded without isolation."""
+    return [s for s, r in read_results(Path(out), students).items() if r.isolation.startswith(UNISOLATED)]
 
 
 def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int, device: str = "cpu",
@@ -165,13 +179,17 @@ def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int,
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)         # exists before the sandbox hides it
     submissions = discover(root, assignment)
-    todo = [s for s in submissions if force or not _is_fresh(out / s.student / "results.json", s, assignment)]
+    stale = course.stale([s.student for s in submissions]) if course is not None else {}
+    todo = [s for s in submissions
+            if force or s.student in stale or not _is_fresh(out / s.student / "results.json", s, assignment)]
     _grade(todo, root, out, workers, seed, device, limits, course, assignment, unsafe, isolation, servers, progress)
     students = [s.student for s in submissions]
     results = read_results(out, students)
     if course is not None:
         standings = course.finish([s for s in students if s in results])
-        for student in standings:
+        for student in standings:       # every file of the student's says the gradebook's numbers
+            write_results(results[student], out / student / "results.json", source=assignment.key,
+                          standing=standings[student])
             shutil.copyfile(course.feedback_page(student), out / student / "feedback.html")
     else:
         standings = {s: standing_of(r, assignment) for s, r in results.items()}
@@ -229,14 +247,16 @@ def _grade(todo, root, out, workers, seed, device, limits, course, assignment, u
                 pool.put(server)
         folder = own_folder(out / submission.student)     # a link put there is replaced, never followed
         try:
-            write_results(result, folder / "results.json", source=assignment.key)
+            write_results(result, folder / "results.json", source=assignment.key,
+                          standing=standing_of(result, assignment))
             if course is not None:
                 course(submission, result)
             else:
                 write_feedback_page(result, folder / "feedback.html", standing_of(result, assignment))
         except Exception as error:      # the grader's failure: recorded for this student, the class goes on
             result = grader_failure(submission.student, error, seed, device, submission.student, assignment)
-            write_results(result, folder / "results.json", source=assignment.key)
+            write_results(result, folder / "results.json", source=assignment.key,
+                          standing=standing_of(result, assignment))
         return result
 
     try:

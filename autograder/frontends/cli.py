@@ -28,13 +28,26 @@ PRIVATE = click.option("--private", "private", multiple=True, type=click.Path(fi
 
 
 def _servers_or_exit(make):
-    """Start the sandbox, or stop with the reason the grader refuses to (not a graded result: nothing ran)."""
+    """Start the sandbox, or stop with the reason the grader refuses to (not a graded result: nothing ran); a
+    refusal of the course's (nbgrader's plugins') is one line too."""
     from autograder.sandbox.parent.client import IsolationUnavailable
 
     try:
         return make()
     except IsolationUnavailable as error:
         raise click.ClickException(str(error)) from None
+    except Exception as error:
+        if type(error).__name__ == "KitRefusal":        # logged by nbgrader's log already: said once more here
+            raise click.ClickException(str(error)) from None
+        raise
+
+
+def _interpreter_or_exit() -> None:
+    from .interpreter import interpreter_refusal
+
+    why = interpreter_refusal()
+    if why:
+        raise click.ClickException(f"Not grading: {why}.")
 
 
 @click.group()
@@ -68,6 +81,7 @@ def grade(submission: Path, results_path: Path, feedback_path: Path | None, sour
         assignment = kit.Assignment(source).verify(RUBRIC) if source else kit.KIT
     except kit.SourceProblem as error:
         raise click.ClickException(f"Not grading: {error}") from None
+    _interpreter_or_exit()
     # the sandbox starts first: it imports torch and warms up on the other core while this process does
     folder = submission.resolve().parent
     server = _servers_or_exit(lambda: SandboxServer(private=(folder, *private), unsafe=unsafe, start=False,
@@ -77,7 +91,7 @@ def grade(submission: Path, results_path: Path, feedback_path: Path | None, sour
         device = _checked_device(device)
         from autograder.grading.submission import grade_file, grader_failure
         from autograder.grading.reference import new_seed, reference
-        from autograder.frontends.gradescope.results import summary, write_results
+        from autograder.frontends.gradescope.results import write_results
 
         seed = new_seed() if seed is None else seed
         try:
@@ -88,13 +102,14 @@ def grade(submission: Path, results_path: Path, feedback_path: Path | None, sour
             result = grader_failure(submission.name, error, seed, device, assignment=assignment)
     finally:
         server.close()
-    write_results(result, results_path, source=assignment.key)
+    from .standing import standing_of
+
+    standing = standing_of(result, assignment)
+    written = write_results(result, results_path, source=assignment.key, standing=standing)
     if feedback_path:
         from .feedback import write_feedback_page
-        from .standing import standing_of
-        write_feedback_page(result, feedback_path, standing_of(result, assignment))
-    from .standing import standing_of
-    click.echo("\n".join([standing_of(result, assignment).summary(), *summary(result).splitlines()[1:]]))
+        write_feedback_page(result, feedback_path, standing)
+    click.echo(written["output"])            # what results.json says, word for word
     click.echo(f"results written to {results_path}")
 
 
@@ -121,6 +136,7 @@ def grade_class(submissions: Path, out: Path, workers: int | None, force: bool, 
     from autograder.course import kit
 
     course = course or _enclosing_course(submissions)
+    _interpreter_or_exit()
     # the sandbox servers start first: they import torch and warm up on their own while this process imports
     # the grader (and nbgrader, for a course) and computes the reference
     spawned = _spawn_servers(workers or os.cpu_count() or 1, unsafe or _course_allows_unsafe(course), course)
@@ -132,7 +148,7 @@ def grade_class(submissions: Path, out: Path, workers: int | None, force: bool, 
         recorder, graded = None, kit.KIT
         if course is not None:
             from autograder.frontends.nbgrader.recorder import CourseRecorder
-            recorder = CourseRecorder(course, assignment, unsafe=unsafe)
+            recorder = _servers_or_exit(lambda: CourseRecorder(course, assignment, unsafe=unsafe))
             graded = recorder.assignment
     except BaseException:
         for server in spawned:
@@ -149,6 +165,11 @@ def grade_class(submissions: Path, out: Path, workers: int | None, force: bool, 
     if course is not None:
         click.echo(f"graded with {graded.source}; scores written to the gradebook of {course}; nbgrader drew the "
                    f"feedback pages in {course / 'feedback'}")
+    from .classgrade import unisolated
+    unsafe_ones = unisolated(out, [r["student"] for r in rows])
+    if unsafe_ones:
+        click.echo(f"WARNING: {len(unsafe_ones)} of {len(rows)} submissions were graded WITHOUT isolation: they could "
+                   "read the solution and other students' files (their results say so)", err=True)
 
 
 def _spawn_servers(count: int, unsafe: bool, course: Path | None = None) -> list:
@@ -193,8 +214,12 @@ def class_report(results: Path | None, course: Path | None, assignment: str | No
         raise click.UsageError("give a RESULTS folder (from grade-class) or --course, one of them")
     if course is not None:
         from autograder.frontends.nbgrader.recorder import course_rows
+        from .standing import stale_line
         name, rows = course_rows(course, assignment)
         out = out or Path(course) / f"report-{name}.html"
+        stale = {student: standing.stale for student, _, standing in rows if standing.stale}
+        if stale:
+            click.echo(f"WARNING: {stale_line(name, stale)}; the report says so at its top", err=True)
     else:
         from .classgrade import results_rows
         name, rows = results.name, results_rows(results)

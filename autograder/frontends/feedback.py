@@ -19,7 +19,7 @@ from pathlib import Path
 from autograder.engine.results import CheckResult, SubmissionResult, points_text
 from autograder.frontends.gradescope.results import write_atomically
 from .plots import CURVES, _series, profile_figure_png  # noqa: F401  (CURVES: the plot's styles, for tests)
-from .standing import AWAITING, Standing, standing_of
+from .standing import AWAITING, UNISOLATED_LINE, Standing, late_text, standing_of
 
 
 def _e(value) -> str:
@@ -108,13 +108,15 @@ def _plot_section(profiles: dict) -> str:
 
 
 def _score_section(standing: Standing) -> list[str]:
-    parts = [f'<p class="score-line">Score: <span id="score">{_e(standing.text)}</span></p>']
+    parts = [f'<p id="unisolated" class="late">{_e(UNISOLATED_LINE)}</p>'] if standing.unisolated else []
+    parts.append(f'<p class="score-line">Score: <span id="score">{_e(standing.text)}</span></p>')
     if standing.awaiting:
         parts.append(f'<p id="awaiting" class="muted">Written answers worth {points_text(standing.awaiting)} points are '
                      f'{AWAITING}; they are not in the score yet.</p>')
     if standing.late_penalty:
-        parts.append(f'<p id="late" class="late">Late submission: {points_text(standing.late_penalty)} points deducted '
-                     f'(before the deduction: {points_text(standing.raw_score)}).</p>')
+        parts.append(f'<p id="late" class="late">Late submission (by {late_text(standing.seconds_late)}): '
+                     f'{points_text(standing.late_penalty)} points deducted (before the deduction: '
+                     f'{points_text(standing.raw_score)}).</p>')
     return parts
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from autograder.engine.results import SubmissionResult, points_text
 from autograder.frontends.gradescope.results import write_atomically
 from .plots import bars_png, histogram_png
-from .standing import Standing
+from .standing import Standing, late_text
 
 STEP = re.compile(r"^((?:In (?:eval|train) mode only: )?Step \d+ of \d+ \([^)]*\))")
 TOP = 12
@@ -68,23 +68,26 @@ def distribution(rows) -> str:
     scores = [standing.score for _, _, standing in rows]
     maximum = max((standing.max_score for _, _, standing in rows), default=0)
     awaiting = sum(1 for _, _, standing in rows if standing.awaiting)
-    text = (f"{len(rows)} students; mean {points_text(statistics.mean(scores))}, median "
+    text = (f"{len(rows)} student{'s' * (len(rows) != 1)}; mean {points_text(statistics.mean(scores))}, median "
             f"{points_text(statistics.median(scores))}, lowest {points_text(min(scores))}, highest "
             f"{points_text(max(scores))} of {points_text(maximum)}.")
     if awaiting:
-        text += f" {awaiting} students have written answers awaiting grading (not in these scores yet)."
+        text += (f" {awaiting} of them {'have' if awaiting != 1 else 'has'} written answers awaiting grading (not in "
+                 "these scores yet).")
     png = histogram_png(scores, maximum, "Score distribution", f"score (of {points_text(maximum)})")
     return f'<p id="summary">{_e(text)}</p>' + _figure(png, "Score distribution", "score-histogram")
 
 
 def pass_rates(rows) -> str:
+    """Who passed each check is the grader's finding; the mean points are the standing's (an override counts)."""
     passed, points, maximum, titles = Counter(), defaultdict(float), defaultdict(float), {}
-    for _, result, _ in rows:
+    for _, result, standing in rows:
         for check in result.checks:
             titles[check.check] = check.title
             passed[check.check] += check.passed
-            points[check.check] += check.points
-            maximum[check.check] += check.max_points
+            grade = standing.checks.get(check.check)
+            points[check.check] += (grade.points or 0.0) if grade else check.points
+            maximum[check.check] += grade.max_points if grade else check.max_points
     names = list(titles)
     rates = [round(100 * passed[n] / len(rows), 1) for n in names]
     table = [[titles[n], f"{passed[n]} of {len(rows)}", f"{rate:g}%",
@@ -131,7 +134,7 @@ def mistakes(rows) -> str:
 
 
 def late(rows) -> str:
-    found = [[student, f"{standing.seconds_late / 3600:.1f} h", points_text(standing.late_penalty), standing.text]
+    found = [[student, late_text(standing.seconds_late), points_text(standing.late_penalty), standing.text]
              for student, _, standing in rows if standing.seconds_late > 0]
     return _table("late", ["Student", "Late by", "Penalty", "Score"], found)
 
@@ -147,12 +150,27 @@ main{max-width:1000px;margin:0 auto;padding:24px 32px;background:#fff;min-height
 h1{font-size:1.6em;margin:0 0 8px}h2{font-size:1.2em;margin:28px 0 8px}
 table{border-collapse:collapse;width:100%;font-size:.92em}th,td{text-align:left;vertical-align:top;padding:6px 8px;
 border-bottom:1px solid #d0d7de}th{background:#f6f8fa}img{max-width:100%;height:auto;margin:8px 0}
-.muted{color:#57606a}
+.muted{color:#57606a}.warning{border-left:6px solid #b3261e;background:#ffebe9;padding:10px 14px;font-weight:600}
 """
 
 
+def warnings(rows) -> list[str]:
+    """What the instructor must know before reading any number: grades out of date, grading without isolation."""
+    found = []
+    stale = [(student, standing.stale) for student, _, standing in rows if standing.stale]
+    if stale:
+        found.append(("stale", f"The grades of {len(stale)} students are out of date ({stale[0][0]}: {stale[0][1]}): grade "
+                     "again before handing them out; the numbers below are as they were graded."))
+    unsafe = [student for student, _, standing in rows if standing.unisolated]
+    if unsafe:
+        found.append(("unisolated", f"{len(unsafe)} of {len(rows)} submissions were graded WITHOUT isolation (c.KitSandbox."
+                     "when_unisolated = \"unsafe\", or --unsafe): they could read the solution and other students' "
+                     "files."))
+    return [f'<p class="warning" id="{name}">{_e(text)}</p>' for name, text in found]
+
+
 def class_report_html(rows: list[tuple[str, SubmissionResult, Standing]], title: str = "Class report") -> str:
-    sections = [f"<h1>{_e(title)}</h1>"]
+    sections = [f"<h1>{_e(title)}</h1>", *warnings(rows)]
     if not rows:
         sections.append('<p class="muted">No graded submissions.</p>')
     else:

@@ -1,5 +1,7 @@
 """`python -m autograder grade`: Gradescope-format results, exit status 0 whenever a result was written."""
 import json
+import os
+from pathlib import Path
 import subprocess
 import sys
 
@@ -21,11 +23,12 @@ def grade(submission, results, *extra):
 def assert_gradescope_format(data):
     assert isinstance(data["score"], (int, float)) and isinstance(data["execution_time"], (int, float))
     assert isinstance(data["output"], str)
-    assert len(data["tests"]) == len(RUBRIC)
+    checks = [t for t in data["tests"] if "written" not in t["extra_data"]]
+    assert [t["tags"][0] for t in checks] == list(RUBRIC)            # then one test per written answer
     for test in data["tests"]:
         assert isinstance(test["name"], str) and isinstance(test["output"], str) and test["output"]
         assert 0 <= test["score"] <= test["max_score"]
-        assert test["status"] in {"passed", "failed"} and test["visibility"] in VISIBILITY
+        assert test.get("status", "awaiting") in {"passed", "failed", "awaiting"} and test["visibility"] in VISIBILITY
     assert data["score"] == pytest.approx(sum(t["score"] for t in data["tests"]))
 
 
@@ -43,7 +46,7 @@ def test_grade_writes_results_for_solution_template_and_garbage(tmp_path):
         assert data["score"] == expected
         assert data["extra_data"]["seed"] == 7
         if submission == garbage:
-            assert all("not valid notebook JSON" in t["output"] for t in data["tests"])
+            assert all("not valid notebook JSON" in t["output"] for t in data["tests"] if "written" not in t["extra_data"])
         elif expected == 0:
             outputs = {t["tags"][0]: t["output"] for t in data["tests"]}
             assert all("Task 1" in text for name, text in outputs.items() if name.startswith("forward_"))
@@ -70,3 +73,55 @@ def test_seed_zero_is_a_seed(tmp_path):
     run = grade(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, results, "--seed", "0", "--device", "cpu")
     assert run.returncode == 0, run.stderr
     assert json.loads(results.read_text())["extra_data"]["seed"] == 0
+
+
+def test_a_user_who_cannot_run_the_kits_python_is_refused_in_one_line_by_every_door(monkeypatch, tmp_path):
+    """Where the sandbox could not start its server with this Python (the user cannot run it), `grade`,
+    `grade-class` and nbgrader's preflight refuse in one line that names the path, before anything starts."""
+    from click.testing import CliRunner
+
+    from autograder.frontends import interpreter
+    from autograder.frontends.cli import main
+    from autograder.frontends.nbgrader import preflight
+    from nbgrader_course import make_course
+
+    why = "this user (uid 65534) cannot run the kit's Python, /closed/python: /closed is closed to them"
+    monkeypatch.setattr(interpreter, "interpreter_refusal", lambda executable=None: why)
+    monkeypatch.setattr(preflight, "interpreter_refusal", lambda executable=None: why)
+    (tmp_path / "class").mkdir()
+    for command in (["grade", str(kit.SOLUTIONS_DIR / kit.KIT.notebook_name), "--results", str(tmp_path / "r.json")],
+                    ["grade-class", str(tmp_path / "class"), "--out", str(tmp_path / "out")]):
+        done = CliRunner().invoke(main, command)
+        assert done.exit_code == 1 and done.output.strip() == f"Error: Not grading: {why}.", done.output
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "out").exists()
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
+    course = make_course(tmp_path / "course", ordinary=False)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")      # nbgrader's `alembic`
+    assert preflight.refusal(CourseDirectory(config=Config(), root=str(course)), Config(), kit.KIT.name) == why
+
+
+def test_the_interpreter_check_names_the_closed_folder():
+    """As another user (`hub_users`), a Python below a folder of root's (mode 0700) is named, with that folder."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    import hub_users
+    from autograder.frontends.interpreter import interpreter_refusal
+
+    assert interpreter_refusal() is None                        # this process runs its own Python
+    login = hub_users.user("inst")
+    python = hub_users.python_for(login)
+    closed = Path(tempfile.mkdtemp(dir="/tmp"))                  # root's, mode 0700
+    try:
+        code = ("from autograder.frontends.interpreter import interpreter_refusal as r; "
+                f"print(r({str(closed / 'python')!r})); print(r())")
+        done = hub_users.run_as(login, [python, "-c", code], cwd="/")
+        assert done.returncode == 0, done.stderr
+        line, own = done.stdout.strip().splitlines()
+        assert line.startswith(f"this user (uid {subprocess.check_output(['id', '-u', login], text=True).strip()})")
+        assert f"{closed / 'python'}: {closed} is closed to them" in line and own == "None"
+    finally:
+        shutil.rmtree(closed)

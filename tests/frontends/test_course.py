@@ -196,6 +196,17 @@ def test_the_points_in_the_course_source_are_the_points_graded_and_nothing_is_de
     assert scores(course, NAME, "ben_post_ln") == ben
 
     shell("nbgrader", "generate_assignment", NAME, "--force", cwd=course)
+    for command, said in ((["nbgrader", "generate_feedback", NAME], "Not drawing feedback for layernorm"),
+                          (["nbgrader", "export"], "Not exporting grades")):   # out of date: nothing handed out
+        refused = shell(*command, cwd=course, check=False)
+        output = (refused.stdout + refused.stderr).strip()
+        assert refused.returncode != 0 and "Traceback" not in output, output
+        (line,) = [line for line in output.splitlines() if said in line]
+        assert "check_forward_shortcuts was graded out of 3 points, the course gives 9" in line, line
+    assert not (course / "feedback").exists() and not (course / "grades.csv").exists()
+    report = shell("python", "-m", "autograder", "class-report", "--course", ".", cwd=course)
+    assert "WARNING: the grades of 2 students of layernorm are out of date" in report.stderr
+    assert 'id="stale"' in (course / "report-layernorm.html").read_text()
     skipped = shell("nbgrader", "autograde", NAME, cwd=course)
     assert "2 students were graded against an earlier version" in skipped.stdout + skipped.stderr
     shell("nbgrader", "autograde", NAME, "--force", cwd=course)

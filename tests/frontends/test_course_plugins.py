@@ -39,7 +39,7 @@ def _course_config() -> Config:
 
 
 def test_the_course_pipelines_are_nbgraders_with_the_kits_classes_swapped_in():
-    from nbgrader.converters import Autograde, GenerateAssignment, GenerateFeedback
+    from nbgrader.converters import Autograde, GenerateAssignment
     config = _course_config()
 
     def name(c):

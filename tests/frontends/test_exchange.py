@@ -1,20 +1,28 @@
-"""The whole course loop on a hub, every person an unprivileged Unix user: the instructor (not root) releases the
+"""The whole course loop on a hub set up from the README alone (its "Set up a hub" blocks, run as written with this
+test's own folders: an interpreter every user can run, the environment installed from pyproject.toml's ranges
+and on the instructor's PATH, the hub-wide course id and exchange, the course folder only in the instructor's
+own configuration, bubblewrap's check), every person an unprivileged Unix user, the students with environments
+that lack the kit. The instructor (not root) releases the
 kit's assignment, a renamed copy of it and an ordinary one; three students fetch, work and submit (one after the
 due date); the instructor collects, autogrades, grades a written answer in formgrader, grades the class again
 with `grade-class --course`, releases feedback that the students fetch, exports and writes the class report.
 Every student's score is then the same number in every place: the gradebook, `nbgrader export`, the course's
 feedback pages, the pages the students fetched, formgrader's view, grade-class's grades.csv, its mean and its
-pages. Every nbgrader command of the README's instructor guide is one of the commands run here.
+pages and results.json. Every nbgrader command of the README's instructor guide is one of the commands run here,
+and none of them prints a traceback or an SAWarning.
 
 At the end, bubblewrap is made to fail for the instructor (a `bwrap` first on PATH that cannot start): the kit
 refuses in one line and changes nothing, until the course chooses to grade without isolation, which every
 result then records."""
 import csv
 import json
+import os
 import re
 import shlex
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -45,14 +53,6 @@ WRITTEN_GRADES = {"ben_post_ln": 1.5, LATE: 2}              # answer_zero_branch
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def hub_config(folder: Path, **settings) -> dict:
-    """A Jupyter config folder holding nbgrader_config.py, as a hub sets one up for each user."""
-    folder.mkdir(parents=True, exist_ok=True)
-    lines = ["c = get_config()"] + [f"c.{key.replace('__', '.')} = {value!r}" for key, value in settings.items()]
-    (folder / "nbgrader_config.py").write_text("\n".join(lines) + "\n")
-    return {"JUPYTER_CONFIG_DIR": str(folder)}
-
-
 def gradebook(course: Path) -> Gradebook:
     return Gradebook(f"sqlite:///{course / 'gradebook.db'}")
 
@@ -71,41 +71,112 @@ def page_score(page: str) -> str:
     return re.search(r'<span id="score">([^<]+)</span>', page).group(1)
 
 
+def setup_steps() -> list[tuple[str, str]]:
+    """The README's hub set-up, as written: each shell block of "Set up a hub" with who runs it ("root" or
+    "instructor", from its first line, "# as root: ..." or "# as each instructor: ...")."""
+    section = README.read_text().split("### Set up a hub", 1)[1].split("\n### ", 1)[0]
+    steps = []
+    for block in re.findall(r"```bash\n(.*?)```", section, flags=re.DOTALL):
+        who = re.match(r"# as (root|each instructor)\b", block)
+        assert who, f"a set-up block that does not say who runs it: {block[:80]}"
+        steps.append(("root" if who.group(1) == "root" else "instructor", block))
+    return steps
+
+
+def with_places(block: str, places: dict) -> str:
+    """The first block, its assignments pointed at this test's own places (every one of them: a variable the
+    README adds must be given a place here)."""
+    names = re.findall(r"^([A-Z_]+)=", block, flags=re.MULTILINE)
+    assert sorted(names) == sorted(places), (names, sorted(places))
+    return re.sub(r"^([A-Z_]+)=\S+", lambda m: f"{m.group(1)}={shlex.quote(str(places[m.group(1)]))}", block,
+                  flags=re.MULTILINE)
+
+
+def torch_index() -> str:
+    """The index this machine's pip uses for everything (its configuration's, else pip's own default), for the
+    README's torch line: the CPU wheel and its dependencies then come from where pip finds packages here, not
+    from PyTorch's index, which a machine without the network cannot reach."""
+    listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+    found = re.findall(r"^(?:global|install)\.index-url='([^' ]+)", listed, flags=re.MULTILINE)
+    if os.environ.get("PIP_INDEX_URL") or found:
+        return os.environ.get("PIP_INDEX_URL") or found[0]
+    return subprocess.run([sys.executable, "-c", "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def set_up_the_hub(root: Path, instructor: str) -> SimpleNamespace:
+    """The README's steps, run as written: root's blocks as root, the instructor's in a login shell of theirs."""
+    kit_copy = root / "kit"           # the kit's checkout where every user can read it (README: a git clone)
+    kit_copy.mkdir()
+    for entry in kit.ROOT.iterdir():
+        if entry.name not in hub_users.KEEP_OUT and not entry.name.endswith(".egg-info"):
+            subprocess.run(["cp", "-a", str(entry), str(kit_copy / entry.name)], check=True)
+    home = root / "instructor"
+    home.mkdir()
+    hub_users.give(home, instructor)
+    places = {"KIT": kit_copy, "ENV": root / "env", "PYTHON": hub_users.interpreter_for(instructor),
+              "TORCH_INDEX": torch_index(), "HUB_CONFIG": root / "etc-jupyter",
+              "PROFILE": root / "profile.d", "EXCHANGE": root / "exchange", "COURSE_ID": COURSE_ID}
+    (root / "profile.d").mkdir()
+    steps = setup_steps()
+    variables = with_places(steps[0][1], places)
+    said = []
+    machine = {k: v for k, v in os.environ.items() if k.startswith(("PIP_", "LANG", "LC_"))}     # pip's settings here
+    machine["PIP_NO_COMPILE"] = "1"        # no bytecode written ahead for torch's thousands of files: minutes saved
+    environment = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
+                   "JUPYTER_CONFIG_PATH": str(places["HUB_CONFIG"])}   # stands for /etc/jupyter, read by every user
+    for who, block in steps[1:]:
+        script = f"set -euo pipefail\n{variables}\n{block}"
+        if who == "root":
+            done = subprocess.run(["bash", "-c", script], cwd=root, env={**machine, **environment, "HOME": str(root)},
+                                  capture_output=True, text=True, timeout=1500)
+        else:                          # a login shell reads the profile folder first
+            login = f'. "{places["PROFILE"]}/layernorm-kit.sh"\n{script}'
+            done = subprocess.run(hub_users.command_as(instructor, ["bash", "-c", login]), cwd=home,
+                                  env={**environment, "HOME": str(home), "USER": instructor, "LOGNAME": instructor},
+                                  capture_output=True, text=True, timeout=600)
+        said.append(done.stdout + done.stderr)
+        assert done.returncode == 0, f"README step failed ({who}):\n{block}\n{said[-1][-3000:]}"
+    return SimpleNamespace(**{k.lower(): v for k, v in places.items() if k != "PYTHON"}, home=home, said="\n".join(said),
+                           interpreter=places["PYTHON"],
+                           environment=environment, python=places["ENV"] / "bin" / "python")
+
+
 @pytest.fixture(scope="module")
 def hub():
     instructor = hub_users.user("inst")
-    python = hub_users.python_for(instructor)
     logins = {student: hub_users.user(student.split("_")[0]) for student in STUDENTS}
     root = Path(tempfile.mkdtemp(prefix="u19-hub-", dir="/tmp"))
     root.chmod(0o755)
     try:
-        yield run_the_course(root, instructor, logins, python)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+        yield run_the_course(root, instructor, logins, set_up_the_hub(root, instructor))
+    finally:       # an environment's tens of thousands of files take minutes to remove here: not waited for
+        subprocess.Popen(["rm", "-rf", str(root)], start_new_session=True, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
 
 
-def run_the_course(root: Path, instructor: str, logins: dict, python: Path) -> SimpleNamespace:
-    exchange = root / "exchange"
-    exchange.mkdir(mode=0o777)
-    exchange.chmod(0o777)
-    course = make_course(root / "instructor" / COURSE_ID)
+def run_the_course(root: Path, instructor: str, logins: dict, hub: SimpleNamespace) -> SimpleNamespace:
+    python = hub.python
+    course = hub.home / COURSE_ID                   # made by the instructor's README step
+    make_course(root / "more", ordinary=True)       # this course's other assignments, beside the kit's
+    shutil.copytree(root / "more" / "source" / ORDINARY, course / "source" / ORDINARY)
     (course / "source" / SECOND).mkdir()
     shutil.copy(kit.SOURCE_NOTEBOOK, course / "source" / SECOND / SECOND_NOTEBOOK)
     with open(course / "nbgrader_config.py", "a") as config:      # the course's late-penalty choice (README)
         config.write('\nc.LateSubmissionPlugin.penalty_method = "zero"\n')
-    instructor_env = hub_config(root / "instructor" / ".jupyter", CourseDirectory__course_id=COURSE_ID,
-                                CourseDirectory__root=str(course), Exchange__root=str(exchange))
-    hub_users.give(root / "instructor", instructor)
+    hub_users.give(hub.home, instructor)
+    instructor_env = {**hub.environment, "PATH": f"{python.parent}:/usr/bin:/bin"}   # what the profile gives
     log: list = []
-    shell = Shell({"AUTOGRADER_SEED": "2024"}, python=python, user=instructor)
+    shell = Shell({"AUTOGRADER_SEED": "2024"}, python=python, user=instructor, home=hub.home)
     shell.log = log
     homes = {}
     for student, login in logins.items():
         home = root / "students" / student
-        env = hub_config(home / ".jupyter", CourseDirectory__course_id=COURSE_ID, Exchange__root=str(exchange),
-                         Exchange__cache=str(home / ".cache"))
+        home.mkdir(parents=True)
         hub_users.give(home, login)
-        homes[student] = (home, env, Shell(python=python, user=login))
+        own = hub_users.python_for(login, with_kit=False)            # a student's environment: no kit in it
+        env = {**hub.environment, "PATH": f"{own.parent}:/usr/bin:/bin"}
+        homes[student] = (home, env, Shell(python=own, user=login, home=home))
         homes[student][2].log = log
 
     def as_instructor(*command, **options):
@@ -148,8 +219,8 @@ def run_the_course(root: Path, instructor: str, logins: dict, python: Path) -> S
     autograded = {s: submission(course, NAME, s) for s in STUDENTS}
 
     # formgrader, in the instructor's own Jupyter server: the written answers graded by hand
-    with jupyter_server(course, root / "instructor" / ".jupyter", root / "instructor" / "server.log", python=str(python),
-                        user=instructor, env={"AUTOGRADER_SEED": "2024"}) as (_, base):
+    with jupyter_server(course, hub.home / ".jupyter", root / "server.log", python=str(python), user=instructor,
+                        env={**instructor_env, "HOME": str(hub.home), "AUTOGRADER_SEED": "2024"}) as (_, base):
         formgrader = FormgraderClient(base)
         for student, points in WRITTEN_GRADES.items():
             found = submission(course, NAME, student)
@@ -157,7 +228,7 @@ def run_the_course(root: Path, instructor: str, logins: dict, python: Path) -> S
                            {"manual_score": points})
             formgrader.put(f"/formgrader/api/comment/{found['comment_ids']['answer_zero_branches']}",
                            {"manual_comment": f"Graded by hand for {student}."})
-        graded = root / "instructor" / "graded"
+        graded = hub.home / "graded"
         by_class = as_instructor("python", "-m", "autograder", "grade-class", "submitted", "--out", str(graded),
                                  "--course", str(course), "--assignment", NAME, "--seed", "2024")
         for assignment in (NAME, ORDINARY):
@@ -174,7 +245,35 @@ def run_the_course(root: Path, instructor: str, logins: dict, python: Path) -> S
         listed = formgrader.page(f"/formgrader/api/submissions/{NAME}")
     return SimpleNamespace(root=root, course=course, homes=homes, shell=shell, log=log, logs=logs, graded=graded,
                            by_class=by_class, autograded=autograded, views=views, listed=json.loads(listed),
-                           report=report, instructor=instructor, instructor_env=instructor_env, python=python)
+                           report=report, instructor=instructor, instructor_env=instructor_env, python=python,
+                           setup=hub, student_said=[x for (_, _, sh) in homes.values() for x in sh.said])
+
+
+def test_the_hub_was_set_up_from_the_readme_alone(hub):
+    said = hub.setup.said
+    assert "every user can run the kit" in said and "bubblewrap works" in said and "the kit is ready for" in said
+    assert "Traceback" not in said and "SAWarning" not in said
+    config = (hub.setup.hub_config / "nbgrader_config.py").read_text()
+    assert "course_id" in config and "CourseDirectory.root" not in config       # no course folder for students
+    ranges = subprocess.run([str(hub.python), "-c", "import sqlalchemy, alembic, nbgrader; print(sqlalchemy.__version__,"
+                             " alembic.__version__, nbgrader.__version__)"], capture_output=True, text=True, check=True)
+    sqlalchemy, alembic, nbgrader = ranges.stdout.split()
+    assert sqlalchemy.startswith("1.4.") and nbgrader.startswith("0.9."), ranges.stdout     # installed from the ranges
+
+
+def test_students_environments_lack_the_kit_and_their_nbgrader_never_needs_it(hub):
+    for student, (home, env, shell) in hub.homes.items():
+        assert not hub_users.runs(shell.user, shell.python, "autograder")
+        assert hub_users.runs(shell.user, shell.python, "nbgrader")
+    student_commands = [said for (command, said) in hub.student_said]
+    assert student_commands and not [s for s in student_commands if "layernorm kit" in s or "Traceback" in s]
+
+
+def test_the_whole_loop_prints_no_traceback_and_no_sawarning(hub):
+    everything = [(command, said) for command, said in [*hub.shell.said, *hub.student_said]]
+    assert len(everything) > 30
+    bad = [(" ".join(c), s[-500:]) for c, s in everything if "Traceback" in s or "SAWarning" in s]
+    assert not bad, bad
 
 
 def test_the_instructor_is_not_root_and_the_kit_isolates_with_bubblewrap(hub):
@@ -212,11 +311,13 @@ def test_the_late_submission_gets_the_course_penalty(hub):
 
 
 def expected(hub) -> dict[str, tuple[str, str]]:
-    """Each student's score and maximum as the gradebook holds them, the late penalty taken off."""
+    """Each student's score and maximum: the gradebook's points added up, the course's late penalty ("zero")
+    taken off."""
     out = {}
     for student in STUDENTS:
         found = submission(hub.course, NAME, student)
-        out[student] = (f"{found['score'] - found['penalty']:g}", f"{found['max']:g}")
+        penalty = found["score"] if found["late"] > 0 else 0
+        out[student] = (f"{found['score'] - penalty:g}", f"{found['max']:g}")
     return out
 
 
@@ -230,6 +331,7 @@ def test_every_place_shows_every_student_the_same_score(hub):
     with open(hub.graded / "grades.csv", newline="") as handle:
         by_class = {r["student"]: r for r in csv.DictReader(handle)}
     listed = {s["student"]: s for s in hub.listed}
+    results = {s: json.loads((hub.graded / s / "results.json").read_text()) for s in STUDENTS}
     for student, (score, maximum) in truth.items():
         places = {
             "export": (exported[student][f"{NAME}/score"], exported[student][f"{NAME}/max_score"]),
@@ -238,8 +340,10 @@ def test_every_place_shows_every_student_the_same_score(hub):
             "fetched feedback page": tuple(page_score(fetched(hub, student)).split(" / ")),
             "grade-class grades.csv": (by_class[student]["score"], by_class[student]["max_score"]),
             "grade-class page": tuple(page_score((hub.graded / student / "feedback.html").read_text()).split(" / ")),
-            "formgrader's view": tuple(re.search(r"feedback page says: Score: ([\d.]+) / ([\d.]+)",
+            "formgrader's view": tuple(re.search(r"The grade: Score: ([\d.]+) / ([\d.]+)",
                                                  hub.views[student]).groups()),
+            "grade-class results.json": (f"{results[student]['score']:g}",
+                                         f"{sum(t['max_score'] for t in results[student]['tests']):g}"),
         }
         assert all(place == (score, maximum) for place in places.values()), (student, truth[student], places)
         raw = submission(hub.course, NAME, student)["score"]     # formgrader's own lists: before the late penalty
@@ -264,7 +368,7 @@ def test_the_written_answers_are_graded_or_awaiting_everywhere(hub):
             assert f"Graded by hand for {student}." in page
         assert ("awaiting your instructor" in page) and "Written answers worth" in page     # the other answers
     late = fetched(hub, LATE)
-    assert re.search(r'id="late"[^>]*>Late submission: [\d.]+ points deducted', late)
+    assert re.search(r'id="late"[^>]*>Late submission \(by [^)]+\): [\d.]+ points deducted', late)
 
 
 def test_students_fetch_their_feedback_and_it_leaks_nothing(hub):
@@ -308,6 +412,8 @@ def readme_commands() -> list[tuple[list[str], dict]]:
     guide = README.read_text().split("## For instructors", 1)[1].split("\n## ", 1)[0]
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", guide, flags=re.DOTALL):
+        if block.startswith("# as "):        # the hub's set-up: run as a whole by `set_up_the_hub`
+            continue
         for line in block.splitlines():
             line = re.sub(r"\s+#.*$", "", line).strip()
             if line.startswith(("nbgrader ", "python -m autograder grade-class")):
@@ -344,18 +450,19 @@ def test_every_nbgrader_command_of_the_readme_guide_is_run_here(hub):
 def without_bubblewrap(hub):
     """A copy of the course, and a `bwrap` first on the instructor's PATH that fails as it does where unprivileged
     user namespaces are off."""
-    place = hub.root / "instructor" / "no-bwrap"
+    place = hub.root / "no-bwrap"
     course = place / COURSE_ID
     shutil.copytree(hub.course, course)
     (place / "bin").mkdir()
     (place / "bin" / "bwrap").write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
     (place / "bin" / "bwrap").chmod(0o755)
     hub_users.give(place, hub.instructor)
-    env = {**hub.instructor_env, "PATH": f"{place / 'bin'}:{Path(hub.python).parent}:/usr/bin:/bin"}
-    config = hub_config(place / ".jupyter", CourseDirectory__course_id=COURSE_ID, CourseDirectory__root=str(course),
-                        Exchange__root=str(hub.root / "exchange"))
-    hub_users.give(place / ".jupyter", hub.instructor)
-    return SimpleNamespace(course=course, env={**env, **config})
+    (place / ".jupyter").mkdir()
+    (place / ".jupyter" / "nbgrader_config.py").write_text(f"c.CourseDirectory.root = {str(course)!r}\n")
+    hub_users.give(place, hub.instructor)
+    env = {**hub.instructor_env, "PATH": f"{place / 'bin'}:{Path(hub.python).parent}:/usr/bin:/bin",
+           "JUPYTER_CONFIG_DIR": str(place / ".jupyter")}
+    return SimpleNamespace(course=course, env=env)
 
 
 def test_without_isolation_the_kit_refuses_in_one_line_and_changes_nothing(hub, without_bubblewrap):
@@ -387,11 +494,16 @@ def test_a_course_may_grade_without_isolation_and_every_result_says_so(hub, with
     hub.shell("nbgrader", "generate_feedback", NAME, cwd=course, env=env)
     page = (course / "feedback" / "ada_correct" / NAME / f"{kit.KIT.notebook_id}.html").read_text()
     assert "Graded without isolation" in page
+    assert page.index('id="unisolated"') < page.index('id="score"')          # at the top of the page
     out = course.parent / "out"
-    hub.shell("python", "-m", "autograder", "grade-class", "submitted", "--out", str(out), "--course", ".",
-              "--assignment", NAME, cwd=course, env=env)
+    by_class = hub.shell("python", "-m", "autograder", "grade-class", "submitted", "--out", str(out), "--course", ".",
+                         "--assignment", NAME, cwd=course, env=env)
     results = json.loads((out / "ada_correct" / "results.json").read_text())
     assert results["extra_data"]["isolation"].startswith("UNSAFE") and results["score"] == TOTAL_POINTS
+    (line,) = [line for line in (by_class.stdout + by_class.stderr).splitlines() if "WITHOUT isolation" in line]
+    assert line.startswith(f"WARNING: {len(STUDENTS)} of {len(STUDENTS)} submissions were graded WITHOUT isolation")
+    report = (out / "report.html").read_text()
+    assert report.index('id="unisolated"') < report.index('id="summary"')
 
 
 def test_grading_the_course_as_root_leaves_it_the_instructors(hub, without_bubblewrap):

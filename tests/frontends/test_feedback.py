@@ -136,7 +136,7 @@ def test_every_number_comes_from_the_standing():
     standing = Standing(6.5, 12, checks, written, late_penalty=2, seconds_late=3600,
                         remarks=(("task1_forward", "Nice loop"),))
     page = feedback_html(result, standing)
-    assert '<span id="score">6.5 / 12</span>' in page and "Late submission: 2 points deducted" in page
+    assert '<span id="score">6.5 / 12</span>' in page and "Late submission (by 1.0 h): 2 points deducted" in page
     assert "before the deduction: 8.5" in page
     assert re.search(r'data-check="forward_shortcuts"><td class="title">[^<]*</td><td class="pts">2.5 / 3'
                      r'<div class="muted">set by your instructor', page)
@@ -205,3 +205,51 @@ def test_post_ln_page_explains_where_it_went_wrong(grade_source):
     assert result.isolation not in page
     _assert_standalone(page)
     _assert_nothing_secret(page)
+
+
+# ---- the standing: one computation from the gradebook's record ------------------------------------------
+
+def test_the_standing_of_a_record_follows_nbgraders_rules():
+    """Each cell's points as nbgrader counts them, the course's penalty on their sum now (kept between 0 and it),
+    written answers awaiting or graded, and whether the grade is out of date."""
+    from autograder.frontends.standing import GradeRecord, Record, late_text, standing_from_record
+    from autograder.sandbox.parent.client import UNSAFE
+
+    points = kit.KIT.check_points()
+    graded = _result()
+    result = SubmissionResult(graded.submission, tuple(CheckResult(name, name, (SubTest("all", p, p, True),), "")
+                                                       for name, p in points.items()), 1, "cpu", UNSAFE, 0.1)
+    grades = {f"check_{n}": GradeRecord(f"check_{n}", p, auto_score=p) for n, p in points.items()}
+    grades["check_forward_order"] = GradeRecord("check_forward_order", 4, auto_score=0, manual_score=3, extra_credit=0.5)
+    grades.update({g: GradeRecord(g, p) for g, p in WRITTEN.items()})
+    first = next(iter(WRITTEN))
+    grades[first] = GradeRecord(first, WRITTEN[first], manual_score=1.5)
+    standing = standing_from_record(kit.KIT, Record(grades, 7200, graded=result), lambda score, late: score + 99)
+    raw = TOTAL_POINTS - 4 + 3.5 + 1.5
+    assert standing.raw_score == raw and standing.late_penalty == raw and standing.score == 0   # kept at the score
+    assert standing.checks["forward_order"].points == 3.5 and standing.checks["forward_order"].manual
+    assert [c.points for c in standing.written] == [1.5, None, None] and standing.awaiting == sum(WRITTEN.values()) - 2
+    assert standing.max_score == TOTAL_POINTS + sum(WRITTEN.values()) and standing.unisolated and not standing.stale
+    moved = {**grades, "check_compounding": GradeRecord("check_compounding", 5, auto_score=3)}
+    assert "check_compounding gives 3 points in the source, 5 in the gradebook" in \
+        standing_from_record(kit.KIT, Record(moved, 0, graded=result)).stale
+    other = SubmissionResult(**{**result.__dict__, "checks": tuple(
+        CheckResult(c.check, c.title, (SubTest("all", 1, 1, True),), "") for c in result.checks)})
+    assert "was graded out of 1 points, the course gives" in standing_from_record(kit.KIT, Record(grades, 0, graded=other)).stale
+    assert standing_from_record(kit.KIT, Record(grades, 0)).stale == "not graded by the kit yet"
+    assert [late_text(s) for s in (34, 600, 3 * 3600, 4 * 86400)] == ["34 s", "10 min", "3.0 h", "4.0 days"]
+
+
+def test_results_json_and_the_printed_line_are_the_standing():
+    from autograder.frontends.gradescope.results import results_json, result_from_json, standing_from_json
+
+    result = _result()
+    standing = Standing(3, 12, {"forward_order": CellGrade("check_forward_order", "Operation order (Pre-LN)", 2, 4, True),
+                                "forward_shortcuts": CellGrade("check_forward_shortcuts", "Both shortcut additions", 1, 3)},
+                        (CellGrade("answer_a", "Written question 1", None, 5),), late_penalty=0, seconds_late=0)
+    data = results_json(result, standing)
+    assert data["score"] == 3 and data["output"].startswith("Score: 3 / 12 (5 points of written answers awaiting")
+    assert [(t["tags"][0], t["score"], t["max_score"]) for t in data["tests"]] == [
+        ("forward_order", 2, 4), ("forward_shortcuts", 1, 3), ("answer_a", 0, 5)]
+    assert standing_from_json(data, result_from_json(data)) == standing
+    assert [c.check for c in result_from_json(data).checks] == ["forward_order", "forward_shortcuts"]

@@ -91,7 +91,7 @@ def test_submission_view_shows_the_standing_each_check_and_no_score_outputs(cour
                  "document.querySelector('input.score#check_forward_order')")
     text = browser.js("document.body.innerText")
     score = f"{autograded['score']:g} / {FULL:g}"
-    assert f"The student's feedback page says: Score: {score}" in text
+    assert f"The grade: Score: {score}" in text
     for title in ("Operation order (Pre-LN)", "Both shortcut additions", "Task 2: gradient compounding"):
         assert title in text
     assert re.search(r"Step 2 of 10 \(normalize with norm1\)", text) and "Post-LN" in text
@@ -140,3 +140,69 @@ def test_a_manual_override_changes_the_total_and_the_regenerated_feedback(course
     shown = browser.js("document.body.innerText")
     assert f"Score: {total:g} / {FULL:g}" in shown and "set by your instructor" in shown
     assert browser.screenshot(shots(tmp_path) / "feedback-after-override.png").stat().st_size > 50_000
+
+
+def test_after_a_points_change_every_view_says_the_gradebooks_numbers(course, server, browser, autograded, tmp_path):
+    """The instructor raises a check's points (and generate_assignment --force) after the override above: formgrader's
+    view says the grade is out of date, its Generate Feedback button refuses in one line (no traceback), and once
+    the Autograde button has graded again, the view, the feedback page and the class report say the gradebook's
+    numbers, the override included. Each is looked at as a picture (KIT_SCREENSHOTS keeps them)."""
+    from autograder.frontends.nbgrader.bridge import course_config
+    from autograder.frontends.nbgrader.gradebook import course_standings
+    from nbgrader.coursedir import CourseDirectory
+
+    _, base = server
+    folder = shots(tmp_path)
+    source = course / "source" / NAME / kit.KIT.notebook_name
+    notebook = nbformat.read(source, as_version=4)
+    next(c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "check_forward_shortcuts"
+         ).metadata.nbgrader["points"] = 6
+    nbformat.write(notebook, source)
+    Shell()("nbgrader", "generate_assignment", NAME, "--force", cwd=course)
+
+    view = f"{base}/formgrader/submissions/{autograded['id']}"
+    browser.open(view, "document.querySelector('input.score#check_forward_order')")
+    text = browser.js("document.body.innerText")
+    assert "Out of date" in text and "check_forward_shortcuts was graded out of 3 points, the course gives 6" in text
+    browser.screenshot(folder / "formgrader-out-of-date.png")
+
+    browser.open(f"{base}/formgrader/manage_submissions/{NAME}", f"{row(STUDENT)}?.querySelector('.generate-feedback a')")
+    browser.js(f"{row(STUDENT)}.querySelector('.generate-feedback a').click()")
+    wait_until(lambda: browser.js("!!document.querySelector('#success-modal, #error-modal')"), 120, "feedback")
+    modal = browser.js("document.querySelector('#error-modal').innerText")
+    assert "Not drawing feedback for layernorm" in modal and "Traceback" not in modal, modal
+    browser.screenshot(folder / "formgrader-refuses-feedback.png")
+    browser.js("document.querySelector('#error-modal button.close, #error-modal .btn-primary').click()")
+
+    browser.open(f"{base}/formgrader/manage_submissions/{NAME}", f"{row(STUDENT)}?.querySelector('.autograde a')")
+    browser.js(f"{row(STUDENT)}.querySelector('.autograde a').click()")
+    wait_until(lambda: browser.js("!!document.querySelector('#success-modal, #error-modal')"), 300, "autograding")
+    assert browser.js("!!document.querySelector('#success-modal')"), browser.js("document.body.innerText")
+    browser.screenshot(folder / "formgrader-submissions.png")
+
+    config = course_config(course)
+    standing = course_standings(CourseDirectory(config=config, root=str(course)), config, kit.Assignment(source))[STUDENT]
+    assert not standing.stale and standing.checks["forward_order"].points == 2 and standing.max_score == FULL + 3
+    score = f"{standing.score:g} / {standing.max_score:g}"
+    browser.open(view, "document.querySelector('input.score#check_forward_order')")
+    text = browser.js("document.body.innerText")
+    assert f"The grade: Score: {score}" in text and "Out of date" not in text
+    browser.screenshot(folder / "formgrader-after-regrade.png")
+
+    browser.open(f"{base}/formgrader/manage_submissions/{NAME}", f"{row(STUDENT)}?.querySelector('.generate-feedback a')")
+    browser.js(f"{row(STUDENT)}.querySelector('.generate-feedback a').click()")
+    wait_until(lambda: browser.js("!!document.querySelector('#success-modal, #error-modal')"), 120, "feedback")
+    assert browser.js("!!document.querySelector('#success-modal')"), browser.js("document.body.innerText")
+    page = course / "feedback" / STUDENT / NAME / f"{kit.KIT.notebook_id}.html"
+    browser.open(page.as_uri(), "document.querySelector('#checks')")
+    shown = browser.js("document.body.innerText")
+    shortcuts = standing.checks["forward_shortcuts"]
+    assert f"Score: {score}" in shown and "2 / 4" in shown and f"{shortcuts.points:g} / 6" in shown
+    browser.screenshot(folder / "feedback-after-points-change.png")
+
+    Shell()("python", "-m", "autograder", "class-report", "--course", ".", "--out", str(folder / "report.html"),
+            cwd=course)
+    browser.open((folder / "report.html").as_uri(), "document.querySelector('#checks')")
+    report = browser.js("document.body.innerText")
+    assert f"1 student; mean {standing.score:g}" in report and "2 of 4" in report      # the override, in the mean
+    browser.screenshot(folder / "report-after-points-change.png")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from autograder.course import kit
-from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
+from autograder.engine.rubric import RUBRIC, TOTAL_POINTS, WRITTEN
 from autograder.frontends.gradescope.bundle import NO_SUBMISSION, build_bundle
 from catalog.build import submission
 from catalog.wrong_forwards import WRONG
@@ -67,25 +67,33 @@ def gradescope(bundle, tmp_path):
 
 
 def _validate(results: dict, total: float = TOTAL_POINTS) -> None:
-    """The fields Gradescope reads, with the types its specification gives."""
+    """The fields Gradescope reads, with the types its specification gives; one test per check, one per written
+    answer (awaiting the instructor), and the score line printed is the standing's."""
     assert isinstance(results["score"], (int, float)) and not isinstance(results["score"], bool)
     assert isinstance(results["execution_time"], (int, float))
     assert isinstance(results["output"], str) and results["output"]
     assert results.get("visibility", "visible") in VISIBILITIES
     assert results.get("stdout_visibility", "hidden") in VISIBILITIES
-    assert isinstance(results["tests"], list) and len(results["tests"]) == len(RUBRIC)
+    assert isinstance(results["tests"], list)
+    checks = [t for t in results["tests"] if "written" not in t["extra_data"]]
+    written = [t for t in results["tests"] if "written" in t["extra_data"]]
+    assert [t["tags"][0] for t in checks] == list(RUBRIC) and [t["tags"][0] for t in written] == list(WRITTEN)
     for test in results["tests"]:
         assert isinstance(test["name"], str) and test["name"]
         for key in ("score", "max_score"):
             assert isinstance(test[key], (int, float)) and not isinstance(test[key], bool), test
         assert 0 <= test["score"] <= test["max_score"]
-        assert test["status"] in {"passed", "failed"}
-        assert (test["status"] == "passed") == (test["score"] == test["max_score"])
         assert isinstance(test["output"], str)
         assert test["visibility"] in VISIBILITIES
-    assert sum(t["max_score"] for t in results["tests"]) == pytest.approx(total)
+    for test in checks:
+        assert test["status"] in {"passed", "failed"}
+        assert (test["status"] == "passed") == (test["score"] == test["max_score"])
+    assert all(t["score"] == 0 and t["output"] == "awaiting your instructor" and "status" not in t for t in written)
+    assert sum(t["max_score"] for t in checks) == pytest.approx(total)
     assert results["score"] == pytest.approx(sum(t["score"] for t in results["tests"]))
-    hidden_until_published = {t["tags"][0] for t in results["tests"] if t["visibility"] == "after_published"}
+    full = total + sum(WRITTEN.values())
+    assert results["output"].startswith(f"Score: {results['score']:g} / {full:g} (")
+    hidden_until_published = {t["tags"][0] for t in checks if t["visibility"] == "after_published"}
     assert hidden_until_published == {name for name, spec in RUBRIC.items() if spec.visibility == "after_published"}
     json.dumps(results, allow_nan=False)     # Gradescope's parser takes no NaN or Infinity
 
@@ -143,8 +151,9 @@ def test_solution_gets_full_marks(gradescope):
     assert done.returncode == 0, done.stdout + done.stderr
     assert results is not None, done.stdout + done.stderr
     _validate(results)
-    assert results["score"] == TOTAL_POINTS, [(t["name"], t["output"]) for t in results["tests"] if t["status"] != "passed"]
-    assert all(t["status"] == "passed" for t in results["tests"])
+    assert results["score"] == TOTAL_POINTS, [(t["name"], t["output"]) for t in results["tests"] if t["score"] < t["max_score"]]
+    assert all(t["status"] == "passed" for t in results["tests"] if "written" not in t["extra_data"])
+    assert results["output"].splitlines()[0] in done.stdout          # what it prints is what results.json says
     assert results["extra_data"]["submission"] == kit.KIT.notebook_name
 
 
@@ -171,7 +180,8 @@ def test_empty_submission_scores_zero_with_a_message(gradescope):
     _validate(results)
     assert results["score"] == 0
     assert NO_SUBMISSION in results["output"]
-    assert all(t["status"] == "failed" and NO_SUBMISSION in t["output"] for t in results["tests"])
+    assert all(t["status"] == "failed" and NO_SUBMISSION in t["output"] for t in results["tests"]
+               if "written" not in t["extra_data"])
 
 
 @pytest.fixture(scope="module")

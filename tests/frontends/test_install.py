@@ -1,6 +1,8 @@
 """The kit installs into an environment that already holds Jupyter, nbgrader and torch, as a hub image does:
-pyproject.toml gives compatible ranges, so pip changes nothing that is there, and the whole pipeline runs on the
-newest releases within them (requirements.txt is the pinned set the demo and CI use)."""
+pyproject.toml gives compatible ranges, so pip changes nothing that is there but what the ranges bound (SQLAlchemy
+below 2, whose SAWarnings nbgrader 0.9 sets off, and alembic with it), and the whole pipeline runs on the newest
+releases within them, printing no SAWarning (requirements.txt is the pinned set the demo and CI use). The hub test
+(test_exchange.py) installs from the ranges alone, as the README's set-up does."""
 import csv
 import re
 import subprocess
@@ -16,6 +18,7 @@ from nbgrader_course import Shell, make_course, sample_submission
 
 pytestmark = pytest.mark.slow
 
+BOUNDED = {"sqlalchemy", "alembic"}       # what pyproject.toml keeps below releases that misbehave with nbgrader 0.9
 PINS = dict(re.findall(r"^([\w-]+)==([\w.+]+)$", (kit.ROOT / "requirements.txt").read_text(), re.MULTILINE))
 
 
@@ -43,7 +46,8 @@ def test_the_kit_installs_beside_newer_jupyter_and_nbgrader_and_grades(tmp_path)
     subprocess.run([*pip, "-e", str(kit.ROOT)], check=True, timeout=1200)       # the README's line
     after = _freeze(python)
     changed = {name: (version, after.get(name)) for name, version in before.items() if after.get(name) != version}
-    assert not changed, f"installing the kit changed what the image had: {changed}"
+    assert set(changed) <= BOUNDED, f"installing the kit changed what the image had: {changed}"
+    assert _version(after["sqlalchemy"]) < (2,) and _version(after["alembic"]) < (1, 20), changed
     assert "layernorm-kit-autograder" in after
 
     course = make_course(tmp_path / "course", ordinary=False)
@@ -53,9 +57,9 @@ def test_the_kit_installs_beside_newer_jupyter_and_nbgrader_and_grades(tmp_path)
         path = course / "submitted" / student / kit.KIT.name / kit.KIT.notebook_name
         path.parent.mkdir(parents=True)
         nbformat.write(sample_submission(student), path)
-    shell("nbgrader", "autograde", kit.KIT.name, cwd=course)
-    shell("nbgrader", "generate_feedback", kit.KIT.name, cwd=course)
-    shell("nbgrader", "export", cwd=course)
+    said = [shell("nbgrader", command, *args, cwd=course) for command, *args in
+            (("autograde", kit.KIT.name), ("generate_feedback", kit.KIT.name), ("export",))]
+    assert not [p.stderr for p in said if "SAWarning" in p.stderr + p.stdout or "Traceback" in p.stderr]
     with open(course / "grades.csv", newline="") as handle:
         exported = {row["student_id"]: row for row in csv.DictReader(handle)}
     total = TOTAL_POINTS + sum(WRITTEN.values())

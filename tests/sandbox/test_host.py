@@ -17,8 +17,8 @@ from autograder.course import kit
 from autograder.engine.rubric import TOTAL_POINTS
 from autograder.sandbox.parent.client import bubblewrap_works
 from catalog.build import submission
+import hub_users
 from nbgrader_course import Shell, do_kit_homework, make_course
-from unprivileged import ensure_user, run_as
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="needs root: to grade in the "
                                                    "permissions layer and to act as another user")]
@@ -27,11 +27,13 @@ ROOT_ONLY_LAYER = {"AUTOGRADER_BUBBLEWRAP": "off", "AUTOGRADER_NAMESPACES": "off
 
 @pytest.fixture
 def instructor():
-    """An unprivileged instructor of the tests and a folder of theirs (in their home, removed after)."""
-    user = ensure_user("u18-instructor")
-    folder = Path(tempfile.mkdtemp(dir=user.pw_dir))
-    shutil.chown(folder, user.pw_uid, user.pw_gid)
-    yield user, folder
+    """An unprivileged instructor of the tests, a Python with the kit they can run (`hub_users`, the one way any
+    test acts as another user) and a folder of theirs (in their home, removed after)."""
+    login = hub_users.user("inst")
+    python = hub_users.python_for(login)
+    folder = Path(tempfile.mkdtemp(dir=hub_users.home(login)))
+    shutil.chown(folder, login, login)
+    yield login, python, folder
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -65,11 +67,11 @@ def test_after_root_grades_without_namespaces_another_user_imports_the_kit_and_g
     after = _modes(_watched(root, out))
     assert {p: (before[p], after.get(p)) for p in before if before[p] != after.get(p)} == {}
 
-    user, home = instructor
+    login, python, home = instructor
     (home / "ben.py").write_text(submission())
-    shutil.chown(home / "ben.py", user.pw_uid, user.pw_gid)
-    graded = run_as(user, [sys.executable, "-m", "autograder", "grade", "ben.py", "--results", "ben.json",
-                           "--seed", "3"], cwd=home)
+    shutil.chown(home / "ben.py", login, login)
+    graded = hub_users.run_as(login, [python, "-m", "autograder", "grade", "ben.py", "--results", "ben.json",
+                                      "--seed", "3"], cwd=home)
     assert graded.returncode == 0, graded.stderr[-3000:]
     results = json.loads((home / "ben.json").read_text())
     assert results["score"] == TOTAL_POINTS and "bubblewrap" in results["extra_data"]["isolation"]
@@ -97,7 +99,7 @@ def _course_with_a_canary(folder: Path) -> tuple[Path, Path]:
 
 @pytest.mark.parametrize("install", ["broken", "unreadable"])
 def test_nbgrader_stops_and_runs_nothing_when_the_kit_cannot_be_loaded(tmp_path, instructor, install):
-    user, folder = instructor
+    login, python, folder = instructor
     course, canary = _course_with_a_canary(folder)
     command = [sys.executable, "-m", "nbgrader", "autograde", kit.KIT.name, "--force"]
     if install == "broken":           # an install whose package fails to import, found first on the path
@@ -107,9 +109,9 @@ def test_nbgrader_stops_and_runs_nothing_when_the_kit_cannot_be_loaded(tmp_path,
         done = subprocess.run(command, cwd=course, capture_output=True, text=True, timeout=600,
                               env={**os.environ, "PYTHONPATH": str(shadow.parent)})
     else:                             # an instructor for whom the kit's package cannot be read
-        for path in [course, *course.rglob("*")]:
-            shutil.chown(path, user.pw_uid, user.pw_gid)
-        done = run_as(user, command, cwd=course, cover=[kit.ROOT / "autograder"])
+        hub_users.give(course, login)
+        done = hub_users.run_as(login, [python, *command[1:]], cwd=course,
+                                cover=[hub_users.kit_root_for(login) / "autograder"])
     output = done.stdout + done.stderr
     assert done.returncode != 0 and "the layernorm kit could not be loaded" in output, output[-3000:]
     assert not canary.exists(), "a kernel ran a student's notebook of the kit's assignment"

@@ -206,7 +206,7 @@ def test_every_refused_family_fails_in_the_layers_the_class_tests_do_not_play(wh
     from autograder.sandbox.parent.client import bubblewrap_works
     from catalog.build import submission
     from catalog.hostile import cell
-    from unprivileged import ensure_user, run_as
+    import hub_users
 
     source = submission(extra=cell(refused_calls.probe_source()))
     command = [sys.executable, "-m", "autograder", "grade", "probe.py", "--results", "probe.json", "--seed", "3"]
@@ -219,12 +219,12 @@ def test_every_refused_family_fails_in_the_layers_the_class_tests_do_not_play(wh
     else:
         if not bubblewrap_works():
             pytest.skip("bubblewrap does not work here")
-        user = ensure_user("u18-instructor")
-        folder = Path(tempfile.mkdtemp(dir=user.pw_dir))
+        login = hub_users.user("inst")
+        folder = Path(tempfile.mkdtemp(dir=hub_users.home(login)))
         (folder / "probe.py").write_text(source)
-        shutil.chown(folder, user.pw_uid, user.pw_gid)
-        shutil.chown(folder / "probe.py", user.pw_uid, user.pw_gid)
-        done = run_as(user, command, cwd=folder)
+        shutil.chown(folder, login, login)
+        shutil.chown(folder / "probe.py", login, login)
+        done = hub_users.run_as(login, [str(hub_users.python_for(login)), *command[1:]], cwd=folder)
     try:
         assert done.returncode == 0, done.stderr[-3000:]
         results = json.loads((folder / "probe.json").read_text())

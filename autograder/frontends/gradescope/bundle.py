@@ -190,11 +190,12 @@ def pick_submission(folder: Path, source: kit.Assignment = kit.KIT) -> Path | No
 def write_nothing_to_grade(results: Path, source: kit.Assignment = kit.KIT) -> str:
     """results.json for a submission with nothing gradable: every test at 0, the reason as the output."""
     from .results import write_results
+    from autograder.frontends.standing import standing_of
     from autograder.grading.submission import unreadable
 
     message = no_submission(source.notebook_name)
-    write_results(unreadable("submission", message, seed=0, device="none", assignment=source), results)
-    return message
+    result = unreadable("submission", message, seed=0, device="none", assignment=source)
+    return write_results(result, results, standing=standing_of(result, source))["output"]
 
 
 def main(argv: list[str]) -> int:

@@ -1,5 +1,11 @@
 """Gradescope's results.json: the one format every front end writes (see Gradescope's autograder
-specification: top-level score, execution_time, output, visibility, tests[])."""
+specification: top-level score, execution_time, output, visibility, tests[]).
+
+Every number in it is the student's standing (`standing.Standing`): the top-level `score` (after any late
+penalty), the `output` line, each check's test (an instructor's override included) and one test per written
+answer (graded, or awaiting the instructor). The grader's own findings (each part passed or not, the details)
+stay beside them in `extra_data`, and the standing itself too, so that a results folder's report reads back
+what was written. The command line prints the same `output`."""
 from __future__ import annotations
 
 import json
@@ -8,25 +14,41 @@ import os
 import tempfile
 from pathlib import Path
 
-from autograder.engine.results import CheckResult, SubmissionResult, SubTest, score_text
+from autograder.engine.results import CheckResult, SubmissionResult, SubTest
+from autograder.frontends.standing import AWAITING, Standing, standing_of
 
 
-def summary(result: SubmissionResult) -> str:
-    lines = [f"Score: {score_text(result.score, result.max_score)}"]
+def summary(result: SubmissionResult, standing: Standing | None = None) -> str:
+    """What a student reads first: the standing's score line, then where the block went wrong and the notes."""
+    standing = standing or standing_of(result)
+    lines = [standing.summary()]
     if result.first_divergence:
         lines.append("Where your block first went wrong: " + result.first_divergence)
     lines += [f"Note: {note}" for note in result.notes]
     return "\n".join(lines)
 
 
-def results_json(result: SubmissionResult) -> dict:
+def _written_test(number: int, cell) -> dict:
+    test = {"name": cell.title, "number": str(number), "score": cell.points or 0.0, "max_score": cell.max_points,
+            "output": AWAITING if cell.points is None else (cell.comment or "Graded by your instructor."),
+            "tags": [cell.grade_id], "visibility": "visible",
+            "extra_data": {"written": cell.grade_id, "awaiting": cell.points is None}}
+    if cell.points is not None:
+        test["status"] = "passed" if cell.points >= cell.max_points else "failed"
+    return test
+
+
+def results_json(result: SubmissionResult, standing: Standing | None = None) -> dict:
+    """`standing`: the student's (the gradebook's, in a course); default the grader's own (`standing_of`)."""
+    standing = standing or standing_of(result)
     tests = []
     for number, check in enumerate(result.checks, start=1):
+        grade = standing.checks.get(check.check)
         tests.append({
             "name": check.title,
             "number": str(number),
-            "score": check.points,
-            "max_score": check.max_points,
+            "score": (grade.points or 0.0) if grade else check.points,
+            "max_score": grade.max_points if grade else check.max_points,
             "status": "passed" if check.passed else "failed",
             "output": check.message,
             "tags": [check.check],
@@ -34,12 +56,14 @@ def results_json(result: SubmissionResult) -> dict:
             "extra_data": {"check": check.check,
                            "parts": [{"name": s.name, "score": s.points, "max_score": s.max_points,
                                       "passed": s.passed, "output": s.message} for s in check.subtests],
-                           "details": check.details, "grader_error": check.grader_error},
+                           "details": check.details, "grader_error": check.grader_error,
+                           "manual": bool(grade and grade.manual)},
         })
+    tests += [_written_test(len(tests) + number, cell) for number, cell in enumerate(standing.written, start=1)]
     return {
-        "score": result.score,
+        "score": standing.score,
         "execution_time": result.execution_time,
-        "output": summary(result),
+        "output": summary(result, standing),
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
@@ -47,7 +71,8 @@ def results_json(result: SubmissionResult) -> dict:
                        "grader_errors": list(result.grader_errors),
                        "device": result.device, "isolation": result.isolation,
                        "first_divergence": result.first_divergence, "notes": list(result.notes),
-                       "max_score": result.max_score, "profiles": result.profile, "facts": list(result.facts)},
+                       "max_score": standing.max_score, "profiles": result.profile, "facts": list(result.facts),
+                       "standing": standing.to_dict()},
     }
 
 
@@ -76,12 +101,15 @@ def _finite(value):
     return value
 
 
-def write_results(result: SubmissionResult, path: str | Path, source: str | None = None) -> None:
-    """results.json; `source`: the digest of the source notebook graded against (`kit.Assignment.key`)."""
-    data = results_json(result)
+def write_results(result: SubmissionResult, path: str | Path, source: str | None = None,
+                  standing: Standing | None = None) -> dict:
+    """results.json, with the numbers of `standing` (default: the grader's own); `source`: the digest of the source
+    notebook graded against (`kit.Assignment.key`). Returns what was written."""
+    data = results_json(result, standing)
     if source:
         data["extra_data"]["source"] = source
     write_atomically(path, json.dumps(_finite(data), indent=2, allow_nan=False, default=float))
+    return data
 
 
 def result_from_json(data: dict) -> SubmissionResult:
@@ -90,6 +118,8 @@ def result_from_json(data: dict) -> SubmissionResult:
     checks = []
     for test in data.get("tests", []):
         more = test.get("extra_data") or {}
+        if "written" in more:
+            continue
         parts = tuple(SubTest(p["name"], p["score"] or 0.0, p["max_score"] or 0.0, bool(p["passed"]), p.get("output") or "")
                       for p in more.get("parts", []))
         checks.append(CheckResult(more.get("check") or test["tags"][0], test["name"], parts, test.get("output", ""),
@@ -98,3 +128,9 @@ def result_from_json(data: dict) -> SubmissionResult:
                             extra.get("isolation", ""), data.get("execution_time", 0.0), extra.get("first_divergence"),
                             tuple(extra.get("notes") or ()), extra.get("profiles") or {}, extra.get("student"),
                             tuple(extra.get("grader_errors") or ()), tuple(extra.get("facts") or ()))
+
+
+def standing_from_json(data: dict, result: SubmissionResult) -> Standing:
+    """The standing a results.json was written with (the grader's own where it holds none)."""
+    kept = (data.get("extra_data") or {}).get("standing")
+    return Standing.from_dict(kept) if kept else standing_of(result)

@@ -11,11 +11,15 @@ submitted or the cell awaits grading.
 `grades_per_check.csv` beside it: student, assignment, check, points, max, late (1 when the submission was
 late), manual (1 when an instructor set the points); points empty where the cell awaits grading.
 
-No cell of either file can run in a spreadsheet (`exports`: a cell that starts with =, +, -, @, a tab or a
+For the kit's assignments every number is the student's standing (`gradebook.standing_from_gradebook`), the one
+the feedback page shows; while any of them is out of date (the course's points changed since grading), the
+export writes nothing and says so in one line. Other assignments get the gradebook's numbers as nbgrader keeps
+them. No cell of either file can run in a spreadsheet (`exports`: a cell that starts with =, +, -, @, a tab or a
 carriage return gets a leading ').
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from nbgrader.api import MissingEntry
@@ -24,6 +28,8 @@ from nbgrader.plugins import ExportPlugin
 from autograder.course import kit
 from autograder.engine.rubric import RUBRIC
 from autograder.frontends.exports import write_csv
+from autograder.frontends.standing import stale_line
+from .gradebook import autograded_notebook, standing_from_gradebook
 from .plugins import course_directory
 from .preflight import source_notebooks
 
@@ -54,7 +60,6 @@ class PerCheckExport(ExportPlugin):
     """The kit's `nbgrader export` (see the module); `nbgrader export --exporter=...` picks another."""
 
     def export(self, gradebook) -> None:
-        self._refresh_late_penalties(gradebook)
         destination = Path(self.to or "grades.csv")
         wanted_students = {str(s) for s in self.student}
         wanted = {str(a) for a in self.assignment}
@@ -65,6 +70,7 @@ class PerCheckExport(ExportPlugin):
         students = sorted((s for s in gradebook.students if not wanted_students or s.id in wanted_students),
                           key=lambda s: s.id)
         columns = {a.name: cell_columns(a) for a in assignments}
+        self.standings = self._standings(gradebook, assignments)
         header = STUDENT_COLUMNS + [column for a in assignments for column in
                                     [f"{a.name}/{field}" for field in PER_ASSIGNMENT] + list(columns[a.name].values())]
         wide, long = [], []
@@ -79,19 +85,30 @@ class PerCheckExport(ExportPlugin):
         _write(destination, header, wide)
         _write(long_path(destination), LONG_COLUMNS, long)
 
-    def _refresh_late_penalties(self, gradebook) -> None:
-        """The kit's assignments' late penalties applied again to the scores as they are now (a written answer
-        graded after autograde, say), as the feedback pages apply them: the export says what the pages say."""
-        from .feedback import refresh_late_penalty  # not at the top: it brings matplotlib in
-
+    def _standings(self, gradebook, assignments) -> dict:
+        """(assignment, student) -> standing, for the kit's assignments; stops, in one line, on any out of date."""
         coursedir = course_directory(self)
-        names = {path.parent.name: path.stem for path in source_notebooks(coursedir, "*") if kit.is_kit_source(path, RUBRIC)}
-        late = [(name, names[name], submission.student.id) for name in names
-                for submission in self._submissions(gradebook, name) if (submission.total_seconds_late or 0) > 0]
-        gradebook.db.commit()          # no read of this session holds the database while the penalties are written
-        for name, notebook_id, student in late:
-            refresh_late_penalty(self.config, coursedir.db_url, name, notebook_id, student)
-        gradebook.db.expire_all()
+        kits = {path.parent.name: kit.Assignment(path) for path in source_notebooks(coursedir, "*")
+                if kit.is_kit_source(path, RUBRIC)}
+        found, stale = {}, {}
+        for assignment in assignments:
+            if assignment.name not in kits:
+                continue
+            source = kits[assignment.name]
+            for submission in self._submissions(gradebook, assignment.name):
+                student = submission.student.id
+                try:
+                    standing = standing_from_gradebook(gradebook, source, student,
+                                                       autograded_notebook(coursedir, source, student), self.config)
+                except MissingEntry:
+                    continue
+                found[(assignment.name, student)] = standing
+                if standing.stale:
+                    stale.setdefault(assignment.name, {})[student] = standing.stale
+        if stale:
+            self.log.error("Not exporting grades: %s.", "; ".join(stale_line(name, s) for name, s in stale.items()))
+            sys.exit(1)
+        return found
 
     @staticmethod
     def _submissions(gradebook, name: str) -> list:
@@ -100,8 +117,7 @@ class PerCheckExport(ExportPlugin):
         except MissingEntry:
             return []
 
-    @staticmethod
-    def _assignment(gradebook, assignment, student, columns, long: list) -> dict:
+    def _assignment(self, gradebook, assignment, student, columns, long: list) -> dict:
         name = assignment.name
         row = {f"{name}/max_score": _number(assignment.max_score), f"{name}/score": 0, f"{name}/timestamp": "",
                f"{name}/late_penalty": "", f"{name}/awaiting": ""}
@@ -109,6 +125,9 @@ class PerCheckExport(ExportPlugin):
             submission = gradebook.find_submission(name, student.id)
         except MissingEntry:
             return row
+        standing = self.standings.get((name, student.id))
+        if standing is not None:
+            return {**row, **self._kit_row(name, submission, student.id, standing, columns, long)}
         penalty = submission.late_submission_penalty or 0.0
         late = int((submission.total_seconds_late or 0) > 0)
         awaiting = 0.0
@@ -126,6 +145,23 @@ class PerCheckExport(ExportPlugin):
         row.update({f"{name}/timestamp": submission.timestamp or "", f"{name}/late_penalty": _number(penalty),
                     f"{name}/score": _number(max(0.0, submission.score - penalty)),
                     f"{name}/awaiting": _number(awaiting)})
+        return row
+
+
+    @staticmethod
+    def _kit_row(name, submission, student: str, standing, columns, long: list) -> dict:
+        """A kit assignment's columns: the standing's numbers, nothing else."""
+        row = {f"{name}/timestamp": submission.timestamp or "", f"{name}/late_penalty": _number(standing.late_penalty),
+               f"{name}/score": _number(standing.score), f"{name}/max_score": _number(standing.max_score),
+               f"{name}/awaiting": _number(standing.awaiting)}
+        late = int(standing.seconds_late > 0)
+        by_column = {grade_id: column for (_, grade_id), column in columns.items()}
+        for cell in [*standing.checks.values(), *standing.written]:
+            if cell.grade_id in by_column:
+                row[by_column[cell.grade_id]] = _number(cell.points)
+            long.append({"student": student, "assignment": name, "check": cell.grade_id,
+                         "points": _number(cell.points), "max": _number(cell.max_points), "late": late,
+                         "manual": int(cell.manual)})
         return row
 
 

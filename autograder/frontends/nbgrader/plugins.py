@@ -1,5 +1,5 @@
-"""The nbgrader plugins the course configuration names (assignments/nbgrader_config.py): release, sanitizing.
-(The feedback page, the export and the checks before autograding have modules of their own.)
+"""The nbgrader plugins the course configuration names (assignments/nbgrader_config.py): release, sanitizing, and
+how the kit refuses. (The feedback page, the export and the checks before autograding have modules of their own.)
 
 Each one acts only on the kit's own assignments, recognised by their source notebook in the course being
 processed (`kit.is_kit_source`), whatever the assignment is called; on every other assignment of the course it
@@ -13,8 +13,11 @@ from pathlib import Path
 
 from nbconvert.preprocessors import Preprocessor
 from nbgrader.api import MissingEntry
+from nbgrader.converters.base import NbGraderException
 from nbgrader.coursedir import CourseDirectory
+from nbgrader.exchange import ExchangeError
 from nbgrader.preprocessors import ClearSolutions, OverwriteCells
+from nbgrader.utils import is_grade
 
 from autograder.course import kit
 from autograder.course.kit import without_hidden_tests
@@ -24,6 +27,43 @@ KIT_KEY = "layernorm_kit"     # metadata the kit writes: {"edited": true} on a l
                               # "title": ..., "remark": ...} on a graded hidden-check cell; {"result": ..., "source":
                               # digest} on the notebook (nbgrader_annotate)
 SCORE_OUTPUT = "score"        # marks the output that hands a check's points to nbgrader's SaveAutoGrades
+
+
+# --- refusing in one line ------------------------------------------------------------------------------
+
+class KitRefusal(NbGraderException, ExchangeError):
+    """The kit will not do what was asked, for the reason its message gives in one sentence, which the kit has
+    logged. nbgrader's commands stop on it without a traceback (the converters' apps catch NbGraderException, the
+    exchange's ExchangeError), and formgrader's buttons show the log line alone (`_one_line_in_formgrader`)."""
+
+
+def refuse(log, what: str, why: str) -> KitRefusal:
+    """Log the one line ("Not grading layernorm: ...") and give the exception that stops the command."""
+    log.error("%s: %s.", what, why)
+    return KitRefusal(f"{what}: {why}")
+
+
+def _one_line_in_formgrader() -> None:
+    """Formgrader's buttons show a failed command's log and then its Python traceback (nbgrader's `capture_log`),
+    which reads as "the kit crashed". For the kit's refusals the log's one line is the whole answer: the
+    traceback is left out. Every other failure keeps nbgrader's report."""
+    from nbgrader.apps import api
+
+    original = api.capture_log
+    if getattr(original, "kit_refusals", False):
+        return
+
+    def capture_log(app, fmt="[%(levelname)s] %(message)s"):
+        result = original(app, fmt)
+        if not result.get("success") and KitRefusal.__name__ in result.get("error", ""):
+            result.pop("error")
+        return result
+
+    capture_log.kit_refusals = True
+    api.capture_log = capture_log
+
+
+_one_line_in_formgrader()
 
 
 # --- which assignments are the kit's ----------------------------------------------------------------
@@ -96,6 +136,10 @@ class TellingOverwriteCells(KitOnly, OverwriteCells):
     * takes a locked cell whose only difference from the source is the hidden-test region stripped at release
       as unchanged (stock nbgrader reports "Attribute 'checksum' ... has changed!" for every such cell, which
       instructors read as tampering); any other difference is still reported and put back;
+    * takes a graded cell's points from the course, silently: a submission still carries the points it was
+      released with, and after the instructor changes them (and `generate_assignment --force`) stock nbgrader
+      reports every student's every changed cell as tampered with ("Attribute 'points' ... has changed!").
+      Points are the course's whatever a notebook says, so a student's own edit of them changes nothing either;
     * marks each locked cell it had to put back, so that the feedback can tell the student.
     """
 
@@ -103,6 +147,9 @@ class TellingOverwriteCells(KitOnly, OverwriteCells):
         if not self.kit_notebook:
             return super().preprocess_cell(cell, resources, cell_index)
         nbgrader = cell.metadata.get("nbgrader", {})
+        points = self._points(nbgrader.get("grade_id")) if is_grade(cell) else None
+        if points is not None:
+            nbgrader["points"] = points
         original = self._source_cell(nbgrader.get("grade_id"))
         if original is not None and original.locked and cell.source != original.source:
             if cell.source.strip() == without_hidden_tests(original.source).strip():
@@ -112,6 +159,12 @@ class TellingOverwriteCells(KitOnly, OverwriteCells):
         if cell.source != before and nbgrader.get("locked"):
             cell.metadata[KIT_KEY] = {**cell.metadata.get(KIT_KEY, {}), "edited": True}
         return cell, resources
+
+    def _points(self, grade_id) -> float | None:
+        try:
+            return float(self.gradebook.find_grade_cell(grade_id, self.notebook_id, self.assignment_id).max_score)
+        except MissingEntry:
+            return None
 
     def _source_cell(self, grade_id):
         if grade_id is None:

@@ -10,7 +10,8 @@ before). It refuses when
 * the course's source notebook cannot be graded (a check cell missing, unknown or duplicated, negative points);
 * the gradebook holds other points for a check cell than the source (the source was edited after
   `nbgrader generate_assignment`, which records the points nbgrader adds up);
-* nothing on this machine can isolate student code, and the course has not chosen to grade anyway.
+* nothing on this machine can isolate student code, and the course has not chosen to grade anyway;
+* the user grading cannot run the kit's Python (the sandbox starts its server with it).
 
 Isolation: where bubblewrap works (any user, with unprivileged user namespaces) or the grader is root, the
 sandbox isolates. Elsewhere `c.KitSandbox.when_unisolated` decides, in the course's or the hub's
@@ -25,13 +26,13 @@ from pathlib import Path
 from nbconvert.exporters import NotebookExporter
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.converters import Autograde
-from nbgrader.converters.base import NbGraderException
 from traitlets import Enum
 from traitlets.config import Config, Configurable
 
 from autograder.course import kit
 from autograder.engine.rubric import RUBRIC
-from .plugins import KIT_KEY, course_directory, kit_source
+from autograder.frontends.interpreter import interpreter_refusal
+from .plugins import KIT_KEY, course_directory, kit_source, refuse
 
 
 class KitSandbox(Configurable):
@@ -68,16 +69,17 @@ def source_notebooks(coursedir, assignment_id: str) -> list[Path]:
 
 
 def gradebook_disagreements(db_url: str, assignment: kit.Assignment) -> list[str]:
-    """Check cells whose points in the gradebook are not the source's (empty when the gradebook has none yet)."""
+    """Graded cells whose points in the gradebook are not the source's (empty when the gradebook has none yet)."""
     found = []
+    source = {**{f"check_{name}": p for name, p in assignment.check_points().items()}, **assignment.written_points()}
     with Gradebook(db_url) as gradebook:
-        for name, points in assignment.check_points().items():
+        for grade_id, points in source.items():
             try:
-                recorded = gradebook.find_grade_cell(f"check_{name}", assignment.notebook_id, assignment.name).max_score
+                recorded = gradebook.find_grade_cell(grade_id, assignment.notebook_id, assignment.name).max_score
             except MissingEntry:
                 continue
             if abs(recorded - points) > 1e-9:
-                found.append(f"check_{name} gives {points:g} points in the source, {recorded:g} in the gradebook")
+                found.append(f"{grade_id} gives {points:g} points in the source, {recorded:g} in the gradebook")
     return found
 
 
@@ -97,6 +99,9 @@ def refusal(coursedir, config: Config, assignment_id: str, unsafe: bool = False)
                     "(it records the source's points; submissions are kept)")
         if not can_isolate() and not (unsafe or unsafe_allowed(config)):
             return ISOLATION_REFUSAL
+        cannot_run = interpreter_refusal()
+        if cannot_run:
+            return cannot_run
     return None
 
 
@@ -142,8 +147,7 @@ class KitPreflight(NotebookExporter):
         coursedir = course_directory(converter)
         why = refusal(coursedir, self.config, coursedir.assignment_id)
         if why:
-            converter.log.error("Not grading %s: %s.", coursedir.assignment_id, why)
-            raise NbGraderException(why)
+            raise refuse(converter.log, f"Not grading {coursedir.assignment_id}", why)
         kit_sources = [p for p in source_notebooks(coursedir, coursedir.assignment_id) if kit.is_kit_source(p, RUBRIC)]
         if kit_sources and not can_isolate():
             converter.log.warning(UNISOLATED_WARNING)

@@ -3,9 +3,10 @@ would write them, then the feedback pages drawn by nbgrader's own feedback expor
 `nbgrader export`, formgrader, every feedback page and grade-class's own grades.csv say the same numbers.
 
 Per student (`CourseRecorder.__call__`): the autograded notebook (annotated like nbgrader_annotate does for
-`nbgrader autograde`) and its scores in the gradebook, with nbgrader's late penalty. After the class
-(`CourseRecorder.finish`): nbgrader's GenerateFeedback for the assignment (every page drawn again, from the
-gradebook) and each student's standing read back from the gradebook.
+`nbgrader autograde`, every graded cell worth the course's points as nbgrader's OverwriteCells would make it,
+whatever points the submission was released with) and its scores in the gradebook, with nbgrader's late
+penalty. After the class (`CourseRecorder.finish`): nbgrader's GenerateFeedback for the assignment (every page
+drawn again, from the gradebook) and each student's standing read back from the gradebook.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from nbgrader.utils import determine_grade, is_grade
 from autograder.engine.results import SubmissionResult
 from .annotate import annotate
 from .bridge import course_config, pick_assignment
-from .feedback import recorded_result, standing_from_gradebook
+from .gradebook import course_standings, recorded_result, stale_students
 from .intake import read_submitted
 from .plugins import without_score_outputs
 from .preflight import refusal
@@ -81,21 +82,19 @@ class CourseRecorder:
         coursedir = CourseDirectory(config=self.config, root=str(self.course))
         coursedir.assignment_id = self.assignment.name
         quiet = logging.getLogger("autograder.course")
-        quiet.setLevel(logging.ERROR)          # nbgrader logs a warning for every late penalty it shows
+        quiet.setLevel(logging.CRITICAL)          # nbgrader logs a warning for every late penalty it shows
         converter = GenerateFeedback(coursedir=coursedir, config=self.config, log=quiet)
         converter.force = True
-        converter.start()
-        self._hand_back(students)
-        standings = {}
-        with Gradebook(self.db_url) as gradebook:
-            for student in students:
-                path = self.folder("autograded", student) / self.assignment.notebook_name
-                notebook = nbformat.read(path, as_version=4) if path.is_file() else None
-                try:
-                    standings[student] = standing_from_gradebook(gradebook, self.assignment, student, notebook)
-                except MissingEntry:
-                    continue
-        return standings
+        try:
+            converter.start()
+        finally:
+            self._hand_back(students)
+        self.standings = course_standings(self.coursedir, self.config, self.assignment, students)
+        return self.standings
+
+    def stale(self, students: list[str]) -> dict[str, str]:
+        """Those of `students` whose grade in the gradebook is out of date (student -> why): graded again."""
+        return stale_students(course_standings(self.coursedir, self.config, self.assignment, students))
 
     def _hand_back(self, students: list[str]) -> None:
         """Grading as root a course that belongs to someone else (a grading pod, `sudo`): what was written in it
@@ -132,6 +131,12 @@ class CourseRecorder:
         name, notebook_id = self.assignment.name, self.assignment.notebook_id
         cells = {c.metadata["nbgrader"]["grade_id"]: c for c in notebook.cells if is_grade(c)}
         with Gradebook(self.db_url, self.coursedir.course_id) as gradebook:
+            for grade_id, cell in cells.items():     # as nbgrader's OverwriteCells: the course's points, whatever
+                try:                                 # the notebook was released with, and the source's checksum
+                    cell.metadata.nbgrader["points"] = gradebook.find_grade_cell(grade_id, notebook_id, name).max_score
+                    cell.metadata.nbgrader["checksum"] = gradebook.find_source_cell(grade_id, notebook_id, name).checksum
+                except MissingEntry:
+                    continue
             gradebook.update_or_create_student(student)
             gradebook.update_or_create_submission(name, student, **({"timestamp": timestamp} if timestamp else {}))
             for grade in gradebook.find_submission_notebook(notebook_id, name, student).grades:
@@ -153,14 +158,8 @@ def course_rows(course: Path, name: str | None = None) -> tuple[str, list]:
     assignment = pick_assignment(course, name, config)
     coursedir = CourseDirectory(config=config, root=str(course))
     folder = Path(coursedir.format_path(coursedir.autograded_directory, "*", assignment.name))
-    rows = []
-    with Gradebook(coursedir.db_url) as gradebook:
-        for path in sorted(folder.parent.parent.glob(f"*/{assignment.name}/{assignment.notebook_name}")):
-            student = path.parent.parent.name
-            notebook = nbformat.read(path, as_version=4)
-            try:
-                standing = standing_from_gradebook(gradebook, assignment, student, notebook)
-            except MissingEntry:
-                continue
-            rows.append((student, recorded_result(notebook, student), standing))
-    return assignment.name, rows
+    notebooks = {path.parent.parent.name: nbformat.read(path, as_version=4)
+                 for path in sorted(folder.parent.parent.glob(f"*/{assignment.name}/{assignment.notebook_name}"))}
+    standings = course_standings(coursedir, config, assignment, sorted(notebooks))
+    return assignment.name, [(student, recorded_result(notebooks[student], student), standing)
+                             for student, standing in standings.items()]
