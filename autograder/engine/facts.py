@@ -61,7 +61,8 @@ class Ran(Fact):
 @dataclass(frozen=True)
 class Received(Fact):
     """Call `call` of `component` received (`equal`) or did not receive Pre-LN's value `value` on the same input,
-    as a whole or as pieces or a rearrangement of it."""
+    as a whole or as pieces or a rearrangement of its token vectors (each token's features whole and in order,
+    zero padding allowed; a dropout's input may be rearranged element by element)."""
     kind: ClassVar[str] = "received"
     component: str
     call: int | None

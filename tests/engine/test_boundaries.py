@@ -43,7 +43,8 @@ class Tape:
         def call(value):
             out = module(value)
             self.calls.append(SimpleNamespace(name=name, kind="module", input=value.detach().numpy().astype(np.float64),
-                                              output=out.detach().numpy().astype(np.float64), variant=None))
+                                              output=out.detach().numpy().astype(np.float64), variant=None,
+                                              index=len(self.calls)))
             return out
         return call
 
@@ -116,6 +117,12 @@ def test_express_and_masked_say_what_a_value_is_made_of_or_nothing():
 
 # --- the walk, both ways -----------------------------------------------------------------------------------
 
+def _same_tokens(got, want) -> bool:
+    """The same token vectors (each a row of features, in order), in any arrangement."""
+    rows = lambda v: sorted(map(tuple, np.round(np.asarray(v).reshape(-1, 32), 4)))   # noqa: E731
+    return np.shape(got) == np.shape(want) and rows(got) == rows(want)
+
+
 def _holds(fact, tape, flow, parts) -> bool:
     """Check a fact against the tape, independently of the walk."""
     calls = [c for c in tape.calls if c.name == getattr(fact, "component", None)]
@@ -131,7 +138,7 @@ def _holds(fact, tape, flow, parts) -> bool:
     if isinstance(fact, Received):
         got = calls[fact.call - 1].input if fact.call else None
         want = values[fact.value].numpy()
-        return got is not None and (np.allclose(np.sort(got.ravel()), np.sort(want.ravel()), atol=1e-5) == fact.equal)
+        return got is not None and (_same_tokens(got, want) == fact.equal)
     if isinstance(fact, Unknown):
         return not np.allclose(calls[fact.call - 1].input, values[fact.value].numpy(), atol=1e-4)
     return True
@@ -148,11 +155,17 @@ def _holds(fact, tape, flow, parts) -> bool:
     ("second half missing", lambda t, x: x + t.att(t.norm1(x)), 7),
     ("second shortcut left out", lambda t, x: t.ff(t.norm2(x + t.att(t.norm1(x)))), 10),
     ("output normalized", lambda t, x: t.norm2(pre_ln(t, x)), 10),
+    ("a decoy before a scaled norm", lambda t, x: (t.att(x), (lambda h: h + t.ff(t.norm2(h)))(
+        x + t.att(2 * t.norm1(x))))[1], 3),
+    ("the first sum's features sorted", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(
+        (x + t.att(t.norm1(x))).sort(-1).values), None),
 ])
 def test_the_walk_names_the_step_a_forward_breaks_and_only_true_facts(parts, name, forward, step):
     found, tape, flow = walk(parts, forward)
     assert found is not None and found.step == step, (name, found)
     assert all(_holds(fact, tape, flow, parts) for fact in found.facts), found.facts
+    if step is None:       # the sum was changed by an operation the grader has no name for: not "h", and no step
+        assert any(isinstance(f, Received) and f.value == "h" and not f.equal for f in found.facts), found.facts
 
 
 def test_pre_ln_in_any_arrangement_of_its_values_has_no_divergence(parts):
@@ -199,7 +212,7 @@ def test_train_mode_names_the_dropout_steps(parts):
     def other_p(t, x):
         h = x + torch.nn.functional.dropout(t.att(t.norm1(x)), 0.2, True)
         t.calls.append(SimpleNamespace(name="dropout", kind="function", input=t.calls[-1].output,
-                                       output=(h - x).numpy().astype(np.float64), variant=None))
+                                       output=(h - x).numpy().astype(np.float64), variant=None, index=len(t.calls)))
         return h + t.drop_shortcut(t.ff(t.norm2(h)))
 
     found = walk(parts, other_p, train=True)[0]
