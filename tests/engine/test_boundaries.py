@@ -119,7 +119,7 @@ def test_express_and_masked_say_what_a_value_is_made_of_or_nothing():
 
 def _same_tokens(got, want) -> bool:
     """The same token vectors (each a row of features, in order), in any arrangement."""
-    rows = lambda v: sorted(map(tuple, np.round(np.asarray(v).reshape(-1, 32), 4)))   # noqa: E731
+    rows = lambda v: sorted(map(tuple, np.round(np.asarray(v, dtype=np.float64).reshape(-1, 32), 4)))   # noqa: E731
     return np.shape(got) == np.shape(want) and rows(got) == rows(want)
 
 
