@@ -30,7 +30,8 @@ MAX_NOTES = 6
 CELL_TYPES = ("code", "markdown", "raw")
 GRADE_ID = re.compile(r"[A-Za-z0-9_.\-]{1,200}")     # nbgrader's ids: plain names
 NBGRADER_FIELDS = {"grade_id": str, "grade": bool, "solution": bool, "locked": bool, "task": bool,
-                   "points": (int, float, str), "schema_version": int}    # points: the source's (read by kit.py)
+                   "points": (int, float, str), "schema_version": int}    # points: the source's, any number or text
+# (kit.py refuses a source whose points are not a finite number, naming them; nothing reads a submission's points)
 
 
 class SubmissionError(Exception):
@@ -153,7 +154,7 @@ def _nbgrader(value, position: int, notes: Notes) -> dict:
         field = value[key]
         if isinstance(field, bool) and wanted is not bool:
             field = None
-        if not isinstance(field, wanted) or (isinstance(field, float) and not math.isfinite(field)):
+        if not isinstance(field, wanted) or (isinstance(field, float) and not math.isfinite(field) and key != "points"):
             notes.add(position, f"its nbgrader {key} is {_kind(value[key])}: read as a cell without one")
         elif key == "grade_id" and not GRADE_ID.fullmatch(field):
             notes.add(position, "its nbgrader grade_id is not a plain name: read as a cell without one")
