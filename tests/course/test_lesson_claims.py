@@ -380,11 +380,11 @@ def test_the_plain_networks_outputs_differ_as_much(lesson, solved_run):
 # --- the rest -------------------------------------------------------------------------------------------
 
 def test_the_lesson_lists_the_graders_ten_steps_in_order():
-    from autograder.engine.diagnosis.script import STEPS
+    from autograder.engine.steps import STEPS
 
     text = next(c.source for c in kit.KIT.cells() if c.grade_id == "debugging")
     listed = {int(n): step.replace("`", "").rstrip(";.") for n, step in re.findall(r"^(\d+)\. (.+)$", text, re.MULTILINE)}
-    assert listed == STEPS
+    assert listed == {step.number: step.text for step in STEPS}
 
 
 def test_the_grader_stacks_24_blocks_at_the_default_gain():

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.engine.diagnosis.boundaries import Walk, express, locate, masked
+from autograder.engine.diagnosis.boundaries import Walk
+from autograder.engine.diagnosis.values import express, locate, masked
 from autograder.engine.facts import KINDS, Changes, Dropout, Ran, Received, Sum, Unknown
 from autograder.engine.questions.parts import make_parts
 from autograder.engine.questions.plan import GRADING_CFG

@@ -64,12 +64,16 @@ def test_nbgrader_export_writes_every_id_name_and_address_as_text(tmp_path):
     course = make_course(tmp_path / "course", ordinary=False)
     shell = Shell()
     shell("nbgrader", "generate_assignment", kit.KIT.name, cwd=course)
+    students = [f"{prefix}student{index}" for index, prefix in enumerate(PREFIXES)]
+    for student in students:        # graded (an unreadable file: the kit's own result, no sandbox run), so exported
+        path = course / "submitted" / student / kit.KIT.name / kit.KIT.notebook_name
+        path.parent.mkdir(parents=True)
+        path.write_text("not a notebook")
+    shell("nbgrader", "autograde", kit.KIT.name, cwd=course)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        for index, prefix in enumerate(PREFIXES):
-            student = f"{prefix}student{index}"
-            gradebook.add_student(student, first_name=prefix + PAYLOAD, last_name=prefix + "cmd|' /C calc'!A0",
-                                  email=f"{prefix}x@example.org")
-            gradebook.add_submission(kit.KIT.name, student)
+        for prefix, student in zip(PREFIXES, students):
+            gradebook.update_or_create_student(student, first_name=prefix + PAYLOAD,
+                                               last_name=prefix + "cmd|' /C calc'!A0", email=f"{prefix}x@example.org")
     shell("nbgrader", "export", cwd=course)
     for name in ("grades.csv", "grades_per_check.csv"):
         assert_runs_nothing(course / name)

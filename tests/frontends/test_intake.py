@@ -6,7 +6,7 @@ import json
 
 import nbformat
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 
 from autograder.course import kit
 from autograder.frontends.nbgrader.intake import marked, read_submitted
@@ -34,6 +34,11 @@ def assert_nbgrader_takes(notebook) -> None:
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                                   HealthCheck.function_scoped_fixture])
 @given(case=mutated())
+@example(case=("a key nbformat knows, of another shape", b'{"cells": [], "metadata": {"kernelspec": null}, '
+                                                           b'"nbformat": 4, "nbformat_minor": 5}'))
+@example(case=("a locked cell without a grade_id", json.dumps({"cells": [{"cell_type": "code", "metadata": {"nbgrader": {
+    "grade": False, "locked": True, "solution": False, "schema_version": 3, "g2rade_id": "x"}}, "source": "1",
+    "outputs": [], "execution_count": None}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode()))
 def test_nbgrader_goes_on_with_a_notebook_it_takes_whatever_was_submitted(tmp_path_factory, case):
     done, data = case
     path = tmp_path_factory.mktemp("intake") / kit.KIT.notebook_name
@@ -67,3 +72,18 @@ def test_the_kit_s_metadata_in_a_submitted_file_is_dropped(tmp_path):
     intake = read_submitted(path, RELEASE)
     assert intake.unreadable is None and "forged" not in nbformat.writes(intake.notebook)
     assert marked(intake).metadata[KIT_KEY] == {"reading": []}
+
+
+def test_a_metadata_key_of_a_shape_nbformat_refuses_goes_and_the_rest_stays(tmp_path):
+    notebook = json.loads((kit.SOLUTIONS_DIR / kit.KIT.notebook_name).read_text())
+    notebook["metadata"].update(kernelspec=None, course="layernorm")
+    code = next(c for c in notebook["cells"] if c["cell_type"] == "code")
+    code["metadata"].update(collapsed="yes", jupyter=5, note="kept")
+    path = tmp_path / kit.KIT.notebook_name
+    path.write_text(json.dumps(notebook))
+    intake = read_submitted(path, RELEASE)
+    assert_nbgrader_takes(intake.notebook)
+    assert dict(intake.notebook.metadata) == {"course": "layernorm"}
+    kept = next(c for c in intake.notebook.cells if c.cell_type == "code").metadata
+    assert kept["note"] == "kept" and "collapsed" not in kept and "jupyter" not in kept
+    assert kept["nbgrader"] == code["metadata"]["nbgrader"]

@@ -98,7 +98,7 @@ def test_a_classmate_finds_no_key_of_hers_under_an_inherited_session_ring(layer,
     thief = json.loads((out / "b_thief" / "results.json").read_text())
     assert victim["score"] == TOTAL_POINTS
     assert mark not in json.dumps(thief), "the classmate read her key"
-    forward = [test for test in thief["tests"] if not test["name"].startswith("Task 2")]
+    forward = [test for test in thief["tests"] if test["extra_data"].get("check") in FORWARD_CHECKS]
     assert len(forward) == len(FORWARD_CHECKS) and all(test["score"] == 0 for test in forward), thief["tests"]
     assert "found no key" in json.dumps(thief)                       # he did search
     assert launched["ring_keys"] == [], "a student's key is in the grader's own session ring"

@@ -193,7 +193,9 @@ def test_a_failure_of_the_grader_s_own_encoding_or_reading_is_a_grader_error(mon
                             if probe == "eval" else real(probe, answer, expect))
     result = grade_cells(cells_from_python(submission()), "s.py", _Replying(observations), seed=3)
     assert result.score == 0 and result.grader_errors, result.grader_errors
-    assert "grader" in result.notes[0] and "eval" in result.grader_errors[0]
+    assert "eval" in result.grader_errors[0]
+    not_graded = {c.check for c in result.checks if c.message.startswith("Not graded: the grader itself failed")}
+    assert {"forward_order", "forward_shortcuts", "forward_prenorm", "forward_robustness"} <= not_graded, result.checks
 
 
 class _Unencodable:

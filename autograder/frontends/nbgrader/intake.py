@@ -27,6 +27,8 @@ import nbformat
 from autograder.course.fence import NBGRADER_FIELDS, SubmissionError, decode, name_text, parse_json
 from autograder.course.fence import text as plain_text
 from autograder.course.notebook import read_bytes, read_notebook
+from nbgrader.nbgraderformat.v3 import MetadataValidatorV3
+
 from .plugins import KIT_KEY
 
 MINOR = 5
@@ -56,6 +58,8 @@ def read_submitted(path: str | Path, release: str | Path | None = None) -> Intak
             nbformat.validate(notebook)
         except Exception:               # valid for the kit, not for nbformat's schema: rebuilt below
             notebook = None
+        if notebook is not None and not all(_nbgrader_takes(c) for c in notebook.cells if "nbgrader" in c.metadata):
+            notebook = None             # ...or not for nbgrader's
     if notebook is None:
         notebook = rebuilt(data, [c.index for c in reading.cells], {c.index: c for c in reading.cells})
     return Intake(_without_kit_metadata(notebook), reading.notes)
@@ -96,42 +100,75 @@ def _without_kit_metadata(notebook: nbformat.NotebookNode) -> nbformat.NotebookN
 
 def rebuilt(data: dict, kept: list[int], cells: dict) -> nbformat.NotebookNode:
     """A valid notebook of the cells the fence kept (positions `kept`, read as `cells`): the fence's text and
-    nbgrader metadata, the rest of each cell where nbformat's schema takes it."""
+    nbgrader metadata, and of the rest each metadata key and the outputs where nbformat's schema takes them."""
     metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
-    notebook = nbformat.v4.new_notebook(metadata=_plain(metadata))
+    notebook = nbformat.v4.new_notebook(metadata=_schema_kept(metadata, _notebook_with))
     for position in kept:
         raw, cell = data["cells"][position - 1], cells[position]
         extra = _plain(raw.get("metadata")) if isinstance(raw.get("metadata"), dict) else {}
         extra.pop("nbgrader", None)
         extra.pop("tags", None)
+        extra = _schema_kept(extra, lambda m: _notebook_with({}, [_cell_with(cell.kind, m)]))
         if _whole(raw, cell):          # nbgrader reads its metadata whole: kept only when nothing of it was odd
             extra["nbgrader"] = _plain(raw["metadata"]["nbgrader"])
         extra.update({"tags": list(cell.tags)} if cell.tags else {})
-        make = {"code": nbformat.v4.new_code_cell, "markdown": nbformat.v4.new_markdown_cell,
-                "raw": nbformat.v4.new_raw_cell}[cell.kind]
-        new = make(cell.source, metadata=extra)
+        new = _cell_with(cell.kind, extra, cell.source)
         if cell.kind == "code" and isinstance(raw.get("outputs"), list):
             new.outputs = raw["outputs"]
-            try:
-                nbformat.validate(nbformat.v4.new_notebook(cells=[new]))
-            except Exception:
+            if not _valid(nbformat.v4.new_notebook(cells=[new])):
                 new.outputs = []
-        try:
-            nbformat.validate(nbformat.v4.new_notebook(cells=[new]))
-        except Exception:
-            new = make(cell.source, metadata={k: v for k, v in extra.items() if k in ("nbgrader", "tags")})
         notebook.cells.append(new)
-    try:
-        nbformat.validate(notebook)
-    except Exception:
+    if not _valid(notebook):
         notebook.metadata = nbformat.NotebookNode()
     return notebook
 
 
+def _notebook_with(metadata: dict, cells: list = ()) -> nbformat.NotebookNode:
+    return nbformat.from_dict({"cells": list(cells), "metadata": metadata, "nbformat": 4, "nbformat_minor": 5})
+
+
+def _cell_with(kind: str, metadata: dict, source: str = "") -> nbformat.NotebookNode:
+    cell = {"cell_type": kind, "id": nbformat.v4.nbbase.random_cell_id(), "metadata": metadata, "source": source}
+    if kind == "code":
+        cell.update(outputs=[], execution_count=None)
+    return nbformat.from_dict(cell)
+
+
+def _valid(notebook: nbformat.NotebookNode) -> bool:
+    try:
+        nbformat.validate(notebook)
+    except Exception:           # any way the schema refuses it (nbformat raises more than one kind)
+        return False
+    return True
+
+
+def _schema_kept(metadata: dict, holder) -> nbformat.NotebookNode:
+    """The metadata keys nbformat's schema takes, each tried alone in `holder` (a notebook holding it);
+    the kit's own key dropped. A key the schema knows with a value of another shape (a `kernelspec` of null, say)
+    goes, the rest stays."""
+    kept = {}
+    for key, value in _plain(metadata).items():
+        if _valid(holder({key: value})):
+            kept[key] = value
+    return nbformat.from_dict(kept)
+
+
 def _whole(raw: dict, cell) -> bool:
+    """Keep a cell's nbgrader metadata: the fence read every field of it, and nbgrader's own validator takes it
+    (a locked cell has a grade_id, a graded one its points, and so on)."""
     metadata = raw.get("metadata")
     ours = metadata.get("nbgrader") if isinstance(metadata, dict) else None
-    return isinstance(ours, dict) and bool(ours) and all(key in cell.nbgrader for key in ours if key in NBGRADER_FIELDS)
+    if not (isinstance(ours, dict) and ours and all(key in cell.nbgrader for key in ours if key in NBGRADER_FIELDS)):
+        return False
+    return _nbgrader_takes(_cell_with(cell.kind, {"nbgrader": _plain(ours)}, cell.source))
+
+
+def _nbgrader_takes(cell: nbformat.NotebookNode) -> bool:
+    try:
+        MetadataValidatorV3().validate_cell(nbformat.from_dict(json.loads(json.dumps(cell))))
+    except Exception:           # nbgrader's ValidationError, or a KeyError where a field it needs is missing
+        return False
+    return True
 
 
 def _plain(value) -> nbformat.NotebookNode:

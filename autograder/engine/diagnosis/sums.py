@@ -1,0 +1,182 @@
+"""The second half of the walk and the sums (`Sums`): what norm2 and the feed-forward network received, each
+sum's shortcut and branch, and what the block returned."""
+from __future__ import annotations
+
+import numpy as np
+
+from autograder.engine.facts import Changes, Ran, Received, Sum
+from autograder.engine.reading.placement import tidy
+from .dropouts import Dropouts
+from .values import DROPS, HALVES, NORMS, Found, Seen, close, express, locate, masked
+
+
+class Sums(Dropouts):
+    """The walk from norm2 on, and the sums of both halves."""
+
+    def _second_start(self, norm2: Seen, h: np.ndarray, d1: np.ndarray, att: Seen) -> Found:
+        """norm2 did not receive h. What the feed-forward network received, and the second shortcut (what the block
+        returned, less the feed-forward branch), tell whether h itself was wrong (steps 1-5) or only what followed
+        it (6, 7)."""
+        second = self._second_shortcut()
+        ffs = self.calls_of("ff")
+        skipped = next((c for c in ffs if locate(c.input, h, self.near) is not None), None)
+        if not norm2.calls and not ffs and not self.counts.get("norm2") and not self.counts.get("ff"):
+            facts = [Ran(self.mode, "norm2", 0), Ran(self.mode, "ff", 0)]     # no second half: what came back?
+            if close(self.y, h, self.tol):
+                return Found(5, 7, facts + [Sum(self.mode, None, None, (("h", 1.0),))], "norm2(h)")
+            return Found(5, self._sum_step(self.y, d1, "att", None, facts, att), facts, "h")
+        if skipped is not None:              # the feed-forward network received h itself: norm2 was skipped
+            facts = [x for x in [self._ran("norm2")] if x] if not norm2.calls else [self.received(norm2.off(self.used), "h")]
+            return Found(5, 7, facts + [self.received(skipped, "h", True)], "norm2(h)")
+        if not norm2.calls:
+            facts = [x for x in [self._ran("norm2")] if x] + ([self.received(ffs[0], "n2")] if ffs else [])
+            return Found(5, 7 if second is not None and close(second, h, self.tol) else None, facts, "norm2(h)")
+        partial = norm2.partial(self.mode, "norm2", "h")
+        if partial is not None:
+            return Found(5, 7, [partial], "h")
+        call = norm2.off(self.used)
+        facts = [self.received(call, "h")]
+        v = self.placed(call)
+        after = self.output_of(call.input, None)
+        if after is not None and locate(after.input, h, self.near) is not None:      # something was done to h first
+            facts.append(Sum(self.mode, call.name, call.number, ((f"{after.name}#{after.number}", 1.0),), call.total))
+            return Found(5, 6 if second is not None and v is not None and close(second, v, self.tol) else 7, facts,
+                         "h")
+        if second is not None and close(second, h, self.tol):
+            return Found(5, 7, facts + self.said(call, "h"), "h")
+        if v is None:
+            return Found(5, None, facts, "h")
+        dropped = self.mode == "train" and (masked(v - d1, self.x, self.keep, self.tol) or
+                                            masked(v - self.x, d1, self.keep, self.tol))
+        if second is not None and not close(second, v, self.tol) and not dropped and \
+                express(v, {"x": self.x, "branch": d1}, self.tol) is None:
+            return Found(5, None, facts, "h")      # norm2's input and the second shortcut differ, both from h
+        return Found(5, self._sum_step(v, d1, "att", call, facts, att), facts, "h")
+
+    def _sum_step(self, total: np.ndarray, branch: np.ndarray, half: str, call, facts: list,
+                  before: Seen) -> int | None:
+        """The step a wrong sum of Pre-LN's (x + branch, or h + branch) breaks, from its values: a branch left out
+        or scaled, a shortcut left out or scaled, a shortcut that is another value, the branch's component applied
+        again, an extra term, a dropout on the shortcut or a second one on the branch; else the grader's change of
+        the branch component's output tells a shortcut replaced (the sum moved by exactly that change) from a
+        branch changed on its way in."""
+        rule = HALVES[half]
+        shortcut = self.values[rule["shortcut"]]
+        branch_name = f"drop_shortcut({rule['inner']})" if self.mode == "train" else rule["inner"]
+        where = (call.name if call is not None else None, getattr(call, "number", None), getattr(call, "total", None))
+
+        def said(*parts: dict) -> None:
+            terms: dict = {}
+            for part in parts:
+                for k, c in part.items():
+                    terms[k] = tidy(terms.get(k, 0.0) + c)
+            facts.append(Sum(self.mode, where[0], where[1], tuple((k, c) for k, c in terms.items() if c), where[2]))
+
+        terms = express(total - shortcut, {branch_name: branch}, self.tol)
+        if terms is not None:                                  # the branch left out or scaled
+            said({rule["shortcut"]: 1.0}, terms)
+            if terms[branch_name] == 0:
+                self.gloss = (f"{'the attention' if half == 'att' else 'the feed-forward'} branch is missing from that sum, "
+                              f"so the whole {'attention half (norm1, att)' if half == 'att' else 'feed-forward half (norm2, ff)'}"
+                              " does not reach the output")
+                return rule["left out"]
+            return rule["sum"]
+        terms = express(total - branch, {rule["shortcut"]: shortcut}, self.tol)
+        if terms is not None:                                  # the shortcut left out or scaled
+            said(terms, {branch_name: 1.0})
+            return rule["sum"]
+        if self.mode == "train":
+            if masked(total - shortcut, branch, self.keep, self.tol):     # a second dropout on the branch
+                return rule["drop"]
+            if masked(total - branch, shortcut, self.keep, self.tol):     # a dropout on the shortcut
+                return rule["sum"]
+        known = {k: v for k, v in {**self.values, **self.outputs()}.items() if k != rule["shortcut"]}
+        for name, value in known.items():                      # the shortcut is another value
+            if close(total - branch, value, self.tol) and not close(value, shortcut, self.tol):
+                said({name: 1.0, branch_name: 1.0})
+                return rule["replaced"]
+        again = self.output_of(total - shortcut, (half,), besides=before.on)
+        if again is not None:                                  # the branch component applied again
+            said({rule["shortcut"]: 1.0, f"{again.name}#{again.number}": 1.0})
+            return rule["branch"]
+        terms = express(total - shortcut - branch, known, self.tol)
+        if terms is not None and len([c for c in terms.values() if c]) <= 2:      # an extra term in the sum
+            said({rule["shortcut"]: 1.0, branch_name: 1.0}, terms)
+            return rule["sum"]
+        change = self._change(half, "out" if call is None else call)
+        if change is None:
+            return None
+        facts.append(change)
+        return rule["replaced"] if change.exactly else rule["sum"]
+
+    def _change(self, component: str, where) -> Changes | None:
+        """Did the value at `where` (a call's input, or "out": what the block returned) change by exactly the change
+        the grader made to `component`'s output, in the eval run with that output changed?"""
+        response = self.responses.get(component)
+        if response is None or self.mode != "eval":
+            return None
+        before = [c for c in self.calls if c.name == component]
+        after = [c for c in response["calls"] if c["name"] == component]
+        if len(before) != len(after) or not before or any(tuple(b.output.shape) != tuple(self.shape) for b in before):
+            return None
+        delta = sum(np.asarray(a["output"], dtype=np.float64).reshape(-1) - b.output.reshape(-1)
+                    for a, b in zip(after, before))
+        if where == "out":
+            moved = np.asarray(response["y"], dtype=np.float64).reshape(-1) - self.y
+        else:
+            twin = [c for c in response["calls"] if c["name"] == where.name]
+            if len(twin) < where.number or tuple(np.shape(twin[where.number - 1]["input"])) != tuple(self.shape):
+                return None
+            moved = np.asarray(twin[where.number - 1]["input"], dtype=np.float64).reshape(-1) - where.input.reshape(-1)
+        if not np.any(delta):
+            return None
+        return Changes(self.mode, component, None if where == "out" else where.name, close(moved, delta, self.tol))
+
+    def _second_shortcut(self) -> np.ndarray | None:
+        """What the block returned less the feed-forward branch (its dropout's output in train mode, the feed-forward
+        output in eval mode), where the grader can place that branch; None where it cannot."""
+        ffs = self.calls_of("ff")
+        if len(ffs) != 1 or tuple(ffs[0].output.shape) != tuple(self.shape):
+            return None
+        branch = ffs[0].output.reshape(-1)
+        if self.mode == "train":
+            drop = next((c for c in self.calls_of(*DROPS) if tuple(c.input.shape) == tuple(self.shape)
+                         and locate(c.input, branch, self.near) is not None), None)
+            if drop is None:
+                return None
+            branch = drop.output.reshape(-1)
+        return self.y - branch
+
+    def _feed_forward(self, ff: Seen, h: np.ndarray, n2: np.ndarray, norm2: Seen) -> Found:
+        """The feed-forward network did not receive norm2(h): step 7 when h was not normalized by norm2 (left as it
+        is, another normalization, norm2 again), else 8."""
+        expected = "norm2(h)"
+        if not ff.calls:
+            ran = self._ran("ff")
+            return Found(8, 8 if ran else None, [ran] if ran else [], expected)
+        partial = ff.partial(self.mode, "ff", expected)
+        if partial is not None:
+            return Found(8, 8, [partial], expected)
+        call = ff.off(self.used)
+        if not self.used(call) and not any(self.used(c) for c in ff.calls):
+            return Found(8, None, [self.received(call, "n2")], expected)
+        facts = [self.received(call, "n2")]
+        if locate(call.input, h, self.near) is not None:
+            return Found(8, 7, facts + [self.received(call, "h", True)], expected)
+        source = self.output_of(call.input, NORMS)
+        if source is not None:
+            facts.append(Sum(self.mode, call.name, call.number, ((f"{source.name}#{source.number}", 1.0),), call.total))
+            return Found(8, 7, facts, expected)
+        return Found(8, 8, facts + self.said(call, "n2"), expected)
+
+    def _output(self, h: np.ndarray, d2: np.ndarray, ff: Seen, facts: list) -> int | None:
+        """What the block returned is not h + its branch: an operation after the sum (10), else the second sum's
+        own rules."""
+        after = self.output_of(self.y, None)
+        if after is not None and tuple(after.input.shape) == tuple(self.shape) and \
+                close(after.input.reshape(-1), h + d2, self.tol):
+            facts.append(Sum(self.mode, None, None, ((f"{after.name}#{after.number}", 1.0),)))
+            facts.append(Received(self.mode, after.name, after.number, "h + drop_shortcut(ff(norm2(h)))", True,
+                                  after.total))
+            return 10
+        return self._sum_step(self.y, d2, "ff", None, facts, ff)

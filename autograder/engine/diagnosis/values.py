@@ -1,0 +1,167 @@
+"""Values at Pre-LN's component boundaries: where one value sits in another (whole, in pieces, rearranged or
+padded), sums of known values with as few terms as will do, masks a dropout drew, and what a component's recorded
+calls show at one boundary (`Seen`) or where a run first differs (`Found`). Pure numpy over recorded values."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from autograder.engine.facts import Partial
+from autograder.engine.reading.placement import tidy
+
+DROPS = ("drop_shortcut", "dropout")
+NORMS = ("norm1", "norm2", "layer_norm")
+VALUE = {"x": "x", "n1": "norm1(x)", "a": "att(norm1(x))", "h": "h", "n2": "norm2(h)", "f": "ff(norm2(h))"}
+HALVES = {  # the two sums: what each half is made of, and the steps its values break (see `steps`)
+    "att": {"shortcut": "x", "left out": 2, "sum": 5, "replaced": 1, "drop": 4, "branch": 3,
+            "inner": "att(norm1(x))"},
+    "ff": {"shortcut": "h", "left out": 7, "sum": 10, "replaced": 6, "drop": 9, "branch": 8, "inner": "ff(norm2(h))"},
+}
+
+
+def locate(value: np.ndarray, reference: np.ndarray, tol: float) -> np.ndarray | None:
+    """Where in `reference` (flat) each element of `value` sits, when `value` is a piece or a rearrangement of it
+    (every element equal, within tolerance, to a distinct element of `reference`); None when it is not."""
+    v, r = np.asarray(value, dtype=np.float64).reshape(-1), np.asarray(reference, dtype=np.float64).reshape(-1)
+    if v.size == 0 or v.size > r.size or not np.all(np.isfinite(v)) or not np.all(np.isfinite(r)):
+        return None
+    order = np.argsort(r, kind="stable")
+    ordered = r[order]
+    right = np.clip(np.searchsorted(ordered, v), 0, r.size - 1)
+    left = np.clip(right - 1, 0, r.size - 1)
+    pick = np.where(np.abs(ordered[left] - v) <= np.abs(ordered[right] - v), left, right)
+    positions = order[pick]
+    if np.any(np.abs(r[positions] - v) > tol * max(float(np.max(np.abs(r))), 1.0)):
+        return None
+    if np.unique(positions).size != positions.size:
+        return None
+    return positions.reshape(np.shape(value))
+
+
+def locate_padded(value: np.ndarray, reference: np.ndarray, tol: float) -> np.ndarray | None:
+    """`locate`, allowing zeros that are no element of `reference` (padding): their positions are -1."""
+    found = locate(value, reference, tol)
+    if found is not None:
+        return found
+    v = np.asarray(value, dtype=np.float64)
+    pads = v == 0
+    if not pads.any() or pads.all():
+        return None
+    inner = locate(v[~pads], reference, tol)
+    if inner is None:
+        return None
+    positions = np.full(v.shape, -1, dtype=np.int64)
+    positions[~pads] = inner
+    return positions
+
+
+def whole_tokens(positions: np.ndarray, features: int) -> bool:
+    """Do `positions` (flat block positions, -1 for padding) move whole token vectors, each in its own order? A
+    LayerNorm, attention and the feed-forward network act on token vectors: a rearrangement of a value that keeps
+    them whole (tokens reordered, chunked, transposed, padded) hands a component the same vectors, one that moves
+    elements within or across them (sorted, flipped features) does not."""
+    flat = np.asarray(positions).reshape(-1)
+    if flat.size % features:
+        return False
+    rows = flat.reshape(-1, features)
+    pads = (rows < 0).all(axis=1)
+    kept = rows[~pads]
+    if np.any(kept < 0):
+        return False
+    return bool(np.all(kept[:, 0] % features == 0) and np.all(np.diff(kept, axis=1) == 1))
+
+
+def close(a, b, tol: float) -> bool:
+    a, b = np.asarray(a, dtype=np.float64).reshape(-1), np.asarray(b, dtype=np.float64).reshape(-1)
+    return a.shape == b.shape and bool(np.all(np.isfinite(a))) and \
+        bool(np.linalg.norm(a - b) <= tol * max(float(np.linalg.norm(b)), 1.0))
+
+
+def express(value: np.ndarray, vectors: dict, tol: float) -> dict | None:
+    """`value` as an exact sum of `vectors` ({name: flat array}), coefficients tidied; None when it is none."""
+    names = [k for k, vec in vectors.items() if vec is not None and np.any(vec)]
+    v = np.asarray(value, dtype=np.float64).reshape(-1)
+    if not names or not np.all(np.isfinite(v)):
+        return None
+    matrix = np.stack([vectors[k] for k in names], axis=1)
+    coefficients, *_ = np.linalg.lstsq(matrix, v, rcond=None)
+    if np.linalg.norm(matrix @ coefficients - v) > tol * max(float(np.linalg.norm(v)), 1.0):
+        return None
+    return {k: tidy(float(c)) for k, c in zip(names, coefficients)}
+
+
+def fewest(value: np.ndarray, vectors: dict, tol: float, most: int = 3) -> dict | None:
+    """`value` as an exact sum of as few of `vectors` as will do (at most `most`), coefficients tidied; None."""
+    from itertools import combinations
+    names = [k for k, v in vectors.items() if v is not None and np.any(v)]
+    for size in range(1, most + 1):
+        for chosen in combinations(names, size):
+            terms = express(value, {k: vectors[k] for k in chosen}, tol)
+            if terms is not None and all(terms.values()):
+                return terms
+    return None
+
+
+def masked(value: np.ndarray, of: np.ndarray, scale: float, tol: float) -> bool:
+    """Is `value` a dropout of `of`: each element either zero or `scale` times the other, some of them zero?"""
+    value, of = np.asarray(value, dtype=np.float64).reshape(-1), np.asarray(of, dtype=np.float64).reshape(-1)
+    if value.shape != of.shape:
+        return False
+    size = max(float(np.max(np.abs(of))), 1.0) * tol
+    zero, kept = np.abs(value) <= size, np.abs(value - scale * of) <= size * max(scale, 1.0)
+    return bool(np.all(zero | kept)) and bool(np.any(zero & (np.abs(of) > size)))
+
+
+@dataclass
+class Seen:
+    """What one component's recorded calls show at a boundary of Pre-LN."""
+    calls: list                   # the component's recorded calls
+    positions: list               # per call, where its input sits in Pre-LN's value (None: it is no piece of it)
+    covers: bool                  # the calls that sit there cover the whole value
+    outputs: np.ndarray | None    # their outputs in block positions, when they cover it
+    total: int = 0                # the value's size
+
+    def off(self, used=None):
+        """The call that does not sit on Pre-LN's value (None: every one does): with `used` (a test of whether a
+        call's output goes anywhere), the first such call whose output does, else the last one (a call whose result
+        is thrown away is no account of the block's work)."""
+        off = [c for c, p in zip(self.calls, self.positions) if p is None]
+        if not off:
+            return None
+        if used is not None:
+            return next((c for c in off if used(c)), off[-1])
+        return off[0]
+
+    @property
+    def on(self) -> list:
+        return [c for c, p in zip(self.calls, self.positions) if p is not None]
+
+    def partial(self, mode: str, component: str, value: str) -> Partial | None:
+        """Every call sits on pieces of the value, and together they miss some of it."""
+        if not self.calls or self.off() is not None:
+            return None
+        covered = len({int(i) for p in self.positions for i in p.reshape(-1) if i >= 0})
+        return Partial(mode, component, value, covered, self.total)
+
+
+@dataclass
+class Found:
+    """A boundary where the student's values differ: its place in Pre-LN's order, the step (None: the values
+    cannot tell which), and the facts that show it."""
+    boundary: int
+    step: int | None
+    facts: list = field(default_factory=list)
+    expected: str = ""            # Pre-LN's value there, in the lesson's notation
+    gloss: str = ""               # what the facts mean for the lesson's step (no fact of its own)
+
+
+
+
+def scale_of(outputs: np.ndarray, branch: np.ndarray) -> float | None:
+    """What a dropout multiplied its kept values by (None: it kept none, or they disagree)."""
+    kept = (np.abs(outputs) > 1e-12) & (np.abs(branch) > 1e-12)
+    if not kept.any():
+        return None
+    ratios = outputs[kept] / branch[kept]
+    return float(np.median(ratios))
