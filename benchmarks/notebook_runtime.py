@@ -1,15 +1,19 @@
-"""How long the solved notebook takes to run headless, top to bottom, figures and the training experiment included
-(target: < 60 s on a 2-core laptop), next to the baseline of starting a kernel and importing torch in it.
+"""How long the solved notebook takes to run headless, top to bottom, figures and the training experiment included,
+next to the baseline of starting a kernel and importing torch in it. The budgets a student's laptop is held to
+(the training cell under 60 s of CPU, the whole notebook under 75 s) are measured here, never asserted by a test:
+a test that times itself fails on a slower machine.
 
     .venv/bin/python benchmarks/notebook_runtime.py [--repeat 2]
 
-Prints the wall time of each run, the per-cell times of the slowest cells, and the notebook's time over the
-kernel-plus-torch baseline.
+Prints, per run, the wall time and the kernel's CPU seconds (user + system, from getrusage inside the kernel) of the
+whole notebook and of the training cell, the slowest cells, the machine, and the notebook's wall time over the
+kernel-plus-torch baseline; exits 1 when the median CPU is over a budget.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import platform
 import statistics
 import sys
 import time
@@ -22,18 +26,35 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from autograder.course import kit  # noqa: E402
 
 
-def run(cells) -> tuple[float, list[tuple[float, str]]]:
-    notebook = nbformat.v4.new_notebook(cells=cells)
+TRAINING_BUDGET, NOTEBOOK_BUDGET = 60, 75          # CPU seconds on this machine (see the README's table)
+CPU = ("import resource as _resource, json as _json\n"
+       "def _cpu():\n"
+       "    usage = _resource.getrusage(_resource.RUSAGE_SELF)\n"
+       "    return usage.ru_utime + usage.ru_stime\n")
+
+
+def run(cells) -> tuple[float, float, list[tuple[float, float, str]]]:
+    """(wall seconds, kernel CPU seconds, [(cell CPU, cell wall, name)] slowest first) of one run of `cells`."""
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(CPU)] + cells)
     timings = []
-    client = NotebookClient(notebook, timeout=600, kernel_name="python3",
+    client = NotebookClient(notebook, timeout=900, kernel_name="python3",
                             resources={"metadata": {"path": str(kit.SOLUTIONS_DIR)}})
+    probe = nbformat.v4.new_code_cell("print(_json.dumps(_cpu()))")
     started = time.monotonic()
     with client.setup_kernel():
-        for index, cell in enumerate(notebook.cells):
+        client.execute_cell(notebook.cells[0], 0)
+        for index, cell in enumerate(notebook.cells[1:], start=1):
+            client.execute_cell(probe, index)
+            before = float(probe.outputs[-1]["text"])
             begun = time.monotonic()
             client.execute_cell(cell, index)
-            timings.append((time.monotonic() - begun, cell.metadata.get("nbgrader", {}).get("grade_id", f"cell {index}")))
-    return time.monotonic() - started, sorted(timings, reverse=True)
+            wall = time.monotonic() - begun
+            client.execute_cell(probe, index)
+            timings.append((float(probe.outputs[-1]["text"]) - before, wall,
+                            cell.metadata.get("nbgrader", {}).get("grade_id", f"cell {index}")))
+        client.execute_cell(probe, len(notebook.cells))
+        total = float(probe.outputs[-1]["text"])
+    return time.monotonic() - started, total, sorted(timings, reverse=True)
 
 
 def main() -> int:
@@ -44,17 +65,24 @@ def main() -> int:
     solved = nbformat.read(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, as_version=4)
     cells = [c for c in solved.cells if not c.metadata.get("nbgrader", {}).get("grade_id", "").startswith("check_")]
     baseline_cells = [nbformat.v4.new_code_cell("import torch")]
-    notebook_times, baseline_times = [], []
+    walls, cpus, training, baseline = [], [], [], []
     for attempt in range(repeat):
-        baseline_times.append(run(baseline_cells)[0])
-        elapsed, slowest = run(cells)
-        notebook_times.append(elapsed)
-        print(f"run {attempt + 1}: notebook {elapsed:.1f} s, kernel + import torch {baseline_times[-1]:.1f} s")
-    print("slowest cells (last run): " + ", ".join(f"{name} {seconds:.1f} s" for seconds, name in slowest[:5]))
-    median = statistics.median(notebook_times)
-    print(f"median: notebook {median:.1f} s (target < 60 s), "
-          f"{median / statistics.median(baseline_times):.1f}x the kernel + torch baseline")
-    return 0 if median < 60 else 1
+        baseline.append(run(baseline_cells)[0])
+        wall, cpu, slowest = run(cells)
+        walls.append(wall)
+        cpus.append(cpu)
+        training.append(next(c for c, _, name in slowest if name == "training_experiment"))
+        print(f"run {attempt + 1}: notebook {wall:.1f} s wall, {cpu:.1f} s CPU (training cell {training[-1]:.1f} s "
+              f"CPU); kernel + import torch {baseline[-1]:.1f} s wall")
+    print("slowest cells (last run, CPU / wall): " + ", ".join(f"{name} {c:.1f} / {w:.1f} s"
+                                                               for c, w, name in slowest[:5]))
+    print(f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    notebook_cpu, training_cpu = statistics.median(cpus), statistics.median(training)
+    print(f"median: notebook {notebook_cpu:.1f} s CPU (budget {NOTEBOOK_BUDGET} s), training cell "
+          f"{training_cpu:.1f} s CPU (budget {TRAINING_BUDGET} s); {statistics.median(walls):.1f} s wall, "
+          f"{statistics.median(walls) / statistics.median(baseline):.1f}x the kernel + torch baseline")
+    return 0 if notebook_cpu < NOTEBOOK_BUDGET and training_cpu < TRAINING_BUDGET else 1
 
 
 if __name__ == "__main__":

