@@ -21,6 +21,7 @@ import nbformat
 from nbgrader.api import Gradebook
 from nbgrader.auth import Authenticator
 from nbgrader.converters import Autograde, GenerateAssignment, GenerateFeedback
+from nbgrader.converters.base import NbGraderException
 from nbgrader.coursedir import CourseDirectory
 
 from autograder.course import kit
@@ -143,6 +144,9 @@ class Course:
             if isinstance(error, SystemExit) and isinstance(error.code, str):    # CourseRecorder's refusal
                 log.error(error.code)
             return one_line(lines, error)
+        except NbGraderException as error:        # nbgrader failed for some student: say what its log said
+            raise AssertionError("nbgrader failed; its log:\n" + "\n".join(
+                f"{r.levelname}: {r.getMessage()}" for r in lines.records if r.levelno >= logging.WARNING)) from error
 
     # --- the instructor's actions ----------------------------------------------------------------------
     def collect(self, student: str, kind: str, late: bool, number: int) -> None:
@@ -274,7 +278,8 @@ def read_csv(path: Path) -> list[dict]:
 
 # --- the stand-in grader -----------------------------------------------------------------------------------
 
-def stand_in(cells, name: str, assignment: kit.Assignment, seed: int, device: str, student, unsafe: bool):
+def stand_in(cells, name: str, assignment: kit.Assignment, seed: int, device: str, student, unsafe: bool,
+             read: tuple = ()):
     """A result as the grader writes one: each check's parts share the course's points by the rubric's weights,
     and every part gets the kind's share of its points."""
     kind = next((c.source.split(MARK, 1)[1].split()[0] for c in cells if MARK in c.source), "blank")
@@ -288,7 +293,7 @@ def stand_in(cells, name: str, assignment: kit.Assignment, seed: int, device: st
         checks.append(CheckResult(check, spec.title, parts, "All parts passed." if share == 1.0 else
                                   f"{kind}: {share:g} of the points", spec.visibility))
     isolation = UNSAFE if unsafe else "stand-in: isolated"
-    notes = (f"Graded without isolation ({UNSAFE}).",) if unsafe else ()
+    notes = ((f"Graded without isolation ({UNSAFE}).",) if unsafe else ()) + tuple(read)
     return SubmissionResult(name, tuple(checks), seed, device, isolation, 0.01, None, notes, {}, student)
 
 
@@ -318,8 +323,8 @@ class StandIn:
 
             wait_until_ready = close = spawn = launch
 
-        def cells_grade(cells, name, server, *, seed, device="cpu", student=None):
-            return stand_in(cells, name, server.assignment, seed, device, student, grader.unsafe)
+        def cells_grade(cells, name, server, *, seed, device="cpu", student=None, notes=()):
+            return stand_in(cells, name, server.assignment, seed, device, student, grader.unsafe, notes)
 
         def file_grade(path, server, *, seed, device="cpu", student=None):
             from autograder.course.notebook import read_cells

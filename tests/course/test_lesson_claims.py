@@ -311,9 +311,9 @@ def test_the_dashed_line_is_the_entropy_of_the_texts_letter_frequencies(lesson):
 @slow
 def test_deep_post_ln_stalls_at_the_line_where_pre_ln_learns(lesson):
     says("training_reading", "Pre-LN's loss keeps falling, to between 2.55 and 2.75 after 150 steps",
-         "Post-LN's comes down to the dashed line within the first 50 steps and stays on it, on every seed: the mean "
-         "of each run's last 20 steps is within 0.1 of the line")
-    says("gradients_intro", "The last experiment of this notebook trains a deep model that stalls")
+         "Post-LN's comes down to the dashed line within the first 50 steps and stays near it from then on (the "
+         "plotted curve within 0.15 of it), on every seed: the mean of each run's last 20 steps is within 0.1 of the line")
+    says("gradients_intro", "The training experiment near the end of this notebook shows a deep model that stalls")
     entropy, losses = lesson["LETTER_ENTROPY"], lesson["training_losses"]
     for run in losses["Pre-LN, 12 blocks"]:
         averaged = moving_average(run)
@@ -322,7 +322,7 @@ def test_deep_post_ln_stalls_at_the_line_where_pre_ln_learns(lesson):
     for run in losses["Post-LN, 12 blocks"]:
         averaged = moving_average(run)
         assert min(i for i, value in enumerate(averaged) if abs(value - entropy) < 0.1) < 50
-        within(np.abs(np.array(averaged[49:]) - entropy), 0, 0.1)
+        within(np.abs(np.array(averaged[49:]) - entropy), 0, 0.15)       # the plotted curve, from step 50 on
         within([abs(_final(run) - entropy)], 0, 0.1)
 
 
@@ -366,11 +366,11 @@ def test_the_plain_network_experiment(lesson):
 
 @slow
 def test_the_plain_networks_outputs_differ_as_much(lesson, solved_run):
-    says("mlp_reading", "its root mean square is 26 to 38 with shortcuts alone, about 3 (2.9 to 3.2) with a "
+    says("mlp_reading", "its root mean square is between 25 and 38 with shortcuts alone, about 3 (2.9 to 3.2) with a "
                         "LayerNorm in each branch, and 0.06 to 0.07 in the plain network")
     plain, shortcuts, normalized = (lesson["mlp_output_sizes"][kind] for kind in lesson["MLP_KINDS"])
-    within(np.round(shortcuts), 26, 38)                # as printed, to 3 significant digits
-    within(np.round(normalized, 1), 2.9, 3.2)
+    within(shortcuts, 25, 38)                          # the values themselves, never rounded
+    within(normalized, 2.9, 3.2)
     within(plain, 0.06, 0.07)
     printed = next(o["text"] for c in solved_run.cells if c.metadata["nbgrader"]["grade_id"] == "mlp_experiment"
                    for o in c.outputs if o.get("name") == "stdout")
@@ -378,6 +378,24 @@ def test_the_plain_networks_outputs_differ_as_much(lesson, solved_run):
 
 
 # --- the rest -------------------------------------------------------------------------------------------
+
+def test_the_introduction_lists_every_section_in_the_order_the_notebook_has_them():
+    """Each item of the introduction's list names the cell it is about; those cells come in the list's order, and no
+    sentence calls an experiment the last or the one at the end unless it is."""
+    order = [c.grade_id for c in kit.KIT.cells()]
+    items = re.findall(r"^(\d+)\. (.+(?:\n   .+)*)", next(c.source for c in kit.KIT.cells() if c.grade_id == "intro"),
+                       re.MULTILINE)
+    about = {"guess": "predict", "`TransformerBlock.__init__`": "block_intro", "forward pass": "task1_forward",
+             "side by side": "diagram", "(**Task 2**)": "task2_compounding", "language model": "training_experiment",
+             "plain fully connected network": "mlp_experiment"}
+    named = [next(cell for phrase, cell in about.items() if phrase in text) for _, text in items]
+    assert [int(n) for n, _ in items] == list(range(1, len(about) + 1)) and len(set(named)) == len(about), items
+    assert [order.index(cell) for cell in named] == sorted(order.index(cell) for cell in named), named
+    experiments = [c for c in order if c.endswith("_experiment")]
+    text = " ".join(" ".join(c.source.split()) for c in kit.KIT.cells())
+    if experiments[-1] != "training_experiment":
+        assert not re.search(r"last experiment|experiment at the end", text), "the training is not the last experiment"
+
 
 def test_the_lesson_lists_the_graders_ten_steps_in_order():
     from autograder.engine.steps import STEPS

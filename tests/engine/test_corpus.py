@@ -118,7 +118,7 @@ def test_a_family_follows_its_rule(layer_server, name, post_ln_score, seed, tmp_
         assert result.score == post_ln_score, lost
     else:
         assert expected.check in lost and set(lost) <= set(expected.lost), lost
-        assert _names_step(result, expected.step), result.first_divergence
+        assert _names_step(result, expected.step), (result.first_divergence, result.facts, result.notes, lost)
         assert expected.phrase in result.first_divergence + " ".join(lost.values()), (result.first_divergence, lost)
 
 
