@@ -39,8 +39,21 @@ def run_checks(checks, subject):
             failures.append(f"{check.__name__}: {type(error).__name__}: {error}")
     if failures:
         lines = [line for failure in failures
-                 for line in textwrap.wrap(failure, 80, initial_indent="- ", subsequent_indent="  ")]
-        raise AssertionError(f"{len(failures)} of {len(checks)} checks failed:\n" + "\n".join(lines))
+                 for line in textwrap.wrap(failure, 80, initial_indent="- ", subsequent_indent="  ",
+                                           break_on_hyphens=False)]
+        raise ChecksFailed(f"{len(failures)} of {len(checks)} checks failed:\n" + "\n".join(lines) + "\n" +
+                           "\n".join(textwrap.wrap(LOOK, 80, break_on_hyphens=False)))
+
+
+LOOK = ("To see what your forward does, run trace_calls on your block (section \"Finding the first wrong step\"): "
+        "the first value that differs from Pre-LN's ten steps is the mistake.")
+
+
+class ChecksFailed(AssertionError):
+    """Failing checks, shown as their message alone: Jupyter (and so nbgrader's Validate) prints no traceback."""
+
+    def _render_traceback_(self):
+        return [f"{type(self).__name__}: {self}"]
 
 
 class Blocks:
@@ -86,6 +99,11 @@ def fingerprint(tensor, digits=6, seed=99):
     values = tensor.detach().to(torch.float64)
     probe = torch.randn(values.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
     return [round(v, digits) for v in (values.sum().item(), values.norm().item(), (values * probe).sum().item())]
+
+
+def numbers_text(expected, got):
+    """The fingerprints of a comparison, said with what the three numbers are."""
+    return (f"expected (sum, norm, dot product with a fixed random tensor) {expected}, got {got}")
 
 
 def same_numbers(got, expected, tolerance=1e-4):
@@ -323,21 +341,39 @@ def train_output_matches_the_reference(blocks):
         return
     if _eval_output_is_right(blocks):
         raise AssertionError(
-            f"in training mode the output differs from a correct Pre-LN block's on a fixed example (expected "
-            f"{TRAIN_NUMBERS}, got {got}), while the eval-mode output is right: so the difference is dropout's. "
+            f"in training mode the output differs from a correct Pre-LN block's on a fixed example "
+            f"({numbers_text(TRAIN_NUMBERS, got)}), while the eval-mode output is right: so the difference is "
+            "dropout's. "
             "Which values does dropout act on? (Each branch's output, before it is added.)")
     raise AssertionError(
-        f"in training mode the output differs from a correct Pre-LN block's on a fixed example (expected "
-        f"{TRAIN_NUMBERS}, got {got}); the eval-mode output differs too (see eval_output_matches_the_reference), so "
-        "fix that first: dropout may well be right")
+        f"in training mode the output differs from a correct Pre-LN block's on a fixed example "
+        f"({numbers_text(TRAIN_NUMBERS, got)}); the eval-mode output differs too (see "
+        "eval_output_matches_the_reference), so fix that first: dropout may well be right")
 
 
 def eval_output_matches_the_reference(blocks):
-    got = fingerprint(blocks.fresh(seed=1).eval()(blocks.example_input(seed=2)))
-    assert same_numbers(got, EVAL_NUMBERS), (
-        f"in eval mode the output differs from a correct Pre-LN block's (expected {EVAL_NUMBERS}, got {got}); "
+    block, x = blocks.fresh(seed=1).eval(), blocks.example_input(seed=2)
+    y = block(x)
+    got = fingerprint(y)
+    if same_numbers(got, EVAL_NUMBERS):
+        return
+    if _feed_forward_half_alone(block, x, y):
+        raise AssertionError(
+            f"in eval mode your block returned the feed-forward half's output alone, ff(norm2(h)) "
+            f"({numbers_text(EVAL_NUMBERS, got)}): the second addition is missing, so that half replaced its value h "
+            "instead of adding to it. Each half returns the value it started from plus its branch")
+    raise AssertionError(
+        f"in eval mode the output differs from a correct Pre-LN block's ({numbers_text(EVAL_NUMBERS, got)}); "
         "compare your block with the two formulas: what does each LayerNorm receive, and what is each addition "
         "added to?")
+
+
+def _feed_forward_half_alone(block, x, y):
+    """Is `y` the second half's branch without its shortcut, ff(norm2(h)) with h = x + att(norm1(x))?"""
+    with torch.no_grad():
+        h = x + block.att(block.norm1(x))
+        branch = block.ff(block.norm2(h))
+    return branch.shape == y.shape and torch.allclose(y.detach(), branch, rtol=1e-4, atol=1e-4)
 
 
 def input_gradient_matches_the_reference(blocks):
@@ -346,9 +382,16 @@ def input_gradient_matches_the_reference(blocks):
     (y * blocks.example_input(seed=3)).sum().backward()
     assert x.grad is not None, "no gradient reached the block input: the output is cut from the autograd graph"
     got = fingerprint(x.grad)
-    assert same_numbers(got, GRAD_NUMBERS), (
-        f"the gradient at the block input differs from a correct Pre-LN block's (expected {GRAD_NUMBERS}, got "
-        f"{got}); if the output is right, part of the computation is hidden from autograd")
+    if same_numbers(got, GRAD_NUMBERS):
+        return
+    if _eval_output_is_right(blocks):
+        raise AssertionError(
+            f"the gradient at the block input differs from a correct Pre-LN block's ({numbers_text(GRAD_NUMBERS, got)}) "
+            "while the output is right: part of the computation is hidden from autograd (a detach, .data, or a "
+            "value computed under torch.no_grad())")
+    raise AssertionError(
+        f"the gradient at the block input differs from a correct Pre-LN block's ({numbers_text(GRAD_NUMBERS, got)}); "
+        "the eval-mode output differs too (see eval_output_matches_the_reference), so fix that first")
 
 
 def every_part_receives_a_gradient(blocks):

@@ -153,13 +153,13 @@ def test_local_tests_report_a_wrong_forward_by_name(tmp_path):
     nbformat.write(notebook, path)
     run = _run_local_tests(Path("wrong"), path, tmp_path)
     assert run.returncode == 1
-    assert "PASS  test_block_shape" in run.stdout and "FAIL  test_zero_branches: AssertionError" in run.stdout
+    assert "PASS  test_block_shape" in run.stdout and "FAIL  test_zero_branches: ChecksFailed" in run.stdout
 
 
 def test_local_tests_list_every_failing_check_of_a_test(tmp_path):
     post_ln = kit.COURSE_DIR / "sample_class" / "ben_post_ln" / kit.KIT.name / kit.KIT.notebook_name
     run = _run_local_tests(Path("post_ln"), post_ln, tmp_path)
-    report = run.stdout.split("FAIL  test_zero_branches: AssertionError: 2 of 2 checks failed:")[1].split("FAIL")[0]
+    report = run.stdout.split("FAIL  test_zero_branches: ChecksFailed: 2 of 2 checks failed:")[1].split("FAIL")[0]
     assert "- silenced_branches_give_back_the_input: " in report
     assert "- silenced_branches_pass_the_gradient_back: " in report
     assert "PASS  test_compounding" in run.stdout and "PASS  test_input_unchanged" in run.stdout

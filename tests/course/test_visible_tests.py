@@ -229,3 +229,67 @@ def test_while_nbgrader_validates_the_graded_cells_run_every_visible_check(monke
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
     with pytest.raises(AssertionError):
         released.test_block_shape(Broken, {})
+
+
+# --- messages that never mislead, each tested both ways over the catalogs --------------------------------------
+
+def _said(results: dict) -> str:
+    return " ".join(" ".join(results.values()).split())
+
+
+def test_the_autograd_hint_comes_only_when_the_output_is_right(wrong_results):
+    hint = "while the output is right: part of the computation is hidden from autograd"
+    hinted = {name for name, results in wrong_results.items() if hint in _said(results)}
+    eval_right = {name for name, results in wrong_results.items()
+                  if "eval_output_matches_the_reference" not in failed_checks(results)}
+    assert hinted and hinted <= eval_right, hinted - eval_right
+    for name in ("detached_shortcut", "detached_branch", "no_grad_branch"):
+        assert hint in _said(wrong_results[name]), (name, wrong_results[name])
+    for name in ("post_ln", "missing_first_shortcut", "missing_second_shortcut"):
+        said = _said(wrong_results[name])
+        assert "hidden from autograd" not in said and ("input_gradient_matches_the_reference" not in said or
+                                                       "the eval-mode output differs too" in said), (name, said)
+
+
+def test_every_fingerprint_says_what_its_three_numbers_are(wrong_results):
+    compared = [m for results in wrong_results.values() for m in re.findall(r"\(expected[^)]*\)?[^;]*", _said(results))]
+    assert compared and all(m.startswith("(expected (sum, norm, dot product with a fixed random tensor) [")
+                            for m in compared), compared[:3]
+
+
+def test_a_missing_second_shortcut_is_said_to_return_the_feed_forward_half_alone(wrong_results):
+    phrase = "your block returned the feed-forward half's output alone"
+    said = {name for name, results in wrong_results.items() if phrase in _said(results)}
+    assert "missing_second_shortcut" in said
+    for name in said:          # every forward it is said of returns ff(norm2(h)) in eval mode: checked on its values
+        namespace = {"__name__": "__main__"}
+        source = next(f for n, f in wrong_forwards_known() if n == name)
+        for cell in cells_from_python(submission(forward=source)):
+            exec(compile(cell.source, "<submission>", "exec"), namespace)
+        blocks = released.Blocks(namespace["TransformerBlock"], namespace["GPT_CONFIG_TINY"])
+        block, x = blocks.fresh(seed=1).eval(), blocks.example_input(seed=2)
+        with torch.no_grad():
+            h = x + block.att(block.norm1(x))
+            assert torch.allclose(block(x), block.ff(block.norm2(h)), atol=1e-4), name
+
+
+def test_every_failing_test_points_to_trace_calls(wrong_results):
+    for name, results in wrong_results.items():
+        for test, message in results.items():
+            if re.search(r"^- \w+:", message, re.MULTILINE):       # run_checks' list of failing checks
+                assert " ".join(message.split()).endswith(released.LOOK), (name, test, message[-200:])
+    assert "trace_calls" in released.LOOK and "Finding the first wrong step" in released.LOOK
+    assert "Finding the first wrong step" in next(c.source for c in kit.KIT.cells() if c.grade_id == "debugging")
+
+
+def test_a_failing_check_shows_in_jupyter_as_its_message_alone():
+    """Jupyter, and so nbgrader's Validate, prints an exception's `_render_traceback_` instead of a traceback."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.user_ns["released"] = released
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
+        shell.run_cell("released.run_checks([lambda s: (_ for _ in ()).throw(AssertionError('off'))], None)")
+    shown = out.getvalue() + err.getvalue()
+    assert "ChecksFailed: 1 of 1 checks failed" in shown and "Traceback" not in shown and "run_cell" not in shown, shown
+    assert len(shown.strip().splitlines()) <= 4, shown
