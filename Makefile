@@ -16,7 +16,8 @@ $(STAMP): requirements.txt pyproject.toml
 demo: $(STAMP)   ## the main job: the whole instructor pipeline on the bundled sample class
 	$(PY) -m autograder demo
 
-test: $(STAMP)   ## the kit's own test suite
+test: $(STAMP)   ## the kit's own test suite, after the linter (pyflakes and the line length; see pyproject.toml)
+	$(VENV)/bin/ruff check autograder tests benchmarks
 	$(PY) -m pytest
 
 test-quick: $(STAMP)   ## the inner loop: a fast tier touching every wing (about a minute and a half)

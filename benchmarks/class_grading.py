@@ -234,7 +234,9 @@ def kernel_check(course: Path, student: str, command: list[str], env: dict) -> s
         print(run.stdout[-2000:] + run.stderr[-2000:])
         return None
     printed = [o.get("text", "") for c in cells for o in c.outputs if o.output_type == "stream"]
-    return f"{len(cells)} hidden cells ran the checks in the kernel; first said: {printed[-1].strip()[:70]!r}" if printed else None
+    if not printed:
+        return None
+    return f"{len(cells)} hidden cells ran the checks in the kernel; first said: {printed[-1].strip()[:70]!r}"
 
 
 def gradebook_totals(course: Path, students: list[str]) -> dict:
@@ -373,7 +375,8 @@ def main(argv=None) -> int:
         for s in differ:
             print(f"  DIFFERENT {s}: " + ", ".join(f"{k} {totals[k].get(s)}" for k in totals)
                   + (" [stock failed it]" if s in failed else ""))
-        print(f"scores: {n - len(differ)}/{n} students have the same total in all four" + (f"; differ: {differ}" if differ else ""))
+        print(f"scores: {n - len(differ)}/{n} students have the same total in all four" +
+              (f"; differ: {differ}" if differ else ""))
         return 1 if differ else 0
     finally:
         if args.keep:

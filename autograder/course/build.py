@@ -92,5 +92,6 @@ def build(template_dir: Path = kit.TEMPLATE_DIR, solutions_dir: Path = kit.SOLUT
         _replace_folder(template_dir, files)
         notebook = nbformat.read(released / kit.KIT.notebook_name, as_version=4)
         source = nbformat.read(kit.SOURCE_NOTEBOOK, as_version=4)
-        _replace_folder(solutions_dir, {**files, kit.KIT.notebook_name: nbformat.writes(solved(notebook, source)).encode() + b"\n"})
+        solution = nbformat.writes(solved(notebook, source)).encode() + b"\n"
+        _replace_folder(solutions_dir, {**files, kit.KIT.notebook_name: solution})
     build_sample_class(sample_dir or SAMPLE_DIR, template_dir, solutions_dir)

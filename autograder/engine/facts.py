@@ -275,5 +275,5 @@ class Said:
         return body + (f"; {self.extra}" if body and self.extra else self.extra)
 
 
-KINDS = {cls.kind: cls for cls in (Ran, Received, Partial, Gave, Sum, Shortcut, Unknown, Responds, Changes, Output, Dropout, Gradient,
-                                   FirstStep)}
+KINDS = {cls.kind: cls for cls in (Ran, Received, Partial, Gave, Sum, Shortcut, Unknown, Responds, Changes, Output,
+                                   Dropout, Gradient, FirstStep)}

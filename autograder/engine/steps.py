@@ -18,8 +18,8 @@ replaces a shortcut by another value breaks the step that saves it (1, 6); a sho
 through a dropout, or a branch changed on its way into the sum, breaks the addition (5, 10); a branch left out of
 its sum leaves its whole half out of the output, which shows first at the half's LayerNorm (2, 7); a component that
 receives an earlier value of the chain than Pre-LN hands it skipped the steps in between, and the first skipped one
-breaks (attention on x itself: 2); anything else breaks the step whose input it changes. The first divergent step of a forward is the step of the first edge, in this order, where the student's
-values differ from Pre-LN's.
+breaks (attention on x itself: 2); anything else breaks the step whose input it changes. The first divergent step
+of a forward is the step of the first edge, in this order, where the student's values differ from Pre-LN's.
 """
 from __future__ import annotations
 

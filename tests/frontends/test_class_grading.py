@@ -34,7 +34,8 @@ def test_discover_recognises_each_layout(mixed_class):
     assert set(found) == {"ana", "bo", "cy", "di", "ed"}
     assert found["bo"].name == kit.KIT.notebook_name and found["ed"] is None
     nbgrader_layout = {s.student: s.path for s in discover(kit.COURSE_DIR / "sample_class")}
-    assert nbgrader_layout["ada_correct"] == kit.COURSE_DIR / "sample_class" / "ada_correct" / kit.KIT.name / kit.KIT.notebook_name
+    assert nbgrader_layout["ada_correct"] == (kit.COURSE_DIR / "sample_class" / "ada_correct" / kit.KIT.name /
+                                             kit.KIT.notebook_name)
 
 
 @pytest.mark.slow

@@ -57,7 +57,8 @@ def test_the_course_pipelines_are_nbgraders_with_the_kits_classes_swapped_in():
     stock = [name(c) for c in Autograde.class_traits()["autograde_preprocessors"].default()]
     saved = stock.index("nbgrader.preprocessors.saveautogrades.SaveAutoGrades")
     assert autograde == [("autograder.frontends.nbgrader.bridge.SandboxedExecute" if c.endswith(".Execute") else c)
-                         for c in stock[:saved + 1]] + ["autograder.frontends.nbgrader.plugins.WithoutScoreOutputs"] + stock[saved + 1:]
+                         for c in stock[:saved + 1]] + \
+        ["autograder.frontends.nbgrader.plugins.WithoutScoreOutputs"] + stock[saved + 1:]
     assert "preprocessors" not in config.GenerateFeedback                                      # nbgrader's own
     assert config.HTMLExporter.preprocessors == ["autograder.frontends.nbgrader.feedback.FormgraderStanding"]
     assert config.GenerateFeedback.exporter_class == "autograder.frontends.nbgrader.feedback.KitFeedbackPage"

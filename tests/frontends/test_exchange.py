@@ -332,11 +332,16 @@ def test_every_place_shows_every_student_the_same_score(hub):
         by_class = {r["student"]: r for r in csv.DictReader(handle)}
     listed = {s["student"]: s for s in hub.listed}
     results = {s: json.loads((hub.graded / s / "results.json").read_text()) for s in STUDENTS}
+
+    def checks_sum(student):
+        return sum(float(r["points"] or 0) for r in long if r["student"] == student)
+
     for student, (score, maximum) in truth.items():
         places = {
             "export": (exported[student][f"{NAME}/score"], exported[student][f"{NAME}/max_score"]),
-            "per-check export": (f"{sum(float(r['points'] or 0) for r in long if r['student'] == student) - float(exported[student][f'{NAME}/late_penalty']):g}", maximum),
-            "course feedback page": tuple(page_score((hub.course / "feedback" / student / NAME / f"{kit.KIT.notebook_id}.html").read_text()).split(" / ")),
+            "per-check export": (f"{checks_sum(student) - float(exported[student][f'{NAME}/late_penalty']):g}", maximum),
+            "course feedback page": tuple(page_score(
+                (hub.course / "feedback" / student / NAME / f"{kit.KIT.notebook_id}.html").read_text()).split(" / ")),
             "fetched feedback page": tuple(page_score(fetched(hub, student)).split(" / ")),
             "grade-class grades.csv": (by_class[student]["score"], by_class[student]["max_score"]),
             "grade-class page": tuple(page_score((hub.graded / student / "feedback.html").read_text()).split(" / ")),

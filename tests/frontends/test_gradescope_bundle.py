@@ -124,7 +124,8 @@ def test_bundle_layout(bundle, tmp_path):
         assert path.read_text().startswith("#!/usr/bin/env bash\n")
         subprocess.run(["bash", "-n", str(path)], check=True)
     # the unpacked folder is the kit's root: the grader finds its source notebook there
-    found = subprocess.run([sys.executable, "-c", "import autograder.course.kit as k; print(k.ROOT); print(k.SOURCE_NOTEBOOK.is_file())"],
+    found = subprocess.run([sys.executable, "-c",
+                            "import autograder.course.kit as k; print(k.ROOT); print(k.SOURCE_NOTEBOOK.is_file())"],
                            cwd=root / "source", env={**os.environ, "PYTHONPATH": str(root / "source")},
                            capture_output=True, text=True, check=True).stdout.split()
     assert found == [str(root / "source"), "True"]
@@ -241,7 +242,8 @@ def _hunting_template(root: Path) -> str:
     return template(cell(f"""
         import glob, json, os
         _found = []
-        for _path in glob.glob({str(root)!r} + "/**/*.ipynb", recursive=True) + glob.glob({str(root)!r} + "/**/*.py", recursive=True):
+        for _path in (glob.glob({str(root)!r} + "/**/*.ipynb", recursive=True) +
+                      glob.glob({str(root)!r} + "/**/*.py", recursive=True)):
             try:
                 with open(_path) as _handle:
                     _text = _handle.read()

@@ -89,8 +89,9 @@ def why_wrong(values: list[float], factor: float, n: int) -> str:
         return f"{shown} each value is one layer behind: after layer k the magnitude is |factor| ** k"
     if _same(values, [abs(factor) ** k for k in range(2, n + 2)], EXACT):
         return f"{shown} each value is one layer ahead: after layer k the magnitude is |factor| ** k"
-    if any(_same(values, cand, EXACT) for cand in ([factor * k for k in range(1, n + 1)], [1 + factor * k for k in range(1, n + 1)],
-                                                   [1 + (factor - 1) * k for k in range(1, n + 1)])):
+    steps = range(1, n + 1)
+    if any(_same(values, cand, EXACT) for cand in ([factor * k for k in steps], [1 + factor * k for k in steps],
+                                                   [1 + (factor - 1) * k for k in steps])):
         return f"{shown} the values grow by adding the factor, not by multiplying: layers compound as a product"
     for digits in range(10):
         if _same(values, [round(t, digits) for t in target], 1e-12):

@@ -1,4 +1,4 @@
 """Where a wrong forward first went wrong, and why: the lesson's forward as a script (`script`), its single-step
-mistakes (`edits`), the first divergent step (`first_step`), what each half of the block does (`anatomy`, one finder per step family) and
+mistakes (`edits`), the first divergent step (`first_step`, read from values by the walk of `boundaries`), and
 gradient-only mistakes (`cuts`). Every cause named is one the grader has replayed.
 """

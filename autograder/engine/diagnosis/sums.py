@@ -77,7 +77,8 @@ class Sums(Dropouts):
             said({rule["shortcut"]: 1.0}, terms)
             if terms[branch_name] == 0:
                 self.gloss = (f"{'the attention' if half == 'att' else 'the feed-forward'} branch is missing from that sum, "
-                              f"so the whole {'attention half (norm1, att)' if half == 'att' else 'feed-forward half (norm2, ff)'}"
+                              "so the whole " +
+                              ("attention half (norm1, att)" if half == "att" else "feed-forward half (norm2, ff)") +
                               " does not reach the output")
                 return rule["left out"]
             return rule["sum"]

@@ -45,7 +45,8 @@ def _verify(call: Call, parts: dict, tol: float) -> None:
     try:
         expected = _run_part(parts, call, call.input)
     except Exception as error:   # the component cannot take this input at all
-        call.verified, call.why = False, f"{call.name} could not have received a value of {_shape(call.input)} ({type(error).__name__})"
+        call.verified = False
+        call.why = f"{call.name} could not have received a value of {_shape(call.input)} ({type(error).__name__})"
         return
     if _close(call.output, expected, tol):
         return

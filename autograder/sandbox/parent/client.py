@@ -178,7 +178,8 @@ class SandboxServer:
         if view is None and self.scratch is None:    # the jobs' folders on the host: all removed at `close`
             self.scratch = tempfile.mkdtemp(prefix=f"layernorm-kit-{os.getpid()}-")
             os.chmod(self.scratch, 0o711)
-        send_message(self.control, {"questions": kit.QUESTIONS, "kit_code": self.assignment.public_code(), "limits": asdict(self.limits),
+        send_message(self.control, {"questions": kit.QUESTIONS, "kit_code": self.assignment.public_code(),
+                                    "limits": asdict(self.limits),
                                     "hide_root": str(kit.ROOT), "groups": self.groups, "keep": keep, "view": view,
                                     "landlock": self.landlock != "off", "sandbox_users": self.root,
                                     "user_namespace": self.namespaces != "off",
