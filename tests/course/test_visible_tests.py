@@ -292,4 +292,6 @@ def test_a_failing_check_shows_in_jupyter_as_its_message_alone():
         shell.run_cell("released.run_checks([lambda s: (_ for _ in ()).throw(AssertionError('off'))], None)")
     shown = out.getvalue() + err.getvalue()
     assert "ChecksFailed: 1 of 1 checks failed" in shown and "Traceback" not in shown and "run_cell" not in shown, shown
-    assert len(shown.strip().splitlines()) <= 4, shown
+    lines = shown.strip().splitlines()                 # the message itself: its two lines, then the pointer
+    assert lines[:2] == ["ChecksFailed: 1 of 1 checks failed:", "- <lambda>: off"], shown
+    assert " ".join(" ".join(lines[2:]).split()) == released.LOOK, shown
