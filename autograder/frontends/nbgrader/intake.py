@@ -55,11 +55,11 @@ def read_submitted(path: str | Path, release: str | Path | None = None) -> Intak
     if not reading.notes:
         try:
             notebook = nbformat.reads(json.dumps(data), as_version=4)
-            nbformat.validate(notebook)
-        except Exception:               # valid for the kit, not for nbformat's schema: rebuilt below
+        except Exception:               # valid for the kit, not for nbformat's reader: rebuilt below
             notebook = None
-        if notebook is not None and not all(_nbgrader_takes(c) for c in notebook.cells if "nbgrader" in c.metadata):
-            notebook = None             # ...or not for nbgrader's
+        if notebook is not None and not (_valid(notebook) and all(
+                _nbgrader_takes(c) for c in notebook.cells if "nbgrader" in c.metadata)):
+            notebook = None             # ...or not for nbformat's schema or nbgrader's validator
     if notebook is None:
         notebook = rebuilt(data, [c.index for c in reading.cells], {c.index: c for c in reading.cells})
     return Intake(_without_kit_metadata(notebook), reading.notes)
