@@ -239,4 +239,5 @@ def test_every_experiment_waits_while_nbgrader_validates(monkeypatch):
     assert namespace["RUN_EXPERIMENTS"] is False and not drawn and not plt.get_fignums()
     measured = {"profiles", "pre_post", "mlp_gradients", "training_losses", "sin_chain", "pre_post_outputs"}
     assert not measured & set(namespace), measured & set(namespace)
-    assert {"block_factors", "plot_band", "train_characters", "CharacterModel", "LETTER_ENTROPY"} <= set(namespace)
+    assert {"block_factors", "train_characters", "CharacterModel", "LETTER_ENTROPY", "TRAINING_SETTINGS"} <= set(namespace)
+    assert "lesson_figures" not in namespace and "SPREAD" not in namespace    # the files beside it are not needed

@@ -4,7 +4,10 @@ first finds its sentence in the lesson, then checks the numbers, so a change to 
 fails here and names the sentence."""
 import inspect
 import math
+import os
+import random
 import re
+import sys
 import textwrap
 import warnings
 
@@ -13,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.course import build, kit
+from autograder.course import build, kit, training_spread
 from autograder.course.sample_class import FORWARDS
 from autograder.grading.reference import reference_namespace
 
@@ -23,12 +26,14 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the off-screen ba
 slow = pytest.mark.slow          # the tests on the notebook's measurements share one run of it (about a minute)
 
 
-def run_lesson(forward: str, skip=("training_setup", "training_experiment")) -> dict:
-    """The namespace of the solved notebook, run in this process with Task 1 answered by `forward` instead of the
-    solution: every code cell but the graded ones, the visible tests and `skip`."""
+def run_lesson(forward: str | None = None, skip=("training_setup", "training_experiment"), edits=()) -> dict:
+    """The namespace of the solved notebook, run in this process with Task 1 answered by `forward` (None: the
+    solution): every code cell but the graded ones, the visible tests and `skip`, each (cell, old, new) of `edits`
+    made first."""
     threads, show = torch.get_num_threads(), plt.show
     plt.show = lambda *args, **kwargs: None
     namespace = {"__name__": "__main__"}
+    sys.path.insert(0, str(kit.SOURCE_NOTEBOOK.parent))         # lesson_figures.py, which draws the figures
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -36,10 +41,15 @@ def run_lesson(forward: str, skip=("training_setup", "training_experiment")) -> 
                 if cell.kind != "code" or cell.is_hidden_check or cell.is_visible_test or cell.grade_id in skip:
                     continue
                 source = kit.strip_solution_markers(cell.source)
-                if cell.grade_id == "task1_forward":
+                for grade_id, before, after in edits:
+                    if grade_id == cell.grade_id:
+                        assert before in source, (grade_id, before)
+                        source = source.replace(before, after)
+                if cell.grade_id == "task1_forward" and forward is not None:
                     source = source.split("    def forward(self, x):")[0] + forward
                 exec(compile(source, f"<{cell.grade_id}>", "exec"), namespace)
     finally:
+        sys.path.remove(str(kit.SOURCE_NOTEBOOK.parent))
         plt.show = show
         plt.close("all")
         torch.set_num_threads(threads)          # the experiments use one thread; leave the test process as it was
@@ -149,47 +159,76 @@ def test_the_depth_experiment_settings_are_the_ones_stated(lesson):
     says("depth_intro", "the default `gain = 1.3`, which the grader uses, makes every weight 30 % larger",
          "With `gain = 1.0` that is PyTorch's own default range")
     assert inspect.signature(reference_namespace()["make_stack"]).parameters["gain"].default == 1.3
-    says("depth_settings", "stacks 24 blocks of `GPT_CONFIG_TINY` (width 32, 4 heads)", "five weight seeds (0 to 4)",
-         "at gain 1.0 and at gain 1.3", "one input of 2 sequences of 8 tokens")
+    says("depth_settings", "stacks 24 blocks of `GPT_CONFIG_TINY` (width 32, 4 heads)", "twenty weight seeds (0 to 19)",
+         "at gain 1.0 and at gain 1.3", "one input of 2 sequences of 8 tokens", "the median over the twenty seeds")
     cfg = lesson["GPT_CONFIG_TINY"]
     assert (cfg["emb_dim"], cfg["n_heads"]) == (32, 4)
-    assert lesson["DEPTH"] == 24 and list(lesson["SEEDS"]) == [0, 1, 2, 3, 4] and lesson["GAINS"] == (1.0, 1.3)
+    assert lesson["DEPTH"] == 24 and list(lesson["SEEDS"]) == list(range(20)) and lesson["GAINS"] == (1.0, 1.3)
     assert tuple(lesson["depth_input"].shape) == (2, 8, 32)
     assert all(len(p) == 24 for runs in lesson["profiles"][1.0].values() for p in runs)
 
 
+# What depth_reading says of every seed: checked on the notebook's twenty seeds and on fresh ones.
+
+def _no_shortcuts_vanish(lesson):
+    assert np.median(growths(lesson, 1.0, "no shortcuts")) < 0.3          # on most seeds less than 30 % is left
+
+
+def _no_normalization_explodes(lesson):
+    every = factors(lesson, 1.0, "no normalization") + factors(lesson, 1.3, "no normalization")
+    assert np.mean(np.array(every) > 1) > 0.9                                # nearly every factor above 1
+    assert min(growths(lesson, 1.0, "no normalization")) > 2 and min(growths(lesson, 1.3, "no normalization")) > 10
+
+
+def _pre_ln_factors_near_1_compound(lesson):
+    within(factors(lesson, 1.0, "Pre-LN (your block)"), 0.85, 1.4)
+    assert np.mean(np.abs(np.array(factors(lesson, 1.0, "Pre-LN (your block)")) - 1) < 0.1) > 0.95    # nearly all
+    within(growths(lesson, 1.0, "Pre-LN (your block)"), 1.2, 3.5)
+
+
+def _post_ln_passes_the_gradient_back(lesson):
+    within(growths(lesson, 1.0, "Post-LN"), 0.2, 3)
+
+
 @slow
 def test_without_shortcuts_the_gradient_vanishes(lesson):
-    says("depth_reading", "block 1 is left with between 0.6 % and 9 % of what block 24 receives")
-    within(growths(lesson, 1.0, "no shortcuts"), 0.006, 0.09)
+    says("depth_reading", "On 18 of the 20 seeds block 1 is left with less than 30 % of what block 24 receives, on 12 "
+         "with less than 10 % (the median is 6 %): the gradient **vanishes**", "on one of the 20, block 1 receives "
+         "more than block 24")
+    grown = np.array(growths(lesson, 1.0, "no shortcuts"))
+    assert ((grown < 0.3).sum(), (grown < 0.1).sum(), (grown > 1).sum()) == (18, 12, 1)
+    assert round(100 * float(np.median(grown))) == 6
+    _no_shortcuts_vanish(lesson)
 
 
 @slow
 def test_without_normalization_the_gradient_explodes_depending_on_the_gain(lesson):
-    says("depth_reading", "every factor is above 1", "Block 1 receives 4.8 to 6.1 times what block 24 receives",
-         "and at gain 1.3 over 2,000 times")
-    assert min(factors(lesson, 1.0, "no normalization") + factors(lesson, 1.3, "no normalization")) > 1
-    within(growths(lesson, 1.0, "no normalization"), 4.8, 6.1)
-    assert min(growths(lesson, 1.3, "no normalization")) > 2000
-
-
-def _pre_ln_factors_near_1_compound(lesson):
-    within(factors(lesson, 1.0, "Pre-LN (your block)"), 0.99, 1.11)
-    within(growths(lesson, 1.0, "Pre-LN (your block)"), 1.8, 2.1)
+    says("depth_reading", "nearly every factor is above 1 (99 % of them). On every seed block 1 receives more than 2 "
+         "times what block 24 receives (the median is 5.7), and at gain 1.3 more than 10 times (the median is about "
+         "5,800): the gradient **explodes**")
+    every = factors(lesson, 1.0, "no normalization") + factors(lesson, 1.3, "no normalization")
+    assert round(100 * float(np.mean(np.array(every) > 1))) == 99 and min(every) < 1
+    assert round(float(np.median(growths(lesson, 1.0, "no normalization"))), 1) == 5.7
+    assert round(float(np.median(growths(lesson, 1.3, "no normalization"))), -2) == 5800
+    _no_normalization_explodes(lesson)
 
 
 @slow
 def test_pre_ln_factors_stay_near_1_and_still_compound(lesson):
-    says("depth_reading", "every factor lies between 0.99 and 1.11",
-         "compound to 1.8 to 2.1 times more gradient at block 1 than at block 24")
+    says("depth_reading", "every factor lies between 0.85 and 1.4, and nearly all of them (99 %) within 10 % of 1",
+         "compound to 1.2 to 3.5 times more gradient at block 1 than at block 24 (the median is 1.8)")
     says("walkthrough", "Close to 1 is not 1, though: over many blocks such factors still compound")
     _pre_ln_factors_near_1_compound(lesson)
+    near = np.abs(np.array(factors(lesson, 1.0, "Pre-LN (your block)")) - 1) < 0.1
+    assert round(100 * float(np.mean(near))) == 99
+    assert round(float(np.median(growths(lesson, 1.0, "Pre-LN (your block)"))), 1) == 1.8
 
 
 @slow
 def test_post_ln_passes_the_gradient_back_about_as_well(lesson):
-    says("depth_reading", "block 1 receives 0.7 to 1.2 times the gradient of block 24")
-    within(growths(lesson, 1.0, "Post-LN"), 0.7, 1.2)
+    says("depth_reading", "block 1 receives 0.2 to 3 times the gradient of block 24 (the median is 0.9)")
+    _post_ln_passes_the_gradient_back(lesson)
+    assert round(float(np.median(growths(lesson, 1.0, "Post-LN"))), 1) == 0.9
 
 
 @slow
@@ -217,9 +256,9 @@ def test_a_post_ln_block_standardizes_every_token(lesson):
 
 @slow
 def test_the_pre_post_experiment_settings_are_the_ones_stated(lesson):
-    says("prepost_intro", "on stacks of 1, 2, 4, 8, 16 and 32 blocks", "gain 1.0, seeds 0 to 4")
+    says("prepost_intro", "on stacks of 1, 2, 4, 8, 16 and 32 blocks", "gain 1.0, seeds 0 to 19")
     assert lesson["STACK_DEPTHS"] == (1, 2, 4, 8, 16, 32)
-    assert lesson["post_over_pre"].shape == (5, 6)
+    assert lesson["post_over_pre"].shape == (20, 6)
     assert lesson["STACK_GAIN"] == 1.0
 
 
@@ -227,30 +266,40 @@ def _stream_reset_and_grown(lesson):
     post = [size for sizes, _ in lesson["pre_post"]["Post-LN"][32] for size in sizes]
     within(post, 0.995, 1.005)
     pre = [sizes for sizes, _ in lesson["pre_post"]["Pre-LN (your block)"][32]]
-    within([sizes[0] for sizes in pre], 1.01, 1.07)
-    within([sizes[-1] for sizes in pre], 1.9, 2.4)
+    within([sizes[0] for sizes in pre], 0.9, 1.2)
+    within([sizes[-1] for sizes in pre], 1.4, 3)
+
+
+def _post_ln_gets_more_at_the_last_block(lesson):
+    ratio = lesson["post_over_pre"]                                # [seed, depth]
+    within(ratio[:, 0], 0.9, 1.1)
+    within(ratio[:, -1], 1.2, 4)
+    medians = np.median(ratio, axis=0)
+    assert medians[-1] > medians[2] > medians[0], medians
 
 
 @slow
 def test_post_ln_resets_the_stream_and_pre_ln_lets_it_grow(lesson):
     says("prepost_reading", "in Post-LN it is 1.00 after every block",
-         "grows with depth, from 1.01 to 1.07 after block 1 to between 1.9 and 2.4 after block 32")
+         "grows with depth, from about 1.04 after block 1 to about 2.2 after block 32 (on every seed between 0.9 and "
+         "1.2, and between 1.4 and 3)")
     says("answer_last_block", "it grows with depth (to about 2 after 32 blocks here)")
     _stream_reset_and_grown(lesson)
+    pre = [sizes for sizes, _ in lesson["pre_post"]["Pre-LN (your block)"][32]]
+    assert round(float(np.median([sizes[0] for sizes in pre])), 2) == 1.04
+    assert round(float(np.median([sizes[-1] for sizes in pre])), 1) == 2.2
 
 
 @slow
 def test_post_ln_gives_the_last_block_more_gradient_the_deeper_the_stack(lesson):
-    says("prepost_reading", "with a single block both arrangements give the same value to within 3 %",
+    says("prepost_reading", "with a single block both arrangements give the same value to within 10 %",
          "The median ratio of Post-LN's gradient to Pre-LN's grows with every doubling of depth",
-         "at 32 blocks Post-LN's last block receives 1.5 to 2.7 times as much as Pre-LN's",
+         "at 32 blocks Post-LN's last block receives 1.2 to 4 times as much as Pre-LN's (the median is 2.0)",
          "a gap of about 2 at 32 blocks of width 32")
-    ratio = lesson["post_over_pre"]                              # [seed, depth]
-    within(ratio[:, 0], 0.97, 1.03)
-    medians = np.median(ratio, axis=0)
+    _post_ln_gets_more_at_the_last_block(lesson)
+    medians = np.median(lesson["post_over_pre"], axis=0)
     assert np.all(np.diff(medians) > 0), medians
-    within(ratio[:, -1], 1.5, 2.7)
-    assert round(float(medians[-1])) == 2
+    assert round(float(medians[-1]), 1) == 2.0
 
 
 @slow
@@ -266,9 +315,33 @@ def test_the_bound_is_set_beside_the_measurement(lesson):
 
 @slow
 def test_post_ln_s_last_block_gradient_drifts_up_a_little_with_depth(lesson):
-    says("answer_last_block", "its median over the seeds is 17 % larger at 32 blocks than at 1")
+    says("answer_last_block", "its median over the 20 seeds is 8 % larger at 32 blocks than at 1")
     medians = np.median(lesson["last_gradients"]["Post-LN"], axis=0)             # [depth], depths 1 to 32
-    assert lesson["STACK_DEPTHS"][0] == 1 and round(100 * (medians[-1] / medians[0] - 1)) == 17, medians
+    assert lesson["STACK_DEPTHS"][0] == 1 and round(100 * (medians[-1] / medians[0] - 1)) == 8, medians
+
+
+def _fresh_seeds(variable: str, count: int) -> list[int]:
+    """Seeds nobody chose, drawn anew in every run of the tests (outside the ones the notebook shows) and printed;
+    `variable`=a,b,c repeats a run."""
+    given = os.environ.get(variable)
+    seeds = [int(s) for s in given.split(",")] if given else random.Random().sample(range(1000, 2**31), count)
+    print(f"fresh seeds: {seeds} ({variable}={','.join(map(str, seeds))} repeats them)")
+    return seeds
+
+
+@slow
+def test_what_the_initialization_experiments_say_of_every_seed_holds_on_fresh_seeds():
+    """The sentences of depth_reading, prepost_reading and mlp_reading that speak of every seed (or of most seeds, as
+    a median), on five and three seeds drawn fresh instead of the notebook's: the same checks as above."""
+    depth_seeds, mlp_seeds = _fresh_seeds("LESSON_DEPTH_SEEDS", 5), _fresh_seeds("LESSON_MLP_SEEDS", 3)
+    fresh = run_lesson(skip=("training_setup", "training_experiment", "demo_count"), edits=(
+        ("depth_experiment", "DEPTH, SEEDS, GAINS = 24, range(20),", f"DEPTH, SEEDS, GAINS = 24, {depth_seeds},"),
+        ("mlp_experiment", "MLP_DEPTH, MLP_SEEDS = 16, 20, range(10)", f"MLP_DEPTH, MLP_SEEDS = 16, 20, {mlp_seeds}")))
+    assert list(fresh["SEEDS"]) == depth_seeds and list(fresh["MLP_SEEDS"]) == mlp_seeds
+    for claim in (_no_shortcuts_vanish, _no_normalization_explodes, _pre_ln_factors_near_1_compound,
+                  _post_ln_passes_the_gradient_back, _stream_reset_and_grown, _post_ln_gets_more_at_the_last_block,
+                  _plain_networks):
+        claim(fresh)
 
 
 # --- training ----------------------------------------------------------------------------------------------
@@ -277,117 +350,183 @@ def _final(losses):
     return float(np.mean(losses[-20:]))
 
 
-@slow
-def test_the_training_settings_are_the_ones_stated(lesson):
+SPREAD = training_spread.read()               # the training experiment on the table's seeds (a correct block)
+SETTINGS = ("Pre-LN, 12 blocks", "Post-LN, 12 blocks", "Post-LN, 12 blocks, warm-up", "Pre-LN, 2 blocks",
+            "Post-LN, 2 blocks")
+
+
+def _letter_entropy() -> float:
+    text = (kit.SOURCE_NOTEBOOK.parent / build.LESSON_TEXT).read_text(encoding="utf-8")
+    counts = np.array([text.count(c) for c in sorted(set(text))], dtype=float)
+    frequencies = counts / counts.sum()
+    return float(-(frequencies * np.log(frequencies)).sum())
+
+
+def _table_runs(seed: int) -> dict[str, list[float]]:
+    index = SPREAD["seeds"].index(seed)
+    return {label: SPREAD["losses"][label][index] for label in SETTINGS}
+
+
+def claims_of_every_seed(runs: dict[str, list[float]], entropy: float) -> list[str]:
+    """What training_reading says of every seed, checked on the five runs of one seed: the sentences that fail."""
+    failed = []
+    pre, post, warmed = (runs[label] for label in SETTINGS[:3])
+    if not (np.mean(pre[100:]) < np.mean(pre[50:100]) and 2.5 <= _final(pre) <= 2.8):
+        failed.append(f"Pre-LN's loss keeps falling, to between 2.5 and 2.8 (ends at {_final(pre):.3f})")
+    averaged = np.array(moving_average(post))
+    if not (np.abs(averaged[:50] - entropy).min() < 0.1 and abs(np.mean(post[49:]) - entropy) <= 0.1):
+        failed.append("Post-LN comes down to the line within 50 steps, and from step 50 on its mean is within 0.1 of it")
+    if abs(_final(post) - entropy) > 0.15:
+        failed.append(f"Post-LN's last 20 steps within 0.15 of the line (ends at {_final(post):.3f})")
+    if not _final(pre) < _final(warmed) <= entropy + 0.1:
+        failed.append(f"with the warm-up, above Pre-LN and at worst stalled at the line ({_final(warmed):.3f})")
+    two = [_final(runs[label]) for label in SETTINGS[3:]]
+    if abs(two[0] - two[1]) > 0.06 or not all(2.5 <= value <= 2.8 for value in two):
+        failed.append(f"2 blocks: within 0.06 of each other, both between 2.5 and 2.8 ({two})")
+    return failed
+
+
+READING_OF_EVERY_SEED = (
+    "On each of the 32 seeds, Pre-LN's loss keeps falling (its mean over steps 101 to 150 is below its mean over "
+    "steps 51 to 100), to between 2.5 and 2.8 after 150 steps",
+    "Post-LN's comes down to the dashed line within the first 50 steps and stays near it from then on: from step 50 on "
+    "its mean is within 0.1 of the line on every seed", "The mean of each run's last 20 steps is within 0.15 of the line",
+    "on the other 3 it stalls at the line as it does without warm-up. On every seed it ends above Pre-LN's loss on "
+    "the same seed",
+    "on each seed Pre-LN and Post-LN read the same batches (the windows depend on the seed alone) and end within 0.06 "
+    "of each other, all between 2.5 and 2.8")
+
+
+def test_the_training_settings_are_the_ones_stated():
     says("training_intro", "The model below reads 16 characters of text",
          "its Markdown above this section, without code or answers, shipped next to the notebook as `lesson_text.txt`",
          "a character embedding and a position embedding of width 32", "`GPT_CONFIG_TINY` (4 heads, no dropout)",
          "12 blocks, and 2 blocks for comparison", "Adam with learning rate 0.006 (PyTorch's defaults otherwise), 150 "
          "steps", "a batch of 16 windows of 17 characters", "grows linearly from 0.00006 to 0.006 over the first 100 steps",
-         "seeds** 0, 1 and 2", "as a moving average over 10 steps", "the mean loss of each run's last 20 steps")
-    source = next(c.source for c in kit.KIT.cells() if c.grade_id == "training_setup")
-    assert "torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)" in source    # nothing else changed
+         "**seed** 0: a seed fixes the initial weights and the windows drawn", "by the same code with a correct block, "
+         "on the 32 seeds 0 to 31: every run's losses are in `training_spread.json`", "a moving average over 10 steps",
+         "shades the range from the lowest to the highest of the 32 seeds", "the mean loss of each run's last 20 steps")
+    lesson = training_spread.lesson_training()
+    setup = next(c.source for c in kit.KIT.cells() if c.grade_id == "training_setup")
+    assert "torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)" in setup    # nothing else changed
     cfg = lesson["TRAIN_CFG"]
     assert (cfg["context_length"], cfg["emb_dim"], cfg["n_heads"], cfg["drop_rate"]) == (16, 32, 4, 0.0)
-    assert (lesson["TRAIN_STEPS"], lesson["BATCH_SIZE"], lesson["LEARNING_RATE"], lesson["WARMUP_STEPS"]) == \
-        (150, 16, 0.006, 100)
-    assert lesson["TRAIN_SEEDS"] == (0, 1, 2) and math.isclose(0.006 / 100, 0.00006)
-    assert set(lesson["training_losses"]) == {"Pre-LN, 12 blocks", "Post-LN, 12 blocks", "Post-LN, 12 blocks, warm-up",
-                                              "Pre-LN, 2 blocks", "Post-LN, 2 blocks"}
+    assert (lesson["TRAIN_STEPS"], lesson["BATCH_SIZE"], lesson["LEARNING_RATE"], lesson["WARMUP_STEPS"],
+            lesson["TRAIN_SEED"]) == (150, 16, 0.006, 100, 0) and math.isclose(0.006 / 100, 0.00006)
+    assert tuple(lesson["TRAINING_SETTINGS"]) == SETTINGS
     source = next(c.source for c in kit.KIT.cells() if c.grade_id == "training_experiment")
-    for label, (block, depth, warmup) in {"Pre-LN, 12 blocks": ("TransformerBlock", 12, "0"),
-                                          "Post-LN, 12 blocks": ("PostLNBlock", 12, "0"),
-                                          "Post-LN, 12 blocks, warm-up": ("PostLNBlock", 12, "WARMUP_STEPS"),
-                                          "Pre-LN, 2 blocks": ("TransformerBlock", 2, "0"),
-                                          "Post-LN, 2 blocks": ("PostLNBlock", 2, "0")}.items():
+    for label, (block, depth, warmup) in zip(SETTINGS, [("TransformerBlock", 12, "0"), ("PostLNBlock", 12, "0"),
+                                                        ("PostLNBlock", 12, "WARMUP_STEPS"), ("TransformerBlock", 2, "0"),
+                                                        ("PostLNBlock", 2, "0")]):
         assert f'"{label}": ({block}, {depth}, {warmup}),' in source, label
-    assert all(len(runs) == 3 and all(len(run) == 150 for run in runs) for runs in lesson["training_losses"].values())
-    assert lesson["final_losses"] == {label: [round(_final(run), 2) for run in runs]
-                                      for label, runs in lesson["training_losses"].items()}
+    assert "train_characters(block_class, depth, TRAIN_SEED, warmup)" in source
+    assert SPREAD["seeds"] == list(range(32)) == list(training_spread.SEEDS)
+    assert set(SPREAD["losses"]) == set(SETTINGS) and all(
+        len(runs) == 32 and all(len(run) == 150 for run in runs) for runs in SPREAD["losses"].values())
+    figures = (kit.SOURCE_NOTEBOOK.parent / "lesson_figures.py").read_text(encoding="utf-8")
+    assert "def moving_average(values, width=10):" in figures and "moving_average(run)" in figures
+
+
+@slow
+def test_the_notebooks_run_on_seed_0_is_the_tables(lesson):
+    """The table was made by the notebook's code as it is now: the solved notebook's runs on seed 0 are the table's,
+    step by step (a change to the code or to the lesson's text changes every batch, and so the first steps)."""
+    assert set(lesson["training_losses"]) == set(SETTINGS)
+    for label, run in lesson["training_losses"].items():
+        table = _table_runs(0)[label]
+        assert len(run) == 150 and np.abs(np.array(run[:20]) - table[:20]).max() < 0.005, label
+        assert abs(_final(run) - _final(table)) < 0.05, label
+        assert lesson["final_losses"][label] == round(_final(run), 2)
 
 
 @slow
 def test_the_dashed_line_is_the_entropy_of_the_texts_letter_frequencies(lesson):
     text = (kit.SOURCE_NOTEBOOK.parent / build.LESSON_TEXT).read_text(encoding="utf-8")
     assert text == build.lesson_text() == lesson["LESSON_TEXT"]
-    counts = np.array([text.count(c) for c in sorted(set(text))], dtype=float)
-    frequencies = counts / counts.sum()
-    entropy = float(-(frequencies * np.log(frequencies)).sum())
-    assert math.isclose(entropy, lesson["LETTER_ENTROPY"], rel_tol=1e-9)
-    says("training_reading", f"within 0.1 of the line's {entropy:.2f} nats")
+    assert math.isclose(_letter_entropy(), lesson["LETTER_ENTROPY"], rel_tol=1e-9)
+    says("training_reading", f"within 0.15 of the line's {_letter_entropy():.2f} nats")
 
 
-@slow
-def test_deep_post_ln_stalls_at_the_line_where_pre_ln_learns(lesson):
-    says("training_reading", "Pre-LN's loss keeps falling, to between 2.55 and 2.75 after 150 steps",
-         "Post-LN's comes down to the dashed line within the first 50 steps and stays near it from then on (the "
-         "plotted curve within 0.15 of it), on every seed: the mean of each run's last 20 steps is within 0.1 of the line")
+def test_what_the_lesson_says_of_every_seed_holds_on_every_seed_of_the_table():
+    says("training_reading", *READING_OF_EVERY_SEED)
     says("gradients_intro", "The training experiment near the end of this notebook shows a deep model that stalls")
-    entropy, losses = lesson["LETTER_ENTROPY"], lesson["training_losses"]
-    for run in losses["Pre-LN, 12 blocks"]:
-        averaged = moving_average(run)
-        assert averaged[149] < averaged[99] < averaged[49]
-        within([_final(run)], 2.55, 2.75)
-    for run in losses["Post-LN, 12 blocks"]:
-        averaged = moving_average(run)
-        assert min(i for i, value in enumerate(averaged) if abs(value - entropy) < 0.1) < 50
-        within(np.abs(np.array(averaged[49:]) - entropy), 0, 0.15)       # the plotted curve, from step 50 on
-        within([abs(_final(run) - entropy)], 0, 0.1)
+    entropy = _letter_entropy()
+    failures = {seed: claims_of_every_seed(_table_runs(seed), entropy) for seed in SPREAD["seeds"]}
+    assert not any(failures.values()), {seed: failed for seed, failed in failures.items() if failed}
+
+
+def test_the_spread_of_the_table_is_as_stated():
+    says("training_reading", "(from 2.59 to 2.75; median 2.68)", "though on 3 of the 32 seeds the plotted curve spikes "
+         "more than 0.2 above the line for a few steps", "With the warm-up, Post-LN gets below the line on 29 of the 32 "
+         "seeds, to between 2.78 and 3.18 (median 2.88); on the other 3 it stalls at the line",
+         "a warm-up rescues deep Post-LN on most seeds, in part, and not on all of them")
+    says("training_reading", "and a warm-up rescues it, here in part and on most seeds within 150 steps")
+    entropy = _letter_entropy()
+    pre = [_final(run) for run in SPREAD["losses"]["Pre-LN, 12 blocks"]]
+    assert (round(min(pre), 2), round(max(pre), 2), round(float(np.median(pre)), 2)) == (2.59, 2.75, 2.68)
+    spikes = [np.abs(np.array(moving_average(run)[49:]) - entropy).max() for run in SPREAD["losses"]["Post-LN, 12 blocks"]]
+    assert sum(spike > 0.2 for spike in spikes) == 3
+    assert all(max(moving_average(run)[49:]) - entropy > 0.2 for run, spike in
+               zip(SPREAD["losses"]["Post-LN, 12 blocks"], spikes) if spike > 0.2)      # above the line
+    warmed = sorted(_final(run) for run in SPREAD["losses"]["Post-LN, 12 blocks, warm-up"])
+    below = [value for value in warmed if value < entropy]
+    assert len(below) == 29 and (round(below[0], 2), round(below[-1], 2)) == (2.78, 3.18)
+    assert round(float(np.median(below)), 2) == 2.88
+    assert all(abs(value - entropy) <= 0.1 for value in warmed[29:])          # the other 3: stalled at the line
+
+
+FRESH_SEEDS = 3          # trained in each run of the tests: about 20 s of CPU each on two slow cores
 
 
 @slow
-def test_warm_up_rescues_deep_post_ln_in_part(lesson):
-    says("training_reading", "With the warm-up, Post-LN gets below the line on every seed, to between 2.75 and 2.95, "
-                             "but not down to Pre-LN within 150 steps")
-    entropy, losses = lesson["LETTER_ENTROPY"], lesson["training_losses"]
-    warmed = [_final(run) for run in losses["Post-LN, 12 blocks, warm-up"]]
-    within(warmed, 2.75, 2.95)
-    assert max(warmed) < entropy - 0.2
-    assert all(w > _final(pre) for w, pre in zip(warmed, losses["Pre-LN, 12 blocks"]))   # seed by seed
-
-
-@slow
-def test_two_blocks_train_alike(lesson):
-    says("training_reading", "on each seed Pre-LN and Post-LN read the same batches (the windows depend on the seed "
-                             "alone) and end within 0.05 of each other, all between 2.55 and 2.75")
-    setup = next(c.source for c in kit.KIT.cells() if c.grade_id == "training_setup")
-    assert "windows = torch.Generator().manual_seed(seed)" in setup and setup.count("generator=windows") == 1 and \
-        setup.count("torch.randint(") == 1          # the only draw of the batches, from the seed alone
-    pre, post = ([_final(run) for run in lesson["training_losses"][label]] for label in ("Pre-LN, 2 blocks",
-                                                                                       "Post-LN, 2 blocks"))
-    assert all(abs(a - b) <= 0.05 for a, b in zip(pre, post))
-    within(pre + post, 2.55, 2.75)
+def test_what_the_lesson_says_of_every_seed_holds_on_fresh_seeds():
+    """Seeds nobody chose (outside the table): every sentence training_reading says of every seed."""
+    seeds = _fresh_seeds("LESSON_TRAINING_SEEDS", FRESH_SEEDS)
+    trained = training_spread.train(seeds)
+    entropy = _letter_entropy()
+    failures = {seed: claims_of_every_seed({label: trained[label][seed] for label in SETTINGS}, entropy)
+                for seed in seeds}
+    assert not any(failures.values()), {seed: failed for seed, failed in failures.items() if failed}
 
 
 # --- the plain network ----------------------------------------------------------------------------------
 
+def _plain_networks(lesson):
+    plain, shortcuts, normalized = (lesson["mlp_gradients"][kind] for kind in lesson["MLP_KINDS"])
+    within([g[0] / g[-1] for g in plain], 1e-12, 1e-8)
+    for runs, low, high in ((shortcuts, 10, 50_000), (normalized, 0.5, 4)):
+        within(runs, low, high)
+        within([max(g) / min(g) for g in runs], 1, 4)
+    plain, shortcuts, normalized = (lesson["mlp_output_sizes"][kind] for kind in lesson["MLP_KINDS"])
+    within(shortcuts, 10, 100)                          # the values themselves, never rounded
+    within(normalized, 2.5, 3.5)
+    within(plain, 0.03, 0.12)
+
+
 @slow
 def test_the_plain_network_experiment(lesson):
-    says("mlp_intro", "20 fully connected layers of width 16", "three seeds (0, 1, 2)")
-    assert (lesson["MLP_WIDTH"], lesson["MLP_DEPTH"], list(lesson["MLP_SEEDS"])) == (16, 20, [0, 1, 2])
-    says("mlp_reading", "layer 1's weight gradient is between $10^{-11}$ and $10^{-9}$ times layer 20's",
-         "the largest layer gradient is at most 2.5 times the smallest), but every weight gradient lies between 500 "
-         "and 3,000", "just as flat (at most 2.5 times), and every weight gradient lies between 1 and 3")
+    says("mlp_intro", "20 fully connected layers of width 16", "ten seeds (0 to 9)")
+    assert (lesson["MLP_WIDTH"], lesson["MLP_DEPTH"], list(lesson["MLP_SEEDS"])) == (16, 20, list(range(10)))
+    says("mlp_reading", "layer 1's weight gradient is between $10^{-12}$ and $10^{-8}$ times layer 20's",
+         "the largest layer gradient is at most 4 times the smallest), but every weight gradient lies between 10 "
+         "and 50,000 (the median is about 1,300)", "just as flat (at most 4 times), and every weight gradient lies "
+         "between 0.5 and 4 (the median is 1.5)")
     says("question_mlp_level", "around $10^3$", "stays near 1", "the experiment prints how large the output of each "
                                "version is")
-    plain, shortcuts, normalized = (lesson["mlp_gradients"][kind] for kind in lesson["MLP_KINDS"])
-    within([g[0] / g[-1] for g in plain], 1e-11, 1e-9)
-    for runs, low, high in ((shortcuts, 500, 3000), (normalized, 1, 3)):
-        within(runs, low, high)
-        within([max(g) / min(g) for g in runs], 1, 2.5)
+    _plain_networks(lesson)
+    shortcuts, normalized = (np.median(lesson["mlp_gradients"][kind]) for kind in list(lesson["MLP_KINDS"])[1:])
+    assert round(float(shortcuts), -2) == 1300 and round(float(normalized), 1) == 1.5
 
 
 @slow
 def test_the_plain_networks_outputs_differ_as_much(lesson, solved_run):
-    says("mlp_reading", "its root mean square is between 25 and 38 with shortcuts alone, about 3 (2.9 to 3.2) with a "
-                        "LayerNorm in each branch, and 0.06 to 0.07 in the plain network")
-    plain, shortcuts, normalized = (lesson["mlp_output_sizes"][kind] for kind in lesson["MLP_KINDS"])
-    within(shortcuts, 25, 38)                          # the values themselves, never rounded
-    within(normalized, 2.9, 3.2)
-    within(plain, 0.06, 0.07)
+    says("mlp_reading", "its root mean square is between 10 and 100 with shortcuts alone (the median is about 33), "
+                        "about 3 (2.5 to 3.5) with a LayerNorm in each branch, and 0.03 to 0.12 in the plain network")
+    _plain_networks(lesson)
+    assert round(float(np.median(lesson["mlp_output_sizes"][list(lesson["MLP_KINDS"])[1]]))) == 33
     printed = next(o["text"] for c in solved_run.cells if c.metadata["nbgrader"]["grade_id"] == "mlp_experiment"
                    for o in c.outputs if o.get("name") == "stdout")
-    assert "size of the output (root mean square)" in printed and len(re.findall(r"'[\d.]+'", printed)) == 9
+    assert "size of the output (root mean square)" in printed and len(re.findall(r"'[\d.]+'", printed)) == 30
 
 
 # --- the rest -------------------------------------------------------------------------------------------
