@@ -11,6 +11,7 @@ so the release and the solutions carry the new table, then check the lesson's se
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -22,8 +23,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from autograder.course import kit, training_spread  # noqa: E402
 
 
+@functools.cache
+def _lesson() -> dict:
+    """The notebook's training code, executed once per worker process."""
+    return training_spread.lesson_training()
+
+
 def _one(seed: int) -> dict:
-    return training_spread.train([seed])
+    return training_spread.train([seed], _lesson())
 
 
 def main() -> int:

@@ -12,7 +12,7 @@ import json
 import os
 import platform
 import warnings
-from contextlib import contextmanager
+from contextlib import chdir
 from pathlib import Path
 
 from . import kit
@@ -20,16 +20,6 @@ from . import kit
 SPREAD_FILE = "training_spread.json"
 SEEDS = tuple(range(32))                  # the seeds of the table; the notebook itself trains seed 0
 DIGITS = 4                                # losses kept to 0.0001 nats
-
-
-@contextmanager
-def _in(folder: Path):
-    before = Path.cwd()
-    os.chdir(folder)
-    try:
-        yield
-    finally:
-        os.chdir(before)
 
 
 def lesson_training(source: Path = kit.SOURCE_NOTEBOOK) -> dict:
@@ -41,7 +31,7 @@ def lesson_training(source: Path = kit.SOURCE_NOTEBOOK) -> dict:
     cells = {c.grade_id: c for c in kit.Assignment(source).cells()}
     namespace = {"__name__": "__main__"}
     threads = torch.get_num_threads()
-    with _in(source.parent), warnings.catch_warnings():
+    with chdir(source.parent), warnings.catch_warnings():   # training_setup reads lesson_text.txt beside it
         warnings.simplefilter("ignore")
         for grade_id in wanted:
             exec(compile(kit.strip_solution_markers(cells[grade_id].source), f"<{grade_id}>", "exec"), namespace)
@@ -58,9 +48,8 @@ def train(seeds, namespace: dict | None = None) -> dict[str, dict[int, list[floa
     threads = torch.get_num_threads()
     torch.set_num_threads(1)                                        # as the notebook trains
     try:
-        with _in(kit.SOURCE_NOTEBOOK.parent):
-            return {label: {seed: lesson["train_characters"](block, depth, seed, warmup) for seed in seeds}
-                    for label, (block, depth, warmup) in lesson["TRAINING_SETTINGS"].items()}
+        return {label: {seed: lesson["train_characters"](block, depth, seed, warmup) for seed in seeds}
+                for label, (block, depth, warmup) in lesson["TRAINING_SETTINGS"].items()}
     finally:
         torch.set_num_threads(threads)
 
