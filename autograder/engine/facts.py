@@ -92,7 +92,9 @@ class Partial(Fact):
 @dataclass(frozen=True)
 class Sum(Fact):
     """What call `call` of `component` received (or, with component None, what the block returned) equals the sum
-    `terms`: ((name, coefficient), ...), names being "x", Pre-LN values, or "<component>#<k>" (call k's output)."""
+    `terms`: ((name, coefficient), ...), names being "x", Pre-LN values, or "<component>#<k>" (call k's output).
+    A sum of one term "<component>#<k>" with coefficient 1 may be a piece of that output, in whole token vectors
+    ("received the output of norm2": some of its tokens, or all of them reordered)."""
     kind: ClassVar[str] = "sum"
     component: str | None
     call: int | None
@@ -240,6 +242,25 @@ class Dropout(Fact):
 
 
 @dataclass(frozen=True)
+class Dropped(Fact):
+    """Train mode: at every position where the forward's own dropout zeroed the branch, what call `call` of
+    `component` received (component None: what the block returned) is exactly the shortcut `shortcut` (x or h),
+    and elsewhere it is not the shortcut plus the branch."""
+    kind: ClassVar[str] = "dropped"
+    component: str | None
+    call: int | None
+    shortcut: str
+    calls: int | None = None
+
+    def text(self) -> str:
+        where = "what your block returned" if self.component is None else \
+            f"what {_call(self.component, self.call, self.calls)} received"
+        return (f"where your dropout zeroed the branch, {where} is exactly {self.shortcut}, and elsewhere it is not "
+                f"{self.shortcut} plus the branch: the shortcut is right, and the branch changed on its way into the "
+                "sum")
+
+
+@dataclass(frozen=True)
 class Gradient(Fact):
     """The gradient autograd computed for `of` ("x" or a component's parameters) is (`derivative`) or is not the
     derivative of what the forward returns, in that run."""
@@ -276,4 +297,4 @@ class Said:
 
 
 KINDS = {cls.kind: cls for cls in (Ran, Received, Partial, Gave, Sum, Shortcut, Unknown, Responds, Changes, Output,
-                                   Dropout, Gradient, FirstStep)}
+                                   Dropout, Dropped, Gradient, FirstStep)}

@@ -145,6 +145,7 @@ def _verify(flows: dict, student: dict, x_other, parts: dict, device: str, error
         if other.unverified:
             other = None
     flows["eval"].verify_against(other)
+    flows["eval"].other = other        # the same forward on another input: a coefficient read on one is checked there
     if flows.get("train") is not None and flows["eval"].doubt:
         flows["train"].doubt = flows["eval"].doubt
 

@@ -13,7 +13,7 @@ import torch
 
 from autograder.engine.diagnosis.boundaries import Walk
 from autograder.engine.diagnosis.values import express, locate, masked
-from autograder.engine.facts import KINDS, Changes, Dropout, Ran, Received, Sum, Unknown
+from autograder.engine.facts import KINDS, Changes, Dropout, Dropped, Ran, Received, Sum, Unknown
 from autograder.engine.questions.parts import make_parts
 from autograder.engine.questions.plan import GRADING_CFG
 from autograder.engine.steps import BY_NUMBER, EDGES, STEPS, step_text
@@ -184,13 +184,21 @@ def test_pre_ln_in_any_arrangement_of_its_values_has_no_divergence(parts):
 
 def test_an_operation_the_reader_has_no_name_for_is_said_to_be_unknown_and_told_apart_by_a_change(parts):
     """tanh on attention's branch: the sum is no sum of the block's values. Without the grader's changed run no
-    step is named; with it, norm2's input moved by something other than the change: the branch, step 5."""
-    forward = lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(x + torch.tanh(t.att(t.norm1(x))))   # noqa: E731
+    step is named; with it, norm2's input moved by something other than the change, which rules out a replaced
+    shortcut alone but not the branch and the shortcut both changed: still no step. In train mode, where the
+    student's dropout zeroed the branch, norm2 received x itself: the shortcut is right, the branch changed, step 5."""
+    forward = lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(   # noqa: E731
+        x + torch.tanh(t.drop_shortcut(t.att(t.norm1(x)))))
     found, tape, flow = walk(parts, forward)
     assert found.step is None and any(isinstance(f, Received) and not f.equal for f in found.facts)
     changed = _changed_run(parts, forward, "att")
     found = walk(parts, forward, responses={"att": changed})[0]
-    assert found.step == 5 and any(isinstance(f, Changes) and not f.exactly for f in found.facts)
+    assert found.step is None and any(isinstance(f, Changes) and not f.exactly for f in found.facts)
+    found, tape, flow = walk(parts, forward, train=True)
+    assert found.step == 5 and any(isinstance(f, Dropped) and f.shortcut == "x" for f in found.facts)
+    both = lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(   # noqa: E731
+        torch.tanh(x) + torch.tanh(t.drop_shortcut(t.att(t.norm1(x)))))
+    assert walk(parts, both, train=True)[0].step is None        # the shortcut is not x where the branch was dropped
     replaced = lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(torch.tanh(x) + t.att(t.norm1(x)))   # noqa: E731
     found = walk(parts, replaced, responses={"att": _changed_run(parts, replaced, "att")})[0]
     assert found.step == 1 and any(isinstance(f, Changes) and f.exactly for f in found.facts)

@@ -220,6 +220,9 @@ class Evidence:
         mine, run = self.obs("respond"), self.obs("eval")
         if not (mine["ok"] and run["ok"]) or side not in mine:
             return None
+        flow = self.flows.get("eval")
+        if flow is None or not any(call.name == side for call in flow.calls):
+            return None      # no call of it was recorded, so the grader's change touched nothing it can vouch for
         return not self.close(mine[side]["y"], run["y"])
 
     def _worked(self, side: str) -> Outcome:

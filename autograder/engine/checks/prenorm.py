@@ -24,6 +24,13 @@ def _extra(evidence: Evidence):
     flow = anatomy.flow
     own = {h.norm.key for h in halves}
     extra = [s for s in flow.live if s.is_norm and s.key not in own]
+    ran = {}
+    for call in flow.calls:
+        if call.kind != "manual":        # calls the reading made itself (a padded call's slice) ran no norm
+            ran[call.name] = ran.get(call.name, 0) + 1
+    ran = {name: max(n, (getattr(flow, "counts", None) or {}).get(name, 0)) for name, n in ran.items()}
+    # a norm the forward called once is no extra one, however the reading split it (a call on a padded tensor, say)
+    extra = [s for s in extra if not (s.name in ("norm1", "norm2") and ran.get(s.name, 0) <= 1)]
     if extra:
         repeated = [s.name for s in extra if s.name in ("norm1", "norm2")]
         what = f"{repeated[0]} ran more than once" if repeated else f"an extra {extra[0].name} ran"

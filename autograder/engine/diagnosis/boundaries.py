@@ -79,10 +79,11 @@ class Walk(Sums):
             return found
         h = self.values["h"] = self.x + d1
         norm2 = self.seen(("norm2",), h)
-        if not norm2.covers:
-            return self._second_start(norm2, h, d1, att)
         n2 = self.values["norm2(h)"] = self.component("norm2", h)
         ff = self.seen(("ff",), n2)
+        if not norm2.covers and (norm2.calls or not ff.covers):     # norm2 unrecorded (run inside vmap, say)
+            # though the feed-forward network received norm2(h): the walk goes on
+            return self._second_start(norm2, h, d1, att)
         f = self.values["ff(norm2(h))"] = self.component("ff", n2)
         if not ff.covers and not self._handed_on(f, None, h + f):
             return self._feed_forward(ff, h, n2, norm2)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from autograder.engine.facts import Said
+from autograder.engine.facts import Received, Said, Sum, Unknown
 from autograder.engine.reading.dataflow import Flow
 from autograder.engine.reading.program import ALWAYS, Program, canonical, in_mode, live, run, signature
 from autograder.engine.steps import step_text
@@ -187,7 +187,7 @@ def first_divergence(flows: dict, parts: dict, drop_p: float, responses: dict | 
         if flows.get(mode) is not None:
             seen = Walk(flows[mode], parts, mode, drop_p, responses if mode == "eval" else None).first()
             if seen is not None:
-                found[mode] = seen
+                found[mode] = _checked_sums(seen, mode, getattr(flows[mode], "other", None), parts, drop_p)
     if not found:
         return None
     mode, seen = min(found.items(), key=lambda pair: (pair[1].boundary, pair[1].step is None, pair[0] != "eval"))
@@ -196,6 +196,14 @@ def first_divergence(flows: dict, parts: dict, drop_p: float, responses: dict | 
                                 found["eval"].step == found["train"].step is not None)
     label = None if same or not both else mode
     cause = _cause(flows, parts, drop_p, mode, seen.step)
+    if cause and cause[0].step > LAST_STEP_AT[seen.boundary]:
+        # an edit later than where this run's values first differ does not explain this run (a hand-written dropout
+        # the replay reads as masks, say): it is said of the other run where its values agree with it, else not at all
+        agree = [m for m in found if m != mode and cause[0].step <= LAST_STEP_AT[found[m].boundary]]
+        if agree:
+            mode, seen, label = agree[0], found[agree[0]], agree[0]
+        else:
+            cause = None
     step = cause[0].step if cause else seen.step
     lesson = f"Pre-LN hands it {seen.expected}" if seen.expected and seen.boundary < 10 else \
         f"Pre-LN returns {seen.expected}" if seen.expected else ""
@@ -203,6 +211,35 @@ def first_divergence(flows: dict, parts: dict, drop_p: float, responses: dict | 
     message = cause[1] if cause else said.text()
     return Divergence(step, message, label, cause[0].kind if cause else None, label is not None and len(found) == 1,
                       tuple(seen.facts))
+
+
+# The last step a divergence first seen at each boundary can be: what attention receives (3), the first dropout (4),
+# what norm2 receives (5: the first sum, or norm2's own input), the feed-forward network's input (8), the second
+# dropout (9), what the block returns (10).
+LAST_STEP_AT = {3: 3, 4: 4, 5: 7, 8: 8, 9: 9, 10: 10}
+
+
+def _checked_sums(seen, mode: str, other, parts: dict, drop_p: float):
+    """A coefficient is a hypothesis: a sum read with a coefficient other than 1 or -1 is said only where the same
+    forward, walked on the grader's other input (`other`, an eval run), gives the same sum with the same
+    coefficients; elsewhere the fact is that the grader cannot express the value (`Unknown`), which says all that
+    "received a value that is not ..." of the same call would."""
+    doubtful = [f for f in seen.facts if isinstance(f, Sum) and any(abs(abs(c) - 1) > 1e-9 for _, c in f.terms)]
+    there = Walk(other, parts, "eval", drop_p, None).first() if doubtful and other is not None and mode == "eval" \
+        else None
+    confirmed = {(f.component, f.call, tuple(n for n, _ in f.terms)): [c for _, c in f.terms]
+                 for f in (there.facts if there is not None else ()) if isinstance(f, Sum)}
+
+    def holds(fact) -> bool:
+        again = confirmed.get((fact.component, fact.call, tuple(n for n, _ in fact.terms)))
+        return again is not None and all(abs(a - c) <= 1e-3 * max(abs(c), 1.0) for a, (_, c) in zip(again, fact.terms))
+
+    facts = [fact if fact not in doubtful or holds(fact) else
+             Unknown(fact.mode, fact.component, fact.call, seen.expected, fact.calls) for fact in seen.facts]
+    unknown = {(f.component, f.call) for f in facts if isinstance(f, Unknown)}
+    seen.facts = list(dict.fromkeys(f for f in facts if not (isinstance(f, Received) and not f.equal and
+                                                              (f.component, f.call) in unknown)))
+    return seen
 
 
 def _cause(flows: dict, parts: dict, drop_p: float, mode: str, step: int | None):

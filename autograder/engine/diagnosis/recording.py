@@ -65,11 +65,14 @@ class Recording:
         return call.input.reshape(-1) if tuple(call.input.shape) == tuple(self.shape) else None
 
     def output_of(self, value: np.ndarray, names=None, besides=()):
-        """The recorded call (of one of `names`, not one of `besides`) whose output `value` is (a piece of)."""
+        """The recorded call (of one of `names`, not one of `besides`) whose output `value` is (a piece of, in whole
+        token vectors: the same numbers moved within a token are another value)."""
         for call in self.calls:
-            if (names is None or call.name in names) and call not in besides and call.output.size >= np.size(value) \
-                    and locate(value, call.output, self.near) is not None:
-                return call
+            if (names is None or call.name in names) and call not in besides and call.output.size >= np.size(value):
+                where = locate(value, call.output, self.near)
+                if where is not None and (np.size(value) % self.shape[-1] == 0 and
+                                          whole_tokens(where, self.shape[-1])):
+                    return call
         return None
 
     def outputs(self) -> dict:
@@ -103,7 +106,16 @@ class Recording:
         return False
 
     def received(self, call, value: str, equal: bool = False):
-        return Received(self.mode, call.name, call.number, VALUE.get(value, value), equal, call.total)
+        """Whether `call` received Pre-LN's `value` (whole, in pieces or rearranged, as `seen` reads it), as a fact:
+        evaluated here whenever that value is known, whatever the caller expected."""
+        name = VALUE.get(value, value)
+        known = self.values.get(name)
+        if known is not None:
+            where = locate_padded(call.input, known, self.near)
+            if where is not None and call.name not in DROPS and not whole_tokens(where, self.shape[-1]):
+                where = None
+            equal = where is not None
+        return Received(self.mode, call.name, call.number, name, equal, call.total)
 
     def said(self, call, value: str) -> list:
         """What `call` received, as a sum of Pre-LN's values so far or of recorded outputs when it is one of few

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder.engine.facts import Changes, Ran, Received, Sum
+from autograder.engine.facts import Changes, Dropped, Ran, Received, Sum
 from autograder.engine.reading.placement import tidy
 from .dropouts import Dropouts
 from .values import DROPS, HALVES, NORMS, Found, Seen, close, express, locate, masked
@@ -28,15 +28,22 @@ class Sums(Dropouts):
         if skipped is not None:              # the feed-forward network received h itself: norm2 was skipped
             facts = [x for x in [self._ran("norm2")] if x] if not norm2.calls else [self.received(norm2.off(self.used), "h")]
             return Found(5, 7, facts + [self.received(skipped, "h", True)], "norm2(h)")
-        if not norm2.calls:
+        if not norm2.calls:      # step 7 where norm2 never ran; where it ran unrecorded (in vmap), 7 and 8 look alike
             facts = [x for x in [self._ran("norm2")] if x] + ([self.received(ffs[0], "n2")] if ffs else [])
-            return Found(5, 7 if second is not None and close(second, h, self.tol) else None, facts, "norm2(h)")
+            known = second is not None and close(second, h, self.tol) and not self.counts.get("norm2")
+            return Found(5, 7 if known else None, facts, "norm2(h)")
         partial = norm2.partial(self.mode, "norm2", "h")
         if partial is not None:
             return Found(5, 7, [partial], "h")
         call = norm2.off(self.used)
         facts = [self.received(call, "h")]
         v = self.placed(call)
+        if v is None and second is not None and not close(second, h, self.tol) and \
+                self.seen(("ff",), self.component("norm2", second)).covers:
+            # norm2 saw the student's first sum only in pieces (padded, chunked), and the second half is Pre-LN's on
+            # the value the block returns less the feed-forward branch: that value is the first sum, and its rules
+            # name the step (said with no sum of its own: norm2's calls received it only in pieces)
+            return Found(5, self._sum_step(second, d1, "att", call, [], att), facts, "h")
         after = self.output_of(call.input, None)
         if after is not None and locate(after.input, h, self.near) is not None:      # something was done to h first
             facts.append(Sum(self.mode, call.name, call.number, ((f"{after.name}#{after.number}", 1.0),), call.total))
@@ -86,11 +93,14 @@ class Sums(Dropouts):
         if terms is not None:                                  # the shortcut left out or scaled
             said(terms, {branch_name: 1.0})
             return rule["sum"]
-        if self.mode == "train":
-            if masked(total - shortcut, branch, self.keep, self.tol):     # a second dropout on the branch
-                return rule["drop"]
-            if masked(total - branch, shortcut, self.keep, self.tol):     # a dropout on the shortcut
-                return rule["sum"]
+        terms = express(total, {rule["shortcut"]: shortcut, branch_name: branch}, self.tol)
+        if terms is not None and all(terms.values()):                 # both scaled (the sum halved, say)
+            said(terms)
+            return rule["sum"]
+        if masked(total - shortcut, branch, self.keep, self.tol):     # a second dropout on the branch (in eval
+            return rule["drop"]                                       # mode: one that drops there too)
+        if self.mode == "train" and masked(total - branch, shortcut, self.keep, self.tol):   # a dropout on the shortcut
+            return rule["sum"]
         known = {k: v for k, v in {**self.values, **self.outputs()}.items() if k != rule["shortcut"]}
         for name, value in known.items():                      # the shortcut is another value
             if close(total - branch, value, self.tol) and not close(value, shortcut, self.tol):
@@ -104,11 +114,18 @@ class Sums(Dropouts):
         if terms is not None and len([c for c in terms.values() if c]) <= 2:      # an extra term in the sum
             said({rule["shortcut"]: 1.0, branch_name: 1.0}, terms)
             return rule["sum"]
+        if self._shortcut_where_dropped(total, branch, shortcut, rule["inner"]):
+            facts.append(Dropped(self.mode, None if call is None else call.name, getattr(call, "number", None),
+                                 rule["shortcut"], getattr(call, "total", None)))
+            return rule["sum"]
         change = self._change(half, "out" if call is None else call)
         if change is None:
             return None
         facts.append(change)
-        return rule["replaced"] if change.exactly else rule["sum"]
+        # exactly: the branch reaches the sum as it is, so the other term, the shortcut, was replaced. Otherwise the
+        # branch was changed on its way in, or the sum after it was made, or both it and the shortcut: the values
+        # cannot tell which, and no step is named.
+        return rule["replaced"] if change.exactly else None
 
     def _change(self, component: str, where) -> Changes | None:
         """Did the value at `where` (a call's input, or "out": what the block returned) change by exactly the change
@@ -132,6 +149,18 @@ class Sums(Dropouts):
         if not np.any(delta):
             return None
         return Changes(self.mode, component, None if where == "out" else where.name, close(moved, delta, self.tol))
+
+    def _shortcut_where_dropped(self, total, branch, shortcut, inner: str) -> bool:
+        """In train mode, where the student's own dropout zeroed the branch the sum holds nothing of it: is the sum
+        there the shortcut itself (and elsewhere not shortcut plus branch)? Then the shortcut is right and the branch
+        was changed on its way into the sum."""
+        value = self.values.get(inner)
+        if self.mode != "train" or value is None:
+            return False
+        size = max(float(np.max(np.abs(value))), 1.0) * self.tol
+        dropped = (np.abs(branch) == 0) & (np.abs(value) > size)
+        return bool(dropped.sum() >= 8 and (~dropped).any() and close(total[dropped], shortcut[dropped], self.tol)
+                    and not close(total[~dropped], (shortcut + branch)[~dropped], self.tol))
 
     def _second_shortcut(self) -> np.ndarray | None:
         """What the block returned less the feed-forward branch (its dropout's output in train mode, the feed-forward
@@ -179,5 +208,10 @@ class Sums(Dropouts):
             facts.append(Sum(self.mode, None, None, ((f"{after.name}#{after.number}", 1.0),)))
             facts.append(Received(self.mode, after.name, after.number, "h + drop_shortcut(ff(norm2(h)))", True,
                                   after.total))
+            return 10
+        scaled = express(self.y, {"sum": h + d2}, self.tol)
+        if scaled is not None and scaled["sum"] not in (0.0, 1.0):         # the sum, scaled on its way out
+            branch = "drop_shortcut(ff(norm2(h)))" if self.mode == "train" else "ff(norm2(h))"
+            facts.append(Sum(self.mode, None, None, (("h", scaled["sum"]), (branch, scaled["sum"]))))
             return 10
         return self._sum_step(self.y, d2, "ff", None, facts, ff)

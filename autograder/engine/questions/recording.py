@@ -133,6 +133,24 @@ class Recorder:
             return out
 
         module.forward = forward
+        for part in list(module.modules())[1:]:
+            self._count_inner(part, name)
+
+    def _count_inner(self, part, name: str) -> None:
+        """A component's own layers called by the forward itself (`self.ff.layers[0](t)`): the component ran, in
+        part, though no call of it can be recorded; the count says so."""
+        inner = part.forward
+
+        def forward(*args, **kwargs):
+            if not self._inside:
+                self.counts[name] = self.counts.get(name, 0) + 1
+            self._inside += 1
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self._inside -= 1
+
+        part.forward = forward
 
     def note(self, event: dict) -> None:
         if len(self.events) < MAX_EVENTS:
