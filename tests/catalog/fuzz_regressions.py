@@ -84,4 +84,13 @@ REGRESSIONS = [
         return h + self.drop_shortcut(self.ff(n2))
         """), (Change("d1", "dropout by hand without rescaling", "train", (4,)),
                Change("n2", "normalized without scale and shift", "both", (7,)))),
+    # a gate into attention and the first shortcut halved: step 1 (shortcut replaced) was named, though a scaled
+    # shortcut breaks the sum (step 5), after attention's step 3
+    Forward("gate into attention, first shortcut halved", _forward("""
+        n1 = self.norm1(x)
+        a = self.att(n1 * torch.sigmoid(n1.roll(1, dims=-1)))
+        h = 0.5 * x + self.drop_shortcut(a)
+        return h + self.drop_shortcut(self.ff(self.norm2(h)))
+        """), (Change("n1->a", "gate by another feature", "both", (3,)),
+               Change("x->h", "halved", "both", (5,), open=False))),
 ]

@@ -20,7 +20,7 @@ import numpy as np
 
 from autograder.engine.facts import Gave, Ran, Received, Shortcut, Sum, Unknown
 from .sums import Sums
-from .values import DROPS, NORMS, VALUE, Found, Seen, close, locate
+from .values import DROPS, NORMS, VALUE, Found, Seen, close, express, locate
 
 
 class Walk(Sums):
@@ -63,6 +63,8 @@ class Walk(Sums):
             return Found(found.boundary, None, found.facts + [change], found.expected)
         if close(shortcut, expected, self.tol):
             return found
+        if express(shortcut, {"shortcut": expected}, self.tol) is not None:
+            return found          # the shortcut scaled: that breaks the sum (5, 10), later than this step
         return Found(found.boundary, 1 if first else 6, found.facts + [change, Shortcut(self.mode, half, False)],
                      found.expected)
 

@@ -114,7 +114,8 @@ class Sums(Dropouts):
         if terms is not None and len([c for c in terms.values() if c]) <= 2:      # an extra term in the sum
             said({rule["shortcut"]: 1.0, branch_name: 1.0}, terms)
             return rule["sum"]
-        if self._shortcut_where_dropped(total, branch, shortcut, rule["inner"]):
+        if self.mode == "train" and shortcut_where_dropped(total, branch, shortcut, self.values.get(rule["inner"]),
+                                                           self.tol):
             facts.append(Dropped(self.mode, None if call is None else call.name, getattr(call, "number", None),
                                  rule["shortcut"], getattr(call, "total", None)))
             return rule["sum"]
@@ -149,18 +150,6 @@ class Sums(Dropouts):
         if not np.any(delta):
             return None
         return Changes(self.mode, component, None if where == "out" else where.name, close(moved, delta, self.tol))
-
-    def _shortcut_where_dropped(self, total, branch, shortcut, inner: str) -> bool:
-        """In train mode, where the student's own dropout zeroed the branch the sum holds nothing of it: is the sum
-        there the shortcut itself (and elsewhere not shortcut plus branch)? Then the shortcut is right and the branch
-        was changed on its way into the sum."""
-        value = self.values.get(inner)
-        if self.mode != "train" or value is None:
-            return False
-        size = max(float(np.max(np.abs(value))), 1.0) * self.tol
-        dropped = (np.abs(branch) == 0) & (np.abs(value) > size)
-        return bool(dropped.sum() >= 8 and (~dropped).any() and close(total[dropped], shortcut[dropped], self.tol)
-                    and not close(total[~dropped], (shortcut + branch)[~dropped], self.tol))
 
     def _second_shortcut(self) -> np.ndarray | None:
         """What the block returned less the feed-forward branch (its dropout's output in train mode, the feed-forward
@@ -215,3 +204,15 @@ class Sums(Dropouts):
             facts.append(Sum(self.mode, None, None, (("h", scaled["sum"]), (branch, scaled["sum"]))))
             return 10
         return self._sum_step(self.y, d2, "ff", None, facts, ff)
+
+
+def shortcut_where_dropped(total, branch, shortcut, value, tol: float) -> bool:
+    """In train mode, where the student's own dropout zeroed the branch (Pre-LN's `value` there, before the dropout)
+    the sum holds nothing of it: is the sum there the shortcut itself (and elsewhere not shortcut plus branch)? Then
+    the shortcut is right and the branch was changed on its way into the sum."""
+    if value is None:
+        return False
+    size = max(float(np.max(np.abs(value))), 1.0) * tol
+    dropped = (np.abs(branch) == 0) & (np.abs(value) > size)
+    return bool(dropped.sum() >= 8 and (~dropped).any() and close(total[dropped], shortcut[dropped], tol)
+                and not close(total[~dropped], (shortcut + branch)[~dropped], tol))
