@@ -201,9 +201,7 @@ class Evidence:
         """Why a half is missing from what the grader can follow in the `mode` run, said from values: the branch
         never ran (no call was recorded), or what the block returns does not change when the grader changes the
         branch's output, or (neither known) that the grader could not see its output reach the result."""
-        flow = self.flows[mode]
-        ran = max(sum(1 for call in flow.calls if call.name == side and call.kind != "manual"),
-                  flow.counts.get(side, 0))
+        ran = times_ran(self.flows[mode], side)
         if not ran:
             self.facts.append(Ran(mode, side, 0))
             return Ran(mode, side, 0).text().capitalize()
@@ -241,6 +239,13 @@ class Evidence:
 
 
 NAMES = {"att": "attention", "ff": "the feed-forward network"}
+
+
+def times_ran(flow, component: str) -> int:
+    """How many times `component` ran in a run: its recorded calls (not the ones the reading made itself, such as a
+    padded call's slice), or the child's count where that is more (calls inside vmap, its own layers called)."""
+    recorded = sum(1 for call in flow.calls if call.name == component and call.kind != "manual")
+    return max(recorded, (getattr(flow, "counts", None) or {}).get(component, 0))
 
 
 def difference(a, b) -> str:

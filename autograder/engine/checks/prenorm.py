@@ -7,7 +7,7 @@ judged on the value it started from, so a wrong shortcut does not cost these poi
 from __future__ import annotations
 
 from autograder.engine.reading.dataflow import standardized
-from . import PASS, Evidence, error_text, fail, norm_params
+from . import PASS, Evidence, error_text, fail, norm_params, times_ran
 
 NAME = "forward_prenorm"
 NORM1, NORM2, EXTRA = ("norm1 feeds attention", "norm2 feeds the feed-forward network", "no extra normalization")
@@ -24,13 +24,8 @@ def _extra(evidence: Evidence):
     flow = anatomy.flow
     own = {h.norm.key for h in halves}
     extra = [s for s in flow.live if s.is_norm and s.key not in own]
-    ran = {}
-    for call in flow.calls:
-        if call.kind != "manual":        # calls the reading made itself (a padded call's slice) ran no norm
-            ran[call.name] = ran.get(call.name, 0) + 1
-    ran = {name: max(n, (getattr(flow, "counts", None) or {}).get(name, 0)) for name, n in ran.items()}
     # a norm the forward called once is no extra one, however the reading split it (a call on a padded tensor, say)
-    extra = [s for s in extra if not (s.name in ("norm1", "norm2") and ran.get(s.name, 0) <= 1)]
+    extra = [s for s in extra if not (s.name in ("norm1", "norm2") and times_ran(flow, s.name) <= 1)]
     if extra:
         repeated = [s.name for s in extra if s.name in ("norm1", "norm2")]
         what = f"{repeated[0]} ran more than once" if repeated else f"an extra {extra[0].name} ran"
