@@ -21,15 +21,18 @@ WHAT = {"norm1": "norm1", "norm2": "norm2", "att": "attention", "ff": "the feed-
         "layer_norm": "a LayerNorm your forward called itself"}
 
 
-def _what(component: str | None) -> str:
+def what_of(component: str | None) -> str:
     return WHAT.get(component or "", component or "the block")
 
 
 def _call(component: str, call: int | None, calls: int | None) -> str:
     """'attention', 'attention (call 2 of 3)'."""
     if call is None or not calls or calls == 1:
-        return _what(component)
-    return f"{_what(component)} (call {call} of {calls})"
+        return what_of(component)
+    return f"{what_of(component)} (call {call} of {calls})"
+
+
+KINDS: dict = {}      # kind -> its class: every fact registers itself (those of `replayed` too)
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,11 @@ class Fact:
     """A predicate on recorded values; `mode` is the run it was evaluated on ("eval", "train" or None)."""
     kind: ClassVar[str] = ""
     mode: str | None
+
+    def __init_subclass__(cls, **options):
+        super().__init_subclass__(**options)
+        if cls.kind:
+            KINDS[cls.kind] = cls
 
     def text(self) -> str:
         raise NotImplementedError
@@ -54,8 +62,8 @@ class Ran(Fact):
 
     def text(self) -> str:
         if self.count == 0:
-            return f"{_what(self.component)} never ran"
-        return f"{_what(self.component)} ran {'once' if self.count == 1 else f'{self.count} times'}"
+            return f"{what_of(self.component)} never ran"
+        return f"{what_of(self.component)} ran {'once' if self.count == 1 else f'{self.count} times'}"
 
 
 @dataclass(frozen=True)
@@ -85,7 +93,7 @@ class Partial(Fact):
     total: int
 
     def text(self) -> str:
-        return (f"{_what(self.component)} received pieces of {self.value} covering {self.covered} of the block's "
+        return (f"{what_of(self.component)} received pieces of {self.value} covering {self.covered} of the block's "
                 f"{self.total} values, and nothing else")
 
 
@@ -120,7 +128,7 @@ class Sum(Fact):
 def _term_name(name: str) -> str:
     if "#" in name:
         component, call = name.split("#")
-        return f"the output of {_what(component)}" + ("" if call == "1" else f" (call {call})")
+        return f"the output of {what_of(component)}" + ("" if call == "1" else f" (call {call})")
     return name
 
 
@@ -143,35 +151,6 @@ class Unknown(Fact):
 
 
 @dataclass(frozen=True)
-class Responds(Fact):
-    """What the block returns (eval mode) changes (`responds`) or does not change when `component`'s output is
-    changed by the grader."""
-    kind: ClassVar[str] = "responds"
-    component: str
-    responds: bool
-
-    def text(self) -> str:
-        if self.responds:
-            return f"what your block returns changes when {_what(self.component)}'s output changes"
-        return f"what your block returns does not change when {_what(self.component)}'s output changes"
-
-
-@dataclass(frozen=True)
-class Changes(Fact):
-    """When the grader changed `component`'s output by some amount, what `where` received (a component's input,
-    or None: what the block returned) changed by exactly that amount (`exactly`), or by something else."""
-    kind: ClassVar[str] = "changes"
-    component: str
-    where: str | None
-    exactly: bool
-
-    def text(self) -> str:
-        what = "what your block returned" if self.where is None else f"what {_what(self.where)} received"
-        how = "by exactly that change" if self.exactly else "by something other than that change"
-        return f"when the grader changed {_what(self.component)}'s output, {what} changed {how}"
-
-
-@dataclass(frozen=True)
 class Gave(Fact):
     """The calls of `component` received Pre-LN's value `received` (whole, in pieces or rearranged), and what they
     returned, put back where each piece came from, is (`equal`) or is not Pre-LN's value `value`."""
@@ -183,7 +162,7 @@ class Gave(Fact):
 
     def text(self) -> str:
         verb = "is" if self.equal else "is not"
-        return (f"{_what(self.component)} received {self.received}, in pieces or rearranged, and what it returned, "
+        return (f"{what_of(self.component)} received {self.received}, in pieces or rearranged, and what it returned, "
                 f"put back in place, {verb} {self.value}")
 
 
@@ -269,7 +248,7 @@ class Gradient(Fact):
     derivative: bool
 
     def text(self) -> str:
-        what = "the block input x" if self.of == "x" else f"{_what(self.of)}'s parameters"
+        what = "the block input x" if self.of == "x" else f"{what_of(self.of)}'s parameters"
         verb = "is" if self.derivative else "is not"
         return f"the gradient autograd computed for {what} {verb} the derivative of what your forward returns"
 
@@ -296,5 +275,4 @@ class Said:
         return body + (f"; {self.extra}" if body and self.extra else self.extra)
 
 
-KINDS = {cls.kind: cls for cls in (Ran, Received, Partial, Gave, Sum, Shortcut, Unknown, Responds, Changes, Output,
-                                   Dropout, Dropped, Gradient, FirstStep)}
+from . import replayed  # noqa: E402,F401  (the facts of the grader's replays, registered in KINDS)

@@ -18,8 +18,10 @@ from autograder.engine.checks import (
     Evidence, compounding, dropout, fail, gradients, order, prenorm, robustness, shortcuts
 )
 from autograder.engine.diagnosis.first_step import first_divergence
-from autograder.engine.facts import FirstStep, Responds
+from autograder.engine.facts import FirstStep
+from autograder.engine.replayed import Responds
 from autograder.engine.questions.plan import Plan
+from autograder.engine.questions.moving import moved_seed, moved_values
 from autograder.engine.questions.probes import PROBES, Probing
 from autograder.engine.reading.answers import read_answer
 from autograder.engine.reading.naming import analyse
@@ -173,7 +175,10 @@ def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list) 
     try:
         matching = evidence.matches("eval") and evidence.matches("train")
         responses = student["respond"] if student["respond"]["ok"] else None
-        divergence = None if matching else first_divergence(flows, parts, plan.drop_p, responses)
+        moved = {"runs": student["moved"], "values": {k: v.numpy().astype(np.float64).reshape(-1) for k, v in
+                                                      moved_values(moved_seed(plan), probing.x()).items()}} \
+            if student["moved"]["ok"] else None
+        divergence = None if matching else first_divergence(flows, parts, plan.drop_p, responses, moved)
     except Exception as error:   # an explanation is a bonus: its failure costs no points, but is reported
         errors.append(grader_error_text("finding the first divergent step", error))
         divergence = None

@@ -440,3 +440,35 @@ class Run:
 
     def _step(self, mode, fact):
         return None         # the step is checked against the generator's truth, not against values
+
+    # --- the `moved` question: attention's and the feed-forward network's outputs held, one value moved ---------
+    def _moved(self, mode, fact):
+        generator = torch.Generator().manual_seed(17)
+        held = {name: torch.randn(self.x.shape, generator=generator) for name in ("att", "ff")}
+        delta = 0.5 * torch.randn(self.x.shape, generator=generator)
+        runs = {"base": ({}, self.x), "x": ({}, self.x + delta), "att": ({"att": delta}, self.x),
+                "ff": ({"ff": delta}, self.x)}
+        read = {}
+        for name, (moves, x) in runs.items():
+            values = {k: v + moves.get(k, 0) for k, v in held.items()}
+            edit = {k: (lambda out, v=v: v.clone() if out.shape == v.shape else out) for k, v in values.items()}
+            record = Recorder()
+            with torch.no_grad():
+                y = self.call("eval", x=x, edit=edit, record=record)
+            needed = ("att", "ff") if fact["half"] == "ff" else ("att",)
+            if any(len(record.of(k)) != 1 or record.of(k)[0][1] is None or record.of(k)[0][1].shape != self.x.shape
+                   or k in record.parts for k in needed):
+                return None
+            if fact["where"] is None:
+                read[name] = y
+            else:
+                calls = record.of(fact["where"])
+                if len(calls) < fact["call"] or calls[fact["call"] - 1][0] is None:
+                    return None
+                read[name] = calls[fact["call"] - 1][0]
+        shortcut, branch = {"att": ("x", "att"), "ff": ("att", "ff")}[fact["half"]]
+        if fact["moved"] == "across":
+            return _close(read[shortcut], read[branch], 1e-4) == fact["exactly"]
+        moved = read[shortcut if fact["moved"] == "shortcut" else branch] - read["base"]
+        exact = moved.shape == delta.shape and _close(moved, delta, 1e-4)
+        return exact == fact["exactly"]

@@ -13,7 +13,8 @@ import torch
 
 from autograder.engine.diagnosis.boundaries import Walk
 from autograder.engine.diagnosis.values import express, locate, masked
-from autograder.engine.facts import KINDS, Changes, Dropout, Dropped, Ran, Received, Sum, Unknown
+from autograder.engine.facts import KINDS, Dropout, Dropped, Ran, Received, Sum, Unknown
+from autograder.engine.replayed import Changes
 from autograder.engine.questions.parts import make_parts
 from autograder.engine.questions.plan import GRADING_CFG
 from autograder.engine.steps import BY_NUMBER, EDGES, STEPS, step_text

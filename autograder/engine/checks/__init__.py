@@ -23,7 +23,8 @@ import numpy as np
 
 from autograder.engine.diagnosis.anatomy import Anatomy
 from autograder.engine.diagnosis.boundaries import Walk
-from autograder.engine.facts import Ran, Responds
+from autograder.engine.facts import Ran
+from autograder.engine.replayed import Responds
 from autograder.engine.diagnosis.script import PRE_LN, compile_script
 from autograder.engine.reading.dataflow import arrays_close
 from autograder.engine.reading.program import in_mode, live

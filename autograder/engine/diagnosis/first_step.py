@@ -179,13 +179,17 @@ def _near(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
     return a.shape == b.shape and bool(np.linalg.norm(a - b) <= 10 * tol * max(float(np.linalg.norm(b)), 1.0))
 
 
-def first_divergence(flows: dict, parts: dict, drop_p: float, responses: dict | None = None) -> Divergence | None:
+def first_divergence(flows: dict, parts: dict, drop_p: float, responses: dict | None = None,
+                     moved: dict | None = None) -> Divergence | None:
     """The earliest boundary where the eval or train run differs from Pre-LN (see `boundaries`), with its facts,
-    and the verified cause where one edit of Pre-LN reproduces the runs and breaks that very step."""
+    and the verified cause where one edit of Pre-LN reproduces the runs and breaks that very step. `responses`: the
+    `respond` question's runs; `moved`: the `moved` question's runs ("runs") and the values it held and moved
+    ("values"), both of the eval run."""
     found = {}
     for mode in ("eval", "train"):
         if flows.get(mode) is not None:
-            seen = Walk(flows[mode], parts, mode, drop_p, responses if mode == "eval" else None).first()
+            seen = Walk(flows[mode], parts, mode, drop_p, responses if mode == "eval" else None,
+                        moved if mode == "eval" else None).first()
             if seen is not None:
                 found[mode] = _checked_sums(seen, mode, getattr(flows[mode], "other", None), parts, drop_p)
     if not found:

@@ -13,8 +13,8 @@ from .values import DROPS, VALUE, Seen, close, fewest, locate, locate_padded, wh
 class Recording:
     """One recorded run set against Pre-LN's values (the walk's ground; see `boundaries`)."""
 
-
-    def __init__(self, flow, parts: dict, mode: str, drop_p: float, responses: dict | None = None):
+    def __init__(self, flow, parts: dict, mode: str, drop_p: float, responses: dict | None = None,
+                 moved: dict | None = None):
         self.parts, self.mode, self.drop_p, self.tol = parts, mode, drop_p, flow.tol
         self.near = 10 * flow.tol       # elementwise, for telling where a value's elements sit
         self.shape, self.x = flow.x.shape, np.asarray(flow.x, dtype=np.float64).reshape(-1)
@@ -30,6 +30,7 @@ class Recording:
         self.counts = {name: max(counts.get(name, 0), reported.get(name, 0))        # they ran all the same
                        for name in {*counts, *reported}}
         self.responses = responses or {}        # component -> the eval run with its output changed (see probes)
+        self.moved = moved                      # the `moved` question's runs and values (see `moves`)
         self.keep = 1.0 / (1.0 - drop_p) if drop_p < 1 else 0.0
         self.values: dict = {"x": self.x}       # Pre-LN's values so far, by the names facts use
         self.gloss = ""

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder.engine.facts import Changes, Dropped, Ran, Received, Sum
+from autograder.engine.facts import Dropped, Ran, Received, Sum
+from autograder.engine.replayed import Changes
 from autograder.engine.reading.placement import tidy
 from .dropouts import Dropouts
+from .moves import moved_step
 from .values import DROPS, HALVES, NORMS, Found, Seen, close, express, locate, masked
 
 
@@ -57,7 +59,8 @@ class Sums(Dropouts):
                                             masked(v - self.x, d1, self.keep, self.tol))
         if second is not None and not close(second, v, self.tol) and not dropped and \
                 express(v, {"x": self.x, "branch": d1}, self.tol) is None:
-            return Found(5, None, facts, "h")      # norm2's input and the second shortcut differ, both from h
+            step, told = moved_step(self.moved, self.mode, "att", call, self.shape, self.tol)   # norm2's input and
+            return Found(5, step, facts + told, "h")      # the second shortcut differ, both from h
         return Found(5, self._sum_step(v, d1, "att", call, facts, att), facts, "h")
 
     def _sum_step(self, total: np.ndarray, branch: np.ndarray, half: str, call, facts: list,
@@ -119,6 +122,10 @@ class Sums(Dropouts):
             facts.append(Dropped(self.mode, None if call is None else call.name, getattr(call, "number", None),
                                  rule["shortcut"], getattr(call, "total", None)))
             return rule["sum"]
+        step, told = moved_step(self.moved, self.mode, half, call, self.shape, self.tol)
+        if step is not None:
+            facts.extend(told)
+            return step
         change = self._change(half, "out" if call is None else call)
         if change is None:
             return None
@@ -199,9 +206,10 @@ class Sums(Dropouts):
                                   after.total))
             return 10
         scaled = express(self.y, {"sum": h + d2}, self.tol)
-        if scaled is not None and scaled["sum"] not in (0.0, 1.0):         # the sum, scaled on its way out
+        if scaled is not None and scaled["sum"] != 1.0:         # the sum, scaled (or zeroed) on its way out
             branch = "drop_shortcut(ff(norm2(h)))" if self.mode == "train" else "ff(norm2(h))"
-            facts.append(Sum(self.mode, None, None, (("h", scaled["sum"]), (branch, scaled["sum"]))))
+            facts.append(Sum(self.mode, None, None, (("h", scaled["sum"]), (branch, scaled["sum"])) if scaled["sum"]
+                             else ()))
             return 10
         return self._sum_step(self.y, d2, "ff", None, facts, ff)
 

@@ -20,6 +20,9 @@ BIG_BATCH = 5
 FRESH = ("repeat", "small", "batch", "double", "other")
 # The components whose outputs the `respond` question changes, one at a time.
 RESPONDING = ("norm1", "att", "norm2", "ff")
+# The `moved` question's runs: with attention's and the feed-forward network's outputs held, as they are, then with
+# the block input, attention's held output or the feed-forward network's moved by one amount.
+MOVED_RUNS = ("base", "x", "att", "ff")
 
 
 @dataclass

@@ -12,6 +12,7 @@ from . import chains as chains_
 from .cells import describe_error, reset_torch_state
 from .parts import PART_NAMES, build_block, graded_block, install_parts, make_parts
 from .plan import BATCH, BIG_BATCH, FRESH, PROFILE_DEPTH, RESPONDING, Plan
+from .moving import change, hold, moved_runs
 from .recording import MAX_CALLS, RESPONSE_CALLS, Recorder
 
 
@@ -73,33 +74,18 @@ def part_params(block) -> dict:
     return {f"{name}.{pname}": param for name in PART_NAMES for pname, param in parts[name].named_parameters()}
 
 
-def _changed(module, seed: int) -> None:
-    """Make every output of `module` differ from what it computes by a seeded amount of its own size (for the
-    `respond` question; the k-th call of the run draws from seed + k)."""
-    inner, count = module.forward, [0]
-
-    def forward(*args, **kwargs):
-        out = inner(*args, **kwargs)
-        if not isinstance(out, torch.Tensor) or not out.is_floating_point() or out.numel() == 0:
-            return out
-        count[0] += 1
-        generator = torch.Generator().manual_seed(int(seed) + count[0])
-        noise = torch.randn(tuple(out.shape), generator=generator, dtype=torch.float64)
-        size = float(torch.Tensor.detach(out).double().std()) if out.numel() > 1 else 1.0
-        return out + (0.5 * (size if size == size and size > 0 else 1.0) * noise).to(dtype=out.dtype, device=out.device)
-
-    module.forward = forward
-
-
 def _recorded_run(p: Probing, train: bool, x=None, gradients: bool = True, changed: str | None = None,
-                  limit: int = MAX_CALLS) -> dict:
+                  limit: int = MAX_CALLS, held: dict | None = None) -> dict:
     """One forward in the given mode, recorded, then (`gradients`) the gradient of the plan's read-out loss.
-    `x`: another input than the plan's; `changed`: a component whose outputs are changed (see `_changed`)."""
+    `x`: another input than the plan's; `changed`: a component whose outputs are changed (see `moving.change`); `held`:
+    components whose outputs are held at given values (see `moving.hold`)."""
     block, x = p.block().train(train), (p.x() if x is None else x)
     leaf = x.clone().requires_grad_(True)
     recorder = Recorder(limit=limit)
     if changed is not None:
-        _changed(getattr(block, changed), p.plan.respond + 1000 * RESPONDING.index(changed))
+        change(getattr(block, changed), p.plan.respond + 1000 * RESPONDING.index(changed))
+    for name, value in (held or {}).items():
+        hold(getattr(block, name), value)
     for name in PART_NAMES:
         recorder.wrap(getattr(block, name), name)
     recorder.block_input = given = leaf.clone()    # a copy: writing into its input must not alter the leaf
@@ -145,6 +131,14 @@ def probe_respond(p):
     component changed by a seeded amount: which values move, and by how much, shows how the block uses it."""
     return {name: _recorded_run(p, train=False, gradients=False, changed=name, limit=RESPONSE_CALLS)
             for name in RESPONDING}
+
+
+def probe_moved(p):
+    """Eval mode with attention's and the feed-forward network's outputs held at values of the grader's, as they
+    are and with one value moved (`moving`): whether a sum's consumer sees its shortcut, its branch or only the sum
+    shows how each half's terms reach it."""
+    return {name: _recorded_run(p, train=False, x=given, gradients=False, limit=RESPONSE_CALLS, held=held)
+            for name, given, held in moved_runs(p.plan, p.x())}
 
 
 def probe_eval_seeds(p):
@@ -274,6 +268,7 @@ PROBES = {
     "eval_seeds": probe_eval_seeds,
     "eval_other": probe_eval_other,
     "respond": probe_respond,
+    "moved": probe_moved,
     "robust_small": probe_robust_small,
     "robust_batch": probe_robust_batch,
     "robust_double": probe_robust_double,

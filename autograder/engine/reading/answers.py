@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autograder.engine.questions.plan import BATCH, BIG_BATCH, PROFILE_DEPTH, RESPONDING, Plan
+from autograder.engine.questions.plan import BATCH, BIG_BATCH, MOVED_RUNS, PROFILE_DEPTH, RESPONDING, Plan
 from autograder.engine.questions.probes import PROBES
 from autograder.engine.questions.recording import DEVICE_MOVES, MAX_CALLS, MAX_EVENTS, RESPONSE_CALLS
 
@@ -232,6 +232,9 @@ def _read(probe: str, answer: dict, expect: Expect) -> dict:
     if probe == "respond":
         _dict(answer, "answer", {"ok", *RESPONDING})
         return {name: _plain_run(_field(answer, name, "answer"), expect, name) for name in RESPONDING}
+    if probe == "moved":
+        _dict(answer, "answer", {"ok", *MOVED_RUNS})
+        return {name: _plain_run(_field(answer, name, "answer"), expect, name) for name in MOVED_RUNS}
     if probe == "profile":
         _dict(answer, "answer", {"ok", "profile"})
         values = _short_list(_field(answer, "profile", "answer"), "profile", PROFILE_DEPTH)

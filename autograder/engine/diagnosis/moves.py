@@ -1,0 +1,136 @@
+"""How a sum's consumer sees the sum's two terms, from the `moved` question (`questions.probes.probe_moved`).
+
+With attention's and the feed-forward network's outputs held at values of the grader's, the block ran four times:
+as it was, with its input moved by an amount, with attention's held output moved by that amount, with the
+feed-forward network's moved by it. For one half's sum (x + attention's branch, read where norm2 receives it; h +
+the feed-forward branch, read in what the block returns) that tells three facts, each evaluated on the recorded
+values:
+
+- the shortcut reaches the consumer as it is: moving it moved the consumer by exactly that amount;
+- the branch reaches it as it is: the same, moving the branch;
+- the consumer sees only the sum: moving the amount out of the branch and into the shortcut changed nothing
+  (while moving the branch alone did change it).
+
+A run whose held components were not held (called more than once, on pieces, inside vmap) tells nothing.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from autograder.engine.replayed import Moved
+from .values import HALVES, close, locate_padded, whole_tokens
+
+HELD = ("att", "ff")
+MOVES = {"att": ("x", "att"), "ff": ("att", "ff")}     # half -> (the run that moves its shortcut, its branch)
+
+
+def _calls(run: dict, name: str) -> list:
+    return [c for c in run["calls"] if c["name"] == name and c.get("kind") != "manual"]
+
+
+def _flat(value) -> np.ndarray:
+    return np.asarray(value, dtype=np.float64).reshape(-1)
+
+
+def _held(runs: dict, values: dict, shape: tuple, tol: float, held: tuple) -> bool:
+    """Was each of the `held` components called once in every run, with the block's shape, and did it give the held
+    value (moved by the amount in its own run)?"""
+    for name, run in runs.items():
+        for component in held:
+            calls = _calls(run, component)
+            if len(calls) != 1 or run["counts"].get(component, 1) != 1 or \
+                    tuple(np.shape(calls[0]["output"])) != shape:
+                return False
+            expected = values[component] + (values["delta"] if name == component else 0.0)
+            if not close(_flat(calls[0]["output"]), expected, tol):
+                return False
+    return True
+
+
+def _consumer(run: dict, where) -> np.ndarray | None:
+    """What the grader reads in one run: the block's output ("out"), or the input of the call `where` (by its
+    component and number), of the shape it had in the recorded run."""
+    if where == "out":
+        return _flat(run["y"])
+    calls = _calls(run, where.name)
+    if len(calls) < where.number or tuple(np.shape(calls[where.number - 1]["input"])) != tuple(where.input.shape):
+        return None
+    return _flat(calls[where.number - 1]["input"])
+
+
+def _passes_h(runs: dict, delta: np.ndarray, features: int, near: float) -> bool:
+    """Did h move by exactly the amount when attention's held output moved: are norm2's inputs in that run, less
+    those of the run as it was, the amount in whole token vectors (norm2 called on h whole, in pieces or padded)?"""
+    before, after = _calls(runs["base"], "norm2"), _calls(runs["att"], "norm2")
+    if not before or len(before) != len(after) or \
+            any(np.shape(a["input"]) != np.shape(b["input"]) for a, b in zip(after, before)):
+        return False
+    return _placed(np.concatenate([_flat(a["input"]) - _flat(b["input"]) for a, b in zip(after, before)]), delta,
+                   features, near)
+
+
+def moves(moved: dict | None, half: str, where, shape: tuple, tol: float) -> dict | None:
+    """The facts of `half`'s sum read at `where` ("out" or a recorded call), by what was moved ("shortcut",
+    "branch", "across"), and whether the branch reached `where` only rearranged in whole token vectors ("placed");
+    a fact the runs cannot tell is None. None: the runs tell nothing."""
+    if not moved or not moved.get("runs") or not moved["runs"].get("ok", True):
+        return None
+    runs = {k: v for k, v in moved["runs"].items() if k != "ok"}
+    values, shape = moved["values"], tuple(shape)
+    if not _held(runs, values, shape, tol, HELD if half == "ff" else ("att",)):
+        return None
+    read = {name: _consumer(run, where) for name, run in runs.items()}
+    if any(value is None for value in read.values()):
+        return None
+    delta, base = values["delta"], read["base"]
+    shortcut_run, branch_run = MOVES[half]
+    name, call = (None, None) if where == "out" else (where.name, where.number)
+    whole = base.size == delta.size
+    branch_moved, shortcut_moved = read[branch_run] - base, read[shortcut_run] - base
+    facts = {"branch": Moved("eval", half, "branch", name, call, whole and close(branch_moved, delta, tol)),
+             "placed": _placed(branch_moved, delta, shape[-1], 10 * tol),
+             "shortcut rearranged": _placed(shortcut_moved, delta, shape[-1], 10 * tol)}
+    if half == "ff" and not _passes_h(runs, delta, shape[-1], 10 * tol):
+        return {**facts, "shortcut": None, "across": None}   # h moves with attention's held output only where the
+    facts["shortcut"] = Moved("eval", half, "shortcut", name, call,  # first half passes it on as it is
+                              whole and close(shortcut_moved, delta, tol))
+    responds = not close(read[branch_run], base, tol)
+    facts["across"] = Moved("eval", half, "across", name, call, close(read[shortcut_run], read[branch_run], tol)) \
+        if responds else None
+    return facts
+
+
+def _placed(moved: np.ndarray, delta: np.ndarray, features: int, near: float) -> bool:
+    """Is `moved` the amount, rearranged in whole token vectors (padded, reordered), all of it?"""
+    where = locate_padded(moved, delta, near)
+    if where is None or not whole_tokens(where, features):
+        return False
+    kept = where.reshape(-1)[where.reshape(-1) >= 0]
+    return np.unique(kept).size == delta.size
+
+
+def step_of(facts: dict | None, half: str) -> tuple[int | None, list]:
+    """The step a wrong sum of `half` breaks, from the facts of `moves`, with the facts that show it: the shortcut
+    reaching the consumer as it is, the branch was changed on its way in or something added (5, 10); the branch
+    reaching it whole (rearranged only as the consumer's own input is) and the shortcut not even rearranged, the
+    shortcut was replaced (1, 6); only the sum reaching it, something was done to the sum (7, 10). (None, []):
+    the facts cannot tell."""
+    if facts is None:
+        return None, []
+    rule, shortcut, branch, across = HALVES[half], facts["shortcut"], facts["branch"], facts["across"]
+    if shortcut is not None and shortcut.exactly:
+        return rule["sum"], [shortcut]
+    if facts["placed"] and shortcut is not None and not facts["shortcut rearranged"]:
+        return rule["replaced"], [shortcut] + ([branch] if branch.exactly else [])
+    if across is not None and across.exactly and not branch.exactly:
+        return (7 if half == "att" else rule["sum"]), [across, branch]
+    return None, []
+
+
+def moved_step(moved: dict | None, mode: str, half: str, call, shape: tuple, tol: float) -> tuple[int | None, list]:
+    """`step_of` for `half`'s sum read where the walk reads it: norm2's input (`call`) for attention's half, what the
+    block returned (`call` None) for the feed-forward half; eval mode only (the question runs in eval mode)."""
+    where = "out" if call is None else call
+    if mode != "eval" or (where == "out") != (half == "ff"):
+        return None, []
+    return step_of(moves(moved, half, where, shape, tol), half)
