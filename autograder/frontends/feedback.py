@@ -2,8 +2,9 @@
 
 `feedback_html(result, standing)` draws what the grader found (`SubmissionResult`) with the numbers of the
 student's standing (`standing.Standing`): in a course, the gradebook's (late penalty, overrides, written answers
-graded or awaiting, comments), rendered by nbgrader's own feedback exporter (`nbgrader_feedback`); outside one,
-the grader's. `findings_html` is the same check findings as a fragment, for the check cells formgrader shows.
+graded or awaiting, comments), rendered by nbgrader's own feedback exporter
+(`autograder.frontends.nbgrader.feedback`); outside one, the grader's. `findings_html` is the same check findings
+as a fragment, for the check cells formgrader shows.
 
 Pure functions: no student code runs here, nothing from the solution or the hidden checks is read. The page is
 the Jinja2 template `templates/feedback.html.j2`, which escapes every string that comes from a result or a
