@@ -27,14 +27,14 @@ from autograder.course import kit
 from autograder.course.fence import name_text
 from autograder.engine.results import SubmissionResult, points_text
 from autograder.engine.rubric import RUBRIC
-from autograder.frontends.gradescope.results import (result_from_json, standing_from_json, write_atomically,
-                                                     write_results)
+from autograder.frontends.gradescope.results import result_from_json, standing_from_json, write_results
 from autograder.grading.reference import reference
 from autograder.grading.submission import grade_file, grader_failure, unreadable
 from autograder.sandbox.parent.client import Limits, SandboxServer
 from autograder.sandbox.parent.containment import own_folder
 from .exports import csv_text
 from .feedback import write_feedback_page
+from .files import write_atomically
 from .report import write_class_report
 from .standing import UNISOLATED, Standing, standing_of
 

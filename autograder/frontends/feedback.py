@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from autograder.engine.results import CheckResult, SubmissionResult, points_text
-from autograder.frontends.gradescope.results import write_atomically
+from .files import write_atomically
 from .pages import macro, render
 from .plots import CURVES, _series, profile_figure_png  # noqa: F401  (CURVES: the plot's styles, for tests)
 from .standing import AWAITING, UNISOLATED_LINE, Standing, late_text, standing_of

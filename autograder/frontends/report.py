@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from autograder.engine.results import SubmissionResult, points_text
-from autograder.frontends.gradescope.results import write_atomically
+from .files import write_atomically
 from .pages import render
 from .plots import bars_png, histogram_png
 from .standing import Standing, late_text
