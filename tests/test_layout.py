@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -138,3 +140,69 @@ def test_the_tests_mirror_the_wings():
     quick = {path.parent.name for path in tests.rglob("test_*.py")
              if "pytestmark = pytest.mark.quick" in path.read_text()}
     assert quick == {*WINGS, "tests"}, f"make test-quick touches only {sorted(quick)}"
+
+
+# ---- names the prose gives -------------------------------------------------------------------------------
+
+TEXTS = sorted(p for folder in ("autograder", "tests", "benchmarks") for p in (kit.ROOT / folder).rglob("*.py"))
+TEXTS.append(kit.ROOT / "README.md")
+DOTTED = re.compile(r"\bautograder(?:\.[A-Za-z_]\w*)+")
+FILE = re.compile(r"`([\w./-]+\.py)`")
+FLAT = re.compile(r"\bnbgrader_\w+")        # how modules of nbgrader/ were called when the package was flat
+NOT_OURS = {"autograder.zip": "the Gradescope bundle's file name", "autograder.late": "a logger's name",
+            "jupyterhub_config.py": "JupyterHub's configuration, which a hub's administrator writes"}
+
+
+def _repository_files() -> set[str]:
+    found = set()
+    for folder, folders, files in os.walk(kit.ROOT):
+        folders[:] = [f for f in folders if not f.startswith((".", "__pycache__", "build")) and not f.endswith("egg-info")]
+        found |= {(Path(folder) / name).relative_to(kit.ROOT).as_posix() for name in files}
+    return found
+
+
+def _defined(path: Path) -> set[str]:
+    """The names a module defines at its top level (functions, classes, assignments, imports)."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            names |= {t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                      if isinstance(t, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return names
+
+
+def _names_a_module(name: str) -> bool:
+    """The dotted name is a module of the package, or a name that the module its leading parts name defines."""
+    parts = name.split(".")
+    for depth in range(len(parts), 0, -1):
+        base = kit.ROOT.joinpath(*parts[:depth])
+        for path in (base.parent / f"{base.name}.py", base / "__init__.py"):
+            if path.is_file():
+                return depth == len(parts) or parts[depth] in _defined(path)
+    return False
+
+
+def test_every_module_and_file_the_text_names_exists():
+    """A dotted `autograder.…` name, a file name ending in .py in backticks and an `nbgrader_…` name, wherever the
+    code, its tests, its benchmarks or the README write one (docstrings, comments, strings), name what exists: a
+    module of the package (and the name it defines), a file of the repository, a name the code gives (an
+    identifier, or a string that is one: a label, a key). A module renamed or moved leaves no stale name behind."""
+    files = _repository_files()
+    identifiers = {Path(f).stem for f in files}
+    for path in TEXTS:
+        if path.suffix == ".py":
+            for node in ast.walk(ast.parse(path.read_text())):
+                identifiers |= {getattr(node, field) for field in ("id", "attr", "name", "arg", "asname", "value")
+                                if isinstance(getattr(node, field, None), str) and getattr(node, field).isidentifier()}
+    stale = []
+    for path in TEXTS:
+        text, where = path.read_text(), path.relative_to(kit.ROOT)
+        stale += [f"{where}: {name}" for name in DOTTED.findall(text) if name not in NOT_OURS and not _names_a_module(name)]
+        stale += [f"{where}: {name}" for name in FILE.findall(text) if name not in NOT_OURS
+                  and not any(f == name or f.endswith("/" + name) for f in files)]
+        stale += [f"{where}: {name}" for name in FLAT.findall(text) if name not in identifiers]
+    assert not stale, "\n".join(sorted(set(stale)))

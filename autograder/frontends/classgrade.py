@@ -27,14 +27,14 @@ from autograder.course import kit
 from autograder.course.fence import name_text
 from autograder.engine.results import SubmissionResult, points_text
 from autograder.engine.rubric import RUBRIC
-from autograder.frontends.gradescope.results import (result_from_json, standing_from_json, write_atomically,
-                                                     write_results)
+from autograder.frontends.gradescope.results import result_from_json, standing_from_json, write_results
 from autograder.grading.reference import reference
 from autograder.grading.submission import grade_file, grader_failure, unreadable
 from autograder.sandbox.parent.client import Limits, SandboxServer
 from autograder.sandbox.parent.containment import own_folder
 from .exports import csv_text
 from .feedback import write_feedback_page
+from .files import write_atomically
 from .report import write_class_report
 from .standing import UNISOLATED, Standing, standing_of
 
@@ -171,11 +171,12 @@ def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int,
     """Grade every submission under `root` into `out`; returns the grade rows. Never stops for one student.
 
     `assignment` is the source notebook graded against: the kit's own, or a course's. `course` (an
-    `nbgrader_recorder.CourseRecorder`) writes each result into the course and then has nbgrader draw the feedback
-    pages; the numbers of grades.csv, the pages and the report are then the gradebook's. The submissions and `out`
-    are private: no submission can read another's file or results. `isolation` passes layer choices to the
-    sandbox (tests switch bubblewrap or namespaces off). `servers`: sandbox servers the caller spawned early (they
-    warm up while it imports), used as the workers; closed here, like the others."""
+    `autograder.frontends.nbgrader.recorder.CourseRecorder`) writes each result into the course and then has
+    nbgrader draw the feedback pages; the numbers of grades.csv, the pages and the report are then the
+    gradebook's. The submissions and `out` are private: no submission can read another's file or results.
+    `isolation` passes layer choices to the sandbox (tests switch bubblewrap or namespaces off). `servers`:
+    sandbox servers the caller spawned early (they warm up while it imports), used as the workers; closed here,
+    like the others."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)         # exists before the sandbox hides it
     submissions = discover(root, assignment)

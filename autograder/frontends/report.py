@@ -5,28 +5,24 @@ The score distribution, the pass rate of each check, the most common first diver
 (student, SubmissionResult, Standing) rows: `grade-class` writes it as it finishes, and `python -m autograder
 class-report` writes it from a results folder or from a course's gradebook. The numbers are the standing's (the
 gradebook's, in a course). Example messages name no student: ids, file names, paths and e-mail addresses are
-taken out.
+taken out. The functions here compute each section's numbers, rows and figures; the page is the Jinja2 template
+`templates/report.html.j2`, which escapes every string.
 """
 from __future__ import annotations
 
-import base64
-import html
 import re
 import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
 from autograder.engine.results import SubmissionResult, points_text
-from autograder.frontends.gradescope.results import write_atomically
+from .files import write_atomically
+from .pages import render
 from .plots import bars_png, histogram_png
 from .standing import Standing, late_text
 
 STEP = re.compile(r"^((?:In (?:eval|train) mode only: )?Step \d+ of \d+ \([^)]*\))")
 TOP = 12
-
-
-def _e(value) -> str:
-    return html.escape(str(value), quote=True)
 
 
 def anonymised(message: str, names: list[str]) -> str:
@@ -44,19 +40,6 @@ def family(message: str) -> str:
     return re.sub(r"-?\d+(\.\d+)?(e-?\d+)?", "#", message).strip()
 
 
-def _figure(png: bytes, alt: str, element_id: str) -> str:
-    return (f'<img id="{element_id}" src="data:image/png;base64,{base64.b64encode(png).decode()}" '
-            f'alt="{_e(alt)}">')
-
-
-def _table(element_id: str, header: list[str], rows: list[list]) -> str:
-    if not rows:
-        return '<p class="muted">None.</p>'
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{_e(cell)}</td>" for cell in row) + "</tr>" for row in rows)
-    return f'<table id="{element_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-
-
 def _names(student: str, result: SubmissionResult) -> list[str]:
     """What names this student: their ids, and a submission file called after them."""
     ids = [student, result.student or ""]
@@ -64,7 +47,8 @@ def _names(student: str, result: SubmissionResult) -> list[str]:
     return ids + named
 
 
-def distribution(rows) -> str:
+def distribution(rows) -> tuple[str, bytes]:
+    """The class's scores in a sentence, and their histogram."""
     scores = [standing.score for _, _, standing in rows]
     maximum = max((standing.max_score for _, _, standing in rows), default=0)
     awaiting = sum(1 for _, _, standing in rows if standing.awaiting)
@@ -74,12 +58,12 @@ def distribution(rows) -> str:
     if awaiting:
         text += (f" {awaiting} of them {'have' if awaiting != 1 else 'has'} written answers awaiting grading (not in "
                  "these scores yet).")
-    png = histogram_png(scores, maximum, "Score distribution", f"score (of {points_text(maximum)})")
-    return f'<p id="summary">{_e(text)}</p>' + _figure(png, "Score distribution", "score-histogram")
+    return text, histogram_png(scores, maximum, "Score distribution", f"score (of {points_text(maximum)})")
 
 
-def pass_rates(rows) -> str:
-    """Who passed each check is the grader's finding; the mean points are the standing's (an override counts)."""
+def pass_rates(rows) -> tuple[bytes, list[list]]:
+    """Each check's pass rate, as bars and as rows. Who passed each check is the grader's finding; the mean points
+    are the standing's (an override counts)."""
     passed, points, maximum, titles = Counter(), defaultdict(float), defaultdict(float), {}
     for _, result, standing in rows:
         for check in result.checks:
@@ -95,11 +79,12 @@ def pass_rates(rows) -> str:
              for n, rate in zip(names, rates)]
     png = bars_png([titles[n] for n in names], rates, "Students who passed every part of each check", "% of students",
                    limit=110)
-    return _figure(png, "Pass rate of each check", "pass-rates") + _table(
-        "checks", ["Check", "Passed", "Pass rate", "Mean points"], table)
+    return png, table
 
 
-def divergences(rows) -> str:
+def divergences(rows) -> tuple[bytes | None, list[list]]:
+    """The most common first divergent steps, as bars and as rows with one anonymised message each (none: no
+    block diverged)."""
     counts, example = Counter(), {}
     for student, result, _ in rows:
         match = STEP.match(result.first_divergence or "")
@@ -108,14 +93,13 @@ def divergences(rows) -> str:
             example.setdefault(match.group(1), anonymised(result.first_divergence, _names(student, result)))
     common = counts.most_common(TOP)
     if not common:
-        return '<p class="muted">No block diverged from Pre-LN.</p>'
+        return None, []
     png = bars_png([step for step, _ in common], [n for _, n in common], "First divergent steps", "students",
                    color="#bc4c00")
-    return _figure(png, "Most common first divergent steps", "divergence-steps") + _table(
-        "divergences", ["First divergent step", "Students", "One message"], [[s, n, example[s]] for s, n in common])
+    return png, [[s, n, example[s]] for s, n in common]
 
 
-def mistakes(rows) -> str:
+def mistakes(rows) -> list[list]:
     """Failed parts grouped by what their message says, numbers aside: one family may touch several checks (a
     forward that raises fails them all, with one message)."""
     students, example, where = defaultdict(set), {}, defaultdict(set)
@@ -129,32 +113,19 @@ def mistakes(rows) -> str:
                 example.setdefault(key, anonymised(part.message, _names(student, result)))
                 where[key].add(f"{check.title}: {part.name}")
     common = sorted(students, key=lambda k: (-len(students[k]), k))[:TOP]
-    return _table("mistakes", ["Students", "One message", "Parts it fails"],
-                  [[len(students[k]), example[k], "; ".join(sorted(where[k]))] for k in common])
+    return [[len(students[k]), example[k], "; ".join(sorted(where[k]))] for k in common]
 
 
-def late(rows) -> str:
-    found = [[student, late_text(standing.seconds_late), points_text(standing.late_penalty), standing.text]
-             for student, _, standing in rows if standing.seconds_late > 0]
-    return _table("late", ["Student", "Late by", "Penalty", "Score"], found)
+def late(rows) -> list[list]:
+    return [[student, late_text(standing.seconds_late), points_text(standing.late_penalty), standing.text]
+            for student, _, standing in rows if standing.seconds_late > 0]
 
 
-def grader_errors(rows) -> str:
-    found = [[student, error] for student, result, _ in rows for error in result.grader_errors]
-    return _table("grader-errors", ["Student", "Grader error (the grader's failure, not the student's)"], found)
+def grader_errors(rows) -> list[list]:
+    return [[student, error] for student, result, _ in rows for error in result.grader_errors]
 
 
-STYLE = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1f2328;background:#f6f8fa;margin:0}
-main{max-width:1000px;margin:0 auto;padding:24px 32px;background:#fff;min-height:100vh}
-h1{font-size:1.6em;margin:0 0 8px}h2{font-size:1.2em;margin:28px 0 8px}
-table{border-collapse:collapse;width:100%;font-size:.92em}th,td{text-align:left;vertical-align:top;padding:6px 8px;
-border-bottom:1px solid #d0d7de}th{background:#f6f8fa}img{max-width:100%;height:auto;margin:8px 0}
-.muted{color:#57606a}.warning{border-left:6px solid #b3261e;background:#ffebe9;padding:10px 14px;font-weight:600}
-"""
-
-
-def warnings(rows) -> list[str]:
+def warnings(rows) -> list[tuple[str, str]]:
     """What the instructor must know before reading any number: grades out of date, grading without isolation."""
     found = []
     stale = [(student, standing.stale) for student, _, standing in rows if standing.stale]
@@ -166,22 +137,20 @@ def warnings(rows) -> list[str]:
         found.append(("unisolated", f"{len(unsafe)} of {len(rows)} submissions were graded WITHOUT isolation (c.KitSandbox."
                      "when_unisolated = \"unsafe\", or --unsafe): they could read the solution and other students' "
                      "files."))
-    return [f'<p class="warning" id="{name}">{_e(text)}</p>' for name, text in found]
+    return found
 
 
 def class_report_html(rows: list[tuple[str, SubmissionResult, Standing]], title: str = "Class report") -> str:
-    sections = [f"<h1>{_e(title)}</h1>", *warnings(rows)]
-    if not rows:
-        sections.append('<p class="muted">No graded submissions.</p>')
-    else:
-        sections += ["<h2>Score distribution</h2>", distribution(rows), "<h2>Pass rate of each check</h2>",
-                     pass_rates(rows), "<h2>Most common first divergent steps</h2>", divergences(rows),
-                     "<h2>Mistake families</h2><p class=\"muted\">The same finding, numbers aside, with the students "
-                     "it concerns.</p>", mistakes(rows), "<h2>Late submissions</h2>", late(rows),
-                     "<h2>Grader errors</h2>", grader_errors(rows)]
-    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>{_e(title)}</title><style>{STYLE}</style></head><body><main>"
-            + "\n".join(sections) + "</main></body></html>\n")
+    """The page (`templates/report.html.j2`): the warnings, then each section's figures and rows."""
+    sections = {}
+    if rows:
+        summary, histogram = distribution(rows)
+        pass_rates_png, checks = pass_rates(rows)
+        divergence_steps, divergence_rows = divergences(rows)
+        sections = dict(summary=summary, histogram=histogram, pass_rates=pass_rates_png, checks=checks,
+                        divergence_steps=divergence_steps, divergences=divergence_rows, mistakes=mistakes(rows),
+                        late=late(rows), grader_errors=grader_errors(rows))
+    return render("report.html.j2", title=title, warnings=warnings(rows), class_size=len(rows), **sections)
 
 
 def write_class_report(path: str | Path, rows, title: str = "Class report") -> Path:

@@ -2,6 +2,7 @@
 blank template, spread over students with late submissions and grader errors) gives a page whose every count is
 the class's, whose example messages name no student, and whose figures a browser paints."""
 import base64
+import html
 import random
 import re
 import shutil
@@ -15,11 +16,13 @@ from matplotlib.image import imread
 
 from autograder.course import kit
 from autograder.course.notebook import cells_from_python, read_cells
+from autograder.engine.results import CheckResult, SubmissionResult, SubTest
 from autograder.frontends.report import anonymised, class_report_html, family
 from autograder.frontends.standing import standing_of
 from autograder.grading.inprocess import grade_cells_in_process
 from catalog.build import submission
 from catalog.wrong_forwards import WRONG
+from markup import HOSTILE, Parsed
 
 CLASS_SIZE = 200
 
@@ -95,6 +98,29 @@ def test_example_messages_name_no_student(generated_class):
 def test_mistake_families_group_a_finding_whatever_its_numbers():
     assert family("scaled by 1.0001 (largest difference 8.22)") == family("scaled by 0.5 (largest difference 3)")
     assert family("the first shortcut is missing") != family("the second shortcut is missing")
+
+
+def test_hostile_text_in_the_report_is_text_never_markup():
+    """The title, student ids (in the late and grader-error tables and the stale warning), the example messages
+    and the part names: escaped as `html.escape` spells it, read back as the very text, no element or attribute
+    added (the page's markup is that of the same report with harmless text)."""
+    def page(text):
+        checks = (CheckResult("forward_order", "Operation order (Pre-LN)", (SubTest(text, 0, 4, False, text),), text),)
+        rows = []
+        for number in range(3):
+            result = SubmissionResult(f"s{number}.py", checks, 1, "cpu", "", 0.1, f"Step 2 of 10 (norm1): {text}",
+                                      grader_errors=(text,), student=f"s{number}")
+            standing = replace(standing_of(result), seconds_late=60, late_penalty=1, stale=text if number else "")
+            rows.append((f"{text}{number}", result, standing))
+        return class_report_html(rows, title=text)
+
+    hostile, harmless = page(HOSTILE), page("harmless words")
+    assert Parsed(hostile).markup == Parsed(harmless).markup
+    assert "<script" not in hostile.lower() and "<img src=x" not in hostile
+    # the title (twice), the stale warning (an id and its reason), the divergence's message, the mistake's message
+    # and its part, each of the 3 ids in the late table and beside its grader error, each grader error
+    assert Parsed(hostile).text.count(HOSTILE) == hostile.count(html.escape(HOSTILE)) == 16
+    assert HOSTILE not in Parsed(hostile).values
 
 
 def test_an_empty_class_still_gets_a_page():

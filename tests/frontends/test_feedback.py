@@ -2,6 +2,7 @@
 import base64
 import html
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -13,6 +14,7 @@ from autograder.frontends.plots import profile_figure_png
 from autograder.frontends.standing import CellGrade, Standing, standing_of
 from catalog.build import submission
 from catalog.wrong_forwards import WRONG
+from markup import HOSTILE, Parsed
 
 pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
 
@@ -168,6 +170,29 @@ def test_student_controlled_text_is_escaped_everywhere():
     assert html.escape(SCRIPT) in page
     assert page.count(html.escape(SCRIPT)) >= 4     # message, divergence, note, name
     _assert_standalone(page)
+
+
+def test_hostile_student_text_is_text_never_markup():
+    """Whatever a student controls (the file name, messages and part names quoting their code, the first
+    divergence, notes, a written answer, comments quoting them, a cell's id in an attribute) is escaped as
+    `html.escape` spells it, reads back as the very text it was, and adds no element or attribute: the page's
+    markup is that of the same page with harmless text."""
+    def page(text):
+        result = _result(message=text, divergence=text, notes=[text], name=f"{text}.py")
+        failed = result.checks[1]
+        parts = (replace(failed.subtests[0], name=text), *failed.subtests[1:])
+        result = replace(result, checks=(result.checks[0], replace(failed, subtests=parts)))
+        checks = {"forward_shortcuts": CellGrade("check_forward_shortcuts", "Both", 1, 3, manual=True, comment=text)}
+        written = (CellGrade(text, "Written question 1", 2, 2, manual=True, answer=text, comment=text),)
+        return feedback_html(result, Standing(3, 5, checks, written, remarks=((text, text),)))
+
+    hostile, harmless = page(HOSTILE), page("harmless words")
+    assert Parsed(hostile).markup == Parsed(harmless).markup
+    assert "<script" not in hostile.lower() and "<img src=x" not in hostile
+    # as text: the name (title and heading), the part's name and its reason, the divergence, the note, the comment
+    # on the check, the answer and the comment on it, the remark's cell and text; as an attribute: the answer's id
+    assert Parsed(hostile).text.count(HOSTILE) == 11 and Parsed(hostile).values.count(HOSTILE) == 1
+    assert hostile.count(html.escape(HOSTILE)) == 12 and f'data-cell="{html.escape(HOSTILE)}"' in hostile
 
 
 def test_write_feedback_page(tmp_path):

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 
 from autograder.engine.results import CheckResult, SubmissionResult, SubTest
+from autograder.frontends.files import write_atomically
 from autograder.frontends.standing import AWAITING, Standing, standing_of
 
 
@@ -74,20 +73,6 @@ def results_json(result: SubmissionResult, standing: Standing | None = None) -> 
                        "max_score": standing.max_score, "profiles": result.profile, "facts": list(result.facts),
                        "standing": standing.to_dict()},
     }
-
-
-def write_atomically(path: str | Path, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(temporary, 0o644)      # mkstemp makes it private; results are meant to be read by others
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
 
 
 def _finite(value):

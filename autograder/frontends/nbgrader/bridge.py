@@ -2,9 +2,9 @@
 needs to grade like it (the course's configuration and its kit assignments).
 
 Both paths grade with the course's own source notebook (its provided code, reference solution and points: the
-rubric's parts share each check cell's points) and annotate the notebook the same way (`nbgrader_annotate`).
-`nbgrader_preflight` has checked the assignment, and chosen between refusing and grading unsafely where nothing
-isolates, before nbgrader calls the executor.
+rubric's parts share each check cell's points) and annotate the notebook the same way
+(`autograder.frontends.nbgrader.annotate`). `autograder.frontends.nbgrader.preflight` has checked the assignment,
+and chosen between refusing and grading unsafely where nothing isolates, before nbgrader calls the executor.
 """
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ class SandboxedExecute(Execute):
                 raise RuntimeError("this notebook holds the kit's hidden-check cells, but the course's source of its "
                                    "assignment is missing or cannot be read as the kit's: not grading it")
             return super().preprocess(nb, resources, *args, **kwargs)
-        assignment = verified(source)      # nbgrader_preflight refused already, with one line, were it not so
+        assignment = verified(source)      # preflight.KitPreflight refused already, with one line, were it not so
         command_line = _run_by_command_line(self)
         seed = self.seed or int(os.environ.get("AUTOGRADER_SEED", 0)) or (_run_seed() if command_line else new_seed())
         student = resources.get("nbgrader", {}).get("student")

@@ -4,7 +4,8 @@ how the kit refuses. (The feedback page, the export and the checks before autogr
 Each one acts only on the kit's own assignments, recognised by their source notebook in the course being
 processed (`kit.is_kit_source`), whatever the assignment is called; on every other assignment of the course it
 behaves exactly as the stock nbgrader class it extends. Nothing here imports torch, so nbgrader commands that do
-not grade stay fast; the sandboxed executor lives in `nbgrader_bridge` and is named by string in the config.
+not grade stay fast; the sandboxed executor lives in `autograder.frontends.nbgrader.bridge` and is named by string
+in the config.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from autograder.engine.rubric import RUBRIC
 
 KIT_KEY = "layernorm_kit"     # metadata the kit writes: {"edited": true} on a locked cell put back; {"check": name,
                               # "title": ..., "remark": ...} on a graded hidden-check cell; {"result": ..., "source":
-                              # digest} on the notebook (nbgrader_annotate)
+                              # digest} on the notebook (autograder.frontends.nbgrader.annotate)
 SCORE_OUTPUT = "score"        # marks the output that hands a check's points to nbgrader's SaveAutoGrades
 
 

@@ -2,11 +2,12 @@
 would write them, then the feedback pages drawn by nbgrader's own feedback exporter, so that the gradebook,
 `nbgrader export`, formgrader, every feedback page and grade-class's own grades.csv say the same numbers.
 
-Per student (`CourseRecorder.__call__`): the autograded notebook (annotated like nbgrader_annotate does for
-`nbgrader autograde`, every graded cell worth the course's points as nbgrader's OverwriteCells would make it,
-whatever points the submission was released with) and its scores in the gradebook, with nbgrader's late
-penalty. After the class (`CourseRecorder.finish`): nbgrader's GenerateFeedback for the assignment (every page
-drawn again, from the gradebook) and each student's standing read back from the gradebook.
+Per student (`CourseRecorder.__call__`): the autograded notebook (annotated as
+`autograder.frontends.nbgrader.annotate` does for `nbgrader autograde`, every graded cell worth the course's
+points as nbgrader's OverwriteCells would make it, whatever points the submission was released with) and its
+scores in the gradebook, with nbgrader's late penalty. After the class (`CourseRecorder.finish`): nbgrader's
+GenerateFeedback for the assignment (every page drawn again, from the gradebook) and each student's standing read
+back from the gradebook.
 """
 from __future__ import annotations
 
