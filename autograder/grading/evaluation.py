@@ -119,6 +119,7 @@ def _read_runs(student: dict, x, x_other, parts: dict, device: str, errors: list
             continue
         try:
             flows[mode] = analyse(x, student[mode], parts, train=mode == "train", device=device)
+            flows[mode].layers = student[mode].get("layers", [])     # the walk reads them (`own_layers`)
         except Exception as error:
             errors.append(grader_error_text(f"reading the {mode}-mode run", error))
             student[mode] = {"ok": False, "error": {"type": "GraderError", "where": None,

@@ -182,13 +182,13 @@ class Forward:
     name: str
     source: str                # a `forward` method, unindented
     changes: tuple = field(default_factory=tuple)
-    hidden: tuple = ()         # components run only through their own layers or inside vmap: no call of theirs is
-                               # recorded, so no value at their boundaries can be compared
+    hidden: tuple = ()         # components run inside vmap: no call of theirs is recorded (their tensors cannot
+                               # leave it), so no value at their boundaries can be compared
 
     @property
     def located(self) -> bool:
         """Does the first change sit where values at recorded component boundaries show it: not in, or next to, a
-        component the forward ran only through its own layers or inside vmap?"""
+        component the forward ran inside vmap?"""
         first = [c for c in self.changes if c.shows != "gradients"]
         if not first:
             return False
@@ -329,8 +329,7 @@ def draw(rng: random.Random, *, wrong: int, open_only: bool | None = None) -> Fo
     label = " + ".join(f"{c.what} at {c.slot}" for c in changes) or "Pre-LN"
     if kept:
         label += f" ({len(kept)} value-keeping rewrites)"
-    hidden = tuple(slot for slot, code in components.items() if "vmap" in code or f"self.{SLOTS[slot][1]}(" not in code
-                   and f"self.{SLOTS[slot][1]}." in code and "torch.nn.functional.layer_norm" not in code)
+    hidden = tuple(slot for slot, code in components.items() if "vmap" in code)
     return Forward(label, render(edges, components, sums), tuple(changes), hidden)
 
 

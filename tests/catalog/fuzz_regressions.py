@@ -42,7 +42,7 @@ REGRESSIONS = [
         n2 = self.norm2(h)
         f = self.ff.layers[2](self.ff.layers[1](self.ff.layers[0](n2)))
         return torch.nn.functional.pad(h[:, 1:], (0, 0, 0, 1)) + self.drop_shortcut(f)
-        """), (Change("h->y", "tokens shifted with zero padding", "both", (6,)),), hidden=("f",)),
+        """), (Change("h->y", "tokens shifted with zero padding", "both", (6,)),)),
     # two changes at the second sum (shortcut replaced, branch changed): step 10 was named from the branch alone
     Forward("second shortcut and branch both changed", _forward("""
         h = x + self.drop_shortcut(self.att(self.norm1(x)))
@@ -93,4 +93,28 @@ REGRESSIONS = [
         return h + self.drop_shortcut(self.ff(self.norm2(h)))
         """), (Change("n1->a", "gate by another feature", "both", (3,)),
                Change("x->h", "halved", "both", (5,), open=False))),
+    # the feed-forward network's first layer alone, its output folded: read as a pass over its layers whose output
+    # has another shape, it was said to have received "pieces of norm2(h) covering 768 of 768 values"
+    Forward("the feed-forward network's first layer, folded", _forward("""
+        h = x + self.drop_shortcut(self.att(self.norm1(x)))
+        n2 = self.norm2(h)
+        f = self.ff.layers[0](n2).view(*n2.shape[:-1], 4, -1).sum(-2)
+        return h + self.drop_shortcut(f)
+        """), (Change("f", "only the feed-forward network's first layer, folded", "both", (8,)),)),
+    # norm2 by hand and the feed-forward network on flipped tokens: the block's output less the feed-forward output
+    # (flipped) was not h, so the first sum was taken to be wrong, and a shortcut reaching the output as it is was
+    # read as an extra term (step 5)
+    Forward("norm2 by hand, feed-forward network on flipped tokens", _forward("""
+        h = x + self.drop_shortcut(self.att(self.norm1(x)))
+        n2 = (h - h.mean(-1, keepdim=True)) / torch.sqrt(h.var(-1, keepdim=True, unbiased=False) + 1e-5)
+        f = self.ff(n2.flip(1)).flip(1)
+        return h + self.drop_shortcut(f)
+        """), (Change("n2", "normalized without scale and shift", "both", (7,)),)),
+    # norm2 by hand and the second shortcut negated: the block input's move reached the output negated, read as a
+    # scaled first shortcut (step 5), though the second shortcut is the one scaled
+    Forward("norm2 by hand, second shortcut negated", _forward("""
+        h = x + self.drop_shortcut(self.att(self.norm1(x)))
+        n2 = self.norm2.scale * h / torch.sqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5) + self.norm2.shift
+        return -h + self.drop_shortcut(self.ff(n2))
+        """), (Change("n2", "RMS norm by hand", "both", (7,)), Change("h->y", "negated", "both", (10,), open=False))),
 ]

@@ -83,6 +83,7 @@ class Recorder:
     def __init__(self):
         self.calls: list = []       # (name, input or None, output or None)
         self.parts: list = []       # components whose own layers the forward called directly
+        self.layers: list = []      # those calls: (component, layer's place, input, output, calls before it)
         self.depth = 0
 
     def add(self, name, value, out):
@@ -94,6 +95,29 @@ class Recorder:
 
     def of(self, name: str) -> list:
         return [(i, o) for n, i, o in self.calls if n == name]
+
+    def layer(self, name, index, args, out):
+        """A layer of `name` called outside any component call: it ran, in part; kept to be read as passes."""
+        if self.depth == 0:
+            self.parts.append(name)
+            if args and isinstance(args[0], torch.Tensor) and isinstance(out, torch.Tensor):
+                self.layers.append((name, index, args[0].detach().clone(), out.detach().clone(), len(self.calls)))
+
+    def read_passes(self):
+        """Each pass over a component's own layers (consecutive, no component call between, until a layer comes
+        again) as a call of it: its first layer's input, its last layer's output; not where it was called whole."""
+        called, groups = {n for n, _, _ in self.calls}, []
+        for name, index, value, out, at in self.layers:
+            if name in called:
+                continue
+            last = groups[-1] if groups else None
+            if last is None or last["name"] != name or index in last["seen"] or last["at"] != at:
+                last = {"name": name, "seen": set(), "at": at, "input": value}
+                groups.append(last)
+            last["seen"].add(index)
+            last["output"] = out
+        for group in reversed(groups):
+            self.calls.insert(group["at"], (group["name"], group["input"], group["output"]))
 
 
 class Run:
@@ -134,10 +158,10 @@ class Run:
         handles = []
         for name in NAMES:
             module = getattr(self.block, name)
-            for inner in module.modules():     # a component's own layers called directly: it ran, in part
+            for index, inner in enumerate(module.modules()):     # a component's own layers called directly
                 if inner is not module and record is not None:
                     handles.append(inner.register_forward_hook(
-                        lambda m, a, o, name=name: record.parts.append(name) if record.depth == 0 else None))
+                        lambda m, a, o, name=name, index=index: record.layer(name, index, a, o)))
 
             def pre(module, args, name=name):
                 if record is not None:
@@ -165,6 +189,7 @@ class Run:
         record = Recorder()
         with torch.no_grad():
             y = self.call(mode, record=record)
+        record.read_passes()
         return record, y.detach().clone()
 
     # --- Pre-LN's values ------------------------------------------------------------------------------------
@@ -455,7 +480,7 @@ class Run:
             record = Recorder()
             with torch.no_grad():
                 y = self.call("eval", x=x, edit=edit, record=record)
-            needed = ("att", "ff") if fact["half"] == "ff" else ("att",)
+            needed = ("att", "ff") if fact["half"] == "ff" or fact["where"] is None else ("att",)
             if any(len(record.of(k)) != 1 or record.of(k)[0][1] is None or record.of(k)[0][1].shape != self.x.shape
                    or k in record.parts for k in needed):
                 return None

@@ -77,7 +77,7 @@ def moves(moved: dict | None, half: str, where, shape: tuple, tol: float) -> dic
         return None
     runs = {k: v for k, v in moved["runs"].items() if k != "ok"}
     values, shape = moved["values"], tuple(shape)
-    if not _held(runs, values, shape, tol, HELD if half == "ff" else ("att",)):
+    if not _held(runs, values, shape, tol, HELD if half == "ff" or where == "out" else ("att",)):
         return None
     read = {name: _consumer(run, where) for name, run in runs.items()}
     if any(value is None for value in read.values()):
@@ -89,7 +89,9 @@ def moves(moved: dict | None, half: str, where, shape: tuple, tol: float) -> dic
     branch_moved, shortcut_moved = read[branch_run] - base, read[shortcut_run] - base
     facts = {"branch": Moved("eval", half, "branch", name, call, whole and close(branch_moved, delta, tol)),
              "placed": _placed(branch_moved, delta, shape[-1], 10 * tol),
-             "shortcut rearranged": _placed(shortcut_moved, delta, shape[-1], 10 * tol)}
+             "shortcut rearranged": _placed(shortcut_moved, delta, shape[-1], 10 * tol),
+             "scaled in layout": _scaled(_in_block(shortcut_moved, branch_moved, delta, 10 * tol), delta, tol)}
+    facts["shortcut scaled"] = _scaled(shortcut_moved, delta, tol) if whole else facts["scaled in layout"]
     if half == "ff" and not _passes_h(runs, delta, shape[-1], 10 * tol):
         return {**facts, "shortcut": None, "across": None}   # h moves with attention's held output only where the
     facts["shortcut"] = Moved("eval", half, "shortcut", name, call,  # first half passes it on as it is
@@ -98,6 +100,29 @@ def moves(moved: dict | None, half: str, where, shape: tuple, tol: float) -> dic
     facts["across"] = Moved("eval", half, "across", name, call, close(read[shortcut_run], read[branch_run], tol)) \
         if responds else None
     return facts
+
+
+def _in_block(moved: np.ndarray, branch_moved: np.ndarray, delta: np.ndarray, near: float) -> np.ndarray | None:
+    """`moved`, read in a consumer whose input is not of the block's shape (h padded, say), put in block positions
+    where the branch's move shows that consumer's layout (the amount, whole tokens in their places, padding
+    between); None where it does not."""
+    where = locate_padded(branch_moved, delta, near)
+    if where is None or np.size(moved) != np.size(where):
+        return None
+    flat, block = where.reshape(-1), np.zeros(delta.size)
+    kept = flat >= 0
+    if np.unique(flat[kept]).size != delta.size:
+        return None
+    block[flat[kept]] = moved.reshape(-1)[kept]
+    return block
+
+
+def _scaled(moved: np.ndarray | None, delta: np.ndarray, tol: float) -> bool:
+    """Is `moved` the amount times a number other than 1 (0 included)?"""
+    if moved is None or moved.size != delta.size:
+        return False
+    c = float(moved @ delta / (delta @ delta)) if np.any(delta) else 1.0
+    return abs(c - 1.0) > 1e-3 and close(moved, c * delta, tol)
 
 
 def _placed(moved: np.ndarray, delta: np.ndarray, features: int, near: float) -> bool:
@@ -109,28 +134,37 @@ def _placed(moved: np.ndarray, delta: np.ndarray, features: int, near: float) ->
     return np.unique(kept).size == delta.size
 
 
-def step_of(facts: dict | None, half: str) -> tuple[int | None, list]:
+def step_of(facts: dict | None, half: str, at_out: bool = False) -> tuple[int | None, list]:
     """The step a wrong sum of `half` breaks, from the facts of `moves`, with the facts that show it: the shortcut
-    reaching the consumer as it is, the branch was changed on its way in or something added (5, 10); the branch
-    reaching it whole (rearranged only as the consumer's own input is) and the shortcut not even rearranged, the
-    shortcut was replaced (1, 6); only the sum reaching it, something was done to the sum (7, 10). (None, []):
-    the facts cannot tell."""
-    if facts is None:
+    reaching the consumer as it is, the branch was changed on its way in or something added (5, 10), and so where
+    the shortcut reaches it scaled (a scaled shortcut breaks the addition); the branch reaching it whole (rearranged
+    only as the consumer's own input is) and the shortcut not even rearranged or scaled, the shortcut was replaced
+    (1, 6); only the sum reaching it, something was done to the sum (7, 10). `at_out`: attention's half read in what
+    the block returned, through the second shortcut, where the sum may be right and the second shortcut changed:
+    only a branch that reaches it as it is shows the way from h to the output intact, and then a shortcut scaled
+    breaks the addition (5), one otherwise changed was replaced (1). (None, []): they cannot tell."""
+    if facts is None or facts["shortcut"] is None:
         return None, []
     rule, shortcut, branch, across = HALVES[half], facts["shortcut"], facts["branch"], facts["across"]
-    if shortcut is not None and shortcut.exactly:
+    if at_out:
+        if not branch.exactly or shortcut.exactly:
+            return None, []
+        return (rule["sum"] if facts["shortcut scaled"] else rule["replaced"]), [shortcut, branch]
+    if shortcut.exactly or facts["shortcut scaled"]:
         return rule["sum"], [shortcut]
-    if facts["placed"] and shortcut is not None and not facts["shortcut rearranged"]:
+    if facts["placed"] and not facts["shortcut rearranged"] and not facts["scaled in layout"]:
         return rule["replaced"], [shortcut] + ([branch] if branch.exactly else [])
     if across is not None and across.exactly and not branch.exactly:
         return (7 if half == "att" else rule["sum"]), [across, branch]
     return None, []
 
 
-def moved_step(moved: dict | None, mode: str, half: str, call, shape: tuple, tol: float) -> tuple[int | None, list]:
+def moved_step(moved: dict | None, mode: str, half: str, call, shape: tuple, tol: float,
+               at_out: bool = False) -> tuple[int | None, list]:
     """`step_of` for `half`'s sum read where the walk reads it: norm2's input (`call`) for attention's half, what the
-    block returned (`call` None) for the feed-forward half; eval mode only (the question runs in eval mode)."""
+    block returned (`call` None) for the feed-forward half, or for attention's half with `at_out` (norm2 unrecorded,
+    and what the block returned, less the feed-forward branch, not h); eval mode only (the question's mode)."""
     where = "out" if call is None else call
-    if mode != "eval" or (where == "out") != (half == "ff"):
+    if mode != "eval" or (where == "out") != (half == "ff" or at_out):
         return None, []
-    return step_of(moves(moved, half, where, shape, tol), half)
+    return step_of(moves(moved, half, where, shape, tol), half, at_out)

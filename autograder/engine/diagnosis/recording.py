@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from autograder.engine.facts import Received, Sum, Unknown
+from .own_layers import passes
 from .values import DROPS, VALUE, Seen, close, fewest, locate, locate_padded, whole_tokens
 
 
@@ -20,6 +21,8 @@ class Recording:
         self.shape, self.x = flow.x.shape, np.asarray(flow.x, dtype=np.float64).reshape(-1)
         self.y = np.asarray(flow.y, dtype=np.float64).reshape(-1)
         self.calls = [c for c in flow.calls if c.kind != "manual"]
+        self.calls = sorted(self.calls + passes(getattr(flow, "layers", None) or [], {c.name for c in self.calls}),
+                            key=lambda call: call.index)          # components run through their own layers
         counts: dict = {}
         for call in self.calls:
             counts[call.name] = counts.get(call.name, 0) + 1
@@ -55,10 +58,11 @@ class Recording:
             if where is not None and call.name not in DROPS and not whole_tokens(where, self.shape[-1]):
                 where = None          # the same numbers, but not the same token vectors
             positions.append(where)
-            if where is not None and call.output.shape == call.input.shape:
+            if where is not None:       # what it gave, where it gave a value of its input's shape (else unknown)
                 flat, kept = where.reshape(-1), where.reshape(-1) >= 0
                 covered[flat[kept]] = True
-                outputs[flat[kept]] = call.output.reshape(-1)[kept]
+                if call.output.shape == call.input.shape:
+                    outputs[flat[kept]] = call.output.reshape(-1)[kept]
         return Seen(calls, positions, bool(covered.all()), outputs if covered.all() else None, expected.size)
 
     def placed(self, call) -> np.ndarray | None:

@@ -19,7 +19,7 @@ class Sums(Dropouts):
         """norm2 did not receive h. What the feed-forward network received, and the second shortcut (what the block
         returned, less the feed-forward branch), tell whether h itself was wrong (steps 1-5) or only what followed
         it (6, 7)."""
-        second = self._second_shortcut()
+        second = second_shortcut(self)
         ffs = self.calls_of("ff")
         skipped = next((c for c in ffs if locate(c.input, h, self.near) is not None), None)
         if not norm2.calls and not ffs and not self.counts.get("norm2") and not self.counts.get("ff"):
@@ -33,7 +33,9 @@ class Sums(Dropouts):
         if not norm2.calls:      # step 7 where norm2 never ran; where it ran unrecorded (in vmap), 7 and 8 look alike
             facts = [x for x in [self._ran("norm2")] if x] + ([self.received(ffs[0], "n2")] if ffs else [])
             known = second is not None and close(second, h, self.tol) and not self.counts.get("norm2")
-            return Found(5, 7 if known else None, facts, "norm2(h)")
+            step, told = (7, []) if known else moved_step(self.moved, self.mode, "att", None, self.shape, self.tol,
+                                                           at_out=second is not None and not close(second, h, self.tol))
+            return Found(5, step, facts + told, "norm2(h)")
         partial = norm2.partial(self.mode, "norm2", "h")
         if partial is not None:
             return Found(5, 7, [partial], "h")
@@ -53,8 +55,9 @@ class Sums(Dropouts):
                          "h")
         if second is not None and close(second, h, self.tol):
             return Found(5, 7, facts + self.said(call, "h"), "h")
-        if v is None:
-            return Found(5, None, facts, "h")
+        if v is None:       # norm2 received another shape (h padded, say): how its input sees the sum's terms
+            step, told = moved_step(self.moved, self.mode, "att", call, self.shape, self.tol)
+            return Found(5, step, facts + told, "h")
         dropped = self.mode == "train" and (masked(v - d1, self.x, self.keep, self.tol) or
                                             masked(v - self.x, d1, self.keep, self.tol))
         if second is not None and not close(second, v, self.tol) and not dropped and \
@@ -158,21 +161,6 @@ class Sums(Dropouts):
             return None
         return Changes(self.mode, component, None if where == "out" else where.name, close(moved, delta, self.tol))
 
-    def _second_shortcut(self) -> np.ndarray | None:
-        """What the block returned less the feed-forward branch (its dropout's output in train mode, the feed-forward
-        output in eval mode), where the grader can place that branch; None where it cannot."""
-        ffs = self.calls_of("ff")
-        if len(ffs) != 1 or tuple(ffs[0].output.shape) != tuple(self.shape):
-            return None
-        branch = ffs[0].output.reshape(-1)
-        if self.mode == "train":
-            drop = next((c for c in self.calls_of(*DROPS) if tuple(c.input.shape) == tuple(self.shape)
-                         and locate(c.input, branch, self.near) is not None), None)
-            if drop is None:
-                return None
-            branch = drop.output.reshape(-1)
-        return self.y - branch
-
     def _feed_forward(self, ff: Seen, h: np.ndarray, n2: np.ndarray, norm2: Seen) -> Found:
         """The feed-forward network did not receive norm2(h): step 7 when h was not normalized by norm2 (left as it
         is, another normalization, norm2 again), else 8."""
@@ -224,3 +212,19 @@ def shortcut_where_dropped(total, branch, shortcut, value, tol: float) -> bool:
     dropped = (np.abs(branch) == 0) & (np.abs(value) > size)
     return bool(dropped.sum() >= 8 and (~dropped).any() and close(total[dropped], shortcut[dropped], tol)
                 and not close(total[~dropped], (shortcut + branch)[~dropped], tol))
+
+
+def second_shortcut(walk) -> np.ndarray | None:
+    """What the block returned less the feed-forward branch (its dropout's output in train mode, the feed-forward
+    output in eval mode), where the grader can place that branch; None where it cannot."""
+    ffs = walk.calls_of("ff")
+    if len(ffs) != 1 or tuple(ffs[0].output.shape) != tuple(walk.shape):
+        return None
+    branch = ffs[0].output.reshape(-1)
+    if walk.mode == "train":
+        drop = next((c for c in walk.calls_of(*DROPS) if tuple(c.input.shape) == tuple(walk.shape)
+                     and locate(c.input, branch, walk.near) is not None), None)
+        if drop is None:
+            return None
+        branch = drop.output.reshape(-1)
+    return walk.y - branch

@@ -94,7 +94,7 @@ def _recorded_run(p: Probing, train: bool, x=None, gradients: bool = True, chang
     calls = [{"name": c.name, "kind": c.kind, "input": c.input, "output": c.output, "training": c.training,
               "via": c.via, "where": c.where, "no_grad": c.no_grad} for c in recorder.calls]
     counts = dict(recorder.counts)
-    result = {"y": y.detach(), "calls": calls, "notes": list(p.notes), "counts": counts}
+    result = {"y": y.detach(), "calls": calls, "notes": list(p.notes), "counts": counts, "layers": recorder.layers}
     if not gradients:
         return {"y": result["y"], "calls": calls, "counts": counts}
     try:

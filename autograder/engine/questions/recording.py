@@ -29,6 +29,7 @@ _DROPOUTS = {"dropout", "dropout1d", "dropout2d", "dropout3d", "feature_dropout"
 MAX_CALLS = 96      # a forward run one sequence or one token at a time makes many calls
 RESPONSE_CALLS = 48     # in each of the `respond` question's runs
 MAX_EVENTS = 48
+MAX_LAYER_CALLS = 48    # a component's own layers, called by the forward itself
 
 
 def student_line() -> str | None:
@@ -82,6 +83,7 @@ class Recorder:
         self._inside = 0                      # > 0 while a component or the recorder itself is running
         self.unrecorded = 0                   # calls whose values could not be copied (see `_snapshot`)
         self.counts: dict[str, int] = {}      # every call of each component, recorded or not
+        self.layers: list[dict] = []          # a component's own layers called by the forward itself
 
     def _snapshot(self, value):
         """A plain copy of `value`'s numbers, or None where it has none to copy here: a tensor inside
@@ -133,22 +135,32 @@ class Recorder:
             return out
 
         module.forward = forward
-        for part in list(module.modules())[1:]:
-            self._count_inner(part, name)
+        for index, part in enumerate(list(module.modules())[1:], start=1):
+            self._count_inner(part, name, index)
 
-    def _count_inner(self, part, name: str) -> None:
+    def _count_inner(self, part, name: str, index: int) -> None:
         """A component's own layers called by the forward itself (`self.ff.layers[0](t)`): the component ran, in
-        part, though no call of it can be recorded; the count says so."""
+        part, though no call of it can be recorded; the count says so, and each such call is kept (`layers`: the
+        component, the layer's place among its modules, what it received and gave, and how many calls of the
+        components were recorded before it)."""
         inner = part.forward
 
         def forward(*args, **kwargs):
-            if not self._inside:
+            top = not self._inside
+            if top:
                 self.counts[name] = self.counts.get(name, 0) + 1
+            value = args[0] if args else next(iter(kwargs.values()), None)
+            before = self._snapshot(value) if top and isinstance(value, torch.Tensor) else None
             self._inside += 1
             try:
-                return inner(*args, **kwargs)
+                out = inner(*args, **kwargs)
             finally:
                 self._inside -= 1
+            after = self._snapshot(out) if before is not None and isinstance(out, torch.Tensor) else None
+            if after is not None and len(self.layers) < MAX_LAYER_CALLS:
+                self.layers.append({"name": name, "layer": index, "input": before, "output": after,
+                                    "at": len(self.calls)})
+            return out
 
         part.forward = forward
 

@@ -15,9 +15,10 @@ import numpy as np
 
 from autograder.engine.questions.plan import BATCH, BIG_BATCH, MOVED_RUNS, PROFILE_DEPTH, RESPONDING, Plan
 from autograder.engine.questions.probes import PROBES
-from autograder.engine.questions.recording import DEVICE_MOVES, MAX_CALLS, MAX_EVENTS, RESPONSE_CALLS
+from autograder.engine.questions.recording import DEVICE_MOVES, MAX_CALLS, MAX_EVENTS, MAX_LAYER_CALLS, RESPONSE_CALLS
 
 CALL_NAMES = {"norm1", "norm2", "att", "ff", "drop_shortcut", "dropout", "layer_norm"}
+LAYERED = {"norm1", "norm2", "att", "ff", "drop_shortcut"}      # components with layers of their own
 EVENT_OPS = {"detach", ".data", "inplace", "factory", *DEVICE_MOVES}
 _DTYPES = {"float32": np.float32, "float64": np.float64}
 _TEXT = 500
@@ -134,6 +135,27 @@ def _calls(value, expect: Expect, most: int = MAX_CALLS) -> list[dict]:
     return calls
 
 
+def _layers(value, expect: Expect) -> list[dict]:
+    """A component's own layers called by the forward itself: the component, the layer's place among its modules,
+    what it received and gave, and how many component calls were recorded before it."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > MAX_LAYER_CALLS:
+        raise Malformed(f"layers is not a list of at most {MAX_LAYER_CALLS} calls")
+    calls, limit = [], 16 * expect.numel
+    for i, raw in enumerate(value):
+        where = f"layers[{i}]"
+        call = _dict(raw, where, {"name", "layer", "input", "output", "at"})
+        name, layer, at = (_field(call, key, where) for key in ("name", "layer", "at"))
+        if name not in LAYERED or type(layer) is not int or not 0 < layer < 64 or type(at) is not int or \
+                not 0 <= at <= MAX_CALLS:
+            raise Malformed(f"{where} names no layer of the block's components")
+        calls.append({"name": name, "layer": layer, "at": at,
+                      "input": tensor(_field(call, "input", where), f"{where}.input", max_numel=limit),
+                      "output": tensor(_field(call, "output", where), f"{where}.output", max_numel=limit)})
+    return calls
+
+
 def _events(value, expect: Expect) -> list[dict]:
     if not isinstance(value, list) or len(value) > MAX_EVENTS:
         raise Malformed(f"events is not a list of at most {MAX_EVENTS} events")
@@ -154,11 +176,13 @@ def _events(value, expect: Expect) -> list[dict]:
 
 
 def _recorded_run(answer: dict, expect: Expect) -> dict:
-    _dict(answer, "answer", {"ok", "y", "calls", "notes", "x_grad", "param_grads", "grad_error", "events", "counts"})
+    _dict(answer, "answer", {"ok", "y", "calls", "notes", "x_grad", "param_grads", "grad_error", "events", "counts",
+                             "layers"})
     out = {"y": tensor(_field(answer, "y", "answer"), "y", expect.x),
            "counts": _counts(answer.get("counts"), "counts"),
            "calls": _calls(_field(answer, "calls", "answer"), expect),
            "events": _events(_field(answer, "events", "answer"), expect),
+           "layers": _layers(answer.get("layers"), expect),
            "notes": [_text(n, "notes[]", False) for n in _short_list(answer.get("notes", []), "notes", 5)]}
     if answer.get("grad_error") is not None:
         out["grad_error"] = error_info(answer["grad_error"], "grad_error")
