@@ -182,3 +182,18 @@ def test_one_pass_over_a_component_s_layers_is_one_call_of_it():
         [("ff", 0.0, 3.0), ("ff", 3.0, 1.0), ("att", 0.0, 2.0)]
     assert [p.index for p in found] == sorted(p.index for p in found) and 0 < found[0].index < 1 < found[2].index < 2
     assert all(p.kind == "layers" for p in found) and passes([], set()) == []
+
+
+@pytest.mark.parametrize("s_op, b_op, second, half, intact", [
+    ("identity", "tanh", "identity", "att", True),      # the first shortcut reaches norm2 as it is
+    ("tanh", "identity", "identity", "att", False),
+    ("identity", "identity", "identity", "ff", True),    # x and attention's output both reach the output: h
+    ("identity", "tanh", "identity", "ff", False),       # attention's output changed on its way into h
+    ("identity", "identity", "tanh", "ff", False),       # the second shortcut changed
+    ("tanh", "identity", "identity", "ff", False),       # ... or x on its way into h
+])
+def test_a_shortcut_is_intact_where_both_its_sources_reach_the_consumer_as_they_are(s_op, b_op, second, half, intact):
+    from autograder.engine.diagnosis.moves import shortcut_intact
+    moved, where = runs_for(s_op, b_op, "identity", "att", 0, second=second)
+    norm2 = where if half == "att" else None
+    assert shortcut_intact(moved, half, norm2, SHAPE, TOL) is intact

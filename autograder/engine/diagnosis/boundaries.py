@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from autograder.engine.facts import Gave, Ran, Received, Shortcut, Sum, Unknown
+from .moves import shortcut_intact
 from .sums import Sums
 from .values import DROPS, NORMS, VALUE, Found, Seen, close, express, locate
 
@@ -48,6 +49,9 @@ class Walk(Sums):
         half = "att" if first else "ff"
         branches = self.calls_of(half)
         sums = self.calls_of("norm2") if first else []
+        if self.mode == "eval" and shortcut_intact(self.moved, half, sums[0] if len(sums) == 1 else None, self.shape,
+                                                   self.tol):
+            return found          # the half's shortcut reaches its sum's consumer as it is (the `moved` question)
         if len(branches) != 1 or tuple(branches[0].output.shape) != tuple(self.shape) or self.mode != "eval" or \
                 (first and (len(sums) != 1 or self.placed(sums[0]) is None)):
             return found

@@ -168,3 +168,14 @@ def moved_step(moved: dict | None, mode: str, half: str, call, shape: tuple, tol
     if mode != "eval" or (where == "out") != (half == "ff" or at_out):
         return None, []
     return step_of(moves(moved, half, where, shape, tol), half, at_out)
+
+
+def shortcut_intact(moved: dict | None, half: str, norm2, shape: tuple, tol: float) -> bool:
+    """Does `half`'s shortcut reach its sum's consumer as it is: the block input reaching norm2's input (`norm2`, a
+    call) for attention's half; for the feed-forward half, the block input and attention's output both reaching what
+    the block returned (its second shortcut is then x plus attention's branch, h)?"""
+    if half == "att":
+        facts = None if norm2 is None else moves(moved, "att", norm2, shape, tol)
+        return bool(facts and facts["shortcut"] is not None and facts["shortcut"].exactly)
+    facts = moves(moved, "att", "out", shape, tol)
+    return bool(facts and facts["shortcut"] is not None and facts["shortcut"].exactly and facts["branch"].exactly)
