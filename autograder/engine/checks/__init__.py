@@ -147,7 +147,8 @@ class Evidence:
         """The branches' weights from values alone (None: the answers needed are missing): how much the eval output
         moves when the grader changes a branch's output (the `respond` question), as a fraction of how much a
         Pre-LN block's moves under the same change; 0 for a branch whose input does not change with x (its recorded
-        inputs on another input, the `eval_other` question, are the same), or that never ran."""
+        inputs on another input, the `eval_other` question, are the same), or that never ran; None for one that ran
+        with no call of it recorded."""
         mine, theirs, run, other = (self.obs("respond"), self.reference.get("respond") or {}, self.obs("eval"),
                                     self.obs("eval_other"))
         if not (mine["ok"] and theirs.get("ok") and run["ok"]):
@@ -157,6 +158,9 @@ class Evidence:
             moved = float(np.linalg.norm(mine[side]["y"] - run["y"]))
             base = float(np.linalg.norm(theirs[side]["y"] - self.reference["eval"]["y"]))
             inputs = [c["input"] for c in run["calls"] if c["name"] == side]
+            if not inputs and self.flows.get("eval") is not None and times_ran(self.flows["eval"], side):
+                weights[side] = None     # it ran, through its own layers or unrecorded: the grader's change of its
+                continue                 # output touched nothing, and says nothing of its work
             elsewhere = [c["input"] for c in other["calls"] if c["name"] == side] if other["ok"] else None
             fixed = elsewhere is not None and len(elsewhere) == len(inputs) and all(
                 a.shape == b.shape and np.allclose(a, b) for a, b in zip(inputs, elsewhere))
@@ -171,6 +175,9 @@ class Evidence:
         if isinstance(weights, str):
             return weights
         weight = weights[side]
+        if weight is None:
+            return (f"{NAMES[side]} ran where the grader cannot change its output (through its own layers, or inside "
+                    "vmap), so the grader cannot measure the work it does")
         if weight >= REAL_WEIGHT:
             return None
         if weight < 1e-6:
