@@ -132,6 +132,12 @@ class Halves:
                                f"{tuple(branch.pieces[0].shape)}, and together they give other values than "
                                f"{s['what']} on the whole block's sequences")
         calls = "in one call" if len(branch.calls) == 1 else f"in {len(branch.calls)} calls"
+        made = sum(1 for call in self.flow.calls if call.name == side and call.kind != "manual")
+        if not branch.covers.any() or made > len(branch.calls):   # not all it received is placed: say what is
+            held = "its recorded call" if made == 1 else f"its {made} recorded calls"
+            return Finding(s["steps"][1], f"of what {s['what']} received in {held}, the grader "
+                                          f"can place {int(branch.covers.sum())} of the block's "
+                                          f"{branch.covers.size} values")
         return Finding(s["steps"][1], f"{s['what']} ran on only {int(branch.covers.sum())} of the block's "
                                       f"{branch.covers.size} values ({calls}): it ran on only some of the tokens")
 
