@@ -178,7 +178,7 @@ def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list) 
         responses = student["respond"] if student["respond"]["ok"] else None
         moved = {"runs": student["moved"], "values": {k: v.numpy().astype(np.float64).reshape(-1) for k, v in
                                                       moved_values(moved_seed(plan), probing.x()).items()}} \
-            if student["moved"]["ok"] else None
+            if student["moved"]["ok"] and not matching else None     # read only by the diagnosis
         divergence = None if matching else first_divergence(flows, parts, plan.drop_p, responses, moved)
     except Exception as error:   # an explanation is a bonus: its failure costs no points, but is reported
         errors.append(grader_error_text("finding the first divergent step", error))

@@ -65,8 +65,8 @@ def _passes_h(runs: dict, delta: np.ndarray, features: int, near: float) -> bool
     if not before or len(before) != len(after) or \
             any(np.shape(a["input"]) != np.shape(b["input"]) for a, b in zip(after, before)):
         return False
-    return _placed(np.concatenate([_flat(a["input"]) - _flat(b["input"]) for a, b in zip(after, before)]), delta,
-                   features, near)
+    moved = np.concatenate([_flat(a["input"]) - _flat(b["input"]) for a, b in zip(after, before)])
+    return _placed(_positions(moved, delta, near), features)
 
 
 def moves(moved: dict | None, half: str, where, shape: tuple, tol: float) -> dict | None:
@@ -87,10 +87,11 @@ def moves(moved: dict | None, half: str, where, shape: tuple, tol: float) -> dic
     name, call = (None, None) if where == "out" else (where.name, where.number)
     whole = base.size == delta.size
     branch_moved, shortcut_moved = read[branch_run] - base, read[shortcut_run] - base
+    layout = _positions(branch_moved, delta, 10 * tol)
     facts = {"branch": Moved("eval", half, "branch", name, call, whole and close(branch_moved, delta, tol)),
-             "placed": _placed(branch_moved, delta, shape[-1], 10 * tol),
-             "shortcut rearranged": _placed(shortcut_moved, delta, shape[-1], 10 * tol),
-             "scaled in layout": _scaled(_in_block(shortcut_moved, branch_moved, delta, 10 * tol), delta, tol)}
+             "placed": _placed(layout, shape[-1]),
+             "shortcut rearranged": _placed(_positions(shortcut_moved, delta, 10 * tol), shape[-1]),
+             "scaled in layout": _scaled(_in_block(shortcut_moved, layout, delta), delta, tol)}
     facts["shortcut scaled"] = _scaled(shortcut_moved, delta, tol) if whole else facts["scaled in layout"]
     if half == "ff" and not _passes_h(runs, delta, shape[-1], 10 * tol):
         return {**facts, "shortcut": None, "across": None}   # h moves with attention's held output only where the
@@ -102,18 +103,23 @@ def moves(moved: dict | None, half: str, where, shape: tuple, tol: float) -> dic
     return facts
 
 
-def _in_block(moved: np.ndarray, branch_moved: np.ndarray, delta: np.ndarray, near: float) -> np.ndarray | None:
-    """`moved`, read in a consumer whose input is not of the block's shape (h padded, say), put in block positions
-    where the branch's move shows that consumer's layout (the amount, whole tokens in their places, padding
-    between); None where it does not."""
-    where = locate_padded(branch_moved, delta, near)
-    if where is None or np.size(moved) != np.size(where):
+def _positions(moved: np.ndarray, delta: np.ndarray, near: float) -> np.ndarray | None:
+    """Where each element of `moved` sits in the amount (flat, -1 for padding), where `moved` is all of the amount,
+    rearranged and padded; None where it is not."""
+    where = locate_padded(moved, delta, near)
+    if where is None:
         return None
-    flat, block = where.reshape(-1), np.zeros(delta.size)
-    kept = flat >= 0
-    if np.unique(flat[kept]).size != delta.size:
+    flat = where.reshape(-1)
+    return flat if np.unique(flat[flat >= 0]).size == delta.size else None
+
+
+def _in_block(moved: np.ndarray, where: np.ndarray | None, delta: np.ndarray) -> np.ndarray | None:
+    """`moved`, read in a consumer whose layout the branch's move shows (`where`, from `_positions`: h padded,
+    say), put back in block positions; None where the branch's move shows none."""
+    if where is None or np.size(moved) != where.size:
         return None
-    block[flat[kept]] = moved.reshape(-1)[kept]
+    block, kept = np.zeros(delta.size), where >= 0
+    block[where[kept]] = moved.reshape(-1)[kept]
     return block
 
 
@@ -125,13 +131,9 @@ def _scaled(moved: np.ndarray | None, delta: np.ndarray, tol: float) -> bool:
     return abs(c - 1.0) > 1e-3 and close(moved, c * delta, tol)
 
 
-def _placed(moved: np.ndarray, delta: np.ndarray, features: int, near: float) -> bool:
-    """Is `moved` the amount, rearranged in whole token vectors (padded, reordered), all of it?"""
-    where = locate_padded(moved, delta, near)
-    if where is None or not whole_tokens(where, features):
-        return False
-    kept = where.reshape(-1)[where.reshape(-1) >= 0]
-    return np.unique(kept).size == delta.size
+def _placed(where: np.ndarray | None, features: int) -> bool:
+    """Is a move whose `_positions` are `where` the amount, rearranged in whole token vectors (padded, reordered)?"""
+    return where is not None and whole_tokens(where, features)
 
 
 def step_of(facts: dict | None, half: str, at_out: bool = False) -> tuple[int | None, list]:
