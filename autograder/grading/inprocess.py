@@ -22,8 +22,10 @@ from .reference import reference_namespace
 
 
 def grade_namespace(namespace: dict, seed: int, *, name: str = "notebook", device: str = "cpu",
-                    assignment: kit.Assignment = kit.KIT) -> SubmissionResult:
-    """Grade definitions already made in `namespace` (a kernel's globals, say) with the kit's checks."""
+                    assignment: kit.Assignment = kit.KIT, sources: list[str] = ()) -> SubmissionResult:
+    """Grade definitions already made in `namespace` (a kernel's globals, say) with the kit's checks; `sources`,
+    the code that made them, where it is known (the remarks read from the code itself, as the sandbox's grading
+    makes them)."""
     started = time.monotonic()
     plan = Plan.draw(seed, device)
     public, errors = load_cells(assignment.public_code())
@@ -31,7 +33,7 @@ def grade_namespace(namespace: dict, seed: int, *, name: str = "notebook", devic
         raise RuntimeError(f"the kit's own code failed to load: {errors[0]}")
     probing = Probing(namespace, public, plan)
     raw = {"observations": {probe: encode_observation(run_probe(probe, probing)) for probe in ALL_PROBES}}
-    found = evaluate(raw, plan, assignment)
+    found = evaluate(raw, plan, assignment, sources)
     return SubmissionResult(name, found.checks, seed, device, "none: graded in the grader's own process",
                             round(time.monotonic() - started, 3), found.first_divergence, found.notes, found.profiles,
                             facts=found.facts)
@@ -41,9 +43,11 @@ def grade_cells_in_process(cells, seed: int, *, name: str = "notebook", device: 
                            assignment: kit.Assignment = kit.KIT) -> SubmissionResult:
     """Load a submission's cells here (no sandbox) and grade them: the plain-process baseline."""
     cells, _ = assignment.restore_locked_cells(cells)
-    namespace, _ = load_cells(student_code(cells))
+    code = student_code(cells)
+    namespace, _ = load_cells(code)
     reference_namespace(assignment)
-    return grade_namespace(namespace, seed, name=name, device=device, assignment=assignment)
+    return grade_namespace(namespace, seed, name=name, device=device, assignment=assignment,
+                           sources=[source for _, source in code])
 
 
 _kernel_results: dict = {}

@@ -1,5 +1,4 @@
-"""The generated corpus (catalog/generate.py) and the hand-written families (catalog/families.py) through the
-real sandbox.
+"""The generated corpus (catalog/generate.py) and the hand-written families (catalog/families.py).
 
 * Every single-step mutant of Pre-LN loses points, names the step its edit breaks, and names as its cause
   that very edit, or one that gives the same programs in both modes: a cause is never a guess.
@@ -7,16 +6,21 @@ real sandbox.
 * The families follow their rule: right forwards full marks, do-nothing forwards no forward point, decoys on
   Post-LN exactly Post-LN's score, near misses and other wrong forwards their step and phrase.
 
-Plain mutants, equivalents and families run in every isolation layer this machine has (the layers of
-test_hostile.py), one sandbox server per layer; the sample of mutants written in other styles runs in the first
-layer available only (the README says so).
+The engine's verdict is a function of the child's answers, not of the isolation layer that carried them: every
+case is graded once, in this process (`grading/inprocess.py`, one thread as the sandbox's child runs), and held
+to its rule there; a fixed sample of every family (`LAYER_SAMPLE`) is graded again through the real sandbox in
+every isolation layer this machine has (the layers of test_hostile.py), one server per layer, and must get the
+very same result, part by part and fact by fact. The layers themselves are tested by the sandbox's own tests.
 """
 import re
 
 import pytest
+import torch
 
+from autograder.course.notebook import read_cells
 from autograder.engine.diagnosis.edits import single_edits
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
+from autograder.grading.inprocess import grade_cells_in_process
 from autograder.grading.submission import grade_file
 from autograder.sandbox.parent.client import SandboxServer
 from catalog.build import submission
@@ -26,27 +30,28 @@ from catalog.hostile import POST_LN
 from layers import LAYERS, layer_available
 
 FORWARD_CHECKS = [name for name in RUBRIC if name != "compounding"]
-FIRST_LAYER = next((layer for layer in LAYERS if layer_available(layer) is None), None)
+PER_FAMILY = 10          # cases of each family graded again in every isolation layer
 
 
-def _server(layer: str):
-    why = layer_available(layer)
-    if why:
-        pytest.skip(f"layer '{layer}' not available: {why}")
-    return SandboxServer(**LAYERS[layer])
+def _spread(items: list, count: int = PER_FAMILY) -> list:
+    """`count` items spread evenly over `items`, always the same ones."""
+    step = max(1, len(items) // count)
+    return items[::step][:count]
+
+
+def _layer_sample() -> list[tuple[str, str]]:
+    """(name, forward) of the cases graded in every layer: ten of each family of the corpus, and Post-LN."""
+    cases = [(c.name, c.forward) for family in (mutants(), styled_mutants(), equivalents()) for c in _spread(list(family))]
+    cases += [(name, FAMILIES[name][0]) for name in _spread(sorted(FAMILIES))]
+    return cases + [("post_ln", POST_LN)]
 
 
 @pytest.fixture(scope="module", params=list(LAYERS))
 def layer_server(request):
-    with _server(request.param) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def first_layer_server():
-    if FIRST_LAYER is None:
-        pytest.skip("no isolation layer is available on this machine")
-    with _server(FIRST_LAYER) as server:
+    why = layer_available(request.param)
+    if why:
+        pytest.skip(f"layer '{request.param}' not available: {why}")
+    with SandboxServer(**LAYERS[request.param]) as server:
         yield server
 
 
@@ -59,14 +64,38 @@ def causes() -> dict:
     return found
 
 
-def _grade(server, source: str, seed: int, tmp_path):
-    path = tmp_path / "submission.py"
-    path.write_text(source)
-    result = grade_file(path, server, seed=seed)
+def _checked(result):
     assert not result.grader_errors, result.grader_errors
     for check in result.checks:          # every lost part says why, in words of its own
         assert all(part.message.strip() for part in check.subtests if not part.passed)
     return result
+
+
+@pytest.fixture(scope="module")
+def in_process(seed, tmp_path_factory):
+    """Grade a forward in this process, once per forward for the whole module."""
+    graded: dict = {}
+    folder = tmp_path_factory.mktemp("in_process")
+
+    def grade(forward: str):
+        if forward not in graded:
+            path = folder / f"submission_{len(graded)}.py"
+            path.write_text(submission(forward=forward))
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)             # as the sandbox's child grades
+            try:
+                graded[forward] = _checked(grade_cells_in_process(read_cells(path), seed))
+            finally:
+                torch.set_num_threads(threads)
+        return graded[forward]
+
+    return grade
+
+
+def _verdict(result) -> dict:
+    """Everything a result says of the forward (not how it was run: no file name, layer or time)."""
+    return {key: value for key, value in result.to_dict().items()
+            if key not in ("submission", "isolation", "execution_time")}
 
 
 def _names_step(result, step: int) -> bool:
@@ -83,31 +112,26 @@ def _assert_mutant(result, case, causes):
 
 
 @pytest.mark.parametrize("case", mutants(), ids=lambda c: c.name)
-def test_a_mutant_loses_points_and_names_its_own_edit(layer_server, case, causes, seed, tmp_path):
-    _assert_mutant(_grade(layer_server, submission(forward=case.forward), seed, tmp_path), case, causes)
+def test_a_mutant_loses_points_and_names_its_own_edit(in_process, case, causes):
+    _assert_mutant(in_process(case.forward), case, causes)
 
 
 @pytest.mark.parametrize("case", styled_mutants(), ids=lambda c: c.name)
-def test_a_mutant_written_in_another_style_is_read_the_same(first_layer_server, case, causes, seed, tmp_path):
-    _assert_mutant(_grade(first_layer_server, submission(forward=case.forward), seed, tmp_path), case, causes)
+def test_a_mutant_written_in_another_style_is_read_the_same(in_process, case, causes):
+    _assert_mutant(in_process(case.forward), case, causes)
 
 
 @pytest.mark.parametrize("case", equivalents(), ids=lambda c: c.name)
-def test_pre_ln_in_any_style_gets_full_marks(layer_server, case, seed, tmp_path):
-    result = _grade(layer_server, submission(forward=case.forward), seed, tmp_path)
+def test_pre_ln_in_any_style_gets_full_marks(in_process, case):
+    result = in_process(case.forward)
     assert result.score == TOTAL_POINTS, {c.check: c.message for c in result.checks if not c.passed}
     assert result.first_divergence is None
 
 
-@pytest.fixture(scope="module")
-def post_ln_score(layer_server, seed, tmp_path_factory):
-    return _grade(layer_server, submission(forward=POST_LN), seed, tmp_path_factory.mktemp("post_ln")).score
-
-
 @pytest.mark.parametrize("name", sorted(FAMILIES))
-def test_a_family_follows_its_rule(layer_server, name, post_ln_score, seed, tmp_path):
+def test_a_family_follows_its_rule(in_process, name):
     forward, expected = FAMILIES[name]
-    result = _grade(layer_server, submission(forward=forward), seed, tmp_path)
+    result = in_process(forward)
     checks = {c.check: c for c in result.checks}
     lost = {c.check: c.message for c in result.checks if not c.passed}
     if expected == FULL:
@@ -115,7 +139,7 @@ def test_a_family_follows_its_rule(layer_server, name, post_ln_score, seed, tmp_
     elif expected == NOTHING:
         assert {n: checks[n].points for n in FORWARD_CHECKS} == {n: 0 for n in FORWARD_CHECKS}
     elif expected == AS_POST_LN:
-        assert result.score == post_ln_score, lost
+        assert result.score == in_process(POST_LN).score, lost
     else:
         assert expected.check in lost and set(lost) <= set(expected.lost), lost
         assert _names_step(result, expected.step), (result.first_divergence, result.facts, result.notes, lost)
@@ -133,13 +157,13 @@ def test_the_readme_states_the_corpus_as_generated():
     assert f"holds {len(FORGED)} such forgers" in text
 
 
-def test_the_readme_counts_the_causes_named_for_wrong_forwards_written_by_hand(first_layer_server, seed, tmp_path):
+def test_the_readme_counts_the_causes_named_for_wrong_forwards_written_by_hand(in_process):
     from autograder.course import kit
     from catalog.unseen_wrong import UNSEEN_WRONG
     from catalog.wrong_forwards import WRONG
     forwards = ([w.forward for w in WRONG] + [forward for _, forward, _ in UNSEEN_WRONG] +
                 [forward for forward, expected in FAMILIES.values() if expected not in (FULL, NOTHING)])
-    results = [_grade(first_layer_server, submission(forward=forward), seed, tmp_path) for forward in forwards]
+    results = [in_process(forward) for forward in forwards]
     diverging = [r.checks[0].details["divergence"] for r in results if r.checks[0].details.get("divergence")]
     named = [d for d in diverging if d["cause"]]
     assert len(named) >= 0.9 * len(diverging)
@@ -150,7 +174,7 @@ def test_the_readme_counts_the_causes_named_for_wrong_forwards_written_by_hand(f
 
 
 @pytest.mark.parametrize("factor, works", [(0.01, False), (0.3, True)])
-def test_a_branch_counts_from_a_twentieth_of_pre_ln_s_weight(first_layer_server, factor, works, seed, tmp_path):
+def test_a_branch_counts_from_a_twentieth_of_pre_ln_s_weight(in_process, factor, works):
     """The README's 5%: branches scaled by 0.01 do no real work (no gated part pays), by 0.3 they do."""
     from autograder.course import kit
     from autograder.engine.checks import REAL_WEIGHT
@@ -161,8 +185,23 @@ def test_a_branch_counts_from_a_twentieth_of_pre_ln_s_weight(first_layer_server,
             h = x + {factor} * self.drop_shortcut(self.att(self.norm1(x)))
             return h + {factor} * self.drop_shortcut(self.ff(self.norm2(h)))
         """
-    result = _grade(first_layer_server, submission(forward=forward), seed, tmp_path)
+    result = in_process(forward)
     gated = next(s for c in result.checks for s in c.subtests if s.name == "dropout is off in eval mode")
     assert gated.passed == works, gated.message
     shortcut = next(s for c in result.checks for s in c.subtests if s.name == "shortcut around attention")
     assert not shortcut.passed and f"coefficient {factor:g}" in shortcut.message
+
+
+@pytest.mark.parametrize("name, forward", _layer_sample(), ids=[name for name, _ in _layer_sample()])
+def test_a_sample_of_every_family_is_graded_alike_in_every_layer(layer_server, in_process, name, forward, seed,
+                                                                 tmp_path):
+    path = tmp_path / "submission.py"
+    path.write_text(submission(forward=forward))
+    assert _verdict(_checked(grade_file(path, layer_server, seed=seed))) == _verdict(in_process(forward))
+
+
+def test_the_layer_sample_holds_every_family():
+    names = [name for name, _ in _layer_sample()]
+    assert len(names) == len(set(names)) == 4 * PER_FAMILY + 1
+    for family in (mutants(), styled_mutants(), equivalents()):
+        assert sum(name in {c.name for c in family} for name in names) == min(PER_FAMILY, len(family))
