@@ -145,7 +145,7 @@ def test_the_tests_mirror_the_wings():
 # ---- names the prose gives -------------------------------------------------------------------------------
 
 TEXTS = sorted(p for folder in ("autograder", "tests", "benchmarks") for p in (kit.ROOT / folder).rglob("*.py"))
-TEXTS.append(kit.ROOT / "README.md")
+TEXTS += kit.documentation_pages()           # README.md and docs/*.md
 DOTTED = re.compile(r"\bautograder(?:\.[A-Za-z_]\w*)+")
 FILE = re.compile(r"`([\w./-]+\.py)`")
 FLAT = re.compile(r"\bnbgrader_\w+")        # how modules of nbgrader/ were called when the package was flat
@@ -188,9 +188,10 @@ def _names_a_module(name: str) -> bool:
 
 def test_every_module_and_file_the_text_names_exists():
     """A dotted `autograder.…` name, a file name ending in .py in backticks and an `nbgrader_…` name, wherever the
-    code, its tests, its benchmarks or the README write one (docstrings, comments, strings), name what exists: a
-    module of the package (and the name it defines), a file of the repository, a name the code gives (an
-    identifier, or a string that is one: a label, a key). A module renamed or moved leaves no stale name behind."""
+    code, its tests, its benchmarks or the documentation (README.md, docs/*.md) write one (docstrings, comments,
+    strings), name what exists: a module of the package (and the name it defines), a file of the repository, a name
+    the code gives (an identifier, or a string that is one: a label, a key). A module renamed or moved leaves no
+    stale name behind."""
     files = _repository_files()
     identifiers = {Path(f).stem for f in files}
     for path in TEXTS:

@@ -124,7 +124,7 @@ def test_a_family_follows_its_rule(layer_server, name, post_ln_score, seed, tmp_
 
 def test_the_readme_states_the_corpus_as_generated():
     from autograder.course import kit
-    text = " ".join((kit.ROOT / "README.md").read_text().split())
+    text = " ".join(kit.documentation().split())
     counts = {"mutants": len(mutants()), "styled": len(styled_mutants()), "equivalents": len(equivalents()),
               "families": len(FAMILIES)}
     for what, count in counts.items():
@@ -143,7 +143,7 @@ def test_the_readme_counts_the_causes_named_for_wrong_forwards_written_by_hand(f
     diverging = [r.checks[0].details["divergence"] for r in results if r.checks[0].details.get("divergence")]
     named = [d for d in diverging if d["cause"]]
     assert len(named) >= 0.9 * len(diverging)
-    text = " ".join((kit.ROOT / "README.md").read_text().split())
+    text = " ".join(kit.documentation().split())
     claim = (f"Of the {len(forwards)} forwards written by hand as wrong (catalogs and families), {len(diverging)} "
              f"diverge from Pre-LN in a value, and {len(named)} of those {len(diverging)} get a verified cause")
     assert claim in text, claim
@@ -154,8 +154,7 @@ def test_a_branch_counts_from_a_twentieth_of_pre_ln_s_weight(first_layer_server,
     """The README's 5%: branches scaled by 0.01 do no real work (no gated part pays), by 0.3 they do."""
     from autograder.course import kit
     from autograder.engine.checks import REAL_WEIGHT
-    assert REAL_WEIGHT == 0.05 and "at least 5% of what it is in a Pre-LN block" in " ".join(
-        (kit.ROOT / "README.md").read_text().split())
+    assert REAL_WEIGHT == 0.05 and "at least 5% of what it is in a Pre-LN block" in " ".join(kit.documentation().split())
     forward = f"""
         def forward(self, x):
             h = x + {factor} * self.drop_shortcut(self.att(self.norm1(x)))
