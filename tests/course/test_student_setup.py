@@ -18,13 +18,12 @@ OPTIONAL = "pip install nbgrader"      # the README says this line is only for V
 
 
 def student_lines() -> list[str]:
-    """The shell lines of the README's student set-up, comments removed, the optional nbgrader line left out."""
-    readme = (kit.ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## For students", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    """The shell lines of the student set-up (docs/students.md), comments removed, the optional nbgrader line left
+    out."""
+    block = re.search(r"```bash\n(.*?)```", kit.documentation("students.md"), re.S).group(1)
     lines = [line.split("#", 1)[0].strip() for line in block.splitlines()]
     lines = [line for line in lines if line]
-    assert any(line.startswith(OPTIONAL) for line in lines), "the README no longer says how to get Validate"
+    assert any(line.startswith(OPTIONAL) for line in lines), "docs/students.md no longer says how to get Validate"
     assert "only for Jupyter's Validate button; run_tests.py does not need it" in block
     return [line for line in lines if not line.startswith(OPTIONAL)]
 

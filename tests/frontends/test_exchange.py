@@ -50,7 +50,6 @@ ON_TIME, LATE = ("ada_correct", "ben_post_ln"), "cho_missing_shortcut"
 STUDENTS = (*ON_TIME, LATE)
 FULL = TOTAL_POINTS + sum(WRITTEN.values())
 WRITTEN_GRADES = {"ben_post_ln": 1.5, LATE: 2}              # answer_zero_branches, graded in formgrader
-README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def gradebook(course: Path) -> Gradebook:
@@ -72,9 +71,9 @@ def page_score(page: str) -> str:
 
 
 def setup_steps() -> list[tuple[str, str]]:
-    """The README's hub set-up, as written: each shell block of "Set up a hub" with who runs it ("root" or
-    "instructor", from its first line, "# as root: ..." or "# as each instructor: ...")."""
-    section = README.read_text().split("### Set up a hub", 1)[1].split("\n### ", 1)[0]
+    """The hub set-up of docs/deployment.md, as written: each shell block of "Set up a hub" with who runs it ("root"
+    or "instructor", from its first line, "# as root: ..." or "# as each instructor: ...")."""
+    section = kit.documentation("deployment.md").split("\n## Set up a hub\n", 1)[1].split("\n## ", 1)[0]
     steps = []
     for block in re.findall(r"```bash\n(.*?)```", section, flags=re.DOTALL):
         who = re.match(r"# as (root|each instructor)\b", block)
@@ -412,9 +411,10 @@ def test_one_assignment_exported_alone(hub):
 
 
 def readme_commands() -> list[tuple[list[str], dict]]:
-    """The nbgrader and grade-class commands of the README's instructor guide (shell blocks only): each as its
-    tokens and its `[--option VALUE]` optional parts (option -> how many values follow it)."""
-    guide = README.read_text().split("## For instructors", 1)[1].split("\n## ", 1)[0]
+    """The nbgrader and grade-class commands of the instructors' guide, docs/instructors.md and docs/deployment.md
+    (shell blocks only): each as its tokens and its `[--option VALUE]` optional parts (option -> how many values
+    follow it)."""
+    guide = kit.documentation("instructors.md") + "\n" + kit.documentation("deployment.md")
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", guide, flags=re.DOTALL):
         if block.startswith("# as "):        # the hub's set-up: run as a whole by `set_up_the_hub`
