@@ -1,4 +1,4 @@
-"""A student's set-up, exactly as the README's student section writes it: a fresh virtual environment made by its
+"""A student's set-up, exactly as docs/students.md writes it: a fresh virtual environment made by its
 lines, in a folder that holds only what students receive (the release), and `run_tests.py` run there, on the
 solution and on three wrong forwards. Nothing of the kit, or of this test's own environment, is on the path."""
 import os
@@ -14,7 +14,7 @@ from autograder.course import kit
 
 pytestmark = pytest.mark.slow          # a fresh environment: torch, numpy, matplotlib and Jupyter installed (minutes)
 
-OPTIONAL = "pip install nbgrader"      # the README says this line is only for Validate; run_tests.py must not need it
+OPTIONAL = "pip install nbgrader"      # docs/students.md says this line is only for Validate; run_tests.py must not need it
 
 
 def student_lines() -> list[str]:
@@ -37,7 +37,7 @@ WRONG = {   # edits of the solution's forward, and a line each must print
 
 @pytest.fixture(scope="module")
 def student_folder(tmp_path_factory):
-    """A folder with the release's files and a virtual environment made there by the README's lines."""
+    """A folder with the release's files and a virtual environment made there by the lines of docs/students.md."""
     folder = tmp_path_factory.mktemp("student") / "layernorm"
     shutil.copytree(kit.TEMPLATE_DIR, folder)
     assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in kit.TEMPLATE_DIR.iterdir())

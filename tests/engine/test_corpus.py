@@ -9,7 +9,7 @@ real sandbox.
 
 Plain mutants, equivalents and families run in every isolation layer this machine has (the layers of
 test_hostile.py), one sandbox server per layer; the sample of mutants written in other styles runs in the first
-layer available only (the README says so).
+layer available only (docs/development.md says so).
 """
 import re
 
@@ -151,7 +151,7 @@ def test_the_readme_counts_the_causes_named_for_wrong_forwards_written_by_hand(f
 
 @pytest.mark.parametrize("factor, works", [(0.01, False), (0.3, True)])
 def test_a_branch_counts_from_a_twentieth_of_pre_ln_s_weight(first_layer_server, factor, works, seed, tmp_path):
-    """The README's 5%: branches scaled by 0.01 do no real work (no gated part pays), by 0.3 they do."""
+    """The 5% of docs/grading.md: branches scaled by 0.01 do no real work (no gated part pays), by 0.3 they do."""
     from autograder.course import kit
     from autograder.engine.checks import REAL_WEIGHT
     assert REAL_WEIGHT == 0.05 and "at least 5% of what it is in a Pre-LN block" in " ".join(kit.documentation().split())

@@ -32,7 +32,7 @@ from catalog.oracle import Run
 GRADING_SEED = 7
 FORWARDS = int(os.environ.get("KIT_FUZZ_FORWARDS", "500"))
 # Of the forwards whose first change shows in values, how many get that step named: measured on the corpus below
-# (README, "The fuzzer"), and held here so that a regression shows.
+# (docs/development.md, "The fuzzer"), and held here so that a regression shows.
 LOCATED_RATE = 0.90          # first change at boundaries the grader records
 VALUED_RATE = 0.90           # every forward whose first change shows in values
 
