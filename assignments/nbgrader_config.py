@@ -1,5 +1,5 @@
 """nbgrader configuration of a course that holds the kit's assignment (and any others). Plain nbgrader commands,
-run from the course folder (README, "For instructors"):
+run from the course folder (docs/instructors.md):
 
     nbgrader generate_assignment layernorm   # release: stubs name their task; hidden checks stripped
     nbgrader autograde layernorm             # student code runs in the kit's sandbox, never in a kernel

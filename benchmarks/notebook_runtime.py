@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from autograder.course import kit  # noqa: E402
 
 
-TRAINING_BUDGET, NOTEBOOK_BUDGET = 60, 75          # CPU seconds on this machine (see the README's table)
+TRAINING_BUDGET, NOTEBOOK_BUDGET = 60, 75          # CPU seconds on this machine (see docs/development.md's table)
 CPU = ("import resource as _resource, json as _json\n"
        "def _cpu():\n"
        "    usage = _resource.getrusage(_resource.RUSAGE_SELF)\n"

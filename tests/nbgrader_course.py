@@ -75,7 +75,8 @@ def do_kit_homework(released: nbformat.NotebookNode, student: str) -> nbformat.N
 
 
 class Shell:
-    """Runs commands as the instructor or a student would, and keeps a log of each (for the README check).
+    """Runs commands as the instructor or a student would, and keeps a log of each (for test_exchange.py's check of
+    the documented commands).
     `python`: the environment's Python (default this one); `user`: run as that Unix user (needs root), with
     `home` as their home folder (default their own). Everything a command printed is kept in `said`."""
 

@@ -145,7 +145,7 @@ def test_the_tests_mirror_the_wings():
 # ---- names the prose gives -------------------------------------------------------------------------------
 
 TEXTS = sorted(p for folder in ("autograder", "tests", "benchmarks") for p in (kit.ROOT / folder).rglob("*.py"))
-TEXTS.append(kit.ROOT / "README.md")
+TEXTS += kit.documentation_pages()           # README.md and docs/*.md
 DOTTED = re.compile(r"\bautograder(?:\.[A-Za-z_]\w*)+")
 FILE = re.compile(r"`([\w./-]+\.py)`")
 FLAT = re.compile(r"\bnbgrader_\w+")        # how modules of nbgrader/ were called when the package was flat
@@ -188,9 +188,10 @@ def _names_a_module(name: str) -> bool:
 
 def test_every_module_and_file_the_text_names_exists():
     """A dotted `autograder.…` name, a file name ending in .py in backticks and an `nbgrader_…` name, wherever the
-    code, its tests, its benchmarks or the README write one (docstrings, comments, strings), name what exists: a
-    module of the package (and the name it defines), a file of the repository, a name the code gives (an
-    identifier, or a string that is one: a label, a key). A module renamed or moved leaves no stale name behind."""
+    code, its tests, its benchmarks or the documentation (README.md, docs/*.md) write one (docstrings, comments,
+    strings), name what exists: a module of the package (and the name it defines), a file of the repository, a name
+    the code gives (an identifier, or a string that is one: a label, a key). A module renamed or moved leaves no
+    stale name behind."""
     files = _repository_files()
     identifiers = {Path(f).stem for f in files}
     for path in TEXTS:
@@ -206,3 +207,43 @@ def test_every_module_and_file_the_text_names_exists():
                   and not any(f == name or f.endswith("/" + name) for f in files)]
         stale += [f"{where}: {name}" for name in FLAT.findall(text) if name not in identifiers]
     assert not stale, "\n".join(sorted(set(stale)))
+
+
+# ---- the documentation's pages -----------------------------------------------------------------------------
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _prose(page: Path) -> str:
+    """A page without its code: fenced blocks (a shell comment is no heading) and `spans` (`f(t)` is no link)."""
+    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.MULTILINE | re.DOTALL)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def _links(page: Path) -> list[str]:
+    return LINK.findall(_prose(page))
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors of a page's headings, as GitHub makes them (lower case, punctuation dropped, spaces as hyphens)."""
+    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.MULTILINE | re.DOTALL)
+    headings = re.findall(r"^#+ (.+)$", text, flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+
+
+def test_every_link_between_the_pages_lands_and_the_readme_links_every_page():
+    """A relative link of README.md or docs/*.md names a file of the repository and, after a #, a heading of that
+    page; the README links every page of docs/."""
+    broken, linked = [], set()
+    for page in kit.documentation_pages():
+        for target in _links(page):
+            if "://" in target:
+                continue
+            path, _, anchor = target.partition("#")
+            place = (page.parent / path).resolve() if path else page
+            linked.add(place)
+            if not place.exists() or anchor and anchor not in _anchors(place):
+                broken.append(f"{page.relative_to(kit.ROOT)}: {target}")
+    assert not broken, broken
+    readme_links = {(kit.ROOT / t.partition("#")[0]).resolve() for t in _links(kit.ROOT / "README.md")}
+    assert kit.documentation_pages()[1:] and set(kit.documentation_pages()[1:]) <= readme_links

@@ -27,6 +27,7 @@ COURSE_DIR = ROOT / "assignments"
 SOURCE_NOTEBOOK = COURSE_DIR / "source" / "layernorm" / "layernorm.ipynb"
 TEMPLATE_DIR = ROOT / "student_template"
 SOLUTIONS_DIR = ROOT / "solutions"
+DOCS_DIR = ROOT / "docs"                        # the documentation's pages, README.md the first
 # The module the sandbox's children answer the grader's questions with: named, never imported by the sandbox
 # (the questions are the engine's; the sandbox only runs them).
 QUESTIONS = "autograder.engine.questions.job"
@@ -41,6 +42,19 @@ _HIDDEN_TESTS = re.compile(r"^[^\n]*BEGIN HIDDEN TESTS.*?END HIDDEN TESTS[^\n]*\
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
 _DEF = re.compile(r"^(\s*)(def|class)\s+(\w+)")
+
+
+def documentation_pages() -> list[Path]:
+    """README.md and every page of docs/, in that order: where the kit's documentation says anything."""
+    return [ROOT / "README.md", *sorted(DOCS_DIR.glob("*.md"))]
+
+
+def documentation(page: str | None = None) -> str:
+    """The text of one page of the documentation (`"students.md"`: docs/students.md; `"README.md"`), or of all of
+    them, each page whole, one after the other (where a test looks for a claim wherever the documentation makes it)."""
+    if page is not None:
+        return (ROOT / page if page == "README.md" else DOCS_DIR / page).read_text(encoding="utf-8")
+    return "\n\n".join(path.read_text(encoding="utf-8") for path in documentation_pages())
 
 
 class SourceProblem(Exception):

@@ -12,7 +12,7 @@ Why a part pays (the rule an instructor can defend):
   grader drew: the reference solution's answers, or the grader's own replay of the program the student's
   recorded values show, with its own components. Nothing the student's code reports is believed on its own,
   and a property only the student's code could report (which device a tensor sat on, whether the caller's
-  tensor changed, whether autograd was switched off) earns nothing: see the README's rubric-evidence list.
+  tensor changed, whether autograd was switched off) earns nothing: see the rubric-evidence list of docs/grading.md.
 * Matching is enough: a run whose values and gradients agree with Pre-LN's earns every part read from it,
   however the forward is written.
 * A part pays only when the block did the work the part is about. The two additions and the two norm

@@ -29,5 +29,5 @@ def interpreter_refusal(executable: str | None = None) -> str | None:
     closed = _closed_on_the_way(Path(executable)) or Path(sys.prefix)
     shown = executable if real == executable else f"{executable} (that is, {real})"
     return (f"this user (uid {os.getuid()}) cannot run the kit's Python, {shown}: {closed} is closed to them. "
-            "Make the environment with a Python every user can run, in a folder every user can enter (README, "
-            "\"Set up a hub\")")
+            "Make the environment with a Python every user can run, in a folder every user can enter "
+            "(docs/deployment.md, \"Set up a hub\")")

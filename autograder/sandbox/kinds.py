@@ -12,7 +12,8 @@ A row is a kind of kernel object (files, processes, IPC, key rings, cgroups...),
 
 The containment tests iterate this table in every layer, for two things: leave one behind, and find a
 classmate's (`tests/catalog/kinds.py` holds one probe per row, and a test fails for a row without one). The
-README's layer table is generated from it (`readme_table`), and a test compares the two. A new kind is a row.
+layer table of docs/security.md is generated from it (`layer_table`), and a test compares the two. A new kind is a
+row.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ LAYERS = {
 @dataclass(frozen=True)
 class Closed:
     how: str          # REFUSED, OWN, REMOVED or OPEN
-    text: str         # what the README says
+    text: str         # what the layer table says (docs/security.md)
 
 
 @dataclass(frozen=True)
@@ -142,8 +143,8 @@ def layer_of(layers: dict, bubblewrap: bool, root: bool) -> str:
     return "landlock" if layers.get("landlock") else "permissions"
 
 
-def readme_table() -> str:
-    """The README's layer table, in Markdown."""
+def layer_table() -> str:
+    """The layer table of docs/security.md, in Markdown."""
     lines = ["| | " + " | ".join(LAYERS.values()) + " |", "|---" * (len(LAYERS) + 1) + "|"]
     for kind in KINDS:
         texts = [kind.closed[layer].text for layer in LAYERS]
@@ -189,24 +190,24 @@ BEGIN = "<!-- the layer table: generated from autograder/sandbox/kinds.py (pytho
 END = "<!-- end of the layer table -->"
 
 
-def in_readme(text: str) -> str | None:
-    """The layer table as the README holds it (between BEGIN and END), or None."""
+def in_page(text: str) -> str | None:
+    """The layer table as a page of the documentation holds it (between BEGIN and END), or None."""
     if BEGIN not in text or END not in text:
         return None
     return text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n") + "\n"
 
 
-def write_readme(path) -> None:
-    """Put the table generated now into the README at `path`, between its markers."""
+def write_page(path) -> None:
+    """Put the table generated now into the page at `path` (docs/security.md), between its markers."""
     from pathlib import Path
 
     path = Path(path)
     text = path.read_text()
     head, rest = text.split(BEGIN, 1)
-    path.write_text(head + BEGIN + "\n" + readme_table() + END + rest.split(END, 1)[1])
+    path.write_text(head + BEGIN + "\n" + layer_table() + END + rest.split(END, 1)[1])
 
 
 if __name__ == "__main__":
     from pathlib import Path
 
-    write_readme(Path(__file__).resolve().parents[2] / "README.md")
+    write_page(Path(__file__).resolve().parents[2] / "docs" / "security.md")

@@ -188,6 +188,6 @@ def styled_mutants(every: int = 4) -> list[Case]:
             across = any(line.variant is not None and line.variant.over != "token" for line in case.edit.lines)
             if across and style != "per_sample":
                 continue    # a normalization across tokens, handed over token by token, exists only in pieces no
-                            # single one of which is a normalization: the grader cannot name it (README)
+                            # single one of which is a normalization: the grader cannot name it (docs/development.md)
             found.append(Case(f"{case.name}_{style}", render(case.edit.lines, style), case.edit, style, case.key))
     return found

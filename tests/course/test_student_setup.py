@@ -1,4 +1,4 @@
-"""A student's set-up, exactly as the README's student section writes it: a fresh virtual environment made by its
+"""A student's set-up, exactly as docs/students.md writes it: a fresh virtual environment made by its
 lines, in a folder that holds only what students receive (the release), and `run_tests.py` run there, on the
 solution and on three wrong forwards. Nothing of the kit, or of this test's own environment, is on the path."""
 import os
@@ -14,17 +14,16 @@ from autograder.course import kit
 
 pytestmark = pytest.mark.slow          # a fresh environment: torch, numpy, matplotlib and Jupyter installed (minutes)
 
-OPTIONAL = "pip install nbgrader"      # the README says this line is only for Validate; run_tests.py must not need it
+OPTIONAL = "pip install nbgrader"      # docs/students.md says this line is only for Validate; run_tests.py must not need it
 
 
 def student_lines() -> list[str]:
-    """The shell lines of the README's student set-up, comments removed, the optional nbgrader line left out."""
-    readme = (kit.ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## For students", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    """The shell lines of the student set-up (docs/students.md), comments removed, the optional nbgrader line left
+    out."""
+    block = re.search(r"```bash\n(.*?)```", kit.documentation("students.md"), re.S).group(1)
     lines = [line.split("#", 1)[0].strip() for line in block.splitlines()]
     lines = [line for line in lines if line]
-    assert any(line.startswith(OPTIONAL) for line in lines), "the README no longer says how to get Validate"
+    assert any(line.startswith(OPTIONAL) for line in lines), "docs/students.md no longer says how to get Validate"
     assert "only for Jupyter's Validate button; run_tests.py does not need it" in block
     return [line for line in lines if not line.startswith(OPTIONAL)]
 
@@ -38,7 +37,7 @@ WRONG = {   # edits of the solution's forward, and a line each must print
 
 @pytest.fixture(scope="module")
 def student_folder(tmp_path_factory):
-    """A folder with the release's files and a virtual environment made there by the README's lines."""
+    """A folder with the release's files and a virtual environment made there by the lines of docs/students.md."""
     folder = tmp_path_factory.mktemp("student") / "layernorm"
     shutil.copytree(kit.TEMPLATE_DIR, folder)
     assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in kit.TEMPLATE_DIR.iterdir())

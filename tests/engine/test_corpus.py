@@ -8,7 +8,7 @@
 
 The engine's verdict is a function of the child's answers, not of the isolation layer that carried them: every
 case is graded once, in this process (`grading/inprocess.py`, one thread as the sandbox's child runs), and held
-to its rule there; a fixed sample of every family (`LAYER_SAMPLE`) is graded again through the real sandbox in
+to its rule there; a fixed sample of every family (`_layer_sample`) is graded again through the real sandbox in
 every isolation layer this machine has (the layers of test_hostile.py), one server per layer, and must get the
 very same result, part by part and fact by fact. The layers themselves are tested by the sandbox's own tests.
 """
@@ -148,7 +148,7 @@ def test_a_family_follows_its_rule(in_process, name):
 
 def test_the_readme_states_the_corpus_as_generated():
     from autograder.course import kit
-    text = " ".join((kit.ROOT / "README.md").read_text().split())
+    text = " ".join(kit.documentation().split())
     counts = {"mutants": len(mutants()), "styled": len(styled_mutants()), "equivalents": len(equivalents()),
               "families": len(FAMILIES)}
     for what, count in counts.items():
@@ -167,7 +167,7 @@ def test_the_readme_counts_the_causes_named_for_wrong_forwards_written_by_hand(i
     diverging = [r.checks[0].details["divergence"] for r in results if r.checks[0].details.get("divergence")]
     named = [d for d in diverging if d["cause"]]
     assert len(named) >= 0.9 * len(diverging)
-    text = " ".join((kit.ROOT / "README.md").read_text().split())
+    text = " ".join(kit.documentation().split())
     claim = (f"Of the {len(forwards)} forwards written by hand as wrong (catalogs and families), {len(diverging)} "
              f"diverge from Pre-LN in a value, and {len(named)} of those {len(diverging)} get a verified cause")
     assert claim in text, claim
@@ -175,11 +175,10 @@ def test_the_readme_counts_the_causes_named_for_wrong_forwards_written_by_hand(i
 
 @pytest.mark.parametrize("factor, works", [(0.01, False), (0.3, True)])
 def test_a_branch_counts_from_a_twentieth_of_pre_ln_s_weight(in_process, factor, works):
-    """The README's 5%: branches scaled by 0.01 do no real work (no gated part pays), by 0.3 they do."""
+    """The 5% of docs/grading.md: branches scaled by 0.01 do no real work (no gated part pays), by 0.3 they do."""
     from autograder.course import kit
     from autograder.engine.checks import REAL_WEIGHT
-    assert REAL_WEIGHT == 0.05 and "at least 5% of what it is in a Pre-LN block" in " ".join(
-        (kit.ROOT / "README.md").read_text().split())
+    assert REAL_WEIGHT == 0.05 and "at least 5% of what it is in a Pre-LN block" in " ".join(kit.documentation().split())
     forward = f"""
         def forward(self, x):
             h = x + {factor} * self.drop_shortcut(self.att(self.norm1(x)))

@@ -32,7 +32,7 @@ from catalog.oracle import Run
 GRADING_SEED = 7
 FORWARDS = int(os.environ.get("KIT_FUZZ_FORWARDS", "500"))
 # Of the forwards whose first change shows in values, how many get that step named: measured on the corpus below
-# (README, "The fuzzer"), and held here so that a regression shows.
+# (docs/development.md, "The fuzzer"), and held here so that a regression shows.
 LOCATED_RATE = 0.90          # first change at boundaries the grader records
 VALUED_RATE = 0.90           # every forward whose first change shows in values
 
@@ -128,7 +128,7 @@ def test_the_corpus(tmp_path):
     assert tally["valued right"] >= VALUED_RATE * tally["valued"], dict(tally)
     if FORWARDS == 500:
         from autograder.course import kit
-        text = " ".join((kit.ROOT / "README.md").read_text().split())
+        text = " ".join(kit.documentation().split())
         claim = (f"none wrong at full marks, no false fact among the {tally['facts true']} it could evaluate "
                  f"({tally['facts unevaluated']} more it cannot), and the first step named right for "
                  f"{tally['valued right']} of the {tally['valued']} whose first change shows in values "

@@ -1,4 +1,4 @@
-"""The whole course loop on a hub set up from the README alone (its "Set up a hub" blocks, run as written with this
+"""The whole course loop on a hub set up from docs/deployment.md alone (its "Set up a hub" blocks, run as written with this
 test's own folders: an interpreter every user can run, the environment installed from pyproject.toml's ranges
 and on the instructor's PATH, the hub-wide course id and exchange, the course folder only in the instructor's
 own configuration, bubblewrap's check), every person an unprivileged Unix user, the students with environments
@@ -8,8 +8,8 @@ due date); the instructor collects, autogrades, grades a written answer in formg
 with `grade-class --course`, releases feedback that the students fetch, exports and writes the class report.
 Every student's score is then the same number in every place: the gradebook, `nbgrader export`, the course's
 feedback pages, the pages the students fetched, formgrader's view, grade-class's grades.csv, its mean and its
-pages and results.json. Every nbgrader command of the README's instructor guide is one of the commands run here,
-and none of them prints a traceback or an SAWarning.
+pages and results.json. Every nbgrader command of the instructors' guide (docs/instructors.md, docs/deployment.md)
+is one of the commands run here, and none of them prints a traceback or an SAWarning.
 
 At the end, bubblewrap is made to fail for the instructor (a `bwrap` first on PATH that cannot start): the kit
 refuses in one line and changes nothing, until the course chooses to grade without isolation, which every
@@ -50,7 +50,6 @@ ON_TIME, LATE = ("ada_correct", "ben_post_ln"), "cho_missing_shortcut"
 STUDENTS = (*ON_TIME, LATE)
 FULL = TOTAL_POINTS + sum(WRITTEN.values())
 WRITTEN_GRADES = {"ben_post_ln": 1.5, LATE: 2}              # answer_zero_branches, graded in formgrader
-README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def gradebook(course: Path) -> Gradebook:
@@ -72,9 +71,9 @@ def page_score(page: str) -> str:
 
 
 def setup_steps() -> list[tuple[str, str]]:
-    """The README's hub set-up, as written: each shell block of "Set up a hub" with who runs it ("root" or
-    "instructor", from its first line, "# as root: ..." or "# as each instructor: ...")."""
-    section = README.read_text().split("### Set up a hub", 1)[1].split("\n### ", 1)[0]
+    """The hub set-up of docs/deployment.md, as written: each shell block of "Set up a hub" with who runs it ("root"
+    or "instructor", from its first line, "# as root: ..." or "# as each instructor: ...")."""
+    section = kit.documentation("deployment.md").split("\n## Set up a hub\n", 1)[1].split("\n## ", 1)[0]
     steps = []
     for block in re.findall(r"```bash\n(.*?)```", section, flags=re.DOTALL):
         who = re.match(r"# as (root|each instructor)\b", block)
@@ -85,7 +84,7 @@ def setup_steps() -> list[tuple[str, str]]:
 
 def with_places(block: str, places: dict) -> str:
     """The first block, its assignments pointed at this test's own places (every one of them: a variable the
-    README adds must be given a place here)."""
+    page adds must be given a place here)."""
     names = re.findall(r"^([A-Z_]+)=", block, flags=re.MULTILINE)
     assert sorted(names) == sorted(places), (names, sorted(places))
     return re.sub(r"^([A-Z_]+)=\S+", lambda m: f"{m.group(1)}={shlex.quote(str(places[m.group(1)]))}", block,
@@ -94,7 +93,7 @@ def with_places(block: str, places: dict) -> str:
 
 def torch_index() -> str:
     """The index this machine's pip uses for everything (its configuration's, else pip's own default), for the
-    README's torch line: the CPU wheel and its dependencies then come from where pip finds packages here, not
+    set-up's torch line: the CPU wheel and its dependencies then come from where pip finds packages here, not
     from PyTorch's index, which a machine without the network cannot reach."""
     listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
     found = re.findall(r"^(?:global|install)\.index-url='([^' ]+)", listed, flags=re.MULTILINE)
@@ -105,8 +104,9 @@ def torch_index() -> str:
 
 
 def set_up_the_hub(root: Path, instructor: str) -> SimpleNamespace:
-    """The README's steps, run as written: root's blocks as root, the instructor's in a login shell of theirs."""
-    kit_copy = root / "kit"           # the kit's checkout where every user can read it (README: a git clone)
+    """The set-up's steps (docs/deployment.md), run as written: root's blocks as root, the instructor's in a login
+    shell of theirs."""
+    kit_copy = root / "kit"           # the kit's checkout where every user can read it (docs/deployment.md: a git clone)
     kit_copy.mkdir()
     for entry in kit.ROOT.iterdir():
         if entry.name not in hub_users.KEEP_OUT and not entry.name.endswith(".egg-info"):
@@ -136,7 +136,7 @@ def set_up_the_hub(root: Path, instructor: str) -> SimpleNamespace:
                                   env={**environment, "HOME": str(home), "USER": instructor, "LOGNAME": instructor},
                                   capture_output=True, text=True, timeout=600)
         said.append(done.stdout + done.stderr)
-        assert done.returncode == 0, f"README step failed ({who}):\n{block}\n{said[-1][-3000:]}"
+        assert done.returncode == 0, f"set-up step of docs/deployment.md failed ({who}):\n{block}\n{said[-1][-3000:]}"
     return SimpleNamespace(**{k.lower(): v for k, v in places.items() if k != "PYTHON"}, home=home, said="\n".join(said),
                            interpreter=places["PYTHON"],
                            environment=environment, python=places["ENV"] / "bin" / "python")
@@ -157,12 +157,12 @@ def hub():
 
 def run_the_course(root: Path, instructor: str, logins: dict, hub: SimpleNamespace) -> SimpleNamespace:
     python = hub.python
-    course = hub.home / COURSE_ID                   # made by the instructor's README step
+    course = hub.home / COURSE_ID                   # made by the instructor's set-up step
     make_course(root / "more", ordinary=True)       # this course's other assignments, beside the kit's
     shutil.copytree(root / "more" / "source" / ORDINARY, course / "source" / ORDINARY)
     (course / "source" / SECOND).mkdir()
     shutil.copy(kit.SOURCE_NOTEBOOK, course / "source" / SECOND / SECOND_NOTEBOOK)
-    with open(course / "nbgrader_config.py", "a") as config:      # the course's late-penalty choice (README)
+    with open(course / "nbgrader_config.py", "a") as config:      # the course's late-penalty choice (docs/instructors.md)
         config.write('\nc.LateSubmissionPlugin.penalty_method = "zero"\n')
     hub_users.give(hub.home, instructor)
     instructor_env = {**hub.environment, "PATH": f"{python.parent}:/usr/bin:/bin"}   # what the profile gives
@@ -412,9 +412,10 @@ def test_one_assignment_exported_alone(hub):
 
 
 def readme_commands() -> list[tuple[list[str], dict]]:
-    """The nbgrader and grade-class commands of the README's instructor guide (shell blocks only): each as its
-    tokens and its `[--option VALUE]` optional parts (option -> how many values follow it)."""
-    guide = README.read_text().split("## For instructors", 1)[1].split("\n## ", 1)[0]
+    """The nbgrader and grade-class commands of the instructors' guide, docs/instructors.md and docs/deployment.md
+    (shell blocks only): each as its tokens and its `[--option VALUE]` optional parts (option -> how many values
+    follow it)."""
+    guide = kit.documentation("instructors.md") + "\n" + kit.documentation("deployment.md")
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", guide, flags=re.DOTALL):
         if block.startswith("# as "):        # the hub's set-up: run as a whole by `set_up_the_hub`
@@ -428,8 +429,8 @@ def readme_commands() -> list[tuple[list[str], dict]]:
 
 
 def _matches(written: list[str], optional: dict, ran: list[str]) -> bool:
-    """A README command matches a command run here, `<placeholders>` standing for any value, where the run adds
-    only options the README shows as optional, or --student=..., which a hub student never types (their user
+    """A documented command matches a command run here, `<placeholders>` standing for any value, where the run adds
+    only options the documentation shows as optional, or --student=..., which a hub student never types (their user
     name is the student id)."""
     kept, tokens = [], iter(ran)
     for token in tokens:
@@ -446,7 +447,7 @@ def test_every_nbgrader_command_of_the_readme_guide_is_run_here(hub):
     written = readme_commands()
     assert len(written) >= 10
     missing = [" ".join(w) for w, optional in written if not any(_matches(w, optional, ran) for ran in hub.log)]
-    assert not missing, f"README commands no test runs: {missing}"
+    assert not missing, f"documented commands no test runs: {missing}"
 
 
 # --- where bubblewrap does not work for the instructor ------------------------------------------------------------

@@ -34,7 +34,7 @@ def course(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(course, tmp_path_factory):
-    """The instructor's Jupyter server, started in the course folder, with the hub-wide settings of the README."""
+    """The instructor's Jupyter server, started in the course folder, with the hub-wide settings of docs/deployment.md."""
     hub = tmp_path_factory.mktemp("hub")
     (hub / "exchange").mkdir(mode=0o777)
     (hub / "nbgrader_config.py").write_text(f"c = get_config()\nc.CourseDirectory.course_id = 'dl101'\n"

@@ -2,7 +2,7 @@
 pyproject.toml gives compatible ranges, so pip changes nothing that is there but what the ranges bound (SQLAlchemy
 below 2, whose SAWarnings nbgrader 0.9 sets off, and alembic with it), and the whole pipeline runs on the newest
 releases within them, printing no SAWarning (requirements.txt is the pinned set the demo and CI use). The hub test
-(test_exchange.py) installs from the ranges alone, as the README's set-up does."""
+(test_exchange.py) installs from the ranges alone, as the set-up of docs/deployment.md does."""
 import csv
 import re
 import subprocess
@@ -43,7 +43,7 @@ def test_the_kit_installs_beside_newer_jupyter_and_nbgrader_and_grades(tmp_path)
     newer = [name for name in ("sqlalchemy", "alembic", "ipykernel", "notebook", "jupyterlab")
              if name in before and name in PINS and _version(before[name]) > _version(PINS[name])]
     assert newer, "the image should hold releases newer than the kit's pins, or this test shows nothing"
-    subprocess.run([*pip, "-e", str(kit.ROOT)], check=True, timeout=1200)       # the README's line
+    subprocess.run([*pip, "-e", str(kit.ROOT)], check=True, timeout=1200)       # docs/deployment.md's line
     after = _freeze(python)
     changed = {name: (version, after.get(name)) for name, version in before.items() if after.get(name) != version}
     assert set(changed) <= BOUNDED, f"installing the kit changed what the image had: {changed}"

@@ -149,7 +149,7 @@ def test_the_readme_states_the_fence_s_limits():
     from autograder.course import fence
     from autograder.frontends import classgrade
 
-    text = " ".join((kit.ROOT / "README.md").read_text().split())
+    text = " ".join(kit.documentation().split())
     for claim in (f"at most {fence.MAX_BYTES // 1_000_000} MB of UTF-8", f"nested at most {fence.MAX_DEPTH} levels",
                   f"no number over {fence.MAX_DIGITS} digits", f"at most {fence.MAX_CELLS:,} cells",
                   f"({classgrade.MAX_DEPTH} levels, {classgrade.MAX_ENTRIES:,} entries at most)"):

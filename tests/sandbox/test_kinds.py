@@ -1,4 +1,5 @@
-"""The sandbox's table of kinds (`autograder.sandbox.kinds`): complete, probed, and the README's layer table."""
+"""The sandbox's table of kinds (`autograder.sandbox.kinds`): complete, probed, and the layer table of
+docs/security.md."""
 import pytest
 
 from autograder.course import kit
@@ -11,9 +12,9 @@ LISTED = ("files", "processes", "System V", "POSIX", "abstract", "key rings", "c
           "inotify", "fanotify", "eventfd", "memfd", "network", "devices", "/proc", "/sys")
 
 
-def test_the_readme_s_layer_table_is_the_one_the_table_generates():
-    assert kinds.in_readme((kit.ROOT / "README.md").read_text()) == kinds.readme_table(), \
-        "README.md's layer table is stale: run `python -m autograder.sandbox.kinds`"
+def test_the_documentation_s_layer_table_is_the_one_the_table_generates():
+    assert kinds.in_page(kit.documentation("security.md")) == kinds.layer_table(), \
+        "docs/security.md's layer table is stale: run `python -m autograder.sandbox.kinds`"
 
 
 def test_every_kind_has_a_probe_and_every_probe_a_kind():

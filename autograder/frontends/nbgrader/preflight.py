@@ -56,7 +56,7 @@ def can_isolate() -> bool:
 
 ISOLATION_REFUSAL = ("nothing here can isolate student code (bubblewrap does not work and the grader is not root), "
                      "so a submission could read the solution and other students' files. Install bubblewrap with "
-                     "unprivileged user namespaces, or grade as root (README, \"On a hub\"); or set "
+                     "unprivileged user namespaces, or grade as root (docs/deployment.md, \"On a hub\"); or set "
                      "c.KitSandbox.when_unisolated = \"unsafe\" in the course's nbgrader_config.py to grade without "
                      "isolation, which every result then records")
 UNISOLATED_WARNING = ("grading WITHOUT isolation (c.KitSandbox.when_unisolated = \"unsafe\"): submissions can read "
