@@ -35,6 +35,7 @@ from autograder.frontends.nbgrader.feedback import FormgraderStanding, KitReleas
 from autograder.frontends.nbgrader.gradebook import course_standings
 from autograder.frontends.nbgrader.plugins import KitRefusal
 from autograder.frontends.nbgrader.recorder import CourseRecorder, course_rows
+from autograder.sandbox.parent import pool
 from autograder.sandbox.parent.client import UNSAFE
 from nbgrader_course import do_kit_homework, make_course
 
@@ -332,7 +333,7 @@ class StandIn:
 
         with contextlib.ExitStack() as stack:
             stack.enter_context(_fast_sqlite())
-            for target, value in [(bridge, {"SandboxServer": Server, "grade_cells": cells_grade}),
+            for target, value in [(pool, {"SandboxServer": Server}), (bridge, {"grade_cells": cells_grade}),
                                   (classgrade, {"SandboxServer": Server, "grade_file": file_grade,
                                                 "reference": lambda *a, **k: None}),
                                   (feedback, {"profile_figure_png": lambda *a, **k: None}),
