@@ -142,6 +142,7 @@ def grade_class(submissions: Path, out: Path, workers: int | None, force: bool, 
     spawned = _spawn_servers(workers or os.cpu_count() or 1, unsafe or _course_allows_unsafe(course), course)
     try:
         from .classgrade import grade_class as run
+        from autograder.grading.options import GradingOptions
         from autograder.grading.reference import new_seed
 
         device, seed = _checked_device(device), new_seed() if seed is None else seed
@@ -151,11 +152,11 @@ def grade_class(submissions: Path, out: Path, workers: int | None, force: bool, 
             recorder = _servers_or_exit(lambda: CourseRecorder(course, assignment, unsafe=unsafe))
             graded = recorder.assignment
     except BaseException:
-        for server in spawned:
-            server.close()
+        spawned.close()
         raise
-    rows = _servers_or_exit(lambda: run(submissions, out, workers=workers, seed=seed, device=device, force=force,
-                                        course=recorder, assignment=graded, unsafe=unsafe, servers=spawned))
+    options = GradingOptions(seed, device, graded, unsafe)
+    rows = _servers_or_exit(lambda: run(submissions, out, options=options, workers=workers, force=force, course=recorder,
+                                        servers=spawned))
     scores = [float(r["score"]) for r in rows]
     mean = sum(scores) / len(scores) if scores else 0.0
     from autograder.engine.results import points_text
@@ -172,19 +173,18 @@ def grade_class(submissions: Path, out: Path, workers: int | None, force: bool, 
                    "read the solution and other students' files (their results say so)", err=True)
 
 
-def _spawn_servers(count: int, unsafe: bool, course: Path | None = None) -> list:
-    from autograder.sandbox.parent.client import IsolationUnavailable, SandboxServer
+def _spawn_servers(count: int, unsafe: bool, course: Path | None = None):
+    from autograder.sandbox.parent.client import IsolationUnavailable
+    from autograder.sandbox.parent.pool import ServerPool
 
     try:
-        spawned = [SandboxServer(start=False, unsafe=unsafe) for _ in range(count)]
+        spawned = ServerPool(count, unsafe=unsafe)
     except IsolationUnavailable as error:
         if course is None:
             raise click.ClickException(str(error)) from None
         from autograder.frontends.nbgrader.preflight import ISOLATION_REFUSAL  # a course decides in its configuration
         raise click.ClickException(f"Not grading: {ISOLATION_REFUSAL} (or pass --unsafe).") from None
-    for server in spawned:
-        server.spawn()
-    return spawned
+    return spawned.spawn()
 
 
 def _course_allows_unsafe(course: Path | None) -> bool:
