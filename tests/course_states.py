@@ -35,6 +35,8 @@ from autograder.frontends.nbgrader.feedback import FormgraderStanding, KitReleas
 from autograder.frontends.nbgrader.gradebook import course_standings
 from autograder.frontends.nbgrader.plugins import KitRefusal
 from autograder.frontends.nbgrader.recorder import CourseRecorder, course_rows
+from autograder.grading.options import GradingOptions
+from autograder.sandbox.parent import pool
 from autograder.sandbox.parent.client import UNSAFE
 from nbgrader_course import do_kit_homework, make_course
 
@@ -173,8 +175,9 @@ class Course:
     def grade_class(self, force: bool):
         def run(log):
             recorder = CourseRecorder(self.course, NAME)
-            return classgrade.grade_class(self.course / "submitted", self.out, workers=1, seed=5, force=force,
-                                          progress=False, course=recorder, assignment=recorder.assignment)
+            options = GradingOptions(seed=5, assignment=recorder.assignment)
+            return classgrade.grade_class(self.course / "submitted", self.out, options=options, workers=1, force=force,
+                                          progress=False, course=recorder)
         return self._logged(run)
 
     def set_score(self, student: str, grade_id: str, points: float) -> None:
@@ -332,9 +335,8 @@ class StandIn:
 
         with contextlib.ExitStack() as stack:
             stack.enter_context(_fast_sqlite())
-            for target, value in [(bridge, {"SandboxServer": Server, "grade_cells": cells_grade}),
-                                  (classgrade, {"SandboxServer": Server, "grade_file": file_grade,
-                                                "reference": lambda *a, **k: None}),
+            for target, value in [(pool, {"SandboxServer": Server}), (bridge, {"grade_cells": cells_grade}),
+                                  (classgrade, {"grade_file": file_grade, "reference": lambda *a, **k: None}),
                                   (feedback, {"profile_figure_png": lambda *a, **k: None}),
                                   (report, {"histogram_png": lambda *a, **k: TINY_PNG,
                                             "bars_png": lambda *a, **k: TINY_PNG})]:

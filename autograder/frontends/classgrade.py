@@ -16,7 +16,6 @@ import concurrent.futures
 import json
 import sys
 import os
-import queue
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +27,11 @@ from autograder.course.fence import name_text
 from autograder.engine.results import SubmissionResult, points_text
 from autograder.engine.rubric import RUBRIC
 from autograder.frontends.gradescope.results import result_from_json, standing_from_json, write_results
+from autograder.grading.options import GradingOptions
 from autograder.grading.reference import reference
 from autograder.grading.submission import grade_file, grader_failure, unreadable
-from autograder.sandbox.parent.client import Limits, SandboxServer
 from autograder.sandbox.parent.containment import own_folder
+from autograder.sandbox.parent.pool import ServerPool
 from .exports import csv_text
 from .feedback import write_feedback_page
 from .files import write_atomically
@@ -164,26 +164,26 @@ def unisolated(out: Path, students: list[str]) -> list[str]:
     return [s for s, r in read_results(Path(out), students).items() if r.isolation.startswith(UNISOLATED)]
 
 
-def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int, device: str = "cpu",
-                force: bool = False, limits: Limits = Limits(), progress: bool = True,
-                course=None, assignment: kit.Assignment = kit.KIT, unsafe: bool = False,
-                isolation: dict | None = None, servers: list | None = None) -> list[dict]:
+def grade_class(root: Path, out: Path, *, options: GradingOptions, workers: int | None = None, force: bool = False,
+                progress: bool = True, course=None, servers: ServerPool | None = None) -> list[dict]:
     """Grade every submission under `root` into `out`; returns the grade rows. Never stops for one student.
 
-    `assignment` is the source notebook graded against: the kit's own, or a course's. `course` (an
-    `autograder.frontends.nbgrader.recorder.CourseRecorder`) writes each result into the course and then has
-    nbgrader draw the feedback pages; the numbers of grades.csv, the pages and the report are then the
-    gradebook's. The submissions and `out` are private: no submission can read another's file or results.
-    `isolation` passes layer choices to the sandbox (tests switch bubblewrap or namespaces off). `servers`:
-    sandbox servers the caller spawned early (they warm up while it imports), used as the workers; closed here,
-    like the others."""
-    out = Path(out)
+    `options` says how (`options.assignment` is the source notebook graded against: the kit's own, or a
+    course's; `options.seed` must be given). `course` (an `autograder.frontends.nbgrader.recorder.CourseRecorder`)
+    writes each result into the course and then has nbgrader draw the feedback pages; the numbers of grades.csv,
+    the pages and the report are then the gradebook's. The submissions and `out` are private: no submission can
+    read another's file or results. `servers`: a pool the caller spawned early (its servers warm up while it
+    imports), used as the workers (with its own limits and isolation) and closed here, like a pool of its own."""
+    out, assignment = Path(out), options.assignment
     out.mkdir(parents=True, exist_ok=True)         # exists before the sandbox hides it
     submissions = discover(root, assignment)
     stale = course.stale([s.student for s in submissions]) if course is not None else {}
     todo = [s for s in submissions
             if force or s.student in stale or not _is_fresh(out / s.student / "results.json", s, assignment)]
-    _grade(todo, root, out, workers, seed, device, limits, course, assignment, unsafe, isolation, servers, progress)
+    with servers or ServerPool(0, limits=options.limits, unsafe=options.unsafe, isolation=options.isolation) as pool:
+        if todo:         # nothing to grade: no server is made (nor refused)
+            pool.resize(max(1, min(workers or os.cpu_count() or 1, len(todo))))
+            _grade_all(todo, pool, root=root, out=out, options=options, course=course, progress=progress)
     students = [s.student for s in submissions]
     results = read_results(out, students)
     if course is not None:
@@ -199,7 +199,7 @@ def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int,
         try:
             rows.append(grade_row(student, results[student], standings[student]))
         except Exception as error:      # the grader's failure for this student: the class's files are still written
-            results[student] = grader_failure(student, error, seed, device, student, assignment)
+            results[student] = grader_failure(student, error, options.seed, options.device, student, assignment)
             standings[student] = standing_of(results[student], assignment)
             rows.append(grade_row(student, results[student], standings[student]))
     write_grades_csv(out, rows, assignment)
@@ -208,71 +208,52 @@ def grade_class(root: Path, out: Path, *, workers: int | None = None, seed: int,
     return rows
 
 
-def _grade(todo, root, out, workers, seed, device, limits, course, assignment, unsafe, isolation, servers,
-           progress) -> None:
-    workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
-    if not todo:
-        for server in servers or []:
-            server.close()
-        return
-    given = list(servers or [])
-    for extra in given[workers:]:
-        extra.close()
-    servers = given[:workers] + [SandboxServer(limits=limits, unsafe=unsafe, start=False, **(isolation or {}))
-                                 for _ in range(workers - len(given))]
-    for server in servers:
-        server.assignment, server.extra_private = assignment, (root, out)
-    pool: queue.Queue = queue.Queue()
+def _grade_all(todo: list[Submission], pool: ServerPool, *, root: Path, out: Path, options: GradingOptions, course,
+               progress: bool) -> None:
+    """Every submission of `todo`, one worker per server of the pool."""
+    pool.launch(options.assignment, private=(root, out, *options.private))    # the servers warm up on their own
+    reference(options.seed, options.device, options.assignment)    # while this process computes the reference's
+    pool.wait_until_ready()                                         # answers, once, for every worker to share
+    with concurrent.futures.ThreadPoolExecutor(len(pool.servers)) as executor:
+        futures = [executor.submit(grade_student, s, pool=pool, out=out, options=options, course=course) for s in todo]
+        bar = tqdm(concurrent.futures.as_completed(futures), total=len(futures), unit="student",
+                   desc="grading", disable=not progress)
+        for future in bar:
+            future.result()
 
-    def grade_one(submission: Submission):
-        try:
-            return graded(submission)
-        except Exception as error:      # anything that escapes is this student's grader failure; the class goes on
-            print(f"grade-class: {submission.student}: {type(error).__name__}: {error}", file=sys.stderr)
-            result = grader_failure(submission.student, error, seed, device, submission.student, assignment)
-            try:
-                write_results(result, own_folder(out / submission.student) / "results.json", source=assignment.key)
-            except Exception:
-                pass
-            return result
 
-    def graded(submission: Submission):
-        if submission.path is None:
-            result = unreadable(submission.student, "No notebook or .py file was found in your submission.",
-                                seed, device, student=submission.student, assignment=assignment)
-        else:
-            server = pool.get()
-            try:
-                result = grade_file(submission.path, server, seed=seed, device=device, student=submission.student)
-            finally:
-                pool.put(server)
-        folder = own_folder(out / submission.student)     # a link put there is replaced, never followed
+def grade_student(submission: Submission, *, pool: ServerPool, out: Path, options: GradingOptions,
+                  course=None) -> SubmissionResult:
+    """One student, inside the fence: anything that escapes is this student's grader failure; the class goes on."""
+    try:
+        return _graded(submission, pool=pool, out=out, options=options, course=course)
+    except Exception as error:
+        print(f"grade-class: {submission.student}: {type(error).__name__}: {error}", file=sys.stderr)
+        result = grader_failure(submission.student, error, options.seed, options.device, submission.student,
+                                options.assignment)
         try:
-            write_results(result, folder / "results.json", source=assignment.key,
-                          standing=standing_of(result, assignment))
-            if course is not None:
-                course(submission, result)
-            else:
-                write_feedback_page(result, folder / "feedback.html", standing_of(result, assignment))
-        except Exception as error:      # the grader's failure: recorded for this student, the class goes on
-            result = grader_failure(submission.student, error, seed, device, submission.student, assignment)
-            write_results(result, folder / "results.json", source=assignment.key,
-                          standing=standing_of(result, assignment))
+            write_results(result, own_folder(out / submission.student) / "results.json", source=options.assignment.key)
+        except Exception:
+            pass
         return result
 
+
+def _graded(submission: Submission, *, pool: ServerPool, out: Path, options: GradingOptions, course):
+    seed, device, assignment = options.seed, options.device, options.assignment
+    if submission.path is None:
+        result = unreadable(submission.student, "No notebook or .py file was found in your submission.",
+                            seed, device, student=submission.student, assignment=assignment)
+    else:
+        with pool.lend() as server:
+            result = grade_file(submission.path, server, seed=seed, device=device, student=submission.student)
+    folder = own_folder(out / submission.student)     # a link put there is replaced, never followed
     try:
-        for server in servers:          # the servers warm up on their own while this process computes the
-            server.launch()             # reference's answers, once, for every worker to share
-        reference(seed, device, assignment)
-        for server in servers:
-            server.wait_until_ready()
-            pool.put(server)
-        with concurrent.futures.ThreadPoolExecutor(workers) as executor:
-            futures = [executor.submit(grade_one, s) for s in todo]
-            bar = tqdm(concurrent.futures.as_completed(futures), total=len(futures), unit="student",
-                       desc="grading", disable=not progress)
-            for future in bar:
-                future.result()
-    finally:
-        for server in servers:
-            server.close()
+        write_results(result, folder / "results.json", source=assignment.key, standing=standing_of(result, assignment))
+        if course is not None:
+            course(submission, result)
+        else:
+            write_feedback_page(result, folder / "feedback.html", standing_of(result, assignment))
+    except Exception as error:      # the grader's failure: recorded for this student, the class goes on
+        result = grader_failure(submission.student, error, seed, device, submission.student, assignment)
+        write_results(result, folder / "results.json", source=assignment.key, standing=standing_of(result, assignment))
+    return result

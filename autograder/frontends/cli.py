@@ -1,20 +1,10 @@
 """The grader's command line: one verb per command, each a call into the package."""
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import click
-
-
-def _checked_device(value: str) -> str:
-    """'auto' becomes the device it picks; a device that is not there is a usage error, not a traceback.
-    Called inside a command (not as the option's callback) so that a sandbox can start before torch loads."""
-    from autograder.grading.reference import resolve_device
-
-    try:
-        return resolve_device(value)
-    except ValueError as error:
-        raise click.BadParameter(str(error), param_hint="'--device'") from None
 
 
 DEVICE = click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
@@ -27,27 +17,25 @@ PRIVATE = click.option("--private", "private", multiple=True, type=click.Path(fi
                        help="a folder submissions must not read, besides the kit and the course (repeatable)")
 
 
-def _servers_or_exit(make):
-    """Start the sandbox, or stop with the reason the grader refuses to (not a graded result: nothing ran); a
-    refusal of the course's (nbgrader's plugins') is one line too."""
+@contextlib.contextmanager
+def refusals_in_one_line():
+    """A refusal (nothing ran: see `autograder.frontends.commands`) is one line, not a traceback; a device that is
+    not there is a usage error. A refusal of the course's (nbgrader's plugins') has been logged by nbgrader's log
+    already: it is said once more here."""
+    from autograder.grading.options import DeviceUnavailable
     from autograder.sandbox.parent.client import IsolationUnavailable
+    from .commands import NotGrading
 
     try:
-        return make()
-    except IsolationUnavailable as error:
+        yield
+    except DeviceUnavailable as error:
+        raise click.BadParameter(str(error), param_hint="'--device'") from None
+    except (IsolationUnavailable, NotGrading) as error:
         raise click.ClickException(str(error)) from None
     except Exception as error:
-        if type(error).__name__ == "KitRefusal":        # logged by nbgrader's log already: said once more here
+        if type(error).__name__ == "KitRefusal":
             raise click.ClickException(str(error)) from None
         raise
-
-
-def _interpreter_or_exit() -> None:
-    from .interpreter import interpreter_refusal
-
-    why = interpreter_refusal()
-    if why:
-        raise click.ClickException(f"Not grading: {why}.")
 
 
 @click.group()
@@ -73,42 +61,12 @@ def grade(submission: Path, results_path: Path, feedback_path: Path | None, sour
     """Grade one SUBMISSION (a notebook or a .py file) and write its results.
 
     The results are written once the submission and everything it started have ended, atomically."""
-    from autograder.course import kit
-    from autograder.engine.rubric import RUBRIC
-    from autograder.sandbox.parent.client import SandboxServer
+    from autograder.grading.options import GradingOptions
+    from .commands import grade_submission
 
-    try:
-        assignment = kit.Assignment(source).verify(RUBRIC) if source else kit.KIT
-    except kit.SourceProblem as error:
-        raise click.ClickException(f"Not grading: {error}") from None
-    _interpreter_or_exit()
-    # the sandbox starts first: it imports torch and warms up on the other core while this process does
-    folder = submission.resolve().parent
-    server = _servers_or_exit(lambda: SandboxServer(private=(folder, *private), unsafe=unsafe, start=False,
-                                                    assignment=assignment))
-    try:
-        server.launch()
-        device = _checked_device(device)
-        from autograder.grading.submission import grade_file, grader_failure
-        from autograder.grading.reference import new_seed, reference
-        from autograder.frontends.gradescope.results import write_results
-
-        seed = new_seed() if seed is None else seed
-        try:
-            reference(seed, device, server.assignment)      # meanwhile: the reference's answers
-            server.wait_until_ready()
-            result = grade_file(submission, server, seed=seed, device=device)
-        except Exception as error:       # never a traceback for a submission: the grader's failure is a result
-            result = grader_failure(submission.name, error, seed, device, assignment=assignment)
-    finally:
-        server.close()
-    from .standing import standing_of
-
-    standing = standing_of(result, assignment)
-    written = write_results(result, results_path, source=assignment.key, standing=standing)
-    if feedback_path:
-        from .feedback import write_feedback_page
-        write_feedback_page(result, feedback_path, standing)
+    with refusals_in_one_line():
+        written = grade_submission(submission, results=results_path, feedback=feedback_path, source=source,
+                                   options=GradingOptions(seed, device, unsafe=unsafe, private=private))
     click.echo(written["output"])            # what results.json says, word for word
     click.echo(f"results written to {results_path}")
 
@@ -131,71 +89,15 @@ def grade(submission: Path, results_path: Path, feedback_path: Path | None, sour
 def grade_class(submissions: Path, out: Path, workers: int | None, force: bool, course: Path | None,
                 assignment: str | None, seed: int | None, device: str, unsafe: bool) -> None:
     """Grade every student's submission in SUBMISSIONS."""
-    import os
+    from autograder.grading.options import GradingOptions
+    from .commands import grade_folder
 
-    from autograder.course import kit
-
-    course = course or _enclosing_course(submissions)
-    _interpreter_or_exit()
-    # the sandbox servers start first: they import torch and warm up on their own while this process imports
-    # the grader (and nbgrader, for a course) and computes the reference
-    spawned = _spawn_servers(workers or os.cpu_count() or 1, unsafe or _course_allows_unsafe(course), course)
-    try:
-        from .classgrade import grade_class as run
-        from autograder.grading.reference import new_seed
-
-        device, seed = _checked_device(device), new_seed() if seed is None else seed
-        recorder, graded = None, kit.KIT
-        if course is not None:
-            from autograder.frontends.nbgrader.recorder import CourseRecorder
-            recorder = _servers_or_exit(lambda: CourseRecorder(course, assignment, unsafe=unsafe))
-            graded = recorder.assignment
-    except BaseException:
-        for server in spawned:
-            server.close()
-        raise
-    rows = _servers_or_exit(lambda: run(submissions, out, workers=workers, seed=seed, device=device, force=force,
-                                        course=recorder, assignment=graded, unsafe=unsafe, servers=spawned))
-    scores = [float(r["score"]) for r in rows]
-    mean = sum(scores) / len(scores) if scores else 0.0
-    from autograder.engine.results import points_text
-    click.echo(f"graded {len(rows)} students (seed {seed}); mean score {points_text(mean)} of "
-               f"{rows[0]['max_score'] if rows else '-'}; grades in {out / 'grades.csv'}, report in "
-               f"{out / 'report.html'}")
-    if course is not None:
-        click.echo(f"graded with {graded.source}; scores written to the gradebook of {course}; nbgrader drew the "
-                   f"feedback pages in {course / 'feedback'}")
-    from .classgrade import unisolated
-    unsafe_ones = unisolated(out, [r["student"] for r in rows])
-    if unsafe_ones:
-        click.echo(f"WARNING: {len(unsafe_ones)} of {len(rows)} submissions were graded WITHOUT isolation: they could "
-                   "read the solution and other students' files (their results say so)", err=True)
-
-
-def _spawn_servers(count: int, unsafe: bool, course: Path | None = None) -> list:
-    from autograder.sandbox.parent.client import IsolationUnavailable, SandboxServer
-
-    try:
-        spawned = [SandboxServer(start=False, unsafe=unsafe) for _ in range(count)]
-    except IsolationUnavailable as error:
-        if course is None:
-            raise click.ClickException(str(error)) from None
-        from autograder.frontends.nbgrader.preflight import ISOLATION_REFUSAL  # a course decides in its configuration
-        raise click.ClickException(f"Not grading: {ISOLATION_REFUSAL} (or pass --unsafe).") from None
-    for server in spawned:
-        server.spawn()
-    return spawned
-
-
-def _course_allows_unsafe(course: Path | None) -> bool:
-    """The course's (or the hub's) `c.KitSandbox.when_unisolated = "unsafe"`; read only where nothing isolates."""
-    from autograder.sandbox.parent.client import isolation_available
-
-    if course is None or isolation_available():
-        return False
-    from autograder.frontends.nbgrader.bridge import course_config
-    from autograder.frontends.nbgrader.preflight import unsafe_allowed
-    return unsafe_allowed(course_config(course))
+    with refusals_in_one_line():
+        done = grade_folder(submissions, out=out, options=GradingOptions(seed, device, unsafe=unsafe),
+                            workers=workers, force=force, course=course, assignment=assignment)
+    click.echo(done.summary())
+    if done.warning():
+        click.echo(done.warning(), err=True)
 
 
 @main.command("class-report")
@@ -226,13 +128,6 @@ def class_report(results: Path | None, course: Path | None, assignment: str | No
         out = out or results / "report.html"
     write_class_report(out, rows, title=f"{name}: class report")
     click.echo(f"class report of {len(rows)} students: {out}")
-
-
-def _enclosing_course(submissions: Path) -> Path | None:
-    parent = submissions.resolve().parent
-    if submissions.resolve().name == "submitted" and (parent / "nbgrader_config.py").is_file():
-        return parent
-    return None
 
 
 @main.command()

@@ -17,6 +17,7 @@ from autograder.course.build import nbgrader
 from autograder.course.sample_class import SAMPLE_DIR
 from autograder.engine.rubric import RUBRIC
 from autograder.frontends.nbgrader.recorder import CourseRecorder
+from autograder.grading.options import GradingOptions
 from autograder.grading.reference import new_seed
 from .classgrade import grade_class
 
@@ -109,8 +110,8 @@ def run_demo(out: Path, seed: int | None = None, workers: int | None = None) -> 
 
     started = _step("5/6 grade-class: the hardened, parallel path, into a copy of the course")
     recorder = CourseRecorder(hardened)
-    grade_class(hardened / "submitted", out / "grade-class", seed=seed, workers=workers, force=True,
-                course=recorder, assignment=recorder.assignment)
+    grade_class(hardened / "submitted", out / "grade-class", options=GradingOptions(seed, assignment=recorder.assignment),
+                workers=workers, force=True, course=recorder)
     second = {row["student"]: row for row in gradebook_table(hardened)}
     agree = plain == second
     _done(started, f"results in {out / 'grade-class'}; both paths agree on every check: {'yes' if agree else 'NO'}")

@@ -16,6 +16,7 @@ from autograder.engine.questions.plan import Plan
 from autograder.engine.questions.probes import Probing, part_params, run_probe
 from autograder.engine.reading.answers import Expect, read_answer
 from autograder.sandbox.inside.protocol import encode_observation
+from .options import DeviceUnavailable
 
 ARRANGEMENTS = {"Post-LN": "PostLNBlock", "no shortcuts": "NoShortcutBlock"}
 
@@ -28,7 +29,7 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda was asked for, but CUDA is not available here")
+        raise DeviceUnavailable("--device cuda was asked for, but CUDA is not available here")
     return device
 
 

@@ -8,6 +8,7 @@ import pytest
 from autograder.frontends import classgrade
 from autograder.sandbox.inside import cleanup
 from autograder.frontends.classgrade import discover, grade_class
+from autograder.grading.options import GradingOptions
 
 pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
 
@@ -58,7 +59,7 @@ def test_a_failure_that_escapes_for_one_student_costs_only_that_student(tmp_path
         return real(path, server, **kwargs)
 
     monkeypatch.setattr(classgrade, "grade_file", breaking)
-    rows = grade_class(root, tmp_path / "out", workers=1, seed=2, progress=False)
+    rows = grade_class(root, tmp_path / "out", options=GradingOptions(seed=2), workers=1, progress=False)
     by_student = {row["student"]: row for row in rows}
     assert set(by_student) == {"a_fine", "b_breaks", "c_fine"}
     assert "RecursionError" in by_student["b_breaks"]["grader_errors"]

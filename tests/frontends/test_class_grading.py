@@ -11,6 +11,7 @@ import pytest
 from autograder.course import kit
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS, WRITTEN
 from autograder.frontends.classgrade import discover, grade_class
+from autograder.grading.options import GradingOptions
 
 pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
 
@@ -41,7 +42,7 @@ def test_discover_recognises_each_layout(mixed_class):
 @pytest.mark.slow
 def test_grade_class_grades_everyone_and_resumes(mixed_class, tmp_path):
     out = tmp_path / "out"
-    rows = grade_class(mixed_class, out, workers=2, seed=11, progress=False)
+    rows = grade_class(mixed_class, out, options=GradingOptions(seed=11), workers=2, progress=False)
     scores = {r["student"]: float(r["score"]) for r in rows}
     assert scores == {"ana": TOTAL_POINTS, "bo": 0, "cy": TOTAL_POINTS, "di": 0, "ed": 0}
     for student in scores:
@@ -70,11 +71,11 @@ def test_grade_class_grades_everyone_and_resumes(mixed_class, tmp_path):
 
     stamps = {s: (out / s / "results.json").stat().st_mtime_ns for s in scores}
     os.utime(mixed_class / "cy.py")                              # cy resubmits
-    grade_class(mixed_class, out, workers=1, seed=12, progress=False)
+    grade_class(mixed_class, out, options=GradingOptions(seed=12), workers=1, progress=False)
     now = {s: (out / s / "results.json").stat().st_mtime_ns for s in scores}
     regraded = {s for s in scores if now[s] != stamps[s]}
     assert regraded == {"cy", "ed"}                             # ed has no file, so is never up to date
     assert json.loads((out / "ana" / "results.json").read_text())["extra_data"]["seed"] == 11
 
-    grade_class(mixed_class, out, workers=1, seed=13, progress=False, force=True)
+    grade_class(mixed_class, out, options=GradingOptions(seed=13), workers=1, progress=False, force=True)
     assert all(json.loads((out / s / "results.json").read_text())["extra_data"]["seed"] == 13 for s in scores)

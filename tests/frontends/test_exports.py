@@ -12,6 +12,7 @@ from autograder.course import kit
 from autograder.course.fence import name_text
 from autograder.frontends import exports
 from autograder.frontends.classgrade import grade_class
+from autograder.grading.options import GradingOptions
 from nbgrader_course import Shell, make_course
 
 pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
@@ -48,7 +49,7 @@ def test_grade_class_writes_every_student_id_and_file_name_as_text(tmp_path):
         (root / f"{name}.ipynb").write_text("not a notebook")                  # read, refused, no sandbox run
     (root / "folder_of_=cmd").mkdir()
     (root / "folder_of_=cmd" / "@evil.ipynb").write_text("{}")
-    grade_class(root, tmp_path / "out", workers=1, seed=3, progress=False)
+    grade_class(root, tmp_path / "out", options=GradingOptions(seed=3), workers=1, progress=False)
     path = tmp_path / "out" / "grades.csv"
     assert_runs_nothing(path)
     table = {row[0]: row for row in _cells(path)[1:]}

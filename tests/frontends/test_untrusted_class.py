@@ -14,6 +14,7 @@ from autograder.course import kit
 from autograder.engine.rubric import TOTAL_POINTS
 from autograder.frontends.classgrade import grade_class
 from autograder.frontends.nbgrader.feedback import recorded_result
+from autograder.grading.options import GradingOptions
 from autograder.sandbox.parent.client import Limits
 from catalog.malformed import READ, SHAPES
 from layers import LAYERS, layer_available
@@ -57,7 +58,8 @@ def test_grade_class_grades_the_honest_and_gives_each_odd_notebook_its_own_resul
         pytest.skip(f"layer '{layer}' not available: {why}")
     root, out = tmp_path / "class", tmp_path / "out"
     _class(root)
-    rows = grade_class(root, out, workers=1, seed=8, progress=False, limits=LIMITS, isolation=LAYERS[layer])
+    options = GradingOptions(seed=8, limits=LIMITS, isolation=LAYERS[layer])
+    rows = grade_class(root, out, options=options, workers=1, progress=False)
     results = _results(out)
     assert set(results) == {r["student"] for r in rows} == set(HONEST) | {f"odd_{n}" for n in SHAPES}
     assert_fair(results, lambda data: data["extra_data"]["notes"])
@@ -67,10 +69,9 @@ def test_grade_class_grades_the_honest_and_gives_each_odd_notebook_its_own_resul
     table = {row["student"]: row for row in csv.DictReader(open(out / "grades.csv", newline=""))}
     assert set(table) == set(results) and (out / "report.html").stat().st_size > 0
     before = {student: data["score"] for student, data in results.items()}
-    again = grade_class(root, out, workers=1, seed=8, progress=False, limits=LIMITS, isolation=LAYERS[layer])
+    again = grade_class(root, out, options=options, workers=1, progress=False)
     assert {r["student"]: float(r["score"]) for r in again} == before           # a rerun: nothing to grade again
-    forced = grade_class(root, out, workers=1, seed=8, progress=False, limits=LIMITS, isolation=LAYERS[layer],
-                         force=True)
+    forced = grade_class(root, out, options=options, workers=1, progress=False, force=True)
     assert {r["student"]: float(r["score"]) for r in forced} == before
 
 

@@ -10,6 +10,7 @@ from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
 from autograder.frontends.classgrade import grade_class
 from autograder.frontends.gradescope.results import results_json
 from autograder.grading import submission as grading_one
+from autograder.grading.options import GradingOptions
 from catalog.build import submission
 
 pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
@@ -49,7 +50,7 @@ def test_grade_class_lists_grader_errors_per_student(broken_check, tmp_path):
     root = tmp_path / "class"
     root.mkdir()
     (root / "ana.py").write_text(submission())
-    rows = grade_class(root, tmp_path / "out", workers=1, seed=5, progress=False)
+    rows = grade_class(root, tmp_path / "out", options=GradingOptions(seed=5), workers=1, progress=False)
     assert "forward_prenorm" in rows[0]["grader_errors"]
     with open(tmp_path / "out" / "grades.csv") as handle:
         table = list(csv.DictReader(handle))

@@ -20,6 +20,7 @@ import pytest
 from autograder.course import kit
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
 from autograder.frontends.classgrade import grade_class
+from autograder.grading.options import GradingOptions
 from autograder.grading.submission import grade_file
 from autograder.sandbox.parent import client as sandbox
 from autograder.sandbox.parent.client import UNSAFE, IsolationUnavailable, Limits, SandboxServer
@@ -155,7 +156,8 @@ def test_a_classmate_s_files_and_results_stay_out_of_reach(layer, tmp_path):
             raise RuntimeError("copied: " + " ".join(_stolen)[-200:])
         """)
     (root / "mallory.py").write_text(template(steal))
-    rows = grade_class(root, out, workers=1, seed=3, progress=False, force=True, limits=SHORT, isolation=LAYERS[layer])
+    options = GradingOptions(seed=3, limits=SHORT, isolation=LAYERS[layer])
+    rows = grade_class(root, out, options=options, workers=1, progress=False, force=True)
     mallory = next(r for r in rows if r["student"] == "mallory")
     assert all(float(mallory[name]) == 0 for name in FORWARD_CHECKS), mallory
     assert secret not in (out / "mallory" / "results.json").read_text()
@@ -190,7 +192,7 @@ def test_grade_class_survives_links_and_pipes(tmp_path):
     (root / "link").mkdir()
     (root / "link" / kit.KIT.notebook_name).symlink_to(kit.SOLUTIONS_DIR / kit.KIT.notebook_name)
     (root / "folder_link").symlink_to(kit.SOLUTIONS_DIR)
-    rows = grade_class(root, tmp_path / "out", workers=1, seed=2, progress=False, limits=SHORT)
+    rows = grade_class(root, tmp_path / "out", options=GradingOptions(seed=2, limits=SHORT), workers=1, progress=False)
     assert {r["student"]: float(r["score"]) for r in rows} == {"pipe": 0, "link": 0}
     assert (tmp_path / "out" / "grades.csv").is_file()
 

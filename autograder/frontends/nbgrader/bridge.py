@@ -27,7 +27,7 @@ from autograder.engine.results import points_text
 from autograder.engine.rubric import RUBRIC
 from autograder.grading.reference import new_seed
 from autograder.grading.submission import grade_cells, unreadable
-from autograder.sandbox.parent.client import SandboxServer
+from autograder.sandbox.parent.pool import ServerPool
 from .annotate import annotate
 from .plugins import KIT_KEY, kit_source
 from .preflight import unsafe_allowed
@@ -35,17 +35,17 @@ from .preflight import unsafe_allowed
 
 # --- nbgrader autograde -----------------------------------------------------------------------------
 
-_command_line_servers: dict[str, SandboxServer] = {}
+_command_line_servers: dict[str, ServerPool] = {}
 _servers_lock = threading.Lock()
 
 
-def _command_line_server(assignment: kit.Assignment, unsafe: bool) -> SandboxServer:
+def _command_line_server(assignment: kit.Assignment, unsafe: bool) -> ServerPool:
     """One sandbox server per assignment for a whole `nbgrader autograde` command, closed when it exits."""
     with _servers_lock:
         if assignment.key not in _command_line_servers:
-            server = SandboxServer(assignment=assignment, unsafe=unsafe)
-            atexit.register(server.close)
-            _command_line_servers[assignment.key] = server
+            servers = ServerPool(unsafe=unsafe).start(assignment)
+            atexit.register(servers.close)
+            _command_line_servers[assignment.key] = servers
         return _command_line_servers[assignment.key]
 
 
@@ -122,9 +122,10 @@ class SandboxedExecute(Execute):
     @contextlib.contextmanager
     def _server(self, assignment: kit.Assignment, command_line: bool, unsafe: bool):
         if command_line:
-            yield _command_line_server(assignment, unsafe)
+            with _command_line_server(assignment, unsafe).lend() as server:
+                yield server
         else:
-            with SandboxServer(assignment=assignment, unsafe=unsafe) as server:
+            with ServerPool(unsafe=unsafe).start(assignment) as servers, servers.lend() as server:
                 yield server
 
 

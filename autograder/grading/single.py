@@ -1,0 +1,35 @@
+"""Grading one submission on a sandbox server of its own (the command line's `grade`, Gradescope's autograder).
+
+The server starts first: it imports torch and warms up on its own while this process imports the grader and
+computes the reference's answers. Nothing here imports torch before the server has started.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from autograder.engine.results import SubmissionResult
+from autograder.sandbox.parent.pool import ServerPool
+from .options import GradingOptions
+
+
+def grade_one(submission: Path, *, options: GradingOptions) -> SubmissionResult:
+    """Grade `submission` (a notebook or a .py file); its own folder and `options.private` are hidden from it.
+
+    Refuses before anything runs where nothing can isolate it (`IsolationUnavailable`, unless `options.unsafe`)
+    and where the device is not there (`DeviceUnavailable`). Otherwise never raises for the submission or the
+    grader: a failure of the grader is a result that names it. The result is returned once the submission and
+    everything it started have ended."""
+    submission = Path(submission)
+    with ServerPool(limits=options.limits, unsafe=options.unsafe, isolation=options.isolation) as servers:
+        servers.launch(options.assignment, private=(submission.resolve().parent, *options.private))
+        options = options.resolved()
+        from .reference import reference
+        from .submission import grade_file, grader_failure
+
+        try:
+            reference(options.seed, options.device, options.assignment)     # meanwhile: the reference's answers
+            servers.wait_until_ready()
+            with servers.lend() as server:
+                return grade_file(submission, server, seed=options.seed, device=options.device)
+        except Exception as error:       # never a traceback for a submission: the grader's failure is a result
+            return grader_failure(submission.name, error, options.seed, options.device, assignment=options.assignment)
