@@ -3,6 +3,8 @@ import random
 
 import pytest
 
+from layers import LAYERS, layer_available
+
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 
@@ -13,6 +15,19 @@ def server():
 
     with SandboxServer() as sandbox:
         yield sandbox
+
+
+@pytest.fixture(scope="module", params=list(LAYERS))
+def layer_server(request):
+    """A sandbox server in each isolation layer of tests/layers.py (skipped where this machine lacks it), one per
+    module and layer."""
+    from autograder.sandbox.parent.client import SandboxServer
+
+    why = layer_available(request.param)
+    if why:
+        pytest.skip(f"layer '{request.param}' not available: {why}")
+    with SandboxServer(**LAYERS[request.param]) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -22,12 +22,10 @@ from autograder.engine.diagnosis.edits import single_edits
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
 from autograder.grading.inprocess import grade_cells_in_process
 from autograder.grading.submission import grade_file
-from autograder.sandbox.parent.client import SandboxServer
 from catalog.build import submission
 from catalog.families import AS_POST_LN, FAMILIES, FULL, NOTHING
 from catalog.generate import DROP_P, DROP_PS, FACTORS, VARIANTS, program_key, equivalents, mutants, styled_mutants
 from catalog.hostile import POST_LN
-from layers import LAYERS, layer_available
 
 FORWARD_CHECKS = [name for name in RUBRIC if name != "compounding"]
 PER_FAMILY = 10          # cases of each family graded again in every isolation layer
@@ -44,15 +42,6 @@ def _layer_sample() -> list[tuple[str, str]]:
     cases = [(c.name, c.forward) for family in (mutants(), styled_mutants(), equivalents()) for c in _spread(list(family))]
     cases += [(name, FAMILIES[name][0]) for name in _spread(sorted(FAMILIES))]
     return cases + [("post_ln", POST_LN)]
-
-
-@pytest.fixture(scope="module", params=list(LAYERS))
-def layer_server(request):
-    why = layer_available(request.param)
-    if why:
-        pytest.skip(f"layer '{request.param}' not available: {why}")
-    with SandboxServer(**LAYERS[request.param]) as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

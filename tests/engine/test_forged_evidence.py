@@ -4,18 +4,7 @@ the real sandbox in every isolation layer this machine has (the layers of test_h
 import pytest
 
 from autograder.grading.submission import grade_file
-from autograder.sandbox.parent.client import SandboxServer
 from catalog.forged_evidence import FORGED
-from layers import LAYERS, layer_available
-
-
-@pytest.fixture(scope="module", params=list(LAYERS))
-def layer_server(request):
-    why = layer_available(request.param)
-    if why:
-        pytest.skip(f"layer '{request.param}' not available: {why}")
-    with SandboxServer(**LAYERS[request.param]) as server:
-        yield server
 
 
 def _parts(result) -> dict:
