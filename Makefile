@@ -16,8 +16,9 @@ $(STAMP): requirements.txt pyproject.toml
 demo: $(STAMP)   ## the main job: the whole instructor pipeline on the bundled sample class
 	$(PY) -m autograder demo
 
-test: $(STAMP)   ## the kit's own test suite, after the linter (pyflakes and the line length; see pyproject.toml); ends with the 25 slowest tests
+test: $(STAMP)   ## the kit's own test suite, after the linter (pyflakes and the line length) and the formatter's check (see pyproject.toml); ends with the 25 slowest tests
 	$(VENV)/bin/ruff check autograder tests benchmarks
+	$(VENV)/bin/ruff format --check autograder tests benchmarks
 	$(PY) -m pytest --durations=25
 
 test-quick: $(STAMP)   ## the inner loop: a fast tier touching every wing (about a minute and a half)

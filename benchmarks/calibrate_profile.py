@@ -14,6 +14,7 @@ then whether the thresholds separate every seed, with the margin. Calibration us
 
     .venv/bin/python benchmarks/calibrate_profile.py [--seeds 200]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,12 @@ CALIBRATION_SEEDS = range(1, 201)
 
 
 def arrangements(ns: dict) -> dict:
-    return {"Pre-LN": ns["TransformerBlock"], "Post-LN": ns["PostLNBlock"], "no shortcuts": ns["NoShortcutBlock"],
-            "no normalization": "no-norm"}
+    return {
+        "Pre-LN": ns["TransformerBlock"],
+        "Post-LN": ns["PostLNBlock"],
+        "no shortcuts": ns["NoShortcutBlock"],
+        "no normalization": "no-norm",
+    }
 
 
 def profile(ns: dict, block, seed: int) -> list[float]:
@@ -59,8 +64,10 @@ def main() -> int:
     seeds = list(range(1, parser.parse_args().seeds + 1))
     ns = reference_namespace()
     ok = True
-    print(f"thresholds: min factor >= {SEVERE_FACTOR:.3f}, 2nd factor >= {MILD_FACTOR:.3f}, growth <= {MAX_GROWTH:.1f}; "
-          f"run seeds {seeds[0]}..{seeds[-1]}")
+    print(
+        f"thresholds: min factor >= {SEVERE_FACTOR:.3f}, 2nd factor >= {MILD_FACTOR:.3f}, growth <= {MAX_GROWTH:.1f}; "
+        f"run seeds {seeds[0]}..{seeds[-1]}"
+    )
     for name, block in arrangements(ns).items():
         profiles = [profile(ns, block, seed) for seed in seeds]
         stats = [statistics(p) for p in profiles]
@@ -68,12 +75,15 @@ def main() -> int:
         separated = all(profile_verdict(p)[0] == expected for p in profiles)
         ok &= separated
         factors, seconds, growths = ([s[i] for s in stats] for i in range(3))
-        margins = [max(math.log10(SEVERE_FACTOR / f), math.log10(MILD_FACTOR / f2), math.log10(g / MAX_GROWTH))
-                   for f, f2, g in stats]
+        margins = [
+            max(math.log10(SEVERE_FACTOR / f), math.log10(MILD_FACTOR / f2), math.log10(g / MAX_GROWTH)) for f, f2, g in stats
+        ]
         margin = min(-m for m in margins) if expected else min(margins)
-        print(f"{name:17s} min {min(factors):.3f}..{max(factors):.3f}  2nd {min(seconds):.3f}..{max(seconds):.3f}  "
-              f"growth {min(growths):9.3g}..{max(growths):9.3g}  {'passes' if expected else 'fails'} on every seed: "
-              f"{'yes' if separated else 'NO'}  (smallest log10 margin: {margin:+.3f})")
+        print(
+            f"{name:17s} min {min(factors):.3f}..{max(factors):.3f}  2nd {min(seconds):.3f}..{max(seconds):.3f}  "
+            f"growth {min(growths):9.3g}..{max(growths):9.3g}  {'passes' if expected else 'fails'} on every seed: "
+            f"{'yes' if separated else 'NO'}  (smallest log10 margin: {margin:+.3f})"
+        )
     return 0 if ok else 1
 
 

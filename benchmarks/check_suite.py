@@ -23,6 +23,7 @@ score the verdicts gave the submission (the solution should get full marks).
 
     .venv/bin/python benchmarks/check_suite.py [--repeat N] [--seed S] [--notebook PATH]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,17 +72,22 @@ def one_pass(cells, kit_ns, seed: int, modules) -> dict:
         encode_time += clock() - started
     times["probes"] = sum(probe_times.values())
     times["encode observations"] = encode_time
-    raw = {"observations": encoded, "loaded": {"cell_errors": errors[:20],
-           "defined": [n for n in job.GRADED_NAMES if n in namespace]},
-           "runs": ["finished"], "output": "", "seconds": 0.0}
+    raw = {
+        "observations": encoded,
+        "loaded": {"cell_errors": errors[:20], "defined": [n for n in job.GRADED_NAMES if n in namespace]},
+        "runs": ["finished"],
+        "output": "",
+        "seconds": 0.0,
+    }
     started = clock()
-    raw = protocol.FrameReader(limit=256_000_000).feed(protocol.frame(raw))[0]   # to the parent and back
+    raw = protocol.FrameReader(limit=256_000_000).feed(protocol.frame(raw))[0]  # to the parent and back
     times["JSON framing"] = clock() - started
     started = clock()
     from autograder.engine.diagnosis import first_step as diagnosis
     from autograder.engine.reading import replays
-    replays._PROFILES.clear()             # every submission's own replay, as for a class of different programs
-    diagnosis._candidates.cache_clear()   # and its own hypotheses
+
+    replays._PROFILES.clear()  # every submission's own replay, as for a class of different programs
+    diagnosis._candidates.cache_clear()  # and its own hypotheses
     checks = evaluation.evaluate(raw, plan, sources=[code for _, code in cells]).checks
     times["verdicts (evaluate)"] = clock() - started
     reference.reference.cache_clear()
@@ -102,6 +108,7 @@ def main(argv=None) -> int:
     baseline = import_torch_cpu(max(3, min(args.repeat, 5)))
     started = time.process_time()
     import torch
+
     torch_here = time.process_time() - started
     started = time.process_time()
     from autograder.course import kit
@@ -109,6 +116,7 @@ def main(argv=None) -> int:
     from autograder.engine.questions import cells as cells_, job, plan as plan_, probes
     from autograder.grading import evaluation, reference
     from autograder.sandbox.inside import protocol
+
     grader_import = time.process_time() - started
     torch.set_num_threads(1)
     modules = ((evaluation, reference), (cells_, job, plan_, probes), protocol)
@@ -132,8 +140,10 @@ def main(argv=None) -> int:
     suite = statistics.median(suite_totals)
     with_reference = statistics.median(sum(p["stages"].values()) for p in passes)
 
-    print(f"submission: {args.notebook.relative_to(ROOT) if args.notebook.is_relative_to(ROOT) else args.notebook}"
-          f" (seed {args.seed}); {args.repeat} measured passes after one warm-up; torch threads: 1")
+    print(
+        f"submission: {args.notebook.relative_to(ROOT) if args.notebook.is_relative_to(ROOT) else args.notebook}"
+        f" (seed {args.seed}); {args.repeat} measured passes after one warm-up; torch threads: 1"
+    )
     print("\nper probe, median CPU ms (the child's work)")
     probes_total = sum(probe_ms.values())
     for name, ms in sorted(probe_ms.items(), key=lambda item: -item[1]):
@@ -141,23 +151,32 @@ def main(argv=None) -> int:
     print("\nstages, median CPU ms")
     for name, ms in stage_ms.items():
         print(f"  {name:24s} {ms:8.1f}")
-    print(f"\none-off costs, CPU s: import torch here {torch_here:.2f}; import autograder.grading & co "
-          f"{grader_import:.2f}; load kit code {kit_load:.2f}; warm-up pass (incl. first reference) {warm_up:.2f}")
+    print(
+        f"\none-off costs, CPU s: import torch here {torch_here:.2f}; import autograder.grading & co "
+        f"{grader_import:.2f}; load kit code {kit_load:.2f}; warm-up pass (incl. first reference) {warm_up:.2f}"
+    )
     slowest = sorted({**warm["stages"], **warm["probes"]}.items(), key=lambda item: -item[1])[:4]
-    print("  warm-up pass, largest items (CPU s; probes are part of 'probes'): "
-          + ", ".join(f"{name} {seconds:.2f}" for name, seconds in slowest))
+    print(
+        "  warm-up pass, largest items (CPU s; probes are part of 'probes'): "
+        + ", ".join(f"{name} {seconds:.2f}" for name, seconds in slowest)
+    )
     print(f"baseline: `python -c \"import torch\"` in a subprocess: {baseline:.2f} s CPU (median)")
 
-    print(f"\nfull suite, child + parent, reference cached: {suite:.3f} s CPU  "
-          f"[{', '.join(f'{t:.3f}' for t in suite_totals)}]  {'OK' if suite <= TARGET_S else 'MISSED'} "
-          f"(target <= {TARGET_S:g} s)")
-    print(f"with the reference computed (one `grade` alone): {with_reference:.3f} s CPU  "
-          f"{'OK' if with_reference <= TARGET_S else 'MISSED'}")
-    print(f"ratio to the import-torch baseline: suite {suite / baseline:.2f}x, with reference "
-          f"{with_reference / baseline:.2f}x")
+    print(
+        f"\nfull suite, child + parent, reference cached: {suite:.3f} s CPU  "
+        f"[{', '.join(f'{t:.3f}' for t in suite_totals)}]  {'OK' if suite <= TARGET_S else 'MISSED'} "
+        f"(target <= {TARGET_S:g} s)"
+    )
+    print(
+        f"with the reference computed (one `grade` alone): {with_reference:.3f} s CPU  "
+        f"{'OK' if with_reference <= TARGET_S else 'MISSED'}"
+    )
+    print(f"ratio to the import-torch baseline: suite {suite / baseline:.2f}x, with reference {with_reference / baseline:.2f}x")
     got, most = passes[-1]["score"]
-    print(f"\nsanity: the verdicts gave {got:g} / {most:g} points"
-          + (f"; cell errors: {json.dumps(passes[-1]['errors'])[:300]}" if passes[-1]["errors"] else ""))
+    print(
+        f"\nsanity: the verdicts gave {got:g} / {most:g} points"
+        + (f"; cell errors: {json.dumps(passes[-1]['errors'])[:300]}" if passes[-1]["errors"] else "")
+    )
     return 0
 
 

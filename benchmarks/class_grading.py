@@ -35,6 +35,7 @@ target only prints MISSED.
 
     .venv/bin/python benchmarks/class_grading.py [--students N] [--workers N] [--seed S] [--once] [--keep]
 """
+
 from __future__ import annotations
 
 import argparse, csv, json, os, re, shutil, statistics, subprocess, sys, tempfile, threading, time  # noqa: E401
@@ -42,7 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "assignments" / "sample_class"
-PLAIN_TARGET = 1.2      # grade-class's sandbox may cost at most a fifth more than the same checks unsandboxed
+PLAIN_TARGET = 1.2  # grade-class's sandbox may cost at most a fifth more than the same checks unsandboxed
 STOCK_MISGRADES = {
     "fen_crashes": "its forward calls os._exit: in a kernel that kills the kernel, and the notebook scores 0",
     "gil_edits_locked_cells": "it deleted a graded cell: stock Execute has nothing to run there and gives 0",
@@ -88,14 +89,17 @@ class TreeSampler(threading.Thread):
         super().__init__(daemon=True)
         self.root, self.interval, self.slow, self.stop = root, interval, slow, threading.Event()
         self.peak = dict.fromkeys(("tree", "worker", "kernel", "hwm", "root"), 0.0)
-        self.parent: dict[int, int] = {}                  # pid -> ppid, read once per process
+        self.parent: dict[int, int] = {}  # pid -> ppid, read once per process
         self.private: dict[int, tuple[float, float]] = {}  # pid -> (when read, private MB)
 
     @staticmethod
     def _fields(pid: int, name: str) -> dict:
-        lines = Path(f"/proc/{pid}/{name}").read_text().splitlines()[name == "smaps_rollup":]
-        return {key: int(value.split()[0]) / 1024 for key, value in (line.split(":", 1) for line in lines)
-                if value.strip().endswith("kB")}
+        lines = Path(f"/proc/{pid}/{name}").read_text().splitlines()[name == "smaps_rollup" :]
+        return {
+            key: int(value.split()[0]) / 1024
+            for key, value in (line.split(":", 1) for line in lines)
+            if value.strip().endswith("kB")
+        }
 
     def sample(self) -> None:
         pids, now = {int(entry) for entry in os.listdir("/proc") if entry.isdigit()}, time.monotonic()
@@ -111,7 +115,7 @@ class TreeSampler(threading.Thread):
         for pid, ppid in self.parent.items():
             children.setdefault(ppid, []).append(pid)
 
-        def below(top: int) -> list[int]:      # parents before their children
+        def below(top: int) -> list[int]:  # parents before their children
             found, todo = [], [top]
             while todo:
                 found.append(todo.pop())
@@ -126,14 +130,18 @@ class TreeSampler(threading.Thread):
                 if forked and (pid not in self.private or now - self.private[pid][0] >= self.slow):
                     rollup = self._fields(pid, "smaps_rollup")
                     self.private[pid] = (now, rollup.get("Private_Clean", 0.0) + rollup.get("Private_Dirty", 0.0))
-                tree[pid] = {"cmd": cmd, "forked": forked, "hwm": status.get("VmHWM", 0.0),
-                             "cost": self.private[pid][1] if forked else status.get("VmRSS", 0.0)}
+                tree[pid] = {
+                    "cmd": cmd,
+                    "forked": forked,
+                    "hwm": status.get("VmHWM", 0.0),
+                    "cost": self.private[pid][1] if forked else status.get("VmRSS", 0.0),
+                }
             except (OSError, ValueError):
                 continue
         total = lambda top: sum(tree[q]["cost"] for q in below(top) if q in tree)  # noqa: E731
         peak = self.peak
         peak["tree"] = max(peak["tree"], total(self.root))
-        peak["root"] = max(peak["root"], tree.get(self.root, {}).get("cost", 0.0))     # the tool's own process
+        peak["root"] = max(peak["root"], tree.get(self.root, {}).get("cost", 0.0))  # the tool's own process
         for pid, p in tree.items():
             if b"autograder.sandbox.inside.server" in p["cmd"] and not p["cmd"].startswith(b"bwrap") and not p["forked"]:
                 peak["worker"], peak["hwm"] = max(peak["worker"], total(pid)), max(peak["hwm"], p["hwm"])
@@ -141,7 +149,7 @@ class TreeSampler(threading.Thread):
                 peak["kernel"] = max(peak["kernel"], total(pid))
 
     def run(self) -> None:
-        try:   # this thread only: under load the tools being measured come first
+        try:  # this thread only: under load the tools being measured come first
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         except OSError:
             pass
@@ -165,23 +173,34 @@ def run_tool(command: list[str], cwd: Path, env: dict, on_line=None) -> dict:
     wall = time.perf_counter() - started
     sampler.stop.set()
     sampler.join()
-    return {"wall": wall, "peak": sampler.peak, "code": process.returncode, "log": "".join(lines),
-            "sampler_cpu": time.process_time() - cpu}
+    return {
+        "wall": wall,
+        "peak": sampler.peak,
+        "code": process.returncode,
+        "log": "".join(lines),
+        "sampler_cpu": time.process_time() - cpu,
+    }
 
 
 def with_feedback(autograde: dict, feedback: dict) -> dict:
     """An nbgrader course's grading as the instructor runs it to hand grades back: autograde, then
     generate_feedback (grade-class writes every student's feedback page as it grades)."""
-    return {**autograde, "wall": autograde["wall"] + feedback["wall"], "feedback_wall": feedback["wall"],
-            "code": autograde["code"] or feedback["code"], "log": autograde["log"] + feedback["log"],
-            "sampler_cpu": autograde["sampler_cpu"] + feedback["sampler_cpu"],
-            "peak": {k: max(autograde["peak"][k], feedback["peak"][k]) for k in autograde["peak"]}}
+    return {
+        **autograde,
+        "wall": autograde["wall"] + feedback["wall"],
+        "feedback_wall": feedback["wall"],
+        "code": autograde["code"] or feedback["code"],
+        "log": autograde["log"] + feedback["log"],
+        "sampler_cpu": autograde["sampler_cpu"] + feedback["sampler_cpu"],
+        "peak": {k: max(autograde["peak"][k], feedback["peak"][k]) for k in autograde["peak"]},
+    }
 
 
 def make_course(folder: Path, students: list[str], flavour: str, env: dict) -> None:
     """A course with the kit's assignment and the students' notebooks in submitted/. `flavour` "kit": the
     kit's own configuration; "stock": plain nbgrader, hidden check cells that run the checks in the kernel."""
     import nbformat
+
     shutil.copytree(ROOT / "assignments" / "source", folder / "source")
     if flavour == "kit":
         shutil.copy(ROOT / "assignments" / "nbgrader_config.py", folder / "nbgrader_config.py")
@@ -191,19 +210,28 @@ def make_course(folder: Path, students: list[str], flavour: str, env: dict) -> N
         notebook = nbformat.read(path, as_version=4)
         for cell in notebook.cells:
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
-            if grade_id.startswith("check_"):     # the checks alone (a failing visible assert would zero the cell)
-                cell.source = ("### BEGIN HIDDEN TESTS\n" + IN_KERNEL.format(check=grade_id[len("check_"):])
-                               + "### END HIDDEN TESTS")
+            if grade_id.startswith("check_"):  # the checks alone (a failing visible assert would zero the cell)
+                cell.source = (
+                    "### BEGIN HIDDEN TESTS\n" + IN_KERNEL.format(check=grade_id[len("check_") :]) + "### END HIDDEN TESTS"
+                )
         nbformat.write(notebook, path)
-    subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", "layernorm", "--log-level=ERROR"],
-                   cwd=folder, env=env, check=True, capture_output=True)
-    samples = sorted(p.name for p in SAMPLES.iterdir()
-                     if (p / "layernorm" / "layernorm.ipynb").is_file() and p.name not in STOCK_MISGRADES)
+    subprocess.run(
+        [sys.executable, "-m", "nbgrader", "generate_assignment", "layernorm", "--log-level=ERROR"],
+        cwd=folder,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    samples = sorted(
+        p.name for p in SAMPLES.iterdir() if (p / "layernorm" / "layernorm.ipynb").is_file() and p.name not in STOCK_MISGRADES
+    )
     for index, student in enumerate(students):
         (folder / "submitted" / student / "layernorm").mkdir(parents=True)
-        shutil.copy(SAMPLES / samples[index % len(samples)] / "layernorm" / "layernorm.ipynb",
-                    folder / "submitted" / student / "layernorm")
-        if flavour == "stock":        # a kernel runs the whole folder as the student had it: the test cells' helper
+        shutil.copy(
+            SAMPLES / samples[index % len(samples)] / "layernorm" / "layernorm.ipynb",
+            folder / "submitted" / student / "layernorm",
+        )
+        if flavour == "stock":  # a kernel runs the whole folder as the student had it: the test cells' helper
             for helper in ("visible_tests.py", "lesson_text.txt"):
                 shutil.copy(ROOT / "student_template" / helper, folder / "submitted" / student / "layernorm")
 
@@ -211,6 +239,7 @@ def make_course(folder: Path, students: list[str], flavour: str, env: dict) -> N
 def stock_scores(course: Path, students: list[str]) -> dict:
     """student -> (total, {check: points}) from nbgrader's gradebook; (None, {}) when it holds nothing."""
     from nbgrader.api import Gradebook, MissingEntry
+
     scores = {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         for student in students:
@@ -225,11 +254,16 @@ def stock_scores(course: Path, students: list[str]) -> dict:
 def kernel_check(course: Path, student: str, command: list[str], env: dict) -> str | None:
     """Autograde one notebook the stock way; None when its hidden cells did not all report."""
     import nbformat
-    run = subprocess.run(command + ["--student", student, "--log-level=ERROR"], cwd=course, env=env,
-                         capture_output=True, text=True)
+
+    run = subprocess.run(
+        command + ["--student", student, "--log-level=ERROR"], cwd=course, env=env, capture_output=True, text=True
+    )
     path = course / "autograded" / student / "layernorm" / "layernorm.ipynb"
-    cells = [c for c in nbformat.read(path, 4).cells if c.metadata.get("nbgrader", {}).get("grade_id", "")
-             .startswith("check_")] if path.is_file() else []
+    cells = (
+        [c for c in nbformat.read(path, 4).cells if c.metadata.get("nbgrader", {}).get("grade_id", "").startswith("check_")]
+        if path.is_file()
+        else []
+    )
     if not cells or any(not c.outputs or any(o.output_type == "error" for o in c.outputs) for c in cells):
         print(run.stdout[-2000:] + run.stderr[-2000:])
         return None
@@ -253,26 +287,45 @@ def against_plain(scratch: Path, students: list[str], args, env: dict) -> int:
     make_course(course, students, "kit", env)
     loose = scratch / "loose"
     shutil.copytree(course / "submitted", loose)
+
     def grade_class(folder: Path) -> list[str]:
-        command = [sys.executable, "-m", "autograder", "grade-class", str(folder), "--out",
-                   str(scratch / "grade-class-out"), "--seed", str(args.seed), "--force"]
+        command = [
+            sys.executable,
+            "-m",
+            "autograder",
+            "grade-class",
+            str(folder),
+            "--out",
+            str(scratch / "grade-class-out"),
+            "--seed",
+            str(args.seed),
+            "--force",
+        ]
         return command + (["--workers", str(args.workers)] if args.workers else [])
+
     runs = [run_tool(grade_class(loose), ROOT, env)]
-    plain = run_tool([sys.executable, "-c", PLAIN, str(args.seed), str(course / "submitted"), str(scratch / "plain-out")],
-                     ROOT, env)
+    plain = run_tool(
+        [sys.executable, "-c", PLAIN, str(args.seed), str(course / "submitted"), str(scratch / "plain-out")], ROOT, env
+    )
     runs.append(run_tool(grade_class(loose), ROOT, env))
     recording = run_tool(grade_class(course / "submitted"), ROOT, env)
     if any(r["code"] for r in runs + [plain, recording]):
         print(next(r["log"][-3000:] for r in runs + [plain, recording] if r["code"]))
         return 1
     wall = statistics.mean(r["wall"] for r in runs)
-    print(f"{len(students)} students: grade-class {wall:.1f} s (runs: {', '.join(format(r['wall'], '.1f') for r in runs)}); "
-          f"plain process {plain['wall']:.1f} s; ratio {wall / plain['wall']:.2f}x "
-          f"{'OK' if wall / plain['wall'] <= PLAIN_TARGET else 'MISSED'} (target <= {PLAIN_TARGET}x)")
-    print(f"grade-class recording into the course as well (gradebook, autograded notebooks, nbgrader's feedback "
-          f"pages): {recording['wall']:.1f} s")
-    print(f"peak memory, MB: per worker {max(r['peak']['worker'] for r in runs):.0f}; grade-class process "
-          f"{max(r['peak']['root'] for r in runs):.0f}")
+    print(
+        f"{len(students)} students: grade-class {wall:.1f} s (runs: {', '.join(format(r['wall'], '.1f') for r in runs)}); "
+        f"plain process {plain['wall']:.1f} s; ratio {wall / plain['wall']:.2f}x "
+        f"{'OK' if wall / plain['wall'] <= PLAIN_TARGET else 'MISSED'} (target <= {PLAIN_TARGET}x)"
+    )
+    print(
+        f"grade-class recording into the course as well (gradebook, autograded notebooks, nbgrader's feedback "
+        f"pages): {recording['wall']:.1f} s"
+    )
+    print(
+        f"peak memory, MB: per worker {max(r['peak']['worker'] for r in runs):.0f}; grade-class process "
+        f"{max(r['peak']['root'] for r in runs):.0f}"
+    )
     with open(scratch / "grade-class-out" / "grades.csv") as handle:
         kit = {row["student"]: float(row["score"]) for row in csv.DictReader(handle)}
     plain_scores = {s: v["score"] for s, v in json.loads(plain["log"].strip().splitlines()[-1]).items()}
@@ -288,20 +341,30 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=4242)
     parser.add_argument("--once", action="store_true", help="run grade-class once (default: before and after stock)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
-    parser.add_argument("--against-plain", action="store_true", help="only grade-class against the plain process "
-                        "(before and after it), without the nbgrader runs")
+    parser.add_argument(
+        "--against-plain",
+        action="store_true",
+        help="only grade-class against the plain process (before and after it), without the nbgrader runs",
+    )
     args = parser.parse_args(argv)
     students, scratch = [f"s{i:03d}" for i in range(args.students)], Path(tempfile.mkdtemp(prefix="bench-class-"))
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-           "JUPYTER_PATH": str(scratch / "kernel" / "share" / "jupyter"), "AUTOGRADER_SEED": str(args.seed)}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "JUPYTER_PATH": str(scratch / "kernel" / "share" / "jupyter"),
+        "AUTOGRADER_SEED": str(args.seed),
+    }
     if args.against_plain:
         try:
             return against_plain(scratch, students, args, env)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     try:
-        subprocess.run([sys.executable, "-m", "ipykernel", "install", "--prefix", str(scratch / "kernel"),
-                        "--name", "bench-venv-python"], check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "ipykernel", "install", "--prefix", str(scratch / "kernel"), "--name", "bench-venv-python"],
+            check=True,
+            capture_output=True,
+        )
         kit_course, nbkit_course, stock_course = scratch / "kit", scratch / "nbgrader-kit", scratch / "stock"
         make_course(kit_course, students, "kit", env)
         make_course(nbkit_course, students, "kit", env)
@@ -313,33 +376,52 @@ def main(argv=None) -> int:
         if checked is None:
             return 2
 
-        grade_class = [sys.executable, "-m", "autograder", "grade-class", str(kit_course / "submitted"), "--out",
-                       str(scratch / "grade-class-out"), "--seed", str(args.seed), "--force"]
+        grade_class = [
+            sys.executable,
+            "-m",
+            "autograder",
+            "grade-class",
+            str(kit_course / "submitted"),
+            "--out",
+            str(scratch / "grade-class-out"),
+            "--seed",
+            str(args.seed),
+            "--force",
+        ]
         grade_class += ["--workers", str(args.workers)] if args.workers else []
         kit_runs = [run_tool(grade_class, ROOT, env)]
         print(f"grade-class: {kit_runs[0]['wall']:.1f} s, exit {kit_runs[0]['code']}", flush=True)
-        plain = run_tool([sys.executable, "-c", PLAIN, str(args.seed), str(kit_course / "submitted"),
-                          str(scratch / "plain-out")], ROOT, env)
+        plain = run_tool(
+            [sys.executable, "-c", PLAIN, str(args.seed), str(kit_course / "submitted"), str(scratch / "plain-out")], ROOT, env
+        )
         print(f"plain process: {plain['wall']:.1f} s, exit {plain['code']}", flush=True)
         feedback = [sys.executable, "-m", "nbgrader", "generate_feedback", "layernorm", "--force"]
         nbkit = with_feedback(run_tool(nbgrader, nbkit_course, env), run_tool(feedback, nbkit_course, env))
-        print(f"nbgrader autograde and generate_feedback with the kit's configuration: {nbkit['wall']:.1f} s "
-              f"({nbkit['feedback_wall']:.1f} s of it feedback), exit {nbkit['code']}", flush=True)
+        print(
+            f"nbgrader autograde and generate_feedback with the kit's configuration: {nbkit['wall']:.1f} s "
+            f"({nbkit['feedback_wall']:.1f} s of it feedback), exit {nbkit['code']}",
+            flush=True,
+        )
         started, seen = time.perf_counter(), []
 
         def progress(line: str) -> None:
             if found := re.search(r"Autograding .*autograded/([^/]+)/", line):
                 seen.append(found.group(1))
                 if len(seen) % 10 == 1:
-                    print(f"  stock nbgrader: {len(seen)}/{len(students)} starts at "
-                          f"{time.perf_counter() - started:.0f} s", flush=True)
+                    print(
+                        f"  stock nbgrader: {len(seen)}/{len(students)} starts at {time.perf_counter() - started:.0f} s",
+                        flush=True,
+                    )
 
         stock = run_tool(nbgrader + ["--log-level=INFO"], stock_course, env, progress)
         failed = sorted(set(re.findall(r"error processing assignment '[^']*' for student '([^']+)'", stock["log"])))
         stock = with_feedback(stock, run_tool(feedback, stock_course, env))
-        print(f"stock nbgrader, autograde and generate_feedback: {stock['wall']:.1f} s ({stock['feedback_wall']:.1f} s "
-              f"of it feedback), exit {stock['code']}" + (f"; it failed {failed}" if failed else ""), flush=True)
-        if not args.once:    # grade-class on both sides of the long stock run: the machine's load varies
+        print(
+            f"stock nbgrader, autograde and generate_feedback: {stock['wall']:.1f} s ({stock['feedback_wall']:.1f} s "
+            f"of it feedback), exit {stock['code']}" + (f"; it failed {failed}" if failed else ""),
+            flush=True,
+        )
+        if not args.once:  # grade-class on both sides of the long stock run: the machine's load varies
             kit_runs.append(run_tool(grade_class, ROOT, env))
             print(f"grade-class again: {kit_runs[-1]['wall']:.1f} s, exit {kit_runs[-1]['code']}", flush=True)
         if any(r["code"] for r in kit_runs + [plain]):
@@ -349,20 +431,30 @@ def main(argv=None) -> int:
         n, kit_wall = len(students), statistics.mean(r["wall"] for r in kit_runs)
         kit = {k: max(r["peak"][k] for r in kit_runs) for k in kit_runs[0]["peak"]}
         runs = ", ".join(f"{r['wall']:.1f}" for r in kit_runs)
-        print(f"\nwall time for {n} students: grade-class {kit_wall:.1f} s (runs: {runs}); stock nbgrader "
-              f"{stock['wall']:.1f} s; nbgrader with the kit {nbkit['wall']:.1f} s; plain process {plain['wall']:.1f} s")
-        ratios = {"stock / grade-class": (stock["wall"] / kit_wall, ">=", 30),
-                  "nbgrader with the kit / grade-class": (nbkit["wall"] / kit_wall, None, None),
-                  # grade-class here also records into the course, which the plain process does not: the sandbox's
-                  # cost alone, against its target, is what --against-plain measures
-                  "grade-class recording into the course / plain process": (kit_wall / plain["wall"], None, None)}
+        print(
+            f"\nwall time for {n} students: grade-class {kit_wall:.1f} s (runs: {runs}); stock nbgrader "
+            f"{stock['wall']:.1f} s; nbgrader with the kit {nbkit['wall']:.1f} s; plain process {plain['wall']:.1f} s"
+        )
+        ratios = {
+            "stock / grade-class": (stock["wall"] / kit_wall, ">=", 30),
+            "nbgrader with the kit / grade-class": (nbkit["wall"] / kit_wall, None, None),
+            # grade-class here also records into the course, which the plain process does not: the sandbox's
+            # cost alone, against its target, is what --against-plain measures
+            "grade-class recording into the course / plain process": (kit_wall / plain["wall"], None, None),
+        }
         for name, (value, sense, target) in ratios.items():
-            verdict = "" if target is None else (" OK" if (value >= target if sense == ">=" else value <= target)
-                                                 else " MISSED") + f" (target {sense} {target}x)"
+            verdict = (
+                ""
+                if target is None
+                else (" OK" if (value >= target if sense == ">=" else value <= target) else " MISSED")
+                + f" (target {sense} {target}x)"
+            )
             print(f"ratio {name}: {value:.1f}x{verdict}")
         print("peak memory, MB (forked copies count their private pages only):")
-        print(f"  grade-class:    tree {kit['tree']:.0f}; per worker {kit['worker']:.0f} (server VmHWM {kit['hwm']:.0f})"
-              f"  {'OK' if kit['worker'] <= 600 else 'MISSED'} (target <= 600 per worker)")
+        print(
+            f"  grade-class:    tree {kit['tree']:.0f}; per worker {kit['worker']:.0f} (server VmHWM {kit['hwm']:.0f})"
+            f"  {'OK' if kit['worker'] <= 600 else 'MISSED'} (target <= 600 per worker)"
+        )
         print(f"  stock nbgrader: tree {stock['peak']['tree']:.0f}; per kernel {stock['peak']['kernel']:.0f}")
         print(f"  (the memory sampler used {sum(r['sampler_cpu'] for r in kit_runs + [stock, nbkit, plain]):.1f} s CPU in all)")
 
@@ -373,10 +465,14 @@ def main(argv=None) -> int:
         totals["stock"] = gradebook_totals(stock_course, students)
         differ = [s for s in students if len({totals[k].get(s) for k in totals}) != 1]
         for s in differ:
-            print(f"  DIFFERENT {s}: " + ", ".join(f"{k} {totals[k].get(s)}" for k in totals)
-                  + (" [stock failed it]" if s in failed else ""))
-        print(f"scores: {n - len(differ)}/{n} students have the same total in all four" +
-              (f"; differ: {differ}" if differ else ""))
+            print(
+                f"  DIFFERENT {s}: "
+                + ", ".join(f"{k} {totals[k].get(s)}" for k in totals)
+                + (" [stock failed it]" if s in failed else "")
+            )
+        print(
+            f"scores: {n - len(differ)}/{n} students have the same total in all four" + (f"; differ: {differ}" if differ else "")
+        )
         return 1 if differ else 0
     finally:
         if args.keep:

@@ -13,6 +13,7 @@ written under $OUT), to $OUT/gpu_checks.log, with $OUT/gpu_checks.json (the numb
 Exit status 0 when every check passed on a machine with CUDA (or, with --allow-no-gpu, the CPU half passed
 on a machine without: a dry run of the script itself).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TOTAL_BUDGET_S = 540          # stay well inside a 10-minute device call, whatever the steps take
+TOTAL_BUDGET_S = 540  # stay well inside a 10-minute device call, whatever the steps take
 SOLUTION = ROOT / "solutions" / "layernorm.ipynb"
 SAMPLE_CLASS = ROOT / "assignments" / "sample_class"
 
@@ -41,7 +42,7 @@ class Log:
     def __call__(self, text: str = "") -> None:
         print(text, flush=True)
         self.lines.append(text)
-        if self.out:        # rewritten at every line: whatever happens, what ran so far comes back
+        if self.out:  # rewritten at every line: whatever happens, what ran so far comes back
             (self.out / "gpu_checks.log").write_text("\n".join(self.lines) + "\n")
 
 
@@ -53,8 +54,14 @@ def run(command: list[str], timeout: float, log: Log, env: dict | None = None) -
         log("   not run: the time budget is spent")
         return 124, "", 0.0
     try:
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", **(env or {})})
+        done = subprocess.run(
+            command,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1", **(env or {})},
+        )
         status, output = done.returncode, done.stdout + done.stderr
     except subprocess.TimeoutExpired as expired:
         status = 124
@@ -71,7 +78,7 @@ def tf32_state() -> dict:
     for name, read in (("matmul", torch._C._get_cublas_allow_tf32), ("cudnn", torch._C._get_cudnn_allow_tf32)):
         try:
             state[name] = read()
-        except Exception as error:      # torch refuses to answer when its two TF32 APIs were mixed
+        except Exception as error:  # torch refuses to answer when its two TF32 APIs were mixed
             state[name] = f"{type(error).__name__}: {str(error)[:80]}"
     return state
 
@@ -79,24 +86,38 @@ def tf32_state() -> dict:
 def environment(log: Log) -> dict:
     import torch
 
-    info = {"python": platform.python_version(), "executable": sys.executable, "torch": torch.__version__,
-            "torch_cuda": torch.version.cuda, "cuda_available": torch.cuda.is_available(),
-            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
-            "cpu_count": os.cpu_count(), "euid": os.geteuid()}
+    info = {
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "cpu_count": os.cpu_count(),
+        "euid": os.geteuid(),
+    }
     if info["cuda_available"]:
         properties = torch.cuda.get_device_properties(0)
-        info.update(device_count=torch.cuda.device_count(), device=torch.cuda.get_device_name(0),
-                    capability=".".join(map(str, torch.cuda.get_device_capability(0))),
-                    memory_gib=round(properties.total_memory / 2**30, 1))
+        info.update(
+            device_count=torch.cuda.device_count(),
+            device=torch.cuda.get_device_name(0),
+            capability=".".join(map(str, torch.cuda.get_device_capability(0))),
+            memory_gib=round(properties.total_memory / 2**30, 1),
+        )
     info["tf32_default"] = tf32_state()
     from autograder.engine.questions.cells import reset_torch_state
-    reset_torch_state()           # what every probe starts from, in the sandbox and for the reference
+
+    reset_torch_state()  # what every probe starts from, in the sandbox and for the reference
     info["tf32_in_probes"] = tf32_state()
     from autograder.sandbox.parent.client import bubblewrap_works
+
     info["bubblewrap"] = bubblewrap_works()
     if shutil.which("nvidia-smi"):
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-                             capture_output=True, text=True)
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+        )
         info["nvidia_smi"] = smi.stdout.strip() or smi.stderr.strip()
     for key, value in info.items():
         log(f"   {key}: {value}")
@@ -107,17 +128,38 @@ def environment(log: Log) -> dict:
 
 def grade_one(device: str, seed: int, scratch: Path, budget: float, log: Log) -> dict:
     results = scratch / f"solution-{device}.json"
-    status, output, seconds = run([sys.executable, "-m", "autograder", "grade", str(SOLUTION), "--results",
-                                   str(results), "--seed", str(seed), "--device", device], min(150, budget), log)
+    status, output, seconds = run(
+        [
+            sys.executable,
+            "-m",
+            "autograder",
+            "grade",
+            str(SOLUTION),
+            "--results",
+            str(results),
+            "--seed",
+            str(seed),
+            "--device",
+            device,
+        ],
+        min(150, budget),
+        log,
+    )
     row = {"device": device, "status": status, "wall_s": round(seconds, 1)}
     if status == 0 and results.is_file():
         data = json.loads(results.read_text())
-        row.update(score=data["score"], execution_time=data["execution_time"], device_used=data["extra_data"]["device"],
-                   lost={t["name"]: t["output"] for t in data["tests"] if t["status"] != "passed"})
+        row.update(
+            score=data["score"],
+            execution_time=data["execution_time"],
+            device_used=data["extra_data"]["device"],
+            lost={t["name"]: t["output"] for t in data["tests"] if t["status"] != "passed"},
+        )
     else:
         log(output[-3000:])
-    log(f"   {device}: score {row.get('score')}, grading {row.get('execution_time')} s, wall {row['wall_s']} s"
-        + (f", lost: {row['lost']}" if row.get("lost") else ""))
+    log(
+        f"   {device}: score {row.get('score')}, grading {row.get('execution_time')} s, wall {row['wall_s']} s"
+        + (f", lost: {row['lost']}" if row.get("lost") else "")
+    )
     return row
 
 
@@ -132,8 +174,24 @@ def class_folder(scratch: Path) -> Path:
 
 def grade_class(device: str, seed: int, folder: Path, scratch: Path, budget: float, log: Log) -> dict:
     out = scratch / f"out-{device}"
-    status, output, seconds = run([sys.executable, "-m", "autograder", "grade-class", str(folder), "--out", str(out),
-                                   "--seed", str(seed), "--device", device, "--force"], min(240, budget), log)
+    status, output, seconds = run(
+        [
+            sys.executable,
+            "-m",
+            "autograder",
+            "grade-class",
+            str(folder),
+            "--out",
+            str(out),
+            "--seed",
+            str(seed),
+            "--device",
+            device,
+            "--force",
+        ],
+        min(240, budget),
+        log,
+    )
     log("   " + next((line for line in output.splitlines() if line.startswith("graded ")), "(no summary line)"))
     rows = {}
     if status == 0 and (out / "grades.csv").is_file():
@@ -169,13 +227,16 @@ def compare(runs: dict, log: Log) -> list[str]:
                 differing.append(f"graded on {b['device_used']}")
             if differing:
                 problems.append(f"{student}: " + ", ".join(f"{k} cpu={a.get(k)} cuda={b.get(k)}" for k in differing))
-        cells = "".join(f" {row['score']:>10} {row['execution_time']:>7.2f}" if row else f" {'-':>10} {'-':>7}"
-                        for row in got.values())
+        cells = "".join(
+            f" {row['score']:>10} {row['execution_time']:>7.2f}" if row else f" {'-':>10} {'-':>7}" for row in got.values()
+        )
         log(f"   {student:26}{cells}  " + ("NO: " + ", ".join(differing) if differing else "yes" if len(devices) > 1 else ""))
     for device in devices:
         times = [row["execution_time"] for row in rows[device].values()]
-        log(f"   {device}: {len(times)} submissions, mean {sum(times) / len(times):.2f} s, max {max(times):.2f} s per "
-            f"submission; grade-class wall {runs[device]['wall_s']} s")
+        log(
+            f"   {device}: {len(times)} submissions, mean {sum(times) / len(times):.2f} s, max {max(times):.2f} s per "
+            f"submission; grade-class wall {runs[device]['wall_s']} s"
+        )
     for device in devices:
         solution = rows[device].get("zz_solution")
         # outside a course the written answers are in max_score, awaiting an instructor
@@ -218,12 +279,18 @@ def main() -> int:
                 problems.append(f"the solution on {device}: {row.get('score')} points, lost {row.get('lost')}")
 
         log("== 3. GPU tests (pytest -m gpu tests/grading/test_gpu.py)")
-        status, output, seconds = run([sys.executable, "-m", "pytest", "-m", "gpu", "tests/grading/test_gpu.py", "-q", "-rs",
-                                       "-p", "no:cacheprovider"], min(300, left()), log,
-                                      env={"GRADER_TEST_SEED": str(args.seed)})
+        status, output, seconds = run(
+            [sys.executable, "-m", "pytest", "-m", "gpu", "tests/grading/test_gpu.py", "-q", "-rs", "-p", "no:cacheprovider"],
+            min(300, left()),
+            log,
+            env={"GRADER_TEST_SEED": str(args.seed)},
+        )
         log(output.strip()[-6000:])
-        summary["pytest_gpu"] = {"status": status, "wall_s": round(seconds, 1),
-                                 "summary": (output.strip().splitlines() or [""])[-1]}
+        summary["pytest_gpu"] = {
+            "status": status,
+            "wall_s": round(seconds, 1),
+            "summary": (output.strip().splitlines() or [""])[-1],
+        }
         if status not in (0, 5) or (has_cuda and status != 0) or (has_cuda and " skipped" in summary["pytest_gpu"]["summary"]):
             problems.append(f"pytest -m gpu: {summary['pytest_gpu']['summary']} (status {status})")
 

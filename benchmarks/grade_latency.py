@@ -8,6 +8,7 @@ Target: median grade / median import torch <= 1.5.
 
     .venv/bin/python benchmarks/grade_latency.py [--runs N] [--submission PATH]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,24 +41,37 @@ def main(argv=None) -> int:
     parser.add_argument("--submission", type=Path, default=ROOT / "solutions" / "layernorm.ipynb")
     args = parser.parse_args(argv)
     results = Path(tempfile.mkdtemp(prefix="bench-latency-")) / "results.json"
-    grade = [sys.executable, "-m", "autograder", "grade", str(args.submission), "--results", str(results),
-             "--seed", "11", "--device", "cpu"]
+    grade = [
+        sys.executable,
+        "-m",
+        "autograder",
+        "grade",
+        str(args.submission),
+        "--results",
+        str(results),
+        "--seed",
+        "11",
+        "--device",
+        "cpu",
+    ]
     torch = [sys.executable, "-c", "import torch"]
-    timed(torch)                                    # warm the page cache for both, untimed
+    timed(torch)  # warm the page cache for both, untimed
     timed(grade)
     samples = {"import torch": [], "grade": []}
     for _ in range(args.runs):
         samples["import torch"].append(timed(torch))
         samples["grade"].append(timed(grade))
     score = json.loads(results.read_text())["score"]
-    medians = {name: (statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs))
-               for name, runs in samples.items()}
+    medians = {
+        name: (statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)) for name, runs in samples.items()
+    }
     for name, (wall, cpu) in medians.items():
-        print(f"{name:13s} median wall {wall:.2f} s, CPU {cpu:.2f} s  (walls: "
-              f"{', '.join(f'{w:.2f}' for w, _ in samples[name])})")
+        print(f"{name:13s} median wall {wall:.2f} s, CPU {cpu:.2f} s  (walls: {', '.join(f'{w:.2f}' for w, _ in samples[name])})")
     ratio = medians["grade"][0] / medians["import torch"][0]
-    print(f"grade scored {score:g}; ratio grade / import torch: {ratio:.2f}x  "
-          f"{'OK' if ratio <= TARGET else 'MISSED'} (target <= {TARGET}x)")
+    print(
+        f"grade scored {score:g}; ratio grade / import torch: {ratio:.2f}x  "
+        f"{'OK' if ratio <= TARGET else 'MISSED'} (target <= {TARGET}x)"
+    )
     return 0
 
 

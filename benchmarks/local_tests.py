@@ -17,6 +17,7 @@ runner or notebook), never for a missed target.
 
     .venv/bin/python benchmarks/local_tests.py [--repeat N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,7 +56,7 @@ def main(argv=None) -> int:
     python = sys.executable
     with tempfile.TemporaryDirectory(prefix="bench-local-tests-") as scratch:
         solution_dir = Path(scratch) / "solution"
-        shutil.copytree(SOLUTIONS, solution_dir)          # the notebook and the files released beside it
+        shutil.copytree(SOLUTIONS, solution_dir)  # the notebook and the files released beside it
         commands = {
             "import torch": ([python, "-c", "import torch"], ROOT),
             "run_tests.py (solution)": ([python, "run_tests.py"], solution_dir),
@@ -73,8 +74,7 @@ def main(argv=None) -> int:
                 times[name].append(seconds)
                 cpu[name].append(cpu_seconds)
                 last[name] = (code, output)
-            print(f"round {round_ + 1}/{args.repeat}: " + ", ".join(f"{n} {t[-1]:.2f}s" for n, t in times.items()),
-                  flush=True)
+            print(f"round {round_ + 1}/{args.repeat}: " + ", ".join(f"{n} {t[-1]:.2f}s" for n, t in times.items()), flush=True)
 
     print("\nmedian wall time (all samples, s)")
     medians = {name: statistics.median(samples) for name, samples in times.items()}
@@ -86,8 +86,10 @@ def main(argv=None) -> int:
         if name == "import torch":
             continue
         ratio = medians[name] / base
-        print(f"  {name:26s} {ratio:5.2f}x  {'OK' if ratio <= TARGET else 'MISSED'}"
-              f"   ({medians[name] - base:+.2f} s vs import torch)")
+        print(
+            f"  {name:26s} {ratio:5.2f}x  {'OK' if ratio <= TARGET else 'MISSED'}"
+            f"   ({medians[name] - base:+.2f} s vs import torch)"
+        )
 
     cpu_medians = {name: statistics.median(samples) for name, samples in cpu.items()}
     print("\nfor reference, median CPU time (user + sys; less sensitive to other load than wall time)")

@@ -13,6 +13,7 @@ the smallest (flat in the class size).
 
     .venv/bin/python benchmarks/memory.py [--sizes 50 400] [--workers N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,19 +33,47 @@ def hostile_answers(scratch: Path) -> dict:
 
     path = scratch / "huge_answers.py"
     path.write_text(next(e.source for e in FAMILIES if e.name == "eleven_answers_of_fifteen_megabytes"))
-    return run_tool([sys.executable, "-m", "autograder", "grade", str(path), "--results", str(scratch / "r.json"),
-                     "--seed", "5", "--device", "cpu"], ROOT, None)
+    return run_tool(
+        [
+            sys.executable,
+            "-m",
+            "autograder",
+            "grade",
+            str(path),
+            "--results",
+            str(scratch / "r.json"),
+            "--seed",
+            "5",
+            "--device",
+            "cpu",
+        ],
+        ROOT,
+        None,
+    )
 
 
 def a_class(scratch: Path, size: int, workers: int | None) -> dict:
     folder = scratch / f"class-{size}"
-    notebooks = sorted(p / "layernorm" / "layernorm.ipynb" for p in SAMPLES.iterdir()
-                       if (p / "layernorm" / "layernorm.ipynb").is_file())
+    notebooks = sorted(
+        p / "layernorm" / "layernorm.ipynb" for p in SAMPLES.iterdir() if (p / "layernorm" / "layernorm.ipynb").is_file()
+    )
     for index in range(size):
         (folder / f"s{index:04d}").mkdir(parents=True)
         shutil.copy(notebooks[index % len(notebooks)], folder / f"s{index:04d}" / "layernorm.ipynb")
-    command = [sys.executable, "-m", "autograder", "grade-class", str(folder), "--out", str(scratch / f"out-{size}"),
-               "--seed", "5", "--device", "cpu", "--force"] + (["--workers", str(workers)] if workers else [])
+    command = [
+        sys.executable,
+        "-m",
+        "autograder",
+        "grade-class",
+        str(folder),
+        "--out",
+        str(scratch / f"out-{size}"),
+        "--seed",
+        "5",
+        "--device",
+        "cpu",
+        "--force",
+    ] + (["--workers", str(workers)] if workers else [])
     return run_tool(command, ROOT, None)
 
 
@@ -57,22 +86,30 @@ def main(argv=None) -> int:
     try:
         run = hostile_answers(scratch)
         peak = run["peak"]
-        print(f"11 answers of 15 MiB: worker {peak['worker']:.0f} MB (server VmHWM {peak['hwm']:.0f}), grading "
-              f"process {peak['root']:.0f} MB, exit {run['code']}  "
-              f"{'OK' if peak['worker'] <= WORKER_MB else 'MISSED'} (target <= {WORKER_MB} MB per worker)", flush=True)
+        print(
+            f"11 answers of 15 MiB: worker {peak['worker']:.0f} MB (server VmHWM {peak['hwm']:.0f}), grading "
+            f"process {peak['root']:.0f} MB, exit {run['code']}  "
+            f"{'OK' if peak['worker'] <= WORKER_MB else 'MISSED'} (target <= {WORKER_MB} MB per worker)",
+            flush=True,
+        )
         classes = {}
         for size in args.sizes:
             classes[size] = a_class(scratch, size, args.workers)
             peak = classes[size]["peak"]
-            print(f"grade-class, {size} submissions: {classes[size]['wall']:.1f} s, exit {classes[size]['code']}; "
-                  f"grade-class process {peak['root']:.0f} MB, largest worker {peak['worker']:.0f} MB, tree "
-                  f"{peak['tree']:.0f} MB", flush=True)
+            print(
+                f"grade-class, {size} submissions: {classes[size]['wall']:.1f} s, exit {classes[size]['code']}; "
+                f"grade-class process {peak['root']:.0f} MB, largest worker {peak['worker']:.0f} MB, tree "
+                f"{peak['tree']:.0f} MB",
+                flush=True,
+            )
         small, large = min(classes), max(classes)
         ratio = classes[large]["peak"]["root"] / classes[small]["peak"]["root"]
         worst = max(c["peak"]["worker"] for c in classes.values())
-        print(f"grade-class process at {large} against {small} submissions: {ratio:.2f}x  "
-              f"{'OK' if ratio <= FLAT else 'MISSED'} (target <= {FLAT}x); largest worker {worst:.0f} MB  "
-              f"{'OK' if worst <= WORKER_MB else 'MISSED'} (target <= {WORKER_MB} MB)")
+        print(
+            f"grade-class process at {large} against {small} submissions: {ratio:.2f}x  "
+            f"{'OK' if ratio <= FLAT else 'MISSED'} (target <= {FLAT}x); largest worker {worst:.0f} MB  "
+            f"{'OK' if worst <= WORKER_MB else 'MISSED'} (target <= {WORKER_MB} MB)"
+        )
         return 1 if any(r["code"] for r in (run, *classes.values())) else 0
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -9,6 +9,7 @@ Prints, per run, the wall time and the kernel's CPU seconds (user + system, from
 whole notebook and of the training cell, the slowest cells, the machine, and the notebook's wall time over the
 kernel-plus-torch baseline; exits 1 when the median CPU is over a budget.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,11 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from autograder.course import kit  # noqa: E402
 
 
-TRAINING_BUDGET, NOTEBOOK_BUDGET = 60, 75          # CPU seconds on this machine (see docs/development.md's table)
-CPU = ("import resource as _resource, json as _json\n"
-       "def _cpu():\n"
-       "    usage = _resource.getrusage(_resource.RUSAGE_SELF)\n"
-       "    return usage.ru_utime + usage.ru_stime\n")
+TRAINING_BUDGET, NOTEBOOK_BUDGET = 60, 75  # CPU seconds on this machine (see docs/development.md's table)
+CPU = (
+    "import resource as _resource, json as _json\n"
+    "def _cpu():\n"
+    "    usage = _resource.getrusage(_resource.RUSAGE_SELF)\n"
+    "    return usage.ru_utime + usage.ru_stime\n"
+)
 
 
 def run(cells) -> tuple[float, float, list[tuple[float, float, str]]]:
@@ -42,8 +45,9 @@ def run(cells) -> tuple[float, float, list[tuple[float, float, str]]]:
         laid += [probe(), cell]
     laid.append(probe())
     notebook = nbformat.v4.new_notebook(cells=laid)
-    client = NotebookClient(notebook, timeout=900, kernel_name="python3",
-                            resources={"metadata": {"path": str(kit.SOLUTIONS_DIR)}})
+    client = NotebookClient(
+        notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(kit.SOLUTIONS_DIR)}}
+    )
     walls = []
     started = time.monotonic()
     with client.setup_kernel():
@@ -53,8 +57,10 @@ def run(cells) -> tuple[float, float, list[tuple[float, float, str]]]:
             walls.append(time.monotonic() - begun)
     elapsed = time.monotonic() - started
     clock = lambda i: float("".join(o.get("text", "") for o in notebook.cells[i].outputs))  # noqa: E731
-    timings = [(clock(i + 1) - clock(i - 1), walls[i], notebook.cells[i].metadata.get("nbgrader", {}).get(
-        "grade_id", f"cell {i}")) for i in range(2, len(notebook.cells) - 1, 2)]
+    timings = [
+        (clock(i + 1) - clock(i - 1), walls[i], notebook.cells[i].metadata.get("nbgrader", {}).get("grade_id", f"cell {i}"))
+        for i in range(2, len(notebook.cells) - 1, 2)
+    ]
     return elapsed, clock(len(notebook.cells) - 1), sorted(timings, reverse=True)
 
 
@@ -62,7 +68,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=2)
     repeat = parser.parse_args().repeat
-    os.environ.pop("MPLBACKEND", None)        # the kernel's inline backend: figures become outputs, as for students
+    os.environ.pop("MPLBACKEND", None)  # the kernel's inline backend: figures become outputs, as for students
     solved = nbformat.read(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, as_version=4)
     cells = [c for c in solved.cells if not c.metadata.get("nbgrader", {}).get("grade_id", "").startswith("check_")]
     baseline_cells = [nbformat.v4.new_code_cell("import torch")]
@@ -73,16 +79,18 @@ def main() -> int:
         walls.append(wall)
         cpus.append(cpu)
         training.append(next(c for c, _, name in slowest if name == "training_experiment"))
-        print(f"run {attempt + 1}: notebook {wall:.1f} s wall, {cpu:.1f} s CPU (training cell {training[-1]:.1f} s "
-              f"CPU); kernel + import torch {baseline[-1]:.1f} s wall")
-    print("slowest cells (last run, CPU / wall): " + ", ".join(f"{name} {c:.1f} / {w:.1f} s"
-                                                               for c, w, name in slowest[:5]))
-    print(f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
-          f"load average {os.getloadavg()[0]:.2f}")
+        print(
+            f"run {attempt + 1}: notebook {wall:.1f} s wall, {cpu:.1f} s CPU (training cell {training[-1]:.1f} s "
+            f"CPU); kernel + import torch {baseline[-1]:.1f} s wall"
+        )
+    print("slowest cells (last run, CPU / wall): " + ", ".join(f"{name} {c:.1f} / {w:.1f} s" for c, w, name in slowest[:5]))
+    print(f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, load average {os.getloadavg()[0]:.2f}")
     notebook_cpu, training_cpu = statistics.median(cpus), statistics.median(training)
-    print(f"median: notebook {notebook_cpu:.1f} s CPU (budget {NOTEBOOK_BUDGET} s), training cell "
-          f"{training_cpu:.1f} s CPU (budget {TRAINING_BUDGET} s); {statistics.median(walls):.1f} s wall, "
-          f"{statistics.median(walls) / statistics.median(baseline):.1f}x the kernel + torch baseline")
+    print(
+        f"median: notebook {notebook_cpu:.1f} s CPU (budget {NOTEBOOK_BUDGET} s), training cell "
+        f"{training_cpu:.1f} s CPU (budget {TRAINING_BUDGET} s); {statistics.median(walls):.1f} s wall, "
+        f"{statistics.median(walls) / statistics.median(baseline):.1f}x the kernel + torch baseline"
+    )
     return 0 if notebook_cpu < NOTEBOOK_BUDGET and training_cpu < TRAINING_BUDGET else 1
 
 

@@ -19,6 +19,7 @@ the reports but do not fail the run.
 
     .venv/bin/python benchmarks/run_all.py [--quick]
 """
+
 from __future__ import annotations
 
 import argparse

@@ -8,6 +8,7 @@ prints each setting's final losses (the mean of the last 20 steps) with their ra
 so the release and the solutions carry the new table, then check the lesson's sentences against it
 (tests/course/test_lesson_claims.py says which one a new table makes false).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,12 +48,16 @@ def main() -> int:
     result = training_spread.table(losses)
     target = kit.SOURCE_NOTEBOOK.parent / training_spread.SPREAD_FILE
     target.write_text(json.dumps(result, separators=(",", ":")) + "\n", encoding="utf-8")
-    print(f"{arguments.seeds} seeds in {time.monotonic() - started:.0f} s on {result['machine']} "
-          f"({arguments.jobs} job(s)); written to {target.relative_to(kit.ROOT)}")
+    print(
+        f"{arguments.seeds} seeds in {time.monotonic() - started:.0f} s on {result['machine']} "
+        f"({arguments.jobs} job(s)); written to {target.relative_to(kit.ROOT)}"
+    )
     for label, runs in result["losses"].items():
         finals = [statistics.fmean(run[-20:]) for run in runs]
-        print(f"{label:28s} last-20-step mean: {min(finals):.3f} .. {max(finals):.3f} (median "
-              f"{statistics.median(finals):.3f}); by seed: {' '.join(f'{f:.2f}' for f in finals)}")
+        print(
+            f"{label:28s} last-20-step mean: {min(finals):.3f} .. {max(finals):.3f} (median "
+            f"{statistics.median(finals):.3f}); by seed: {' '.join(f'{f:.2f}' for f in finals)}"
+        )
     return 0
 
 

@@ -17,6 +17,7 @@ target.
 
     .venv/bin/python benchmarks/validate_speed.py [--repeat N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,9 +39,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="repetitions of each command (default 5)")
     args = parser.parse_args(argv)
-    os.environ.pop("MPLBACKEND", None)          # as in a student's server: the kernel's inline backend
+    os.environ.pop("MPLBACKEND", None)  # as in a student's server: the kernel's inline backend
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    from nbgrader.validator import Validator   # loaded once, as the Jupyter server has it loaded
+    from nbgrader.validator import Validator  # loaded once, as the Jupyter server has it loaded
     from traitlets.config import Config
 
     with tempfile.TemporaryDirectory(prefix="bench-validate-") as scratch:
@@ -55,19 +56,23 @@ def main(argv=None) -> int:
             return subprocess.run([sys.executable, "run_tests.py"], cwd=folder, capture_output=True, text=True, env=env)
 
         def command_line():
-            return subprocess.run([sys.executable, "-m", "nbgrader", "validate", "layernorm.ipynb"], cwd=folder,
-                                  capture_output=True, text=True, env=env)
+            return subprocess.run(
+                [sys.executable, "-m", "nbgrader", "validate", "layernorm.ipynb"],
+                cwd=folder,
+                capture_output=True,
+                text=True,
+                env=env,
+            )
 
         commands = {"Validate (the button)": button, "run_tests.py": runner, "nbgrader validate (CLI)": command_line}
-        results = {name: command() for name, command in commands.items()}     # untimed: warms the page cache
+        results = {name: command() for name, command in commands.items()}  # untimed: warms the page cache
         times: dict[str, list[float]] = {name: [] for name in commands}
         for round_ in range(args.repeat):
             for name, command in commands.items():
                 started = time.perf_counter()
                 results[name] = command()
                 times[name].append(time.perf_counter() - started)
-            print(f"round {round_ + 1}/{args.repeat}: " + ", ".join(f"{n} {t[-1]:.2f}s" for n, t in times.items()),
-                  flush=True)
+            print(f"round {round_ + 1}/{args.repeat}: " + ", ".join(f"{n} {t[-1]:.2f}s" for n, t in times.items()), flush=True)
 
     medians = {name: statistics.median(samples) for name, samples in times.items()}
     print("\nmedian wall time (all samples, s)")
@@ -78,8 +83,10 @@ def main(argv=None) -> int:
     print(f"nbgrader validate (CLI) / run_tests.py: {medians['nbgrader validate (CLI)'] / medians['run_tests.py']:.2f}x")
     validated = results["Validate (the button)"]
     runner_output = results["run_tests.py"].stdout.strip().splitlines()
-    print(f"\nValidate's verdict on the solved notebook: {validated or 'no failures'}; "
-          f"run_tests.py: {runner_output[-1] if runner_output else '(no output)'}")
+    print(
+        f"\nValidate's verdict on the solved notebook: {validated or 'no failures'}; "
+        f"run_tests.py: {runner_output[-1] if runner_output else '(no output)'}"
+    )
     return 0 if not validated and results["run_tests.py"].returncode == 0 else 1
 
 

@@ -1,5 +1,6 @@
 """Headless Chromium driven over its DevTools protocol, and an instructor's Jupyter server started in a course,
 for the tests that look at formgrader and the feedback pages as people do."""
+
 import base64
 import json
 import os
@@ -13,8 +14,18 @@ from pathlib import Path
 
 import websocket
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--no-first-run", "--disable-sync", "--hide-scrollbars", "--remote-allow-origins=*", "--window-size=1280,1600"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--remote-allow-origins=*",
+    "--window-size=1280,1600",
+]
 
 
 def free_port() -> int:
@@ -37,8 +48,11 @@ class Browser:
     """Just enough of the Chrome DevTools protocol: open pages, run JavaScript, type, take screenshots."""
 
     def __init__(self, executable: str, profile: Path):
-        self.process = subprocess.Popen([executable, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
-                                         "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [executable, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0", "about:blank"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         active = profile / "DevToolsActivePort"
         port = wait_until(lambda: active.is_file() and active.read_text().split("\n")[0], 60, "Chromium to start")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/version") as reply:
@@ -79,8 +93,7 @@ class Browser:
         self.js(f"document.querySelector({selector!r}).blur()")
 
     def screenshot(self, path: Path) -> Path:
-        path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png",
-                                                    captureBeyondViewport=True)["data"]))
+        path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)["data"]))
         return path
 
     def close(self) -> None:
@@ -97,18 +110,34 @@ class Browser:
 
 
 @contextmanager
-def jupyter_server(course: Path, config_dir: Path, log: Path, python: str = sys.executable, user: str | None = None,
-                   env: dict | None = None):
+def jupyter_server(
+    course: Path, config_dir: Path, log: Path, python: str = sys.executable, user: str | None = None, env: dict | None = None
+):
     """The instructor's Jupyter server, started in the course folder with the hub-wide settings in `config_dir`
     (local only: bound to 127.0.0.1 with authentication off, so the browser needs no login); yields
     (process, base url). `user`: started as that Unix user, as on a hub."""
     port = free_port()
-    command = [python, "-m", "jupyter", "server", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
-               "--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={course}"]
-    environment = {**os.environ, **(env or {}), "JUPYTER_CONFIG_DIR": str(config_dir),
-                   "PATH": f"{Path(python).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    command = [
+        python,
+        "-m",
+        "jupyter",
+        "server",
+        "--no-browser",
+        f"--port={port}",
+        "--ServerApp.ip=127.0.0.1",
+        "--IdentityProvider.token=",
+        "--ServerApp.password=",
+        f"--ServerApp.root_dir={course}",
+    ]
+    environment = {
+        **os.environ,
+        **(env or {}),
+        "JUPYTER_CONFIG_DIR": str(config_dir),
+        "PATH": f"{Path(python).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
     if user:
         import hub_users
+
         environment.update(USER=user, LOGNAME=user, HOME=(env or {}).get("HOME", str(hub_users.home(user))))
         command = hub_users.command_as(user, command)
     else:
@@ -125,6 +154,7 @@ def jupyter_server(course: Path, config_dir: Path, log: Path, python: str = sys.
                     return True
             except OSError:
                 return False
+
         try:
             wait_until(up, 120, "the Jupyter server")
             yield process, base
@@ -154,7 +184,7 @@ class FormgraderClient:
         self.base = base
         self.jar = http.cookiejar.CookieJar()
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
-        self.page("/formgrader/manage_assignments")          # sets the _xsrf cookie formgrader's forms send back
+        self.page("/formgrader/manage_assignments")  # sets the _xsrf cookie formgrader's forms send back
 
     def page(self, path: str) -> str:
         with self.opener.open(f"{self.base}{path}", timeout=120) as reply:
@@ -162,7 +192,11 @@ class FormgraderClient:
 
     def put(self, path: str, data: dict) -> dict:
         token = next(c.value for c in self.jar if c.name == "_xsrf")
-        request = urllib.request.Request(f"{self.base}{path}", data=json.dumps(data).encode(), method="PUT",
-                                         headers={"X-XSRFToken": token, "Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{self.base}{path}",
+            data=json.dumps(data).encode(),
+            method="PUT",
+            headers={"X-XSRFToken": token, "Content-Type": "application/json"},
+        )
         with self.opener.open(request, timeout=120) as reply:
             return json.loads(reply.read() or b"{}")

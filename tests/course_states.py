@@ -4,6 +4,7 @@ numbers, and `Model` knows what every student's standing must be from what was d
 gradebook: it adds up what it did). `StandIn` grades without the sandbox where the sandbox is not the point: a
 submission names its kind, and the kind gives each check a fixed share of the points the course gives it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -43,24 +44,26 @@ from nbgrader_course import do_kit_homework, make_course
 NAME, NOTEBOOK, NOTEBOOK_ID = kit.KIT.name, kit.KIT.notebook_name, kit.KIT.notebook_id
 STUDENTS = ("ada", "ben", "cho")
 DUE = datetime(2030, 1, 1, 12, 0, tzinfo=timezone.utc)
-KINDS = {                                  # what the stand-in gives: check -> share of the check's points
+KINDS = {  # what the stand-in gives: check -> share of the check's points
     "correct": {name: 1.0 for name in RUBRIC},
-    "post_ln": {**{name: 1.0 for name in RUBRIC}, "forward_order": 0.0, "forward_prenorm": 0.0,
-                "forward_shortcuts": 0.5},
+    "post_ln": {**{name: 1.0 for name in RUBRIC}, "forward_order": 0.0, "forward_prenorm": 0.0, "forward_shortcuts": 0.5},
     "blank": {name: 0.0 for name in RUBRIC},
 }
 SAMPLE = {"correct": "ada_correct", "post_ln": "ben_post_ln", "blank": None}
-ANSWERED = {"correct": True, "post_ln": True, "blank": False}    # a written answer left as released scores 0
+ANSWERED = {"correct": True, "post_ln": True, "blank": False}  # a written answer left as released scores 0
 MARK = "# stand-in kind: "
-TINY_PNG = (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"
-            b"\x00\x00\x00\rIDATx\x9cc\xf8\xff\xff?\x00\x05\xfe\x02\xfe\xa7\x35\x81\x84\x00\x00\x00\x00IEND\xaeB`\x82")
+TINY_PNG = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"
+    b"\x00\x00\x00\rIDATx\x9cc\xf8\xff\xff?\x00\x05\xfe\x02\xfe\xa7\x35\x81\x84\x00\x00\x00\x00IEND\xaeB`\x82"
+)
 
 
 # --- the course ---------------------------------------------------------------------------------------
 
+
 @dataclass
 class Refused:
-    line: str          # the kit's one line
+    line: str  # the kit's one line
 
 
 class Lines(logging.Handler):
@@ -143,12 +146,14 @@ class Course:
         try:
             return action(log)
         except (KitRefusal, SystemExit) as error:
-            if isinstance(error, SystemExit) and isinstance(error.code, str):    # CourseRecorder's refusal
+            if isinstance(error, SystemExit) and isinstance(error.code, str):  # CourseRecorder's refusal
                 log.error(error.code)
             return one_line(lines, error)
-        except NbGraderException as error:        # nbgrader failed for some student: say what its log said
-            raise AssertionError("nbgrader failed; its log:\n" + "\n".join(
-                f"{r.levelname}: {r.getMessage()}" for r in lines.records if r.levelno >= logging.WARNING)) from error
+        except NbGraderException as error:  # nbgrader failed for some student: say what its log said
+            raise AssertionError(
+                "nbgrader failed; its log:\n"
+                + "\n".join(f"{r.levelname}: {r.getMessage()}" for r in lines.records if r.levelno >= logging.WARNING)
+            ) from error
 
     # --- the instructor's actions ----------------------------------------------------------------------
     def collect(self, student: str, kind: str, late: bool, number: int) -> None:
@@ -170,14 +175,17 @@ class Course:
             converter = Autograde(coursedir=self.coursedir(), config=self.config(), log=log)
             converter.force = force
             converter.start()
+
         return self._logged(run)
 
     def grade_class(self, force: bool):
         def run(log):
             recorder = CourseRecorder(self.course, NAME)
             options = GradingOptions(seed=5, assignment=recorder.assignment)
-            return classgrade.grade_class(self.course / "submitted", self.out, options=options, workers=1, force=force,
-                                          progress=False, course=recorder)
+            return classgrade.grade_class(
+                self.course / "submitted", self.out, options=options, workers=1, force=force, progress=False, course=recorder
+            )
+
         return self._logged(run)
 
     def set_score(self, student: str, grade_id: str, points: float) -> None:
@@ -201,13 +209,16 @@ class Course:
         def run(log):
             converter = GenerateFeedback(coursedir=self.coursedir(), config=self.config(), log=log)
             converter.start()
+
         return self._logged(run)
 
     def release_feedback(self):
         def run(log):
             config = self.config()
-            KitReleaseFeedback(coursedir=self.coursedir(config), authenticator=Authenticator(config=config),
-                               config=config, log=log).start()
+            KitReleaseFeedback(
+                coursedir=self.coursedir(config), authenticator=Authenticator(config=config), config=config, log=log
+            ).start()
+
         return self._logged(run)
 
     def export(self):
@@ -219,6 +230,7 @@ class Course:
             with Gradebook(f"sqlite:///{self.course / 'gradebook.db'}") as gradebook:
                 plugin.export(gradebook)
             return target
+
         return self._logged(run)
 
     # --- the views, read back ---------------------------------------------------------------------------
@@ -241,8 +253,9 @@ class Course:
         with Gradebook(f"sqlite:///{self.course / 'gradebook.db'}") as gradebook:
             submission_id = gradebook.find_submission_notebook(NOTEBOOK_ID, NAME, student).id
         config = self.config()
-        FormgraderStanding(config=config).preprocess(notebook, {"submission_id": submission_id, "assignment_id": NAME,
-                                                                "notebook_id": NOTEBOOK_ID, "student": student})
+        FormgraderStanding(config=config).preprocess(
+            notebook, {"submission_id": submission_id, "assignment_id": NAME, "notebook_id": NOTEBOOK_ID, "student": student}
+        )
         return notebook.cells[0].source
 
     def report(self) -> str:
@@ -258,6 +271,7 @@ def _quiet() -> logging.Logger:
 
 # --- reading numbers off a view --------------------------------------------------------------------------
 
+
 def number(text: str) -> float:
     return float(text)
 
@@ -265,13 +279,23 @@ def number(text: str) -> float:
 def page_numbers(page: str) -> dict:
     """What a feedback page says: score, maximum, late penalty, each check's and written answer's points."""
     score, maximum = re.search(r'<span id="score">([\d.]+) / ([\d.]+)</span>', page).groups()
-    checks = {name: html.unescape(points) for name, points in
-              re.findall(r'data-check="(\w+)"><td class="title">[^<]*</td><td class="pts">([^<]+)', page)}
-    written = {cell: html.unescape(points) for cell, points in
-               re.findall(r'data-cell="(\w+)"><td class="title">[^<]*</td><td class="pts">([^<]+)</td>', page)}
+    checks = {
+        name: html.unescape(points)
+        for name, points in re.findall(r'data-check="(\w+)"><td class="title">[^<]*</td><td class="pts">([^<]+)', page)
+    }
+    written = {
+        cell: html.unescape(points)
+        for cell, points in re.findall(r'data-cell="(\w+)"><td class="title">[^<]*</td><td class="pts">([^<]+)</td>', page)
+    }
     late = re.search(r'id="late"[^>]*>Late submission \(by [^)]*\): ([\d.]+) points deducted', page)
-    return {"score": number(score), "max": number(maximum), "late": number(late.group(1)) if late else 0.0,
-            "checks": checks, "written": written, "unisolated": 'id="unisolated"' in page}
+    return {
+        "score": number(score),
+        "max": number(maximum),
+        "late": number(late.group(1)) if late else 0.0,
+        "checks": checks,
+        "written": written,
+        "unisolated": 'id="unisolated"' in page,
+    }
 
 
 def read_csv(path: Path) -> list[dict]:
@@ -281,8 +305,8 @@ def read_csv(path: Path) -> list[dict]:
 
 # --- the stand-in grader -----------------------------------------------------------------------------------
 
-def stand_in(cells, name: str, assignment: kit.Assignment, seed: int, device: str, student, unsafe: bool,
-             read: tuple = ()):
+
+def stand_in(cells, name: str, assignment: kit.Assignment, seed: int, device: str, student, unsafe: bool, read: tuple = ()):
     """A result as the grader writes one: each check's parts share the course's points by the rubric's weights,
     and every part gets the kind's share of its points."""
     kind = next((c.source.split(MARK, 1)[1].split()[0] for c in cells if MARK in c.source), "blank")
@@ -290,11 +314,25 @@ def stand_in(cells, name: str, assignment: kit.Assignment, seed: int, device: st
     checks = []
     for check, spec in RUBRIC.items():
         share = KINDS[kind][check]
-        parts = tuple(SubTest(part, round(share * maximum, 6), maximum, share == 1.0, "" if share == 1.0 else
-                              f"the stand-in's {kind} gets {share:g} of this part")
-                      for part, maximum in spec.parts_for(points.get(check)).items())
-        checks.append(CheckResult(check, spec.title, parts, "All parts passed." if share == 1.0 else
-                                  f"{kind}: {share:g} of the points", spec.visibility))
+        parts = tuple(
+            SubTest(
+                part,
+                round(share * maximum, 6),
+                maximum,
+                share == 1.0,
+                "" if share == 1.0 else f"the stand-in's {kind} gets {share:g} of this part",
+            )
+            for part, maximum in spec.parts_for(points.get(check)).items()
+        )
+        checks.append(
+            CheckResult(
+                check,
+                spec.title,
+                parts,
+                "All parts passed." if share == 1.0 else f"{kind}: {share:g} of the points",
+                spec.visibility,
+            )
+        )
     isolation = UNSAFE if unsafe else "stand-in: isolated"
     notes = ((f"Graded without isolation ({UNSAFE}).",) if unsafe else ()) + tuple(read)
     return SubmissionResult(name, tuple(checks), seed, device, isolation, 0.01, None, notes, {}, student)
@@ -331,15 +369,18 @@ class StandIn:
 
         def file_grade(path, server, *, seed, device="cpu", student=None):
             from autograder.course.notebook import read_cells
+
             return stand_in(read_cells(path), Path(path).name, server.assignment, seed, device, student, grader.unsafe)
 
         with contextlib.ExitStack() as stack:
             stack.enter_context(_fast_sqlite())
-            for target, value in [(pool, {"SandboxServer": Server}), (bridge, {"grade_cells": cells_grade}),
-                                  (classgrade, {"grade_file": file_grade, "reference": lambda *a, **k: None}),
-                                  (feedback, {"profile_figure_png": lambda *a, **k: None}),
-                                  (report, {"histogram_png": lambda *a, **k: TINY_PNG,
-                                            "bars_png": lambda *a, **k: TINY_PNG})]:
+            for target, value in [
+                (pool, {"SandboxServer": Server}),
+                (bridge, {"grade_cells": cells_grade}),
+                (classgrade, {"grade_file": file_grade, "reference": lambda *a, **k: None}),
+                (feedback, {"profile_figure_png": lambda *a, **k: None}),
+                (report, {"histogram_png": lambda *a, **k: TINY_PNG, "bars_png": lambda *a, **k: TINY_PNG}),
+            ]:
                 for attribute, replacement in value.items():
                     stack.enter_context(mock.patch.object(target, attribute, replacement))
             yield self
@@ -366,24 +407,26 @@ def _fast_sqlite():
 
 # --- what every student's standing must be ------------------------------------------------------------------
 
+
 @dataclass
 class Graded:
     kind: str
     late: bool
-    points: dict            # check grade_id -> the points it was graded out of
+    points: dict  # check grade_id -> the points it was graded out of
     unsafe: bool
-    stamp: int              # the submission graded (its collect number)
+    stamp: int  # the submission graded (its collect number)
 
 
 @dataclass
 class Model:
     """What the instructor did, and so what each student's standing is (see `expected`)."""
+
     source: dict = field(default_factory=lambda: {f"check_{n}": p for n, p in kit.KIT.check_points().items()})
     gradebook: dict = field(default_factory=lambda: {f"check_{n}": p for n, p in kit.KIT.check_points().items()})
-    submitted: dict = field(default_factory=dict)      # student -> (kind, late, stamp)
-    graded: dict = field(default_factory=dict)         # student -> Graded, as the gradebook holds them
-    class_graded: dict = field(default_factory=dict)   # student -> (source points, stamp) of grade-class's files
-    scores: dict = field(default_factory=dict)         # (student, grade_id) -> points an instructor set
+    submitted: dict = field(default_factory=dict)  # student -> (kind, late, stamp)
+    graded: dict = field(default_factory=dict)  # student -> Graded, as the gradebook holds them
+    class_graded: dict = field(default_factory=dict)  # student -> (source points, stamp) of grade-class's files
+    scores: dict = field(default_factory=dict)  # (student, grade_id) -> points an instructor set
 
     def out_of_date_gradebook(self) -> bool:
         return self.source != self.gradebook
@@ -402,9 +445,17 @@ class Model:
         raw = sum(checks.values()) + sum(v for v in written.values() if v is not None)
         penalty = raw if graded.late else 0.0
         maximum = sum(self.gradebook.values()) + sum(WRITTEN.values())
-        return {"score": raw - penalty, "raw": raw, "late": penalty, "max": maximum, "checks": checks,
-                "written": written, "stale": self.stale(student), "unisolated": graded.unsafe,
-                "awaiting": sum(WRITTEN[g] for g, v in written.items() if v is None)}
+        return {
+            "score": raw - penalty,
+            "raw": raw,
+            "late": penalty,
+            "max": maximum,
+            "checks": checks,
+            "written": written,
+            "stale": self.stale(student),
+            "unisolated": graded.unsafe,
+            "awaiting": sum(WRITTEN[g] for g, v in written.items() if v is None),
+        }
 
     def grade(self, student: str) -> None:
         kind, late, stamp = self.submitted[student]

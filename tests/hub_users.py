@@ -11,6 +11,7 @@ environment). Hard-linked files are never written: changed ones are replaced. `c
 starts as the user (setpriv, from a shell already running as them), `run_as` runs one, `cover` hiding folders
 from it in a mount namespace of its own (an unreadable install, as that user sees one).
 """
+
 from __future__ import annotations
 
 import functools
@@ -49,19 +50,39 @@ def home(login: str) -> Path:
 def command_as(login: str, argv: list) -> list[str]:
     """`argv` started as `login` (their groups, no capabilities left), from a shell already running as them: a
     path below a folder they cannot enter fails there as it does for every later exec of theirs."""
-    return ["setpriv", f"--reuid={login}", f"--regid={login}", "--init-groups", "--", "/bin/sh", "-c", 'exec "$@"',
-            "sh", *map(str, argv)]
+    return [
+        "setpriv",
+        f"--reuid={login}",
+        f"--regid={login}",
+        "--init-groups",
+        "--",
+        "/bin/sh",
+        "-c",
+        'exec "$@"',
+        "sh",
+        *map(str, argv),
+    ]
 
 
 def user_env(login: str, python: str | Path, env: dict | None = None) -> dict:
-    return {"PATH": f"{Path(python).parent}:/usr/bin:/bin", "HOME": str(home(login)), "USER": login,
-            "LOGNAME": login, "LANG": "C.UTF-8", **(env or {})}
+    return {
+        "PATH": f"{Path(python).parent}:/usr/bin:/bin",
+        "HOME": str(home(login)),
+        "USER": login,
+        "LOGNAME": login,
+        "LANG": "C.UTF-8",
+        **(env or {}),
+    }
 
 
 def runs(login: str, python: str | Path, imports: str = "torch, nbgrader, autograder") -> bool:
     """Can `login` start `python` and import `imports` with it?"""
-    done = subprocess.run(command_as(login, [python, "-c", f"import {imports}" if imports else "pass"]),
-                          capture_output=True, cwd="/", env=user_env(login, python))
+    done = subprocess.run(
+        command_as(login, [python, "-c", f"import {imports}" if imports else "pass"]),
+        capture_output=True,
+        cwd="/",
+        env=user_env(login, python),
+    )
     return done.returncode == 0
 
 
@@ -132,9 +153,11 @@ def python_for(login: str, with_kit: bool = True) -> Path:
         subprocess.run(["cp", "-al", sys.prefix, str(place)], check=True)
         version = f"python{sys.version_info.major}.{sys.version_info.minor}"
         for name in ("pyvenv.cfg", "bin/python", "bin/python3", f"bin/{version}"):
-            (place / name).unlink(missing_ok=True)          # never written in place: they are hard links
-        (place / "pyvenv.cfg").write_text(f"home = {interpreter.parent}\ninclude-system-site-packages = false\n"
-                                          f"version = {'.'.join(map(str, sys.version_info[:3]))}\n")
+            (place / name).unlink(missing_ok=True)  # never written in place: they are hard links
+        (place / "pyvenv.cfg").write_text(
+            f"home = {interpreter.parent}\ninclude-system-site-packages = false\n"
+            f"version = {'.'.join(map(str, sys.version_info[:3]))}\n"
+        )
         for name in ("python", "python3", version):
             (place / "bin" / name).symlink_to(interpreter)
         _point_scripts_at(place / "bin" / "python")
@@ -165,7 +188,7 @@ def _copy_interpreter(place: Path) -> None:
     links = [path for path in (base / sys.platlibdir).glob("libpython*") if path.is_file() or path.is_symlink()]
     for source, target in [(stdlib, place / "lib" / version), *((path, place / "lib" / path.name) for path in links)]:
         if subprocess.run(["cp", "-al", str(source), str(target)], capture_output=True).returncode != 0:
-            subprocess.run(["cp", "-a", str(source), str(target)], check=True)     # another file system
+            subprocess.run(["cp", "-a", str(source), str(target)], check=True)  # another file system
     shutil.rmtree(place / "lib" / version / "site-packages", ignore_errors=True)
     (place / "lib" / version / "site-packages").mkdir()
     executable = Path(os.path.realpath(base / "bin" / version))
@@ -174,7 +197,7 @@ def _copy_interpreter(place: Path) -> None:
     if runpath + b"\0" in binary and len(runpath) >= len(b"$ORIGIN/../lib"):
         binary = binary.replace(runpath + b"\0", b"$ORIGIN/../lib".ljust(len(runpath) + 1, b"\0"))
     copy = place / "bin" / version
-    copy.write_bytes(binary)                                     # a new file: the original is never touched
+    copy.write_bytes(binary)  # a new file: the original is never touched
     copy.chmod(0o755)
     for name in ("python3", "python"):
         (place / "bin" / name).symlink_to(version)
@@ -189,9 +212,8 @@ def _point_scripts_at(python: Path) -> None:
         text = script.read_bytes()
         if text.startswith(shebang):
             mode = script.stat().st_mode
-            script.unlink()                                  # a hard link to the original: replace, never write
-            script.write_bytes(f"#!{python}".encode() + text.split(b"\n", 1)[0][len(shebang):] + b"\n"
-                               + text.split(b"\n", 1)[1])
+            script.unlink()  # a hard link to the original: replace, never write
+            script.write_bytes(f"#!{python}".encode() + text.split(b"\n", 1)[0][len(shebang) :] + b"\n" + text.split(b"\n", 1)[1])
             script.chmod(mode)
 
 
@@ -223,5 +245,4 @@ def run_as(login: str, argv: list, cwd, env: dict | None = None, cover=(), timeo
     if cover:
         spec = {"argv": command, "cover": [str(c) for c in cover]}
         command = [sys.executable, "-c", COVER, json.dumps(spec)]
-    return subprocess.run(command, cwd=cwd, env=user_env(login, argv[0], env), capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(command, cwd=cwd, env=user_env(login, argv[0], env), capture_output=True, text=True, timeout=timeout)

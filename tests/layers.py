@@ -1,12 +1,16 @@
 """The isolation layers the sandbox tests run in, and whether this machine gives each one."""
+
 from __future__ import annotations
 
 import os
 
 from autograder.sandbox.parent.client import bubblewrap_works
 
-LAYERS = {"bubblewrap": {"bubblewrap": "on"}, "namespaces": {"bubblewrap": "off"},
-          "permissions": {"bubblewrap": "off", "namespaces": "off"}}
+LAYERS = {
+    "bubblewrap": {"bubblewrap": "on"},
+    "namespaces": {"bubblewrap": "off"},
+    "permissions": {"bubblewrap": "off", "namespaces": "off"},
+}
 
 
 def layer_available(layer: str) -> str | None:

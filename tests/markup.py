@@ -1,5 +1,6 @@
 """A page as an HTML parser reads it, for the tests of what a student's text can do to a page: its markup (each
 element with the names of its attributes) apart from its text and its attributes' values."""
+
 from html.parser import HTMLParser
 
 # what a student controls, made to break out of text and of a quoted attribute, with an entity and non-ASCII

@@ -1,5 +1,6 @@
 """A real nbgrader course for the tests: the kit's assignment next to an ordinary one, and nbgrader run as an
 instructor runs it (the `nbgrader` command, from the course folder, with the course's own configuration)."""
+
 from __future__ import annotations
 
 import os
@@ -13,21 +14,35 @@ import nbformat
 from autograder.course import kit
 from autograder.course.sample_class import SAMPLE_DIR
 
-ORDINARY = "hw2"        # a second assignment of the course, with nothing of the kit in it
+ORDINARY = "hw2"  # a second assignment of the course, with nothing of the kit in it
 KIT_STUDENTS = ("ada_correct", "ben_post_ln", "gil_edits_locked_cells")
 
 
 def ordinary_notebook() -> nbformat.NotebookNode:
     """An everyday nbgrader assignment: a solution cell, an autograded test with a hidden part, a written answer."""
+
     def meta(grade_id, **flags):
-        return {"nbgrader": {"grade_id": grade_id, "schema_version": 3, "grade": False, "solution": False,
-                             "locked": False, "task": False, **flags}}
+        return {
+            "nbgrader": {
+                "grade_id": grade_id,
+                "schema_version": 3,
+                "grade": False,
+                "solution": False,
+                "locked": False,
+                "task": False,
+                **flags,
+            }
+        }
+
     cells = [
         nbformat.v4.new_markdown_cell("# Homework 2\nWrite `add`.", metadata=meta("intro", locked=True)),
-        nbformat.v4.new_code_cell("def add(a, b):\n    ### BEGIN SOLUTION\n    return a + b\n    ### END SOLUTION",
-                                  metadata=meta("add", solution=True)),
-        nbformat.v4.new_code_cell("assert add(1, 2) == 3\n### BEGIN HIDDEN TESTS\nassert add(-1, 1) == 0\n"
-                                  "### END HIDDEN TESTS", metadata=meta("test_add", grade=True, locked=True, points=2)),
+        nbformat.v4.new_code_cell(
+            "def add(a, b):\n    ### BEGIN SOLUTION\n    return a + b\n    ### END SOLUTION", metadata=meta("add", solution=True)
+        ),
+        nbformat.v4.new_code_cell(
+            "assert add(1, 2) == 3\n### BEGIN HIDDEN TESTS\nassert add(-1, 1) == 0\n### END HIDDEN TESTS",
+            metadata=meta("test_add", grade=True, locked=True, points=2),
+        ),
         nbformat.v4.new_markdown_cell("Why is addition commutative?", metadata=meta("explain_prompt", locked=True)),
         nbformat.v4.new_markdown_cell("YOUR ANSWER HERE", metadata=meta("explain", grade=True, solution=True, points=1)),
     ]
@@ -65,7 +80,7 @@ def do_kit_homework(released: nbformat.NotebookNode, student: str) -> nbformat.N
     """What one of the sample class's students does with the released notebook: their cells, in place."""
     theirs = sample_submission(student)
     if student == "gil_edits_locked_cells":
-        return theirs          # edits a locked cell and deletes a graded one: the whole notebook is theirs
+        return theirs  # edits a locked cell and deletes a graded one: the whole notebook is theirs
     by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in theirs.cells}
     for cell in released.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
@@ -80,12 +95,12 @@ class Shell:
     `python`: the environment's Python (default this one); `user`: run as that Unix user (needs root), with
     `home` as their home folder (default their own). Everything a command printed is kept in `said`."""
 
-    def __init__(self, env: dict | None = None, python: str | Path = sys.executable, user: str | None = None,
-                 home: Path | None = None):
+    def __init__(
+        self, env: dict | None = None, python: str | Path = sys.executable, user: str | None = None, home: Path | None = None
+    ):
         self.python, self.user, self.home = str(python), user, home
         self.said: list[tuple[list[str], str]] = []
-        self.env = {**os.environ, **(env or {}),
-                    "PATH": f"{Path(self.python).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        self.env = {**os.environ, **(env or {}), "PATH": f"{Path(self.python).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
         self.log: list[list[str]] = []
 
     def __call__(self, *arguments: str, cwd: Path, env: dict | None = None, check: bool = True):
@@ -100,8 +115,13 @@ class Shell:
         environment = {**self.env, **(env or {})}
         if self.user:
             import hub_users
-            environment = {**environment, "HOME": str(self.home or hub_users.home(self.user)), "USER": self.user,
-                           "LOGNAME": self.user}
+
+            environment = {
+                **environment,
+                "HOME": str(self.home or hub_users.home(self.user)),
+                "USER": self.user,
+                "LOGNAME": self.user,
+            }
             argv = hub_users.command_as(self.user, argv)
         process = subprocess.run(argv, cwd=cwd, env=environment, capture_output=True, text=True, timeout=900)
         self.said.append((command, process.stdout + process.stderr))

@@ -1,6 +1,7 @@
 """Running a grading command as systemd or a login starts one: under a session key ring of its own, which every
 process it starts inherits (here a named one, joined by a launcher). Afterwards the launcher reports the keys
 that ring holds: a student's key there would be one every later process of the grader could reach."""
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,14 @@ print(json.dumps({"status": done.returncode, "stdout": done.stdout[-20000:], "st
 
 def run_under_ring(argv: list[str], cwd: Path, env: dict, timeout: float = 900) -> dict:
     """Run `argv` under a named session key ring: {"status", "stdout", "stderr", "ring_keys"}."""
-    done = subprocess.run([sys.executable, "-c", LAUNCH, str(seccomp.number("keyctl")), RING, *map(str, argv)],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-c", LAUNCH, str(seccomp.number("keyctl")), RING, *map(str, argv)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if done.returncode != 0:
         raise AssertionError(f"the launcher failed: {done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

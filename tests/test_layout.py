@@ -1,5 +1,6 @@
 """The package's shape is its architecture (see `autograder/__init__.py`): wings that import one way, the code the
 sandbox runs importing nothing of the kit outside itself, and pieces a reader can hold."""
+
 from __future__ import annotations
 
 import ast
@@ -15,12 +16,12 @@ import pytest
 from autograder.course import kit
 from autograder.sandbox.parent import containment
 
-pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
 PACKAGE = kit.ROOT / "autograder"
-WINGS = {"course": 0, "engine": 1, "sandbox": 1, "grading": 2, "frontends": 3}     # a wing imports lower ranks only
-APART = {"engine", "sandbox"}                                                        # ...and these never each other
-SELF_CONTAINED = ("autograder.sandbox.inside", "autograder.engine.questions")      # what the sandbox runs
+WINGS = {"course": 0, "engine": 1, "sandbox": 1, "grading": 2, "frontends": 3}  # a wing imports lower ranks only
+APART = {"engine", "sandbox"}  # ...and these never each other
+SELF_CONTAINED = ("autograder.sandbox.inside", "autograder.engine.questions")  # what the sandbox runs
 MAX_MODULE_LINES, MAX_CLASS_LINES = 300, 200
 
 
@@ -90,9 +91,12 @@ def test_the_engine_and_the_sandbox_are_joined_only_by_a_name():
 
 
 def test_what_the_sandbox_runs_imports_nothing_of_the_kit_outside_itself():
-    wrong = [f"{source}:{line} imports {target}" for source, line, target in EDGES
-             for package in SELF_CONTAINED if source.startswith(package)
-             and not (target.startswith(package) or target in _ancestors(package))]
+    wrong = [
+        f"{source}:{line} imports {target}"
+        for source, line, target in EDGES
+        for package in SELF_CONTAINED
+        if source.startswith(package) and not (target.startswith(package) or target in _ancestors(package))
+    ]
     assert not wrong, "\n".join(wrong)
 
 
@@ -105,19 +109,21 @@ def test_the_package_files_on_the_way_to_the_sandbox_s_code_import_nothing():
     """The server imports `autograder`, `autograder.sandbox`, `autograder.engine` on its way to what it runs: they
     (and every wing's own `__init__.py`) pull in no grading code."""
     packages = {module_name(path) for path in MODULES if path.name == "__init__.py"}
-    wrong = [f"{source}:{line} imports {target}" for source, line, target in EDGES
-             if source in packages and source.count(".") <= 1]
+    wrong = [
+        f"{source}:{line} imports {target}" for source, line, target in EDGES if source in packages and source.count(".") <= 1
+    ]
     assert not wrong, "\n".join(wrong)
 
 
 def test_a_fresh_server_and_a_child_s_job_load_only_their_own_packages():
     """Run, not read: importing the server and the questions' job in a fresh interpreter loads nothing else of the
     kit (whatever a future import inside a function may do, this is what a child starts with)."""
-    code = (f"import importlib, sys; importlib.import_module('{containment.INSIDE}.server'); "
-            f"importlib.import_module('{kit.QUESTIONS}'); "
-            "print('\\n'.join(m for m in sys.modules if m.startswith('autograder')))")
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                            cwd=kit.ROOT).stdout.split()
+    code = (
+        f"import importlib, sys; importlib.import_module('{containment.INSIDE}.server'); "
+        f"importlib.import_module('{kit.QUESTIONS}'); "
+        "print('\\n'.join(m for m in sys.modules if m.startswith('autograder')))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=kit.ROOT).stdout.split()
     allowed = {*_ancestors(SELF_CONTAINED[0]), *_ancestors(SELF_CONTAINED[1])}
     stray = [m for m in loaded if m not in allowed and not m.startswith(SELF_CONTAINED)]
     assert loaded and not stray, stray
@@ -128,29 +134,34 @@ def test_a_reader_can_hold_each_piece(path):
     lines = path.read_text().count("\n")
     assert lines <= MAX_MODULE_LINES, f"{path.name}: {lines} lines"
     tree = ast.parse(path.read_text())
-    big = [(n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(tree)
-           if isinstance(n, ast.ClassDef) and n.end_lineno - n.lineno + 1 > MAX_CLASS_LINES]
+    big = [
+        (n.name, n.end_lineno - n.lineno + 1)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ClassDef) and n.end_lineno - n.lineno + 1 > MAX_CLASS_LINES
+    ]
     assert not big, big
 
 
 def test_the_tests_mirror_the_wings():
     tests = kit.ROOT / "tests"
     assert {p.name for p in tests.iterdir() if p.is_dir() and any(p.glob("test_*.py"))} == set(WINGS)
-    assert [p.name for p in tests.glob("test_*.py")] == [Path(__file__).name]       # the whole package's own
-    quick = {path.parent.name for path in tests.rglob("test_*.py")
-             if "pytestmark = pytest.mark.quick" in path.read_text()}
+    assert [p.name for p in tests.glob("test_*.py")] == [Path(__file__).name]  # the whole package's own
+    quick = {path.parent.name for path in tests.rglob("test_*.py") if "pytestmark = pytest.mark.quick" in path.read_text()}
     assert quick == {*WINGS, "tests"}, f"make test-quick touches only {sorted(quick)}"
 
 
 # ---- names the prose gives -------------------------------------------------------------------------------
 
 TEXTS = sorted(p for folder in ("autograder", "tests", "benchmarks") for p in (kit.ROOT / folder).rglob("*.py"))
-TEXTS += kit.documentation_pages()           # README.md and docs/*.md
+TEXTS += kit.documentation_pages()  # README.md and docs/*.md
 DOTTED = re.compile(r"\bautograder(?:\.[A-Za-z_]\w*)+")
 FILE = re.compile(r"`([\w./-]+\.py)`")
-FLAT = re.compile(r"\bnbgrader_\w+")        # how modules of nbgrader/ were called when the package was flat
-NOT_OURS = {"autograder.zip": "the Gradescope bundle's file name", "autograder.late": "a logger's name",
-            "jupyterhub_config.py": "JupyterHub's configuration, which a hub's administrator writes"}
+FLAT = re.compile(r"\bnbgrader_\w+")  # how modules of nbgrader/ were called when the package was flat
+NOT_OURS = {
+    "autograder.zip": "the Gradescope bundle's file name",
+    "autograder.late": "a logger's name",
+    "jupyterhub_config.py": "JupyterHub's configuration, which a hub's administrator writes",
+}
 
 
 def _repository_files() -> set[str]:
@@ -168,8 +179,7 @@ def _defined(path: Path) -> set[str]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            names |= {t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
-                      if isinstance(t, ast.Name)}
+            names |= {t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
     return names
@@ -197,14 +207,20 @@ def test_every_module_and_file_the_text_names_exists():
     for path in TEXTS:
         if path.suffix == ".py":
             for node in ast.walk(ast.parse(path.read_text())):
-                identifiers |= {getattr(node, field) for field in ("id", "attr", "name", "arg", "asname", "value")
-                                if isinstance(getattr(node, field, None), str) and getattr(node, field).isidentifier()}
+                identifiers |= {
+                    getattr(node, field)
+                    for field in ("id", "attr", "name", "arg", "asname", "value")
+                    if isinstance(getattr(node, field, None), str) and getattr(node, field).isidentifier()
+                }
     stale = []
     for path in TEXTS:
         text, where = path.read_text(), path.relative_to(kit.ROOT)
         stale += [f"{where}: {name}" for name in DOTTED.findall(text) if name not in NOT_OURS and not _names_a_module(name)]
-        stale += [f"{where}: {name}" for name in FILE.findall(text) if name not in NOT_OURS
-                  and not any(f == name or f.endswith("/" + name) for f in files)]
+        stale += [
+            f"{where}: {name}"
+            for name in FILE.findall(text)
+            if name not in NOT_OURS and not any(f == name or f.endswith("/" + name) for f in files)
+        ]
         stale += [f"{where}: {name}" for name in FLAT.findall(text) if name not in identifiers]
     assert not stale, "\n".join(sorted(set(stale)))
 

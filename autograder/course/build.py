@@ -9,6 +9,7 @@
 nbgrader itself makes the release (`nbgrader generate_assignment`, with the kit's configuration), in a
 scratch copy of the course so the build never touches the instructor's gradebook.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,7 +36,7 @@ def solved(release: nbformat.NotebookNode, source: nbformat.NotebookNode) -> nbf
     return solution
 
 
-LESSON_TEXT = "lesson_text.txt"     # released beside the notebook: the text its language model trains on
+LESSON_TEXT = "lesson_text.txt"  # released beside the notebook: the text its language model trains on
 
 
 TRAINING_SECTION = "training_intro"  # the text is the lesson above this cell, so its results never depend on themselves
@@ -46,15 +47,15 @@ def lesson_text(source: Path = kit.SOURCE_NOTEBOOK) -> str:
     solution cells)."""
     cells = read_cells(source)
     end = next((i for i, c in enumerate(cells) if c.grade_id == TRAINING_SECTION), len(cells))
-    return "\n\n".join(c.source.strip() for c in cells[:end]
-                       if c.kind == "markdown" and not c.nbgrader.get("solution")) + "\n"
+    return "\n\n".join(c.source.strip() for c in cells[:end] if c.kind == "markdown" and not c.nbgrader.get("solution")) + "\n"
 
 
 def nbgrader(arguments: list[str], cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run an nbgrader command with this environment's tools on PATH (nbgrader calls `alembic`)."""
     env = {**os.environ, **(env or {}), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    process = subprocess.run([sys.executable, "-m", "nbgrader", *arguments, "--log-level=ERROR"], cwd=cwd, env=env,
-                             capture_output=True, text=True)
+    process = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *arguments, "--log-level=ERROR"], cwd=cwd, env=env, capture_output=True, text=True
+    )
     if process.returncode != 0:
         raise RuntimeError(f"nbgrader {arguments[0]} failed:\n{process.stdout}\n{process.stderr}")
     return process
@@ -80,11 +81,11 @@ def _replace_folder(target: Path, files: dict[str, bytes]) -> None:
         (target / name).write_bytes(data)
 
 
-def build(template_dir: Path = kit.TEMPLATE_DIR, solutions_dir: Path = kit.SOLUTIONS_DIR,
-          sample_dir: Path | None = None) -> None:
+def build(template_dir: Path = kit.TEMPLATE_DIR, solutions_dir: Path = kit.SOLUTIONS_DIR, sample_dir: Path | None = None) -> None:
     """Regenerate the release and solution views and, from them, the sample class."""
     from .sample_class import SAMPLE_DIR, build_sample_class
-    if template_dir == kit.TEMPLATE_DIR:          # the kit's own views: the source folder's copy of the text too
+
+    if template_dir == kit.TEMPLATE_DIR:  # the kit's own views: the source folder's copy of the text too
         (kit.SOURCE_NOTEBOOK.parent / LESSON_TEXT).write_text(lesson_text(), encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="kit-build-") as scratch:
         released = release(scratch=Path(scratch))

@@ -13,6 +13,7 @@ thousand digits, no TypeError for a number where a cell's text should be.
 * types: each field the grader reads has the type the notebook format gives it, or is read without it (a note
   says so): a cell's text, its type, its metadata, nbgrader's fields and the tags.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -23,14 +24,21 @@ import re
 import tokenize
 
 MAX_BYTES = 20_000_000
-MAX_DEPTH = 100                  # notebooks nest a dozen levels; widget state a few more
+MAX_DEPTH = 100  # notebooks nest a dozen levels; widget state a few more
 MAX_DIGITS = 100
 MAX_CELLS = 10_000
 MAX_NOTES = 6
 CELL_TYPES = ("code", "markdown", "raw")
-GRADE_ID = re.compile(r"[A-Za-z0-9_.\-]{1,200}")     # nbgrader's ids: plain names
-NBGRADER_FIELDS = {"grade_id": str, "grade": bool, "solution": bool, "locked": bool, "task": bool,
-                   "points": (int, float, str), "schema_version": int}    # points: the source's, any number or text
+GRADE_ID = re.compile(r"[A-Za-z0-9_.\-]{1,200}")  # nbgrader's ids: plain names
+NBGRADER_FIELDS = {
+    "grade_id": str,
+    "grade": bool,
+    "solution": bool,
+    "locked": bool,
+    "task": bool,
+    "points": (int, float, str),
+    "schema_version": int,
+}  # points: the source's, any number or text
 # (kit.py refuses a source whose points are not a finite number, naming them; nothing reads a submission's points)
 
 
@@ -39,8 +47,15 @@ class SubmissionError(Exception):
 
 
 def _kind(value) -> str:
-    return {bool: "true or false", int: "a number", float: "a number", str: "text", list: "a list",
-            dict: "an object", type(None): "null"}.get(type(value), type(value).__name__)
+    return {
+        bool: "true or false",
+        int: "a number",
+        float: "a number",
+        str: "text",
+        list: "a list",
+        dict: "an object",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
 
 
 def decode(data: bytes, name: str, python: bool = False) -> str:
@@ -56,14 +71,15 @@ def decode(data: bytes, name: str, python: bool = False) -> str:
             except (SyntaxError, LookupError, UnicodeDecodeError):
                 pass
         utf16 = data[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
-        raise SubmissionError(f"{name} is not UTF-8 text" + (" (it is UTF-16: save it as UTF-8)" if utf16 else
-                              f" (byte {data[error.start]:#04x} at position {error.start})")) from None
+        raise SubmissionError(
+            f"{name} is not UTF-8 text"
+            + (" (it is UTF-16: save it as UTF-8)" if utf16 else f" (byte {data[error.start]:#04x} at position {error.start})")
+        ) from None
 
 
 def _integer(text: str) -> int:
     if len(text.lstrip("-")) > MAX_DIGITS:
-        raise SubmissionError(f"it holds a number of {len(text.lstrip('-'))} digits (a notebook's have at most "
-                              f"{MAX_DIGITS})")
+        raise SubmissionError(f"it holds a number of {len(text.lstrip('-'))} digits (a notebook's have at most {MAX_DIGITS})")
     return int(text)
 
 
@@ -126,10 +142,13 @@ class Notes:
     def sentences(self) -> tuple[str, ...]:
         if not self.items:
             return ()
-        shown = self.items[:MAX_NOTES] + ([f"{len(self.items) - MAX_NOTES} more like these"]
-                                          if len(self.items) > MAX_NOTES else [])
-        return ("Parts of your notebook are not what a Jupyter notebook holds, so the grader read them as "
-                "follows: " + "; ".join(shown) + ".",)
+        shown = self.items[:MAX_NOTES] + (
+            [f"{len(self.items) - MAX_NOTES} more like these"] if len(self.items) > MAX_NOTES else []
+        )
+        return (
+            "Parts of your notebook are not what a Jupyter notebook holds, so the grader read them as "
+            "follows: " + "; ".join(shown) + ".",
+        )
 
 
 def _source(value, position: int, notes: Notes) -> str | None:
@@ -181,8 +200,7 @@ def notebook_cells(data, name: str) -> tuple[list[dict], tuple[str, ...]]:
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise SubmissionError(f"{name} is not a Jupyter notebook (no list of cells)")
     if len(data["cells"]) > MAX_CELLS:
-        raise SubmissionError(f"{name} has {len(data['cells'])} cells (a notebook of this assignment has at most "
-                              f"{MAX_CELLS})")
+        raise SubmissionError(f"{name} has {len(data['cells'])} cells (a notebook of this assignment has at most {MAX_CELLS})")
     cells, notes = [], Notes()
     for position, raw in enumerate(data["cells"], start=1):
         if not isinstance(raw, dict):
@@ -190,8 +208,11 @@ def notebook_cells(data, name: str) -> tuple[list[dict], tuple[str, ...]]:
             continue
         kind = raw.get("cell_type", "code")
         if kind not in CELL_TYPES:
-            notes.add(position, f"its type is {_kind(kind) if not isinstance(kind, str) else repr(kind[:20])}, not "
-                                "code, markdown or raw: left out")
+            notes.add(
+                position,
+                f"its type is {_kind(kind) if not isinstance(kind, str) else repr(kind[:20])}, not "
+                "code, markdown or raw: left out",
+            )
             continue
         metadata = raw.get("metadata")
         if metadata is not None and not isinstance(metadata, dict):
@@ -200,6 +221,13 @@ def notebook_cells(data, name: str) -> tuple[list[dict], tuple[str, ...]]:
         source = _source(raw.get("source", ""), position, notes)
         if source is None:
             continue
-        cells.append({"kind": kind, "source": source, "nbgrader": _nbgrader(metadata.get("nbgrader"), position, notes),
-                      "tags": _tags(metadata.get("tags"), position, notes), "index": position})
+        cells.append(
+            {
+                "kind": kind,
+                "source": source,
+                "nbgrader": _nbgrader(metadata.get("nbgrader"), position, notes),
+                "tags": _tags(metadata.get("tags"), position, notes),
+                "index": position,
+            }
+        )
     return cells, notes.sentences()

@@ -11,6 +11,7 @@ own checkout holds one (`KIT`); a course may hold its own edited copy anywhere (
   rubric's parts share them by weight).
 * `written_points()` - the points of every other graded cell (written answers, graded by hand).
 """
+
 from __future__ import annotations
 
 import functools
@@ -22,21 +23,18 @@ from pathlib import Path
 
 from .notebook import HIDDEN_CHECK_PREFIX, Cell, read_cells, student_code
 
-ROOT = Path(__file__).resolve().parents[2]      # the repository: autograder/course/kit.py
+ROOT = Path(__file__).resolve().parents[2]  # the repository: autograder/course/kit.py
 COURSE_DIR = ROOT / "assignments"
 SOURCE_NOTEBOOK = COURSE_DIR / "source" / "layernorm" / "layernorm.ipynb"
 TEMPLATE_DIR = ROOT / "student_template"
 SOLUTIONS_DIR = ROOT / "solutions"
-DOCS_DIR = ROOT / "docs"                        # the documentation's pages, README.md the first
+DOCS_DIR = ROOT / "docs"  # the documentation's pages, README.md the first
 # The module the sandbox's children answer the grader's questions with: named, never imported by the sandbox
 # (the questions are the engine's; the sandbox only runs them).
 QUESTIONS = "autograder.engine.questions.job"
 
 # A task id joins the solution cell, the stub's message and the checks that grade it.
-TASKS = {
-    "task1_forward": "Task 1",
-    "task2_compounding": "Task 2",
-}
+TASKS = {"task1_forward": "Task 1", "task2_compounding": "Task 2"}
 
 _HIDDEN_TESTS = re.compile(r"^[^\n]*BEGIN HIDDEN TESTS.*?END HIDDEN TESTS[^\n]*\n?", re.DOTALL | re.MULTILINE)
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
@@ -159,8 +157,10 @@ class Assignment:
         return _cells_of(str(self.source), self.key)
 
     def public_code(self) -> list[tuple[str, str]]:
-        cells = [Cell(c.kind, stub_solutions(c.source, task_of(c)) if task_of(c) else c.source, c.nbgrader, c.tags,
-                      c.index) for c in self.cells()]
+        cells = [
+            Cell(c.kind, stub_solutions(c.source, task_of(c)) if task_of(c) else c.source, c.nbgrader, c.tags, c.index)
+            for c in self.cells()
+        ]
         return student_code(cells)
 
     def reference_code(self) -> list[tuple[str, str]]:
@@ -168,36 +168,44 @@ class Assignment:
 
     def check_points(self) -> dict[str, float]:
         """Points of each hidden-check cell, keyed by check name (grade_id without `check_`)."""
-        return {cell.grade_id.removeprefix(HIDDEN_CHECK_PREFIX): _points(cell)
-                for cell in self.cells() if cell.is_hidden_check}
+        return {cell.grade_id.removeprefix(HIDDEN_CHECK_PREFIX): _points(cell) for cell in self.cells() if cell.is_hidden_check}
 
     def written_points(self) -> dict[str, float]:
         """Points of every other graded cell, by grade_id: the written answers an instructor grades by hand."""
-        return {cell.grade_id: _points(cell) for cell in self.cells()
-                if cell.nbgrader.get("grade") and not cell.is_hidden_check}
+        return {cell.grade_id: _points(cell) for cell in self.cells() if cell.nbgrader.get("grade") and not cell.is_hidden_check}
 
     def problems(self, rubric: dict) -> list[str]:
         """What stops the kit from grading this source (empty when nothing does). The points are the course's:
         any number of points is fine, and the rubric's parts share them."""
         found = Counter(cell.grade_id for cell in self.cells() if cell.is_hidden_check)
-        own_tests = [c.grade_id for c in self.cells() if c.kind == "code" and c.nbgrader.get("grade")
-                     and not c.nbgrader.get("solution") and not c.is_hidden_check]
-        problems = [f"the cell check_{name} is missing (give it 0 points to leave the check out)"
-                    for name in rubric if f"{HIDDEN_CHECK_PREFIX}{name}" not in found]
+        own_tests = [
+            c.grade_id
+            for c in self.cells()
+            if c.kind == "code" and c.nbgrader.get("grade") and not c.nbgrader.get("solution") and not c.is_hidden_check
+        ]
+        problems = [
+            f"the cell check_{name} is missing (give it 0 points to leave the check out)"
+            for name in rubric
+            if f"{HIDDEN_CHECK_PREFIX}{name}" not in found
+        ]
         for grade_id, count in found.items():
             cell = next(c for c in self.cells() if c.grade_id == grade_id)
             if grade_id.removeprefix(HIDDEN_CHECK_PREFIX) not in rubric:
-                problems.append(f"the cell {grade_id} names no check of the kit (its checks: "
-                                f"{', '.join(HIDDEN_CHECK_PREFIX + name for name in rubric)})")
+                problems.append(
+                    f"the cell {grade_id} names no check of the kit (its checks: "
+                    f"{', '.join(HIDDEN_CHECK_PREFIX + name for name in rubric)})"
+                )
             if count > 1:
                 problems.append(f"{count} cells are called {grade_id}")
             if not cell.nbgrader.get("grade"):
                 problems.append(f"the cell {grade_id} is not graded (make it an autograded test cell)")
             if _points(cell) < 0:
                 problems.append(f"the cell {grade_id} gives {cell.nbgrader.get('points')!r} points")
-        problems += [f"the cell {grade_id} is an autograded test the kit does not run (student code runs only in "
-                     "its sandbox, so it would give full points): make it a check_<name> cell or a written answer"
-                     for grade_id in own_tests]
+        problems += [
+            f"the cell {grade_id} is an autograded test the kit does not run (student code runs only in "
+            "its sandbox, so it would give full points): make it a check_<name> cell or a written answer"
+            for grade_id in own_tests
+        ]
         return problems
 
     def verify(self, rubric: dict) -> "Assignment":
@@ -234,8 +242,7 @@ class Assignment:
             notes.append(f"You edited locked cells ({', '.join(edited)}); they were graded as released.")
         missing = [grade_id for grade_id, cell in locked.items() if grade_id not in seen and cell.kind == "code"]
         if missing:
-            notes.append(f"Cells missing from your notebook ({', '.join(missing)}) were added back, as released, "
-                         "for grading.")
+            notes.append(f"Cells missing from your notebook ({', '.join(missing)}) were added back, as released, for grading.")
             graded += [locked[grade_id] for grade_id in missing if not locked[grade_id].is_hidden_check]
         return graded, notes
 

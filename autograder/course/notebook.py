@@ -5,6 +5,7 @@ on size, depth, numbers, types and encodings: anything else is a `SubmissionErro
 how an odd cell was read); `student_code` picks the cells a grader runs (the student's definitions) and drops
 the ones it must not (visible tests, hidden-check placeholders, slow experiments, IPython magics).
 """
+
 from __future__ import annotations
 
 import os
@@ -15,9 +16,9 @@ from pathlib import Path
 
 from .fence import MAX_BYTES, SubmissionError, decode, name_text, notebook_cells, parse_json
 
-EXPERIMENT_TAG = "experiment"       # slow demo / figure cells: skipped by graders and the local runner
-VISIBLE_TEST_PREFIX = "test_"       # grade_id prefix of the visible tests students run locally
-HIDDEN_CHECK_PREFIX = "check_"      # grade_id prefix of the graded cells that hold hidden checks
+EXPERIMENT_TAG = "experiment"  # slow demo / figure cells: skipped by graders and the local runner
+VISIBLE_TEST_PREFIX = "test_"  # grade_id prefix of the visible tests students run locally
+HIDDEN_CHECK_PREFIX = "check_"  # grade_id prefix of the graded cells that hold hidden checks
 
 _PERCENT_CELL = re.compile(r"^# %%(.*)$", re.MULTILINE)
 _MAGIC = re.compile(r"^\s*[%!]")
@@ -25,11 +26,11 @@ _MAGIC = re.compile(r"^\s*[%!]")
 
 @dataclass(frozen=True)
 class Cell:
-    kind: str                      # "code", "markdown" or "raw"
+    kind: str  # "code", "markdown" or "raw"
     source: str
     nbgrader: dict = field(default_factory=dict)
     tags: tuple[str, ...] = ()
-    index: int = 0                 # position in the notebook, 1-based, for messages
+    index: int = 0  # position in the notebook, 1-based, for messages
 
     @property
     def grade_id(self) -> str | None:
@@ -55,6 +56,7 @@ class Cell:
 @dataclass(frozen=True)
 class Reading:
     """A submission read inside the fence: its cells, and notes to the student on what was odd in it."""
+
     cells: list
     notes: tuple = ()
 
@@ -62,8 +64,9 @@ class Reading:
 def read_notebook(data, name: str = "the notebook") -> Reading:
     """The cells of a parsed notebook (any JSON value: anything but a notebook is a SubmissionError)."""
     cells, notes = notebook_cells(data, name)
-    return Reading([Cell(kind=c["kind"], source=c["source"], nbgrader=c["nbgrader"], tags=c["tags"], index=c["index"])
-                    for c in cells], notes)
+    return Reading(
+        [Cell(kind=c["kind"], source=c["source"], nbgrader=c["nbgrader"], tags=c["tags"], index=c["index"]) for c in cells], notes
+    )
 
 
 def cells_from_notebook(data) -> list[Cell]:

@@ -11,14 +11,21 @@ Components are named as the block names them (norm1, att, drop_shortcut, norm2, 
 run (1-based). Pre-LN's values are named in the notation of `steps.STEPS`; in train mode, the values after the
 first dropout are Pre-LN's under the masks the student's own dropout calls drew.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
-WHAT = {"norm1": "norm1", "norm2": "norm2", "att": "attention", "ff": "the feed-forward network",
-        "drop_shortcut": "drop_shortcut", "dropout": "a dropout your forward called itself",
-        "layer_norm": "a LayerNorm your forward called itself"}
+WHAT = {
+    "norm1": "norm1",
+    "norm2": "norm2",
+    "att": "attention",
+    "ff": "the feed-forward network",
+    "drop_shortcut": "drop_shortcut",
+    "dropout": "a dropout your forward called itself",
+    "layer_norm": "a LayerNorm your forward called itself",
+}
 
 
 def what_of(component: str | None) -> str:
@@ -32,12 +39,13 @@ def _call(component: str, call: int | None, calls: int | None) -> str:
     return f"{what_of(component)} (call {call} of {calls})"
 
 
-KINDS: dict = {}      # kind -> its class: every fact registers itself (those of `replayed` too)
+KINDS: dict = {}  # kind -> its class: every fact registers itself (those of `replayed` too)
 
 
 @dataclass(frozen=True)
 class Fact:
     """A predicate on recorded values; `mode` is the run it was evaluated on ("eval", "train" or None)."""
+
     kind: ClassVar[str] = ""
     mode: str | None
 
@@ -56,6 +64,7 @@ class Fact:
 @dataclass(frozen=True)
 class Ran(Fact):
     """`component` was called `count` times in that run (0: it never ran)."""
+
     kind: ClassVar[str] = "ran"
     component: str
     count: int
@@ -71,12 +80,13 @@ class Received(Fact):
     """Call `call` of `component` received (`equal`) or did not receive Pre-LN's value `value` on the same input,
     as a whole or as pieces or a rearrangement of its token vectors (each token's features whole and in order,
     zero padding allowed; a dropout's input may be rearranged element by element)."""
+
     kind: ClassVar[str] = "received"
     component: str
     call: int | None
     value: str
     equal: bool
-    calls: int | None = None          # how many calls of the component the run made (for the wording)
+    calls: int | None = None  # how many calls of the component the run made (for the wording)
 
     def text(self) -> str:
         who = _call(self.component, self.call, self.calls)
@@ -86,6 +96,7 @@ class Received(Fact):
 @dataclass(frozen=True)
 class Partial(Fact):
     """The calls of `component` received only pieces of Pre-LN's value `value`: `covered` of its `total` elements."""
+
     kind: ClassVar[str] = "partial"
     component: str
     value: str
@@ -93,8 +104,10 @@ class Partial(Fact):
     total: int
 
     def text(self) -> str:
-        return (f"{what_of(self.component)} received pieces of {self.value} covering {self.covered} of the block's "
-                f"{self.total} values, and nothing else")
+        return (
+            f"{what_of(self.component)} received pieces of {self.value} covering {self.covered} of the block's "
+            f"{self.total} values, and nothing else"
+        )
 
 
 @dataclass(frozen=True)
@@ -103,6 +116,7 @@ class Sum(Fact):
     `terms`: ((name, coefficient), ...), names being "x", Pre-LN values, or "<component>#<k>" (call k's output).
     A sum of one term "<component>#<k>" with coefficient 1 may be a piece of that output, in whole token vectors
     ("received the output of norm2": some of its tokens, or all of them reordered)."""
+
     kind: ClassVar[str] = "sum"
     component: str | None
     call: int | None
@@ -136,6 +150,7 @@ def _term_name(name: str) -> str:
 class Unknown(Fact):
     """The grader cannot express what call `call` of `component` received (component None: what the block returned)
     in the block's earlier values: it is not Pre-LN's value `value` there, and the grader says no more."""
+
     kind: ClassVar[str] = "unknown"
     component: str | None
     call: int | None
@@ -144,16 +159,21 @@ class Unknown(Fact):
 
     def text(self) -> str:
         if self.component is None:
-            return (f"your forward returned a value that is not {self.value} and that the grader cannot express in "
-                    "the block's earlier values")
-        return (f"{_call(self.component, self.call, self.calls)} received a value that is not {self.value} and that "
-                "the grader cannot express in the block's earlier values")
+            return (
+                f"your forward returned a value that is not {self.value} and that the grader cannot express in "
+                "the block's earlier values"
+            )
+        return (
+            f"{_call(self.component, self.call, self.calls)} received a value that is not {self.value} and that "
+            "the grader cannot express in the block's earlier values"
+        )
 
 
 @dataclass(frozen=True)
 class Gave(Fact):
     """The calls of `component` received Pre-LN's value `received` (whole, in pieces or rearranged), and what they
     returned, put back where each piece came from, is (`equal`) or is not Pre-LN's value `value`."""
+
     kind: ClassVar[str] = "gave"
     component: str
     received: str
@@ -162,8 +182,10 @@ class Gave(Fact):
 
     def text(self) -> str:
         verb = "is" if self.equal else "is not"
-        return (f"{what_of(self.component)} received {self.received}, in pieces or rearranged, and what it returned, "
-                f"put back in place, {verb} {self.value}")
+        return (
+            f"{what_of(self.component)} received {self.received}, in pieces or rearranged, and what it returned, "
+            f"put back in place, {verb} {self.value}"
+        )
 
 
 @dataclass(frozen=True)
@@ -171,13 +193,17 @@ class Shortcut(Fact):
     """The sum of a half (`half` "att": what norm2 received; "ff": what the block returned) less that half's branch as
     the forward computed it (attention's or the feed-forward network's output) is (`equal`) or is not that half's
     shortcut in Pre-LN (x, h)."""
+
     kind: ClassVar[str] = "shortcut"
     half: str
     equal: bool
 
     def text(self) -> str:
-        where, branch, value = (("what norm2 received", "attention's output", "x") if self.half == "att" else
-                                ("what your block returned", "the feed-forward output", "h"))
+        where, branch, value = (
+            ("what norm2 received", "attention's output", "x")
+            if self.half == "att"
+            else ("what your block returned", "the feed-forward output", "h")
+        )
         return f"{where}, less {branch}, {'is' if self.equal else 'is not'} {value}"
 
 
@@ -185,13 +211,18 @@ class Shortcut(Fact):
 class Output(Fact):
     """What the block returned equals (`equal`) or differs from `equals`: "pre_ln" (Pre-LN's output), "x" (its
     input), "post_ln" or "no_shortcuts" (those arrangements' outputs), "eval" (its own eval-mode output)."""
+
     kind: ClassVar[str] = "output"
     equals: str
     equal: bool
 
-    NAMES: ClassVar[dict] = {"pre_ln": "a Pre-LN block's output", "x": "its input x", "post_ln": "the Post-LN "
-                             "arrangement's output", "no_shortcuts": "the output of the same block without shortcuts",
-                             "eval": "what it returns in eval mode"}
+    NAMES: ClassVar[dict] = {
+        "pre_ln": "a Pre-LN block's output",
+        "x": "its input x",
+        "post_ln": "the Post-LN arrangement's output",
+        "no_shortcuts": "the output of the same block without shortcuts",
+        "eval": "what it returns in eval mode",
+    }
 
     def text(self) -> str:
         verb = "equals" if self.equal else "differs from"
@@ -202,6 +233,7 @@ class Output(Fact):
 class Dropout(Fact):
     """Call `call` of a dropout (`component`: drop_shortcut or dropout) zeroed some values (`dropped`) and
     multiplied the others by `scale`, or returned its input unchanged."""
+
     kind: ClassVar[str] = "dropout"
     component: str
     call: int | None
@@ -225,6 +257,7 @@ class Dropped(Fact):
     """Train mode: at every position where the forward's own dropout zeroed the branch, what call `call` of
     `component` received (component None: what the block returned) is exactly the shortcut `shortcut` (x or h),
     and elsewhere it is not the shortcut plus the branch."""
+
     kind: ClassVar[str] = "dropped"
     component: str | None
     call: int | None
@@ -232,17 +265,23 @@ class Dropped(Fact):
     calls: int | None = None
 
     def text(self) -> str:
-        where = "what your block returned" if self.component is None else \
-            f"what {_call(self.component, self.call, self.calls)} received"
-        return (f"where your dropout zeroed the branch, {where} is exactly {self.shortcut}, and elsewhere it is not "
-                f"{self.shortcut} plus the branch: the shortcut is right, and the branch changed on its way into the "
-                "sum")
+        where = (
+            "what your block returned"
+            if self.component is None
+            else f"what {_call(self.component, self.call, self.calls)} received"
+        )
+        return (
+            f"where your dropout zeroed the branch, {where} is exactly {self.shortcut}, and elsewhere it is not "
+            f"{self.shortcut} plus the branch: the shortcut is right, and the branch changed on its way into the "
+            "sum"
+        )
 
 
 @dataclass(frozen=True)
 class Gradient(Fact):
     """The gradient autograd computed for `of` ("x" or a component's parameters) is (`derivative`) or is not the
     derivative of what the forward returns, in that run."""
+
     kind: ClassVar[str] = "gradient"
     of: str
     derivative: bool
@@ -256,19 +295,22 @@ class Gradient(Fact):
 @dataclass(frozen=True)
 class FirstStep(Fact):
     """The first step of Pre-LN, in its order, where the student's values differ (see `steps`)."""
+
     kind: ClassVar[str] = "step"
     step: int
 
     def text(self) -> str:
         from .steps import step_text
+
         return step_text(self.step)
 
 
 @dataclass(frozen=True)
 class Said:
     """Facts and the sentence they make: what a message says, with what it rests on."""
+
     facts: tuple = field(default_factory=tuple)
-    extra: str = ""                   # lesson text that states no fact about the forward ("Pre-LN hands it ...")
+    extra: str = ""  # lesson text that states no fact about the forward ("Pre-LN hands it ...")
 
     def text(self) -> str:
         body = "; ".join(fact.text() for fact in self.facts if not isinstance(fact, FirstStep))

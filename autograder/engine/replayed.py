@@ -1,6 +1,7 @@
 """Facts of the grader's replays of the student's own code: runs in which it changed a component's output (the
 `respond` question) or held two components' outputs and moved one value (the `moved` question). Like every fact
 (`facts`), each is a predicate on the values those runs recorded."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from .facts import Fact, what_of
 class Responds(Fact):
     """What the block returns (eval mode) changes (`responds`) or does not change when `component`'s output is
     changed by the grader."""
+
     kind: ClassVar[str] = "responds"
     component: str
     responds: bool
@@ -27,6 +29,7 @@ class Responds(Fact):
 class Changes(Fact):
     """When the grader changed `component`'s output by some amount, what `where` received (a component's input,
     or None: what the block returned) changed by exactly that amount (`exactly`), or by something else."""
+
     kind: ClassVar[str] = "changes"
     component: str
     where: str | None
@@ -46,6 +49,7 @@ class Moved(Fact):
     output), or that amount out of the shortcut and into the branch, keeping their sum ("across"). `where` is what
     the grader read (a component's input, None: what the block returned). `exactly`: it moved by exactly that
     amount ("shortcut", "branch"), or it did not move at all ("across"). `call`: which call of `where`."""
+
     kind: ClassVar[str] = "moved"
     half: str
     moved: str
@@ -60,9 +64,14 @@ class Moved(Fact):
         if self.moved == "across":
             shortcut = "the block input" if self.half == "att" else "attention's output (and so h)"
             how = "did not change" if self.exactly else "changed"
-            return (f"{held}, when the grader moved an amount out of {what_of(self.half)}'s output and added it to "
-                    f"{shortcut}, keeping their sum, {what} {how}")
-        moved = ("the block input" if self.half == "att" else "attention's output (and so h)") \
-            if self.moved == "shortcut" else f"{what_of(self.half)}'s output"
+            return (
+                f"{held}, when the grader moved an amount out of {what_of(self.half)}'s output and added it to "
+                f"{shortcut}, keeping their sum, {what} {how}"
+            )
+        moved = (
+            ("the block input" if self.half == "att" else "attention's output (and so h)")
+            if self.moved == "shortcut"
+            else f"{what_of(self.half)}'s output"
+        )
         how = "by exactly that amount" if self.exactly else "by something other than that amount"
         return f"{held}, when the grader moved {moved} by some amount, {what} changed {how}"

@@ -3,6 +3,7 @@
 Points are written the same way everywhere a person reads them (`points_text`, `score_text`): "17 / 30",
 whole numbers without decimals, others with at most two.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -26,18 +27,18 @@ class SubTest:
     points: float
     max_points: float
     passed: bool
-    message: str = ""            # student-facing; empty when passed
+    message: str = ""  # student-facing; empty when passed
 
 
 @dataclass(frozen=True)
 class CheckResult:
-    check: str                   # rubric key, e.g. "forward_order"
+    check: str  # rubric key, e.g. "forward_order"
     title: str
     subtests: tuple[SubTest, ...]
-    message: str                 # student-facing summary
+    message: str  # student-facing summary
     visibility: str = "visible"
-    details: dict = field(default_factory=dict)   # for the instructor: numbers, raw errors
-    grader_error: str | None = None               # the check itself crashed: the grader's failure, not the student's
+    details: dict = field(default_factory=dict)  # for the instructor: numbers, raw errors
+    grader_error: str | None = None  # the check itself crashed: the grader's failure, not the student's
 
     @property
     def points(self) -> float:
@@ -60,12 +61,12 @@ class SubmissionResult:
     device: str
     isolation: str
     execution_time: float
-    first_divergence: str | None = None      # "Step 4 of 10 (...): ..." or None
-    notes: tuple[str, ...] = ()              # student-facing remarks (cells that failed to run, ...)
-    profile: dict = field(default_factory=dict)   # gradient profiles for the feedback plot
+    first_divergence: str | None = None  # "Step 4 of 10 (...): ..." or None
+    notes: tuple[str, ...] = ()  # student-facing remarks (cells that failed to run, ...)
+    profile: dict = field(default_factory=dict)  # gradient profiles for the feedback plot
     student: str | None = None
-    grader_errors: tuple[str, ...] = ()      # failures of the grader itself, for the instructor
-    facts: tuple[dict, ...] = ()             # what the feedback says the forward did, as data (`engine.facts`)
+    grader_errors: tuple[str, ...] = ()  # failures of the grader itself, for the instructor
+    facts: tuple[dict, ...] = ()  # what the feedback says the forward did, as data (`engine.facts`)
 
     @property
     def score(self) -> float:
@@ -81,7 +82,13 @@ class SubmissionResult:
     @classmethod
     def from_dict(cls, data: dict) -> "SubmissionResult":
         """The inverse of `to_dict` (a result kept in an autograded notebook's metadata, say)."""
-        checks = tuple(CheckResult(**{**c, "subtests": tuple(SubTest(**s) for s in c["subtests"])})
-                       for c in data["checks"])
-        return cls(**{**data, "checks": checks, "notes": tuple(data.get("notes") or ()),
-                      "grader_errors": tuple(data.get("grader_errors") or ()), "facts": tuple(data.get("facts") or ())})
+        checks = tuple(CheckResult(**{**c, "subtests": tuple(SubTest(**s) for s in c["subtests"])}) for c in data["checks"])
+        return cls(
+            **{
+                **data,
+                "checks": checks,
+                "notes": tuple(data.get("notes") or ()),
+                "grader_errors": tuple(data.get("grader_errors") or ()),
+                "facts": tuple(data.get("facts") or ()),
+            }
+        )

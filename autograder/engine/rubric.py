@@ -27,6 +27,7 @@ Why a part pays (the rule an instructor can defend):
   wrong output also fails "output matches a Pre-LN block"; a missing shortcut also makes the deep stack
   lose its gradient). A check that crashes is a grader error, reported to the instructor, never a lost point.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class CheckSpec:
     title: str
-    parts: dict[str, float]          # sub-test name -> points
+    parts: dict[str, float]  # sub-test name -> points
     visibility: str = "after_published"
 
     @property
@@ -50,48 +51,48 @@ class CheckSpec:
             return dict(self.parts)
         weight = sum(self.parts.values())
         names = list(self.parts)
-        shares = {name: round(points * (self.parts[name] / weight if weight else 1 / len(names)), 4)
-                  for name in names[:-1]}
+        shares = {name: round(points * (self.parts[name] / weight if weight else 1 / len(names)), 4) for name in names[:-1]}
         shares[names[-1]] = round(points - sum(shares.values()), 4)
         return shares
 
 
 RUBRIC: dict[str, CheckSpec] = {
-    "forward_order": CheckSpec("Operation order (Pre-LN)", {
-        "output matches a Pre-LN block": 4,
-    }, visibility="visible"),
-    "forward_shortcuts": CheckSpec("Both shortcut additions", {
-        "shortcut around attention": 1,
-        "shortcut around the feed-forward network": 1,
-        "silent branches give back the input": 1,
-    }),
-    "forward_prenorm": CheckSpec("Pre-LN placement of norm1 and norm2", {
-        "norm1 feeds attention": 1,
-        "norm2 feeds the feed-forward network": 1,
-        "no extra normalization": 1,
-    }),
-    "forward_dropout": CheckSpec("Dropout placement", {
-        "dropout on attention's output": 1,
-        "dropout on the feed-forward output": 1,
-        "dropout is off in eval mode": 1,
-    }),
-    "forward_gradients": CheckSpec("Gradient behaviour", {
-        "the block input's gradient (eval mode)": 1,
-        "every component's gradients (eval mode)": 1,
-        "gradients flow through every path (train mode)": 1,
-        "24-block stack keeps a Pre-LN profile": 1,
-    }),
-    "forward_robustness": CheckSpec("Robustness", {
-        "batch of one, short context": 1,
-        "a batch of five sequences": 1,
-        "float64 after .double()": 1,
-        "the same output on every call, input left unchanged (eval mode)": 1,
-    }),
-    "compounding": CheckSpec("Task 2: gradient compounding", {
-        "magnitude_by_formula": 1,
-        "magnitude_by_autograd": 1,
-        "classify_factor": 1,
-    }, visibility="visible"),
+    "forward_order": CheckSpec("Operation order (Pre-LN)", {"output matches a Pre-LN block": 4}, visibility="visible"),
+    "forward_shortcuts": CheckSpec(
+        "Both shortcut additions",
+        {"shortcut around attention": 1, "shortcut around the feed-forward network": 1, "silent branches give back the input": 1},
+    ),
+    "forward_prenorm": CheckSpec(
+        "Pre-LN placement of norm1 and norm2",
+        {"norm1 feeds attention": 1, "norm2 feeds the feed-forward network": 1, "no extra normalization": 1},
+    ),
+    "forward_dropout": CheckSpec(
+        "Dropout placement",
+        {"dropout on attention's output": 1, "dropout on the feed-forward output": 1, "dropout is off in eval mode": 1},
+    ),
+    "forward_gradients": CheckSpec(
+        "Gradient behaviour",
+        {
+            "the block input's gradient (eval mode)": 1,
+            "every component's gradients (eval mode)": 1,
+            "gradients flow through every path (train mode)": 1,
+            "24-block stack keeps a Pre-LN profile": 1,
+        },
+    ),
+    "forward_robustness": CheckSpec(
+        "Robustness",
+        {
+            "batch of one, short context": 1,
+            "a batch of five sequences": 1,
+            "float64 after .double()": 1,
+            "the same output on every call, input left unchanged (eval mode)": 1,
+        },
+    ),
+    "compounding": CheckSpec(
+        "Task 2: gradient compounding",
+        {"magnitude_by_formula": 1, "magnitude_by_autograd": 1, "classify_factor": 1},
+        visibility="visible",
+    ),
 }
 
 TOTAL_POINTS = sum(spec.points for spec in RUBRIC.values())
@@ -99,8 +100,4 @@ TOTAL_POINTS = sum(spec.points for spec in RUBRIC.values())
 # Written answers: markdown cells (`answer_<name>`) graded by hand in formgrader, not by the kit; their points are
 # not part of TOTAL_POINTS. The defaults of the kit's own notebook (a test keeps them equal); a course's source
 # may give them other points, or add answers of its own.
-WRITTEN: dict[str, float] = {
-    "answer_zero_branches": 2,
-    "answer_last_block": 2,
-    "answer_mlp_level": 2,
-}
+WRITTEN: dict[str, float] = {"answer_zero_branches": 2, "answer_last_block": 2, "answer_mlp_level": 2}

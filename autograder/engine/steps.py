@@ -21,6 +21,7 @@ receives an earlier value of the chain than Pre-LN hands it skipped the steps in
 breaks (attention on x itself: 2); anything else breaks the step whose input it changes. The first divergent step
 of a forward is the step of the first edge, in this order, where the student's values differ from Pre-LN's.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,10 +30,10 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Step:
     number: int
-    text: str                  # what the step does, in the lesson's words
-    node: str                  # the value it produces, in the table above
-    value: str                 # that value in the lesson's notation
-    component: str | None      # the component the step calls; None for a saved shortcut or a sum
+    text: str  # what the step does, in the lesson's words
+    node: str  # the value it produces, in the table above
+    value: str  # that value in the lesson's notation
+    component: str | None  # the component the step calls; None for a saved shortcut or a sum
 
 
 STEPS: tuple[Step, ...] = (
@@ -52,17 +53,17 @@ BY_NODE = {step.node: step for step in STEPS}
 
 # (producer, consumer) -> the step a change on that edge breaks. "out" is what the block returns.
 EDGES: dict[tuple[str, str], int] = {
-    ("x", "n1"): 2,            # what norm1 normalizes
-    ("n1", "a"): 3,            # what attention receives
-    ("a", "d1"): 4,            # what the first dropout receives
-    ("x", "h"): 1,             # the first shortcut, replaced by another value (left out or scaled: step 5)
-    ("d1", "h"): 5,            # attention's branch on its way into the first sum
-    ("h", "n2"): 7,            # what norm2 normalizes
-    ("n2", "f"): 8,            # what the feed-forward network receives
-    ("f", "d2"): 9,            # what the second dropout receives
-    ("h", "y"): 6,             # the second shortcut, replaced by another value (left out or scaled: step 10)
-    ("d2", "y"): 10,           # the feed-forward branch on its way into the second sum
-    ("y", "out"): 10,          # the sum, on its way out of the block
+    ("x", "n1"): 2,  # what norm1 normalizes
+    ("n1", "a"): 3,  # what attention receives
+    ("a", "d1"): 4,  # what the first dropout receives
+    ("x", "h"): 1,  # the first shortcut, replaced by another value (left out or scaled: step 5)
+    ("d1", "h"): 5,  # attention's branch on its way into the first sum
+    ("h", "n2"): 7,  # what norm2 normalizes
+    ("n2", "f"): 8,  # what the feed-forward network receives
+    ("f", "d2"): 9,  # what the second dropout receives
+    ("h", "y"): 6,  # the second shortcut, replaced by another value (left out or scaled: step 10)
+    ("d2", "y"): 10,  # the feed-forward branch on its way into the second sum
+    ("y", "out"): 10,  # the sum, on its way out of the block
 }
 # A shortcut left out of its sum, scaled or passed through a dropout breaks the addition rather than what was saved.
 SHORTCUT_SCALED = {("x", "h"): 5, ("h", "y"): 10}

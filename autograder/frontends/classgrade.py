@@ -10,6 +10,7 @@ Each student is graded inside a fence: whatever escapes (from their file, their 
 student's result, the others are graded, and grades.csv and the report are always written. Student ids and file
 names are plain text (`fence.name_text`), and every CSV cell is neutralized (`exports`).
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -44,10 +45,10 @@ SUBMISSION_SUFFIXES = (".ipynb", ".py")
 @dataclass(frozen=True)
 class Submission:
     student: str
-    path: Path | None          # None: the student's folder holds nothing gradable
+    path: Path | None  # None: the student's folder holds nothing gradable
 
 
-MAX_ENTRIES, MAX_DEPTH = 10_000, 12      # what of a student's folder is looked through for their submission
+MAX_ENTRIES, MAX_DEPTH = 10_000, 12  # what of a student's folder is looked through for their submission
 
 
 def pick_file(folder: Path, assignment: kit.Assignment = kit.KIT) -> Path | None:
@@ -90,11 +91,12 @@ def discover(root: Path, assignment: kit.Assignment = kit.KIT) -> list[Submissio
         if course_layout and not (entry / assignment.name).is_dir():
             continue
         if entry.suffix in SUBMISSION_SUFFIXES and not entry.is_dir():
-            submissions.append(Submission(name_text(entry.stem), entry))   # a link or a pipe is refused when read
+            submissions.append(Submission(name_text(entry.stem), entry))  # a link or a pipe is refused when read
         elif entry.is_dir() and not entry.is_symlink():
             nbgrader_layout = entry / assignment.name
-            submissions.append(Submission(name_text(entry.name), pick_file(nbgrader_layout if nbgrader_layout.is_dir()
-                                                                           else entry, assignment)))
+            submissions.append(
+                Submission(name_text(entry.name), pick_file(nbgrader_layout if nbgrader_layout.is_dir() else entry, assignment))
+            )
     taken: dict[str, int] = {}
     for index, submission in enumerate(submissions):
         taken[submission.student] = taken.get(submission.student, 0) + 1
@@ -106,8 +108,9 @@ def discover(root: Path, assignment: kit.Assignment = kit.KIT) -> list[Submissio
 def _is_fresh(results: Path, submission: Submission, assignment: kit.Assignment) -> bool:
     """Graded after the submission was last changed, against the source as it is now (its points, say)."""
     try:
-        fresh = (results.is_file() and submission.path is not None
-                 and results.stat().st_mtime >= os.lstat(submission.path).st_mtime)
+        fresh = (
+            results.is_file() and submission.path is not None and results.stat().st_mtime >= os.lstat(submission.path).st_mtime
+        )
         return fresh and json.loads(results.read_text()).get("extra_data", {}).get("source") == assignment.key
     except (OSError, ValueError):
         return False
@@ -115,18 +118,35 @@ def _is_fresh(results: Path, submission: Submission, assignment: kit.Assignment)
 
 def grade_row(student: str, result: SubmissionResult, standing: Standing) -> dict:
     """One row of grades.csv: the standing's numbers (the gradebook's, in a course), the grader's findings."""
-    return {"student": student, "submission": result.submission, "score": points_text(standing.score),
-            "max_score": points_text(standing.max_score), "late_penalty": points_text(standing.late_penalty),
-            "awaiting": points_text(standing.awaiting),
-            **{name: points_text(cell.points) if cell.points is not None else "" for name, cell in standing.checks.items()},
-            **{cell.grade_id: points_text(cell.points) if cell.points is not None else "" for cell in standing.written},
-            "first_divergence": result.first_divergence or "", "seed": result.seed,
-            "grader_errors": " | ".join(result.grader_errors)}
+    return {
+        "student": student,
+        "submission": result.submission,
+        "score": points_text(standing.score),
+        "max_score": points_text(standing.max_score),
+        "late_penalty": points_text(standing.late_penalty),
+        "awaiting": points_text(standing.awaiting),
+        **{name: points_text(cell.points) if cell.points is not None else "" for name, cell in standing.checks.items()},
+        **{cell.grade_id: points_text(cell.points) if cell.points is not None else "" for cell in standing.written},
+        "first_divergence": result.first_divergence or "",
+        "seed": result.seed,
+        "grader_errors": " | ".join(result.grader_errors),
+    }
 
 
 def write_grades_csv(out: Path, rows: list[dict], assignment: kit.Assignment = kit.KIT) -> Path:
-    header = ["student", "submission", "score", "max_score", "late_penalty", "awaiting", *RUBRIC,
-              *assignment.written_points(), "first_divergence", "seed", "grader_errors"]
+    header = [
+        "student",
+        "submission",
+        "score",
+        "max_score",
+        "late_penalty",
+        "awaiting",
+        *RUBRIC,
+        *assignment.written_points(),
+        "first_divergence",
+        "seed",
+        "grader_errors",
+    ]
     write_atomically(out / "grades.csv", csv_text(header, sorted(rows, key=lambda r: r["student"])))
     return out / "grades.csv"
 
@@ -139,9 +159,10 @@ def read_results(out: Path, students: list[str]) -> dict[str, SubmissionResult]:
         if path.is_file():
             try:
                 results[student] = result_from_json(json.loads(path.read_text()))
-            except Exception as error:          # a results.json of any shape: this student's, the rest go on
-                results[student] = unreadable(student, "The results could not be read.", 0, "none", student,
-                                              (f"results unreadable: {error}",))
+            except Exception as error:  # a results.json of any shape: this student's, the rest go on
+                results[student] = unreadable(
+                    student, "The results could not be read.", 0, "none", student, (f"results unreadable: {error}",)
+                )
     return results
 
 
@@ -164,8 +185,17 @@ def unisolated(out: Path, students: list[str]) -> list[str]:
     return [s for s, r in read_results(Path(out), students).items() if r.isolation.startswith(UNISOLATED)]
 
 
-def grade_class(root: Path, out: Path, *, options: GradingOptions, workers: int | None = None, force: bool = False,
-                progress: bool = True, course=None, servers: ServerPool | None = None) -> list[dict]:
+def grade_class(
+    root: Path,
+    out: Path,
+    *,
+    options: GradingOptions,
+    workers: int | None = None,
+    force: bool = False,
+    progress: bool = True,
+    course=None,
+    servers: ServerPool | None = None,
+) -> list[dict]:
     """Grade every submission under `root` into `out`; returns the grade rows. Never stops for one student.
 
     `options` says how (`options.assignment` is the source notebook graded against: the kit's own, or a
@@ -175,22 +205,22 @@ def grade_class(root: Path, out: Path, *, options: GradingOptions, workers: int 
     read another's file or results. `servers`: a pool the caller spawned early (its servers warm up while it
     imports), used as the workers (with its own limits and isolation) and closed here, like a pool of its own."""
     out, assignment = Path(out), options.assignment
-    out.mkdir(parents=True, exist_ok=True)         # exists before the sandbox hides it
+    out.mkdir(parents=True, exist_ok=True)  # exists before the sandbox hides it
     submissions = discover(root, assignment)
     stale = course.stale([s.student for s in submissions]) if course is not None else {}
-    todo = [s for s in submissions
-            if force or s.student in stale or not _is_fresh(out / s.student / "results.json", s, assignment)]
+    todo = [
+        s for s in submissions if force or s.student in stale or not _is_fresh(out / s.student / "results.json", s, assignment)
+    ]
     with servers or ServerPool(0, limits=options.limits, unsafe=options.unsafe, isolation=options.isolation) as pool:
-        if todo:         # nothing to grade: no server is made (nor refused)
+        if todo:  # nothing to grade: no server is made (nor refused)
             pool.resize(max(1, min(workers or os.cpu_count() or 1, len(todo))))
             _grade_all(todo, pool, root=root, out=out, options=options, course=course, progress=progress)
     students = [s.student for s in submissions]
     results = read_results(out, students)
     if course is not None:
         standings = course.finish([s for s in students if s in results])
-        for student in standings:       # every file of the student's says the gradebook's numbers
-            write_results(results[student], out / student / "results.json", source=assignment.key,
-                          standing=standings[student])
+        for student in standings:  # every file of the student's says the gradebook's numbers
+            write_results(results[student], out / student / "results.json", source=assignment.key, standing=standings[student])
             shutil.copyfile(course.feedback_page(student), out / student / "feedback.html")
     else:
         standings = {s: standing_of(r, assignment) for s, r in results.items()}
@@ -198,39 +228,44 @@ def grade_class(root: Path, out: Path, *, options: GradingOptions, workers: int 
     for student in (s for s in students if s in results and s in standings):
         try:
             rows.append(grade_row(student, results[student], standings[student]))
-        except Exception as error:      # the grader's failure for this student: the class's files are still written
+        except Exception as error:  # the grader's failure for this student: the class's files are still written
             results[student] = grader_failure(student, error, options.seed, options.device, student, assignment)
             standings[student] = standing_of(results[student], assignment)
             rows.append(grade_row(student, results[student], standings[student]))
     write_grades_csv(out, rows, assignment)
-    write_class_report(out / "report.html", [(s, results[s], standings[s]) for s in students if s in standings],
-                       title=f"{assignment.name}: class report")
+    write_class_report(
+        out / "report.html",
+        [(s, results[s], standings[s]) for s in students if s in standings],
+        title=f"{assignment.name}: class report",
+    )
     return rows
 
 
-def _grade_all(todo: list[Submission], pool: ServerPool, *, root: Path, out: Path, options: GradingOptions, course,
-               progress: bool) -> None:
+def _grade_all(
+    todo: list[Submission], pool: ServerPool, *, root: Path, out: Path, options: GradingOptions, course, progress: bool
+) -> None:
     """Every submission of `todo`, one worker per server of the pool."""
-    pool.launch(options.assignment, private=(root, out, *options.private))    # the servers warm up on their own
-    reference(options.seed, options.device, options.assignment)    # while this process computes the reference's
-    pool.wait_until_ready()                                         # answers, once, for every worker to share
+    pool.launch(options.assignment, private=(root, out, *options.private))  # the servers warm up on their own
+    reference(options.seed, options.device, options.assignment)  # while this process computes the reference's
+    pool.wait_until_ready()  # answers, once, for every worker to share
     with concurrent.futures.ThreadPoolExecutor(len(pool.servers)) as executor:
         futures = [executor.submit(grade_student, s, pool=pool, out=out, options=options, course=course) for s in todo]
-        bar = tqdm(concurrent.futures.as_completed(futures), total=len(futures), unit="student",
-                   desc="grading", disable=not progress)
+        bar = tqdm(
+            concurrent.futures.as_completed(futures), total=len(futures), unit="student", desc="grading", disable=not progress
+        )
         for future in bar:
             future.result()
 
 
-def grade_student(submission: Submission, *, pool: ServerPool, out: Path, options: GradingOptions,
-                  course=None) -> SubmissionResult:
+def grade_student(
+    submission: Submission, *, pool: ServerPool, out: Path, options: GradingOptions, course=None
+) -> SubmissionResult:
     """One student, inside the fence: anything that escapes is this student's grader failure; the class goes on."""
     try:
         return _graded(submission, pool=pool, out=out, options=options, course=course)
     except Exception as error:
         print(f"grade-class: {submission.student}: {type(error).__name__}: {error}", file=sys.stderr)
-        result = grader_failure(submission.student, error, options.seed, options.device, submission.student,
-                                options.assignment)
+        result = grader_failure(submission.student, error, options.seed, options.device, submission.student, options.assignment)
         try:
             write_results(result, own_folder(out / submission.student) / "results.json", source=options.assignment.key)
         except Exception:
@@ -241,19 +276,25 @@ def grade_student(submission: Submission, *, pool: ServerPool, out: Path, option
 def _graded(submission: Submission, *, pool: ServerPool, out: Path, options: GradingOptions, course):
     seed, device, assignment = options.seed, options.device, options.assignment
     if submission.path is None:
-        result = unreadable(submission.student, "No notebook or .py file was found in your submission.",
-                            seed, device, student=submission.student, assignment=assignment)
+        result = unreadable(
+            submission.student,
+            "No notebook or .py file was found in your submission.",
+            seed,
+            device,
+            student=submission.student,
+            assignment=assignment,
+        )
     else:
         with pool.lend() as server:
             result = grade_file(submission.path, server, seed=seed, device=device, student=submission.student)
-    folder = own_folder(out / submission.student)     # a link put there is replaced, never followed
+    folder = own_folder(out / submission.student)  # a link put there is replaced, never followed
     try:
         write_results(result, folder / "results.json", source=assignment.key, standing=standing_of(result, assignment))
         if course is not None:
             course(submission, result)
         else:
             write_feedback_page(result, folder / "feedback.html", standing_of(result, assignment))
-    except Exception as error:      # the grader's failure: recorded for this student, the class goes on
+    except Exception as error:  # the grader's failure: recorded for this student, the class goes on
         result = grader_failure(submission.student, error, seed, device, submission.student, assignment)
         write_results(result, folder / "results.json", source=assignment.key, standing=standing_of(result, assignment))
     return result

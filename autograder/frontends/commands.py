@@ -7,6 +7,7 @@ A refusal, before anything ran, is an exception whose message is the whole answe
 SystemExit naming what is wrong). The sandbox servers start before this process imports torch and the grader:
 they warm up on their own meanwhile, so nothing here imports either at the top.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,8 +42,9 @@ def source_assignment(source: Path | None) -> kit.Assignment:
         raise NotGrading(f"Not grading: {error}") from None
 
 
-def grade_submission(submission: Path, *, results: Path, feedback: Path | None = None, source: Path | None = None,
-                     options: GradingOptions) -> dict:
+def grade_submission(
+    submission: Path, *, results: Path, feedback: Path | None = None, source: Path | None = None, options: GradingOptions
+) -> dict:
     """Grade one submission against `source` (a course's copy of the source notebook; the kit's own without one)
     and write its Gradescope results, atomically, and its feedback page if asked; returns the results written."""
     assignment = source_assignment(source)
@@ -56,6 +58,7 @@ def grade_submission(submission: Path, *, results: Path, feedback: Path | None =
     written = write_results(result, results, source=assignment.key, standing=standing)
     if feedback:
         from .feedback import write_feedback_page
+
         write_feedback_page(result, feedback, standing)
     return written
 
@@ -63,6 +66,7 @@ def grade_submission(submission: Path, *, results: Path, feedback: Path | None =
 @dataclass(frozen=True)
 class ClassGraded:
     """What `grade_folder` did, for the command line to say."""
+
     rows: list[dict]
     seed: int
     out: Path
@@ -73,46 +77,58 @@ class ClassGraded:
     def summary(self) -> str:
         scores = [float(r["score"]) for r in self.rows]
         mean = sum(scores) / len(scores) if scores else 0.0
-        lines = [f"graded {len(self.rows)} students (seed {self.seed}); mean score {points_text(mean)} of "
-                 f"{self.rows[0]['max_score'] if self.rows else '-'}; grades in {self.out / 'grades.csv'}, report in "
-                 f"{self.out / 'report.html'}"]
+        lines = [
+            f"graded {len(self.rows)} students (seed {self.seed}); mean score {points_text(mean)} of "
+            f"{self.rows[0]['max_score'] if self.rows else '-'}; grades in {self.out / 'grades.csv'}, report in "
+            f"{self.out / 'report.html'}"
+        ]
         if self.course is not None:
-            lines.append(f"graded with {self.source}; scores written to the gradebook of {self.course}; nbgrader drew "
-                         f"the feedback pages in {self.course / 'feedback'}")
+            lines.append(
+                f"graded with {self.source}; scores written to the gradebook of {self.course}; nbgrader drew "
+                f"the feedback pages in {self.course / 'feedback'}"
+            )
         return "\n".join(lines)
 
     def warning(self) -> str | None:
         if not self.unisolated:
             return None
-        return (f"WARNING: {len(self.unisolated)} of {len(self.rows)} submissions were graded WITHOUT isolation: they "
-                "could read the solution and other students' files (their results say so)")
+        return (
+            f"WARNING: {len(self.unisolated)} of {len(self.rows)} submissions were graded WITHOUT isolation: they "
+            "could read the solution and other students' files (their results say so)"
+        )
 
 
-def grade_folder(submissions: Path, *, out: Path, options: GradingOptions, workers: int | None = None,
-                 force: bool = False, course: Path | None = None, assignment: str | None = None) -> ClassGraded:
+def grade_folder(
+    submissions: Path,
+    *,
+    out: Path,
+    options: GradingOptions,
+    workers: int | None = None,
+    force: bool = False,
+    course: Path | None = None,
+    assignment: str | None = None,
+) -> ClassGraded:
     """grade-class: every student's submission in `submissions` into `out`, `workers` at a time (default: one per
     CPU core). With an nbgrader `course` (default: the course around `submissions` when it is nbgrader's
     submitted/ folder) it grades with the course's `assignment` (needed only where it holds several of the
     kit's) and writes into the course what `nbgrader autograde` would; `options.assignment` is then the course's."""
     course = course or enclosing_course(submissions)
     refuse_unrunnable_interpreter()
-    servers = spawn_servers(workers or os.cpu_count() or 1, unsafe=options.unsafe or course_allows_unsafe(course),
-                            course=course)
-    try:               # while the servers warm up: the grader's imports (and nbgrader's, for a course)
+    servers = spawn_servers(workers or os.cpu_count() or 1, unsafe=options.unsafe or course_allows_unsafe(course), course=course)
+    try:  # while the servers warm up: the grader's imports (and nbgrader's, for a course)
         from .classgrade import grade_class, unisolated
 
         options, recorder = options.resolved(), None
         if course is not None:
             from autograder.frontends.nbgrader.recorder import CourseRecorder
+
             recorder = CourseRecorder(course, assignment, unsafe=options.unsafe)
             options = replace(options, assignment=recorder.assignment)
     except BaseException:
         servers.close()
         raise
-    rows = grade_class(submissions, out, options=options, workers=workers, force=force, course=recorder,
-                       servers=servers)
-    return ClassGraded(rows, options.seed, out, options.assignment.source, course,
-                       unisolated(out, [r["student"] for r in rows]))
+    rows = grade_class(submissions, out, options=options, workers=workers, force=force, course=recorder, servers=servers)
+    return ClassGraded(rows, options.seed, out, options.assignment.source, course, unisolated(out, [r["student"] for r in rows]))
 
 
 def spawn_servers(count: int, *, unsafe: bool, course: Path | None = None) -> ServerPool:
@@ -123,6 +139,7 @@ def spawn_servers(count: int, *, unsafe: bool, course: Path | None = None) -> Se
         if course is None:
             raise
         from autograder.frontends.nbgrader.preflight import ISOLATION_REFUSAL  # a course decides in its configuration
+
         raise NotGrading(f"Not grading: {ISOLATION_REFUSAL} (or pass --unsafe).") from None
     return servers.spawn()
 
@@ -133,6 +150,7 @@ def course_allows_unsafe(course: Path | None) -> bool:
         return False
     from autograder.frontends.nbgrader.bridge import course_config
     from autograder.frontends.nbgrader.preflight import unsafe_allowed
+
     return unsafe_allowed(course_config(course))
 
 

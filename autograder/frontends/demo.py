@@ -3,6 +3,7 @@
 release -> collect -> autograde (plain nbgrader, sandboxed) -> feedback -> export, then the hardened,
 parallel `grade-class` path into a copy of the course, with the same seed: both must agree on every check.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -46,8 +47,13 @@ def _done(started: float, what: str) -> None:
 
 def _leaks(folder: Path) -> list[str]:
     markers = leak_markers()
-    return [f"{path.relative_to(folder)}: {marker}" for path in sorted(folder.rglob("*")) if path.is_file()
-            for marker in markers if marker in path.read_text(errors="replace")]
+    return [
+        f"{path.relative_to(folder)}: {marker}"
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+        for marker in markers
+        if marker in path.read_text(errors="replace")
+    ]
 
 
 def gradebook_table(course: Path) -> list[dict]:
@@ -87,12 +93,15 @@ def run_demo(out: Path, seed: int | None = None, workers: int | None = None) -> 
     started = _step("1/6 release: nbgrader generate_assignment")
     nbgrader(["generate_assignment", kit.KIT.name], cwd=course)
     leaks = _leaks(course / "release")
-    _done(started, f"release in {course / 'release' / kit.KIT.name}; "
-                   + ("no solution or hidden-test text in it" if not leaks else f"LEAKS: {leaks}"))
+    _done(
+        started,
+        f"release in {course / 'release' / kit.KIT.name}; "
+        + ("no solution or hidden-test text in it" if not leaks else f"LEAKS: {leaks}"),
+    )
 
     started = _step("2/6 collect: the bundled sample class into submitted/")
     shutil.copytree(SAMPLE_DIR, course / "submitted")
-    hardened = out / "course-hardened"             # the same course, for the second path
+    hardened = out / "course-hardened"  # the same course, for the second path
     shutil.copytree(course, hardened)
     _done(started, ", ".join(sorted(p.name for p in (course / "submitted").iterdir())))
 
@@ -105,13 +114,22 @@ def run_demo(out: Path, seed: int | None = None, workers: int | None = None) -> 
     nbgrader(["generate_feedback", kit.KIT.name], cwd=course)
     nbgrader(["export"], cwd=course)
     leaks = _leaks(course / "feedback")
-    _done(started, f"feedback in {course / 'feedback'}; grades in {course / 'grades.csv'}; "
-                   + ("no hidden-test text in feedback" if not leaks else f"LEAKS: {leaks}"))
+    _done(
+        started,
+        f"feedback in {course / 'feedback'}; grades in {course / 'grades.csv'}; "
+        + ("no hidden-test text in feedback" if not leaks else f"LEAKS: {leaks}"),
+    )
 
     started = _step("5/6 grade-class: the hardened, parallel path, into a copy of the course")
     recorder = CourseRecorder(hardened)
-    grade_class(hardened / "submitted", out / "grade-class", options=GradingOptions(seed, assignment=recorder.assignment),
-                workers=workers, force=True, course=recorder)
+    grade_class(
+        hardened / "submitted",
+        out / "grade-class",
+        options=GradingOptions(seed, assignment=recorder.assignment),
+        workers=workers,
+        force=True,
+        course=recorder,
+    )
     second = {row["student"]: row for row in gradebook_table(hardened)}
     agree = plain == second
     _done(started, f"results in {out / 'grade-class'}; both paths agree on every check: {'yes' if agree else 'NO'}")
@@ -121,8 +139,10 @@ def run_demo(out: Path, seed: int | None = None, workers: int | None = None) -> 
     notebook = Path(kit.KIT.notebook_name).stem
     click.echo(f"\nfeedback pages: {course / 'feedback'}/<student>/{kit.KIT.name}/{notebook}.html (nbgrader)")
     click.echo(f"                {hardened / 'feedback'}/<student>/{kit.KIT.name}/{notebook}.html (grade-class)")
-    click.echo(f"grades: {course / 'grades.csv'} and {course / 'grades_per_check.csv'} (nbgrader export), "
-               f"{out / 'grade-class' / 'grades.csv'} (grade-class)")
+    click.echo(
+        f"grades: {course / 'grades.csv'} and {course / 'grades_per_check.csv'} (nbgrader export), "
+        f"{out / 'grade-class' / 'grades.csv'} (grade-class)"
+    )
     click.echo(f"class report: {out / 'grade-class' / 'report.html'}")
     if not agree or leaks:
         raise SystemExit(1)

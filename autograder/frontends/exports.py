@@ -6,6 +6,7 @@ student's to choose, so every text cell that starts with one of these is neutral
 injection): a leading `'` makes it plain text, shown as written. Numbers the kit computed are written as numbers
 (a negative one runs nothing). The csv module quotes what needs quoting (separators, quotes, line breaks).
 """
+
 from __future__ import annotations
 
 import csv

@@ -11,6 +11,7 @@ the Jinja2 template `templates/feedback.html.j2`, which escapes every string tha
 notebook (messages can quote student-controlled text). The page has no JavaScript and no external resources, so
 it opens the same from a download, an e-mail or a disk.
 """
+
 from __future__ import annotations
 
 import re
@@ -45,10 +46,19 @@ def feedback_html(result: SubmissionResult, standing: Standing | None = None) ->
     written answers, notes, the gradient plot. `standing` gives every number shown (default: the grader's own,
     see `standing_of`)."""
     has_student_profile = _series((result.profile or {}).get("student")) is not None
-    return render("feedback.html.j2", result=result, standing=standing or standing_of(result),
-                  plot=profile_figure_png(result.profile), has_student_profile=has_student_profile,
-                  failures_apart=failures_apart, paragraphs=paragraphs, points_text=points_text, late_text=late_text,
-                  AWAITING=AWAITING, UNISOLATED_LINE=UNISOLATED_LINE)
+    return render(
+        "feedback.html.j2",
+        result=result,
+        standing=standing or standing_of(result),
+        plot=profile_figure_png(result.profile),
+        has_student_profile=has_student_profile,
+        failures_apart=failures_apart,
+        paragraphs=paragraphs,
+        points_text=points_text,
+        late_text=late_text,
+        AWAITING=AWAITING,
+        UNISOLATED_LINE=UNISOLATED_LINE,
+    )
 
 
 def write_feedback_page(result: SubmissionResult, path: str | Path, standing: Standing | None = None) -> None:

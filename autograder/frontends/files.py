@@ -1,5 +1,6 @@
 """Writing what the front ends hand out (results.json, grades.csv, the feedback pages, the class report): whole or
 not at all, readable by others."""
+
 from __future__ import annotations
 
 import os
@@ -16,7 +17,7 @@ def write_atomically(path: str | Path, text: str) -> None:
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
-        os.chmod(temporary, 0o644)      # mkstemp makes it private; what the kit writes is meant to be read by others
+        os.chmod(temporary, 0o644)  # mkstemp makes it private; what the kit writes is meant to be read by others
         os.replace(temporary, path)
     except BaseException:
         os.unlink(temporary)

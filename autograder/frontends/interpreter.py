@@ -3,6 +3,7 @@ user cannot run it (an environment made with a Python in a home folder of mode 0
 path that still worked for the first process), every submission would fail with "the sandbox server did not
 start". Every door asks here first and refuses in one line that names the path.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,6 +29,8 @@ def interpreter_refusal(executable: str | None = None) -> str | None:
     real = os.path.realpath(executable)
     closed = _closed_on_the_way(Path(executable)) or Path(sys.prefix)
     shown = executable if real == executable else f"{executable} (that is, {real})"
-    return (f"this user (uid {os.getuid()}) cannot run the kit's Python, {shown}: {closed} is closed to them. "
-            "Make the environment with a Python every user can run, in a folder every user can enter "
-            "(docs/deployment.md, \"Set up a hub\")")
+    return (
+        f"this user (uid {os.getuid()}) cannot run the kit's Python, {shown}: {closed} is closed to them. "
+        "Make the environment with a Python every user can run, in a folder every user can enter "
+        "(docs/deployment.md, \"Set up a hub\")"
+    )

@@ -5,6 +5,7 @@ Autoescape is on: every value a template prints is escaped, so a message that qu
 text, never as markup. Values are escaped the way `html.escape` does (`'` as `&#x27;`, `"` as `&quot;`), the
 spelling the pages have always had; markup a template made itself (a macro's output) is printed as it is.
 """
+
 from __future__ import annotations
 
 import base64
@@ -24,9 +25,15 @@ def data_uri(png: bytes) -> str:
 
 
 # trim_blocks and lstrip_blocks: a line holding only a {% tag %} leaves nothing in the page
-TEMPLATES = Environment(loader=PackageLoader("autograder.frontends", "templates"), autoescape=True,
-                        finalize=_escaped, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                        keep_trailing_newline=True)
+TEMPLATES = Environment(
+    loader=PackageLoader("autograder.frontends", "templates"),
+    autoescape=True,
+    finalize=_escaped,
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+)
 TEMPLATES.filters["data_uri"] = data_uri
 
 

@@ -1,6 +1,7 @@
 """Figures, drawn with matplotlib's Agg canvas (no global backend touched), as PNG bytes: the gradient profile
 on a student's feedback page. Pure functions of the values given; nothing here trusts their shape.
 """
+
 from __future__ import annotations
 
 import functools
@@ -19,7 +20,7 @@ CURVES = (
     ("Post-LN", "Post-LN (norm after each addition)", {"color": "#ff7f0e", "lw": 1.6, "zorder": 3}),
     ("no shortcuts", "no shortcuts", {"color": "#2ca02c", "lw": 1.6, "ls": ":", "zorder": 2}),
 )
-MAX_BLOCKS = 500   # the student's profile comes back from the sandbox: never trust its length
+MAX_BLOCKS = 500  # the student's profile comes back from the sandbox: never trust its length
 
 
 def _series(values) -> tuple[tuple[float, ...], bool] | None:
@@ -57,8 +58,8 @@ def profile_figure_png(profiles: dict) -> bytes | None:
 def _render(curves: tuple) -> bytes | None:
     """Draw once per distinct set of curves: every page and notebook of one submission shares the picture."""
     figure = Figure(figsize=(8, 5), dpi=100)
-    FigureCanvasAgg(figure)   # attaches an Agg canvas to this figure only: no global backend is touched
-    figure.subplots_adjust(left=0.1, right=0.97, top=0.92, bottom=0.23)   # fixed margins: layout engines are slow
+    FigureCanvasAgg(figure)  # attaches an Agg canvas to this figure only: no global backend is touched
+    figure.subplots_adjust(left=0.1, right=0.97, top=0.92, bottom=0.23)  # fixed margins: layout engines are slow
     axes = figure.add_subplot()
     styles = {key: style for key, _, style in CURVES}
     blocks = 0
@@ -115,13 +116,15 @@ def histogram_png(values: list[float], maximum: float, title: str, xlabel: str) 
     return _png(figure)
 
 
-def bars_png(labels: list[str], values: list[float], title: str, xlabel: str, limit: float | None = None,
-             color: str = "#1f3b99") -> bytes:
+def bars_png(
+    labels: list[str], values: list[float], title: str, xlabel: str, limit: float | None = None, color: str = "#1f3b99"
+) -> bytes:
     """Horizontal bars, the first label on top, each value written at the end of its bar."""
     figure = Figure(figsize=(8, 0.45 * len(labels) + 1.3), dpi=100)
     FigureCanvasAgg(figure)
-    figure.subplots_adjust(left=0.42, right=0.93, top=1 - 0.6 / (0.45 * len(labels) + 1.3),
-                           bottom=0.55 / (0.45 * len(labels) + 1.3))
+    figure.subplots_adjust(
+        left=0.42, right=0.93, top=1 - 0.6 / (0.45 * len(labels) + 1.3), bottom=0.55 / (0.45 * len(labels) + 1.3)
+    )
     axes = figure.add_subplot()
     positions = list(range(len(labels)))[::-1]
     axes.barh(positions, values, color=color, height=0.6)

@@ -8,6 +8,7 @@ gradebook's, in a course). Example messages name no student: ids, file names, pa
 taken out. The functions here compute each section's numbers, rows and figures; the page is the Jinja2 template
 `templates/report.html.j2`, which escapes every string.
 """
+
 from __future__ import annotations
 
 import re
@@ -52,12 +53,16 @@ def distribution(rows) -> tuple[str, bytes]:
     scores = [standing.score for _, _, standing in rows]
     maximum = max((standing.max_score for _, _, standing in rows), default=0)
     awaiting = sum(1 for _, _, standing in rows if standing.awaiting)
-    text = (f"{len(rows)} student{'s' * (len(rows) != 1)}; mean {points_text(statistics.mean(scores))}, median "
-            f"{points_text(statistics.median(scores))}, lowest {points_text(min(scores))}, highest "
-            f"{points_text(max(scores))} of {points_text(maximum)}.")
+    text = (
+        f"{len(rows)} student{'s' * (len(rows) != 1)}; mean {points_text(statistics.mean(scores))}, median "
+        f"{points_text(statistics.median(scores))}, lowest {points_text(min(scores))}, highest "
+        f"{points_text(max(scores))} of {points_text(maximum)}."
+    )
     if awaiting:
-        text += (f" {awaiting} of them {'have' if awaiting != 1 else 'has'} written answers awaiting grading (not in "
-                 "these scores yet).")
+        text += (
+            f" {awaiting} of them {'have' if awaiting != 1 else 'has'} written answers awaiting grading (not in "
+            "these scores yet)."
+        )
     return text, histogram_png(scores, maximum, "Score distribution", f"score (of {points_text(maximum)})")
 
 
@@ -74,11 +79,16 @@ def pass_rates(rows) -> tuple[bytes, list[list]]:
             maximum[check.check] += grade.max_points if grade else check.max_points
     names = list(titles)
     rates = [round(100 * passed[n] / len(rows), 1) for n in names]
-    table = [[titles[n], f"{passed[n]} of {len(rows)}", f"{rate:g}%",
-              f"{points_text(points[n] / len(rows))} of {points_text(maximum[n] / len(rows))}"]
-             for n, rate in zip(names, rates)]
-    png = bars_png([titles[n] for n in names], rates, "Students who passed every part of each check", "% of students",
-                   limit=110)
+    table = [
+        [
+            titles[n],
+            f"{passed[n]} of {len(rows)}",
+            f"{rate:g}%",
+            f"{points_text(points[n] / len(rows))} of {points_text(maximum[n] / len(rows))}",
+        ]
+        for n, rate in zip(names, rates)
+    ]
+    png = bars_png([titles[n] for n in names], rates, "Students who passed every part of each check", "% of students", limit=110)
     return png, table
 
 
@@ -94,8 +104,7 @@ def divergences(rows) -> tuple[bytes | None, list[list]]:
     common = counts.most_common(TOP)
     if not common:
         return None, []
-    png = bars_png([step for step, _ in common], [n for _, n in common], "First divergent steps", "students",
-                   color="#bc4c00")
+    png = bars_png([step for step, _ in common], [n for _, n in common], "First divergent steps", "students", color="#bc4c00")
     return png, [[s, n, example[s]] for s, n in common]
 
 
@@ -117,8 +126,11 @@ def mistakes(rows) -> list[list]:
 
 
 def late(rows) -> list[list]:
-    return [[student, late_text(standing.seconds_late), points_text(standing.late_penalty), standing.text]
-            for student, _, standing in rows if standing.seconds_late > 0]
+    return [
+        [student, late_text(standing.seconds_late), points_text(standing.late_penalty), standing.text]
+        for student, _, standing in rows
+        if standing.seconds_late > 0
+    ]
 
 
 def grader_errors(rows) -> list[list]:
@@ -130,13 +142,23 @@ def warnings(rows) -> list[tuple[str, str]]:
     found = []
     stale = [(student, standing.stale) for student, _, standing in rows if standing.stale]
     if stale:
-        found.append(("stale", f"The grades of {len(stale)} students are out of date ({stale[0][0]}: {stale[0][1]}): grade "
-                     "again before handing them out; the numbers below are as they were graded."))
+        found.append(
+            (
+                "stale",
+                f"The grades of {len(stale)} students are out of date ({stale[0][0]}: {stale[0][1]}): grade "
+                "again before handing them out; the numbers below are as they were graded.",
+            )
+        )
     unsafe = [student for student, _, standing in rows if standing.unisolated]
     if unsafe:
-        found.append(("unisolated", f"{len(unsafe)} of {len(rows)} submissions were graded WITHOUT isolation (c.KitSandbox."
-                     "when_unisolated = \"unsafe\", or --unsafe): they could read the solution and other students' "
-                     "files."))
+        found.append(
+            (
+                "unisolated",
+                f"{len(unsafe)} of {len(rows)} submissions were graded WITHOUT isolation (c.KitSandbox."
+                "when_unisolated = \"unsafe\", or --unsafe): they could read the solution and other students' "
+                "files.",
+            )
+        )
     return found
 
 
@@ -147,9 +169,17 @@ def class_report_html(rows: list[tuple[str, SubmissionResult, Standing]], title:
         summary, histogram = distribution(rows)
         pass_rates_png, checks = pass_rates(rows)
         divergence_steps, divergence_rows = divergences(rows)
-        sections = dict(summary=summary, histogram=histogram, pass_rates=pass_rates_png, checks=checks,
-                        divergence_steps=divergence_steps, divergences=divergence_rows, mistakes=mistakes(rows),
-                        late=late(rows), grader_errors=grader_errors(rows))
+        sections = dict(
+            summary=summary,
+            histogram=histogram,
+            pass_rates=pass_rates_png,
+            checks=checks,
+            divergence_steps=divergence_steps,
+            divergences=divergence_rows,
+            mistakes=mistakes(rows),
+            late=late(rows),
+            grader_errors=grader_errors(rows),
+        )
     return render("report.html.j2", title=title, warnings=warnings(rows), class_size=len(rows), **sections)
 
 

@@ -11,6 +11,7 @@ points are not those the gradebook holds, or those the submission was graded aga
 graded under. Outside a course (`grade`, `grade-class` on a folder, Gradescope) `standing_of` takes the grader's
 result alone, the written answers awaiting an instructor. Pure: no nbgrader, no student code.
 """
+
 from __future__ import annotations
 
 import re
@@ -23,9 +24,11 @@ from autograder.engine.results import SubmissionResult, points_text, score_text
 from autograder.engine.rubric import RUBRIC
 
 AWAITING = "awaiting your instructor"
-UNISOLATED = "UNSAFE"           # how the sandbox's description of a run without isolation starts (client.UNSAFE)
-UNISOLATED_LINE = ("Graded without isolation: nothing kept this submission from the grading files (the course "
-                   "chose to grade where no sandbox could run).")
+UNISOLATED = "UNSAFE"  # how the sandbox's description of a run without isolation starts (client.UNSAFE)
+UNISOLATED_LINE = (
+    "Graded without isolation: nothing kept this submission from the grading files (the course "
+    "chose to grade where no sandbox could run)."
+)
 GRADE_IS = "The student's feedback page, the export and the class report show this number."
 
 
@@ -33,11 +36,11 @@ GRADE_IS = "The student's feedback page, the export and the class report show th
 class CellGrade:
     grade_id: str
     title: str
-    points: float | None          # None: not graded yet (a written answer awaiting the instructor)
+    points: float | None  # None: not graded yet (a written answer awaiting the instructor)
     max_points: float
-    manual: bool = False          # the instructor set these points (an override, or a written answer graded)
-    comment: str = ""             # the instructor's comment on the cell
-    answer: str | None = None     # the student's written answer, where the page shows it
+    manual: bool = False  # the instructor set these points (an override, or a written answer graded)
+    comment: str = ""  # the instructor's comment on the cell
+    answer: str | None = None  # the student's written answer, where the page shows it
 
     @property
     def text(self) -> str:
@@ -46,15 +49,15 @@ class CellGrade:
 
 @dataclass(frozen=True)
 class Standing:
-    score: float                  # what counts: the total after the late penalty
+    score: float  # what counts: the total after the late penalty
     max_score: float
-    checks: dict                  # check name -> CellGrade
-    written: tuple = ()           # CellGrade of each written answer, in notebook order
+    checks: dict  # check name -> CellGrade
+    written: tuple = ()  # CellGrade of each written answer, in notebook order
     late_penalty: float = 0.0
     seconds_late: float = 0.0
-    remarks: tuple = ()           # (title of the student's code cell, comment) from the instructor
-    stale: str = ""               # why these points are out of date ("" when they are not): no view hands them out
-    isolation: str = ""           # the sandbox's description of how the result was graded (kept from students)
+    remarks: tuple = ()  # (title of the student's code cell, comment) from the instructor
+    stale: str = ""  # why these points are out of date ("" when they are not): no view hands them out
+    isolation: str = ""  # the sandbox's description of how the result was graded (kept from students)
 
     @property
     def awaiting(self) -> float:
@@ -88,9 +91,14 @@ class Standing:
     @classmethod
     def from_dict(cls, data: dict) -> "Standing":
         cell = lambda d: CellGrade(**d)  # noqa: E731
-        return cls(**{**data, "checks": {name: cell(c) for name, c in data["checks"].items()},
-                      "written": tuple(cell(c) for c in data.get("written") or ()),
-                      "remarks": tuple(tuple(r) for r in data.get("remarks") or ())})
+        return cls(
+            **{
+                **data,
+                "checks": {name: cell(c) for name, c in data["checks"].items()},
+                "written": tuple(cell(c) for c in data.get("written") or ()),
+                "remarks": tuple(tuple(r) for r in data.get("remarks") or ()),
+            }
+        )
 
 
 def late_text(seconds: float) -> str:
@@ -116,22 +124,25 @@ def cell_title(assignment: kit.Assignment, grade_id: str) -> str:
     return grade_id
 
 
-
 def standing_of(result: SubmissionResult, assignment: kit.Assignment = kit.KIT) -> Standing:
     """Outside a course: the checks' points as graded, every written answer awaiting an instructor."""
-    checks = {c.check: CellGrade(f"{HIDDEN_CHECK_PREFIX}{c.check}", c.title, c.points, c.max_points)
-              for c in result.checks}
-    written = tuple(CellGrade(grade_id, cell_title(assignment, grade_id), None, points)
-                    for grade_id, points in assignment.written_points().items())
-    return Standing(result.score, round(result.max_score + sum(c.max_points for c in written), 6), checks, written,
-                    isolation=result.isolation)
+    checks = {c.check: CellGrade(f"{HIDDEN_CHECK_PREFIX}{c.check}", c.title, c.points, c.max_points) for c in result.checks}
+    written = tuple(
+        CellGrade(grade_id, cell_title(assignment, grade_id), None, points)
+        for grade_id, points in assignment.written_points().items()
+    )
+    return Standing(
+        result.score, round(result.max_score + sum(c.max_points for c in written), 6), checks, written, isolation=result.isolation
+    )
 
 
 # --- in a course: from the gradebook ------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class GradeRecord:
     """One graded cell of one submission as the gradebook holds it."""
+
     grade_id: str
     max_score: float
     auto_score: float | None = None
@@ -150,33 +161,39 @@ class GradeRecord:
 @dataclass(frozen=True)
 class Record:
     """What the gradebook (and the autograded notebook beside it) holds of one student's submission."""
-    grades: dict                                   # grade_id -> GradeRecord
+
+    grades: dict  # grade_id -> GradeRecord
     seconds_late: float = 0.0
-    comments: dict = field(default_factory=dict)   # grade_id of a code cell -> the instructor's comment
-    answers: dict = field(default_factory=dict)    # grade_id -> the student's written answer
-    graded: SubmissionResult | None = None         # the kit's result kept in the autograded notebook
+    comments: dict = field(default_factory=dict)  # grade_id of a code cell -> the instructor's comment
+    answers: dict = field(default_factory=dict)  # grade_id -> the student's written answer
+    graded: SubmissionResult | None = None  # the kit's result kept in the autograded notebook
 
 
 def stale_reason(assignment: kit.Assignment, record: Record) -> str:
     """Why the gradebook's points for this submission are not the course's now, in one clause ("" if they are)."""
-    source = {**{f"{HIDDEN_CHECK_PREFIX}{n}": p for n, p in assignment.check_points().items()},
-              **assignment.written_points()}
-    differ = [f"{gid} gives {points_text(points)} points in the source, {points_text(record.grades[gid].max_score)} "
-              "in the gradebook" for gid, points in source.items()
-              if gid in record.grades and abs(record.grades[gid].max_score - points) > 1e-9]
+    source = {**{f"{HIDDEN_CHECK_PREFIX}{n}": p for n, p in assignment.check_points().items()}, **assignment.written_points()}
+    differ = [
+        f"{gid} gives {points_text(points)} points in the source, {points_text(record.grades[gid].max_score)} in the gradebook"
+        for gid, points in source.items()
+        if gid in record.grades and abs(record.grades[gid].max_score - points) > 1e-9
+    ]
     if differ:
         return "; ".join(differ)
     checks = [gid for gid in source if gid.startswith(HIDDEN_CHECK_PREFIX) and gid in record.grades]
     if record.graded is None or any(record.grades[gid].auto_score is None for gid in checks):
         return "not graded by the kit yet"
     graded = {f"{HIDDEN_CHECK_PREFIX}{c.check}": c.max_points for c in record.graded.checks}
-    moved = [f"{gid} was graded out of {points_text(graded[gid])} points, the course gives {points_text(source[gid])}"
-             for gid in checks if gid in graded and abs(graded[gid] - source[gid]) > 1e-9]
+    moved = [
+        f"{gid} was graded out of {points_text(graded[gid])} points, the course gives {points_text(source[gid])}"
+        for gid in checks
+        if gid in graded and abs(graded[gid] - source[gid]) > 1e-9
+    ]
     return "; ".join(moved)
 
 
-def standing_from_record(assignment: kit.Assignment, record: Record,
-                         penalty: Callable[[float, float], float | None] = lambda score, late: None) -> Standing:
+def standing_from_record(
+    assignment: kit.Assignment, record: Record, penalty: Callable[[float, float], float | None] = lambda score, late: None
+) -> Standing:
     """THE standing of a course's student. `penalty(score, seconds_late)` is the course's late-penalty rule
     (nbgrader's plugin), applied to the points as they are now and kept between 0 and the score, as nbgrader
     keeps it."""
@@ -193,23 +210,45 @@ def standing_from_record(assignment: kit.Assignment, record: Record,
             title = RUBRIC[name].title if name in RUBRIC else cell.grade_id
             checks[name] = CellGrade(cell.grade_id, title, grade.points, grade.max_score, manual, grade.comment)
         else:
-            written.append(CellGrade(cell.grade_id, cell_title(assignment, cell.grade_id), grade.points,
-                                     grade.max_score, manual, grade.comment, record.answers.get(cell.grade_id)))
+            written.append(
+                CellGrade(
+                    cell.grade_id,
+                    cell_title(assignment, cell.grade_id),
+                    grade.points,
+                    grade.max_score,
+                    manual,
+                    grade.comment,
+                    record.answers.get(cell.grade_id),
+                )
+            )
     raw = round(sum(g.points or 0.0 for g in record.grades.values()), 6)
     late = penalty(raw, record.seconds_late) if record.seconds_late > 0 else None
     late = min(max(float(late or 0.0), 0.0), raw)
     maximum = round(sum(g.max_score for g in record.grades.values()), 6)
-    return Standing(round(raw - late, 6), maximum, checks, tuple(written), late, record.seconds_late,
-                    tuple(remarks), stale_reason(assignment, record),
-                    record.graded.isolation if record.graded else "")
+    return Standing(
+        round(raw - late, 6),
+        maximum,
+        checks,
+        tuple(written),
+        late,
+        record.seconds_late,
+        tuple(remarks),
+        stale_reason(assignment, record),
+        record.graded.isolation if record.graded else "",
+    )
 
 
 def stale_line(assignment: str, stale: dict) -> str:
     """One line for out-of-date grades (student -> reason), naming the commands that bring them up to date."""
     first, reason = next(iter(stale.items()))
     others = f" and {len(stale) - 1} more" if len(stale) > 1 else ""
-    fix = (f"run `nbgrader generate_assignment {assignment} --force`, then grade again"
-           if "in the gradebook" in reason else "grade again")
-    return (f"the grades of {len(stale)} student{'s' * (len(stale) > 1)} of {assignment} are out of date "
-            f"({first}{others}: {reason}): {fix} (`nbgrader autograde {assignment} --force`, or `grade-class --course "
-            "--force`)")
+    fix = (
+        f"run `nbgrader generate_assignment {assignment} --force`, then grade again"
+        if "in the gradebook" in reason
+        else "grade again"
+    )
+    return (
+        f"the grades of {len(stale)} student{'s' * (len(stale) > 1)} of {assignment} are out of date "
+        f"({first}{others}: {reason}): {fix} (`nbgrader autograde {assignment} --force`, or `grade-class --course "
+        "--force`)"
+    )

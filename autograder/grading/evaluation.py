@@ -4,6 +4,7 @@ plan, the student's runs named, the first divergent step found, and each check's
 Pure apart from the (cached) reference and the grader's replays. A check that crashes is a grader error, visible
 to the instructor, and never the student's lost points.
 """
+
 from __future__ import annotations
 
 import traceback
@@ -14,9 +15,7 @@ import numpy as np
 import torch
 
 from autograder.course import kit
-from autograder.engine.checks import (
-    Evidence, compounding, dropout, fail, gradients, order, prenorm, robustness, shortcuts
-)
+from autograder.engine.checks import Evidence, compounding, dropout, fail, gradients, order, prenorm, robustness, shortcuts
 from autograder.engine.diagnosis.first_step import first_divergence
 from autograder.engine.facts import FirstStep
 from autograder.engine.replayed import Responds
@@ -50,12 +49,13 @@ def _notes(raw: dict, student: dict) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class Evaluation:
     """Everything the checks found for one submission."""
+
     checks: tuple[CheckResult, ...]
     first_divergence: str | None
     notes: tuple[str, ...]
     profiles: dict
     grader_errors: tuple[str, ...]
-    facts: tuple = ()                  # every fact the feedback states, as dicts (`engine.facts`)
+    facts: tuple = ()  # every fact the feedback states, as dicts (`engine.facts`)
 
 
 def grader_error_text(where: str, error: BaseException) -> str:
@@ -66,8 +66,10 @@ def grader_error_text(where: str, error: BaseException) -> str:
 
 
 GRADER_MARK = "the grader could not read its own question's answer"
-NOT_GRADED = ("Not graded: the grader itself failed on this part (a grader error, not a mistake of yours); your "
-              "instructor can see it and will regrade.")
+NOT_GRADED = (
+    "Not graded: the grader itself failed on this part (a grader error, not a mistake of yours); your "
+    "instructor can see it and will regrade."
+)
 
 
 def _check_result(module, evidence: Evidence, errors: list, points: float | None = None) -> CheckResult:
@@ -88,8 +90,10 @@ def _check_result(module, evidence: Evidence, errors: list, points: float | None
     if unread:
         grader_error = grader_error or f"check {module.NAME}: {', '.join(unread)} rest on an answer it could not read"
         outcomes = {**outcomes, **{part: fail(NOT_GRADED) for part in unread}}
-    subtests = tuple(SubTest(part, worth if outcomes[part].passed else 0.0, worth, outcomes[part].passed,
-                             outcomes[part].message) for part, worth in spec.parts_for(points).items())
+    subtests = tuple(
+        SubTest(part, worth if outcomes[part].passed else 0.0, worth, outcomes[part].passed, outcomes[part].message)
+        for part, worth in spec.parts_for(points).items()
+    )
     failed = [_sentence(s.message) for s in subtests if not s.passed]
     message = "All parts passed." if not failed else " ".join(dict.fromkeys(failed))
     return CheckResult(module.NAME, spec.title, subtests, message, spec.visibility, dict(evidence.details), grader_error)
@@ -104,7 +108,7 @@ def evaluate(raw: dict, plan: Plan, assignment: kit.Assignment = kit.KIT, source
     """Every check on one sandbox reply. Pure apart from the (cached) reference and the grader's replays.
     `sources`: the student's code as sent (for remarks read from the code itself)."""
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)         # many small computations: one thread is fastest, and fair to a busy machine
+    torch.set_num_threads(1)  # many small computations: one thread is fastest, and fair to a busy machine
     try:
         return _evaluate(raw, plan, assignment, list(sources))
     finally:
@@ -119,17 +123,18 @@ def _read_runs(student: dict, x, x_other, parts: dict, device: str, errors: list
             continue
         try:
             flows[mode] = analyse(x, student[mode], parts, train=mode == "train", device=device)
-            flows[mode].layers = student[mode].get("layers", [])     # the walk reads them (`own_layers`)
+            flows[mode].layers = student[mode].get("layers", [])  # the walk reads them (`own_layers`)
         except Exception as error:
             errors.append(grader_error_text(f"reading the {mode}-mode run", error))
-            student[mode] = {"ok": False, "error": {"type": "GraderError", "where": None,
-                                                    "message": f"{GRADER_MARK} ('{mode}')"}}
+            student[mode] = {"ok": False, "error": {"type": "GraderError", "where": None, "message": f"{GRADER_MARK} ('{mode}')"}}
             continue
         wrong = flows[mode].unverified
-        if wrong:      # a record the grader cannot reproduce is not believed, in any of its parts
+        if wrong:  # a record the grader cannot reproduce is not believed, in any of its parts
             flows[mode] = None
-            student[mode] = {"ok": False, "error": {"type": "ProtocolError", "message":
-                             f"{wrong[0].why}; nothing recorded in that run can be believed"}}
+            student[mode] = {
+                "ok": False,
+                "error": {"type": "ProtocolError", "message": f"{wrong[0].why}; nothing recorded in that run can be believed"},
+            }
     _verify(flows, student, x_other, parts, device, errors)
     return flows
 
@@ -148,7 +153,7 @@ def _verify(flows: dict, student: dict, x_other, parts: dict, device: str, error
         if other.unverified:
             other = None
     flows["eval"].verify_against(other)
-    flows["eval"].other = other        # the same forward on another input: a coefficient read on one is checked there
+    flows["eval"].other = other  # the same forward on another input: a coefficient read on one is checked there
     if flows.get("train") is not None and flows["eval"].doubt:
         flows["train"].doubt = flows["eval"].doubt
 
@@ -159,42 +164,72 @@ def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list) 
     answers = raw.get("observations") if isinstance(raw.get("observations"), dict) else {}
     student = {probe: read_answer(probe, answers.get(probe), expect) for probe in ALL_PROBES}
     errors: list[str] = []
-    for probe, answer in student.items():     # the grader's own encoder (in the sandbox) or reader failed on one
-        if not answer["ok"] and answer["error"].get("type") in ("GraderError", "EncoderError"):     # answer: the
-            errors.append(f"answer to '{probe}': {answer['error']['message']}")      # parts that need it are the
-            student[probe] = {"ok": False, "error": {"type": "GraderError", "where": None,        # grader's errors
-                                                     "message": f"{GRADER_MARK} ('{probe}')"}}
+    for probe, answer in student.items():  # the grader's own encoder (in the sandbox) or reader failed on one
+        if not answer["ok"] and answer["error"].get("type") in ("GraderError", "EncoderError"):  # answer: the
+            errors.append(f"answer to '{probe}': {answer['error']['message']}")  # parts that need it are the
+            student[probe] = {
+                "ok": False,
+                "error": {
+                    "type": "GraderError",
+                    "where": None,  # grader's errors
+                    "message": f"{GRADER_MARK} ('{probe}')",
+                },
+            }
     ref = reference(plan.seed, plan.device, assignment)
     cpu_plan = Plan(**{**plan.__dict__, "device": "cpu"})
     probing = Probing({}, reference_namespace(assignment), cpu_plan)
     x = probing.x().numpy().astype(np.float64)
     x_other = probing.fresh("other").numpy().astype(np.float64)
     flows = _read_runs(student, x, x_other, parts, plan.device, errors)
-    evidence = Evidence(student, ref.answers, ref.named, parts, x, flows,
-                        replays=Replays(flows, parts, plan, reference_namespace(assignment)), plan=plan,
-                        device=plan.device, drop_p=plan.drop_p, sources=sources)
+    evidence = Evidence(
+        student,
+        ref.answers,
+        ref.named,
+        parts,
+        x,
+        flows,
+        replays=Replays(flows, parts, plan, reference_namespace(assignment)),
+        plan=plan,
+        device=plan.device,
+        drop_p=plan.drop_p,
+        sources=sources,
+    )
     try:
         matching = evidence.matches("eval") and evidence.matches("train")
         responses = student["respond"] if student["respond"]["ok"] else None
-        moved = {"runs": student["moved"], "values": {k: v.numpy().astype(np.float64).reshape(-1) for k, v in
-                                                      moved_values(moved_seed(plan), probing.x()).items()}} \
-            if student["moved"]["ok"] and not matching else None     # read only by the diagnosis
+        moved = (
+            {
+                "runs": student["moved"],
+                "values": {
+                    k: v.numpy().astype(np.float64).reshape(-1) for k, v in moved_values(moved_seed(plan), probing.x()).items()
+                },
+            }
+            if student["moved"]["ok"] and not matching
+            else None
+        )  # read only by the diagnosis
         divergence = None if matching else first_divergence(flows, parts, plan.drop_p, responses, moved)
-    except Exception as error:   # an explanation is a bonus: its failure costs no points, but is reported
+    except Exception as error:  # an explanation is a bonus: its failure costs no points, but is reported
         errors.append(grader_error_text("finding the first divergent step", error))
         divergence = None
     evidence.divergence = divergence
-    if divergence is not None:     # for the instructor (and the kit's tests): the step, and the cause if verified
-        evidence.details["divergence"] = {"step": divergence.step, "mode": divergence.mode, "cause": divergence.cause,
-                                          "message": divergence.message}
+    if divergence is not None:  # for the instructor (and the kit's tests): the step, and the cause if verified
+        evidence.details["divergence"] = {
+            "step": divergence.step,
+            "mode": divergence.mode,
+            "cause": divergence.cause,
+            "message": divergence.message,
+        }
     points = assignment.check_points()
     checks = tuple(_check_result(module, evidence, errors, points.get(module.NAME)) for module in CHECKS)
     if all(check.passed for check in checks if check.check != compounding.NAME):
-        divergence = None   # the trace only explains lost points; equivalent code in any style has nothing to explain
+        divergence = None  # the trace only explains lost points; equivalent code in any style has nothing to explain
     profiles = {"student": _student_profile(evidence, student), **ref.profiles}
     notes = _notes(raw, student) + _code_notes(evidence)
-    told = () if divergence is None else (
-        *([FirstStep(divergence.mode, divergence.step)] if divergence.step is not None else []), *divergence.facts)
+    told = (
+        ()
+        if divergence is None
+        else (*([FirstStep(divergence.mode, divergence.step)] if divergence.step is not None else []), *divergence.facts)
+    )
     facts = tuple(dict.fromkeys(f for f in (*told, *evidence.facts)))
     facts = tuple(f.to_dict() for f in facts)
     return Evaluation(checks, divergence.text() if divergence else None, notes, profiles, tuple(errors), facts)
@@ -218,11 +253,16 @@ def _code_notes(evidence: Evidence) -> tuple:
         # said only of a component whose every call the grader's reading leaves out of the result, and that the
         # values confirm: what the block returns does not change when the grader changes that component's output
         live = {step.name for step in flow.live}
-        idle = [name for name in dict.fromkeys(step.name for step in flow.decoys)
-                if name not in live and evidence.responds(name) is False]
+        idle = [
+            name
+            for name in dict.fromkeys(step.name for step in flow.decoys)
+            if name not in live and evidence.responds(name) is False
+        ]
         if idle:
             for name in idle:
                 evidence.facts.append(Responds("eval", name, False))
-            notes.append(f"Your forward also called {', '.join(idle)}, but what it returns does not change when "
-                         f"{'its' if len(idle) == 1 else 'their'} output changes: such calls earn nothing.")
+            notes.append(
+                f"Your forward also called {', '.join(idle)}, but what it returns does not change when "
+                f"{'its' if len(idle) == 1 else 'their'} output changes: such calls earn nothing."
+            )
     return tuple(notes)

@@ -6,6 +6,7 @@ for the benchmarks, as the baselines a course without the kit's sandbox would ha
 class_grading.py` runs it inside nbgrader's own kernel (stock `nbgrader autograde`, one kernel per notebook)
 and in one plain process, on the same submissions and seed as `grade-class`.
 """
+
 from __future__ import annotations
 
 import time
@@ -21,8 +22,15 @@ from .evaluation import ALL_PROBES, evaluate
 from .reference import reference_namespace
 
 
-def grade_namespace(namespace: dict, seed: int, *, name: str = "notebook", device: str = "cpu",
-                    assignment: kit.Assignment = kit.KIT, sources: list[str] = ()) -> SubmissionResult:
+def grade_namespace(
+    namespace: dict,
+    seed: int,
+    *,
+    name: str = "notebook",
+    device: str = "cpu",
+    assignment: kit.Assignment = kit.KIT,
+    sources: list[str] = (),
+) -> SubmissionResult:
     """Grade definitions already made in `namespace` (a kernel's globals, say) with the kit's checks; `sources`,
     the code that made them, where it is known (the remarks read from the code itself, as the sandbox's grading
     makes them)."""
@@ -34,20 +42,31 @@ def grade_namespace(namespace: dict, seed: int, *, name: str = "notebook", devic
     probing = Probing(namespace, public, plan)
     raw = {"observations": {probe: encode_observation(run_probe(probe, probing)) for probe in ALL_PROBES}}
     found = evaluate(raw, plan, assignment, sources)
-    return SubmissionResult(name, found.checks, seed, device, "none: graded in the grader's own process",
-                            round(time.monotonic() - started, 3), found.first_divergence, found.notes, found.profiles,
-                            facts=found.facts)
+    return SubmissionResult(
+        name,
+        found.checks,
+        seed,
+        device,
+        "none: graded in the grader's own process",
+        round(time.monotonic() - started, 3),
+        found.first_divergence,
+        found.notes,
+        found.profiles,
+        facts=found.facts,
+    )
 
 
-def grade_cells_in_process(cells, seed: int, *, name: str = "notebook", device: str = "cpu",
-                           assignment: kit.Assignment = kit.KIT) -> SubmissionResult:
+def grade_cells_in_process(
+    cells, seed: int, *, name: str = "notebook", device: str = "cpu", assignment: kit.Assignment = kit.KIT
+) -> SubmissionResult:
     """Load a submission's cells here (no sandbox) and grade them: the plain-process baseline."""
     cells, _ = assignment.restore_locked_cells(cells)
     code = student_code(cells)
     namespace, _ = load_cells(code)
     reference_namespace(assignment)
-    return grade_namespace(namespace, seed, name=name, device=device, assignment=assignment,
-                           sources=[source for _, source in code])
+    return grade_namespace(
+        namespace, seed, name=name, device=device, assignment=assignment, sources=[source for _, source in code]
+    )
 
 
 _kernel_results: dict = {}

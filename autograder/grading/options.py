@@ -3,6 +3,7 @@
 Nothing here imports torch: the command line makes its options before its sandbox servers start, and resolves
 them (`GradingOptions.resolved`, which does) once they have.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace

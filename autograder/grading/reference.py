@@ -1,6 +1,7 @@
 """The grader's own side of every question: the reference solution, loaded from the annotated source, and its
 answers (with the named wrong arrangements') to a plan, read by the very reader the child's answers go through.
 """
+
 from __future__ import annotations
 
 import functools
@@ -54,15 +55,24 @@ def expected_shapes(plan: Plan, parts: dict) -> Expect:
     return Expect.of(plan, {name: tuple(p.shape) for name, p in part_params(parts).items()})
 
 
-REFERENCE_PROBES = ("eval", "train", "profile", "eval_seeds", "eval_other", "respond", "robust_small", "robust_batch",
-                    "robust_double")
+REFERENCE_PROBES = (
+    "eval",
+    "train",
+    "profile",
+    "eval_seeds",
+    "eval_other",
+    "respond",
+    "robust_small",
+    "robust_batch",
+    "robust_double",
+)
 
 
 @dataclass(frozen=True)
 class Reference:
-    answers: dict            # probe -> the reference's answer, read like the child's
-    named: dict              # arrangement -> its eval-mode output
-    profiles: dict           # curve name -> deep-stack profile, for the feedback plot
+    answers: dict  # probe -> the reference's answer, read like the child's
+    named: dict  # arrangement -> its eval-mode output
+    profiles: dict  # curve name -> deep-stack profile, for the feedback plot
 
 
 @functools.lru_cache(maxsize=16)

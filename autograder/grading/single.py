@@ -3,6 +3,7 @@
 The server starts first: it imports torch and warms up on its own while this process imports the grader and
 computes the reference's answers. Nothing here imports torch before the server has started.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,9 +28,9 @@ def grade_one(submission: Path, *, options: GradingOptions) -> SubmissionResult:
         from .submission import grade_file, grader_failure
 
         try:
-            reference(options.seed, options.device, options.assignment)     # meanwhile: the reference's answers
+            reference(options.seed, options.device, options.assignment)  # meanwhile: the reference's answers
             servers.wait_until_ready()
             with servers.lend() as server:
                 return grade_file(submission, server, seed=options.seed, device=options.device)
-        except Exception as error:       # never a traceback for a submission: the grader's failure is a result
+        except Exception as error:  # never a traceback for a submission: the grader's failure is a result
             return grader_failure(submission.name, error, options.seed, options.device, assignment=options.assignment)

@@ -5,6 +5,7 @@ reference solution runs here, from the annotated source, on the same plan. A fai
 (a check that crashes on unexpected observations, a reference that will not run) is reported as a grader
 error, visible to the instructor, and never turned into the student's lost points.
 """
+
 from __future__ import annotations
 
 import sys
@@ -21,30 +22,64 @@ from autograder.sandbox.parent.client import UNSAFE, SandboxServer
 from .evaluation import ALL_PROBES, evaluate, grader_error_text
 
 
-def unreadable(submission: str, message: str, seed: int, device: str, student: str | None = None,
-               grader_errors: tuple = (), assignment: kit.Assignment = kit.KIT) -> SubmissionResult:
+def unreadable(
+    submission: str,
+    message: str,
+    seed: int,
+    device: str,
+    student: str | None = None,
+    grader_errors: tuple = (),
+    assignment: kit.Assignment = kit.KIT,
+) -> SubmissionResult:
     points = assignment.check_points()
     checks = tuple(
-        CheckResult(name, spec.title, tuple(SubTest(p, 0.0, pts, False, message)
-                                            for p, pts in spec.parts_for(points.get(name)).items()),
-                    message, spec.visibility)
+        CheckResult(
+            name,
+            spec.title,
+            tuple(SubTest(p, 0.0, pts, False, message) for p, pts in spec.parts_for(points.get(name)).items()),
+            message,
+            spec.visibility,
+        )
         for name, spec in RUBRIC.items()
     )
-    return SubmissionResult(submission, checks, seed, device, "not run", 0.0, None, (message,), student=student,
-                            grader_errors=tuple(grader_errors))
+    return SubmissionResult(
+        submission, checks, seed, device, "not run", 0.0, None, (message,), student=student, grader_errors=tuple(grader_errors)
+    )
 
 
-def grader_failure(submission: str, error: BaseException, seed: int, device: str, student: str | None = None,
-                   assignment: kit.Assignment = kit.KIT):
+def grader_failure(
+    submission: str,
+    error: BaseException,
+    seed: int,
+    device: str,
+    student: str | None = None,
+    assignment: kit.Assignment = kit.KIT,
+):
     """The whole grading of one submission failed for the grader's own reasons: a result that says so."""
     text = grader_error_text("grading", error)
     print(f"grader error while grading {student or submission}: {text}", file=sys.stderr)
-    return unreadable(submission, "Not graded: the grader itself failed (a grader error, not a mistake of yours); your "
-                      "instructor can see it and will regrade.", seed, device, student, (text,), assignment)
+    return unreadable(
+        submission,
+        "Not graded: the grader itself failed (a grader error, not a mistake of yours); your "
+        "instructor can see it and will regrade.",
+        seed,
+        device,
+        student,
+        (text,),
+        assignment,
+    )
 
 
-def grade_cells(cells: list, name: str, server: SandboxServer, *, seed: int, device: str = "cpu",
-                student: str | None = None, notes: tuple = ()) -> SubmissionResult:
+def grade_cells(
+    cells: list,
+    name: str,
+    server: SandboxServer,
+    *,
+    seed: int,
+    device: str = "cpu",
+    student: str | None = None,
+    notes: tuple = (),
+) -> SubmissionResult:
     """Grade a submission already read into cells (see `notebook.read_submission`; `notes`: what it said about
     odd cells). Never raises for anything the submission did; a failure of the grader becomes a result that
     names it."""
@@ -55,8 +90,8 @@ def grade_cells(cells: list, name: str, server: SandboxServer, *, seed: int, dev
         cells, restored = assignment.restore_locked_cells(cells)
         code = student_code(cells)
         raw = server.grade(code, plan.to_dict(), list(ALL_PROBES))
-        cleanup = tuple(raw.get("cleanup") or ())      # the sandbox's own problems: the grader's, never the student's
-        if raw.get("grader_error"):      # the grader's own failure (CUDA would not start): never scored as a 0
+        cleanup = tuple(raw.get("cleanup") or ())  # the sandbox's own problems: the grader's, never the student's
+        if raw.get("grader_error"):  # the grader's own failure (CUDA would not start): never scored as a 0
             raise RuntimeError("; ".join([f"on {device}: {raw['grader_error']}", *cleanup]))
         found = evaluate(raw, plan, assignment, [source for _, source in code])
     except Exception as error:
@@ -65,13 +100,25 @@ def grade_cells(cells: list, name: str, server: SandboxServer, *, seed: int, dev
     for text in grader_errors:
         print(f"grader error while grading {student or name}: {text}", file=sys.stderr)
     unsafe = (f"Graded without isolation ({server.isolation}).",) if server.isolation == UNSAFE else ()
-    return SubmissionResult(name, found.checks, seed, device, server.isolation, round(time.monotonic() - started, 3),
-                            found.first_divergence, unsafe + tuple(notes) + tuple(restored) + found.notes, found.profiles,
-                            student, grader_errors, found.facts)
+    return SubmissionResult(
+        name,
+        found.checks,
+        seed,
+        device,
+        server.isolation,
+        round(time.monotonic() - started, 3),
+        found.first_divergence,
+        unsafe + tuple(notes) + tuple(restored) + found.notes,
+        found.profiles,
+        student,
+        grader_errors,
+        found.facts,
+    )
 
 
-def grade_file(path: str | Path, server: SandboxServer, *, seed: int, device: str = "cpu",
-               student: str | None = None) -> SubmissionResult:
+def grade_file(
+    path: str | Path, server: SandboxServer, *, seed: int, device: str = "cpu", student: str | None = None
+) -> SubmissionResult:
     path, name = Path(path), name_text(Path(path).name)
     try:
         reading = read_submission(path)

@@ -15,6 +15,7 @@ classmate's (`tests/catalog/kinds.py` holds one probe per row, and a test fails 
 layer table of docs/security.md is generated from it (`layer_table`), and a test compares the two. A new kind is a
 row.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,15 +32,15 @@ LAYERS = {
 
 @dataclass(frozen=True)
 class Closed:
-    how: str          # REFUSED, OWN, REMOVED or OPEN
-    text: str         # what the layer table says (docs/security.md)
+    how: str  # REFUSED, OWN, REMOVED or OPEN
+    text: str  # what the layer table says (docs/security.md)
 
 
 @dataclass(frozen=True)
 class Kind:
     name: str
     title: str
-    closed: dict      # layer (a key of LAYERS) -> Closed
+    closed: dict  # layer (a key of LAYERS) -> Closed
 
 
 def _row(name: str, title: str, *cells: tuple[str, str]) -> Kind:
@@ -54,80 +55,168 @@ def _row(name: str, title: str, *cells: tuple[str, str]) -> Kind:
 
 SECCOMP = "refused (the seccomp allowlist)"
 KINDS = (
-    _row("memory", "memory a child inherits",
-         *[(OWN, "forked from a server that never holds a student's data: only its own")] * 5),
-    _row("grading_files", "grading files (kit, source, solutions, classmates' submissions and results), whatever their mode",
-         (REFUSED, "not in the server's root, nor in the child's own"),
-         (REFUSED, "not in the child's own root (only the system, Python and the sandbox's own code)"),
-         (REFUSED, "refused by Landlock (reads only below the system, Python and the sandbox's own code)"),
-         (REFUSED, "closed to other users by permissions for as long as grading runs, then given back (and a way "
-                   "through, o+x, to Python where a folder above it was closed)"),
-         (OPEN, "**readable**: refused unless `--unsafe`")),
-    _row("other_files", "any other file of the machine (an instructor's stray solved notebook)",
-         (REFUSED, "not there"), (REFUSED, "not there"), (REFUSED, "refused by Landlock"),
-         (OPEN, "**readable if the world may read it**"), (OPEN, "readable")),
-    _row("writable_places", "files it writes",
-         (OWN, "its own sized tmpfs /tmp, /var/tmp, /dev/shm, /run/lock, dropped whole with the child; nothing of "
-               "the host"), (OWN, "same"),
-         (REMOVED, "its working directory only (in the host's /tmp, not sized: each file at most `file_mb`), "
-                   "removed after each run"),
-         (REMOVED, "its working directory and the world-writable folders of the host (/tmp, /var/tmp, /dev/shm, "
-                   "/run/lock and every other found by a walk of the local file systems): what it makes is its own "
-                   "(umask 077, permission changes refused) and is removed when the job ends"),
-         (OPEN, "its working directory, removed after each run; elsewhere what its user may write may persist")),
-    _row("processes", "processes and threads, and everything they start",
-         (REMOVED, "own PID namespace; as root a user of its own per job; one control group per run where the host "
-                   "allows (memory and process limits for the job as a whole); CPU-time limits with wall-clock "
-                   "backstops `wall_factor` times longer; all killed when the job ends"),
-         (REMOVED, "`/proc` shows only its own; a user of its own per job; same limits; all killed"),
-         (REMOVED, "a user of its own per job (Landlock also stops signals); same limits; all killed"),
-         (REMOVED, "a user of its own per job; same limits; all killed"),
-         (REMOVED, "visible; its session and what it started killed")),
-    _row("sysv_ipc", "System V shared memory, semaphores and message queues",
-         (OWN, "its own per child (IPC namespace)"), (OWN, "its own per child (IPC namespace)"),
-         (REFUSED, SECCOMP), (REFUSED, SECCOMP), (REFUSED, SECCOMP)),
-    _row("posix_ipc", "POSIX message queues and shared memory",
-         (OWN, "its own per child (IPC namespace, its own /dev/shm)"), (OWN, "same"),
-         (REFUSED, "queues refused (seccomp), /dev/shm refused by Landlock"),
-         (REMOVED, "queues refused (seccomp); shared memory is a file in /dev/shm, removed when the job ends"),
-         (OPEN, "queues refused (seccomp); shared memory in /dev/shm may persist")),
-    _row("abstract_sockets", "abstract Unix sockets",
-         (REMOVED, "in the server's empty network namespace, which serves one job at a time, and killed with the "
-                   "job (Landlock also keeps each child to its own)"),
-         (OWN, "its own per child (network namespace)"), (REFUSED, SECCOMP + "; Landlock scopes them too"),
-         (REFUSED, SECCOMP), (REFUSED, SECCOMP)),
-    _row("key_rings", "key rings",
-         (REFUSED, SECCOMP + "; a new session key ring for the server, each job and each child; a user "
-                   "namespace of its own per child"), (REFUSED, "same"),
-         (REFUSED, SECCOMP + "; a new session key ring for the server, each job and each child"),
-         (REFUSED, "same"), (REFUSED, "same")),
-    _row("cgroups", "control groups",
-         (REFUSED, "read-only; its job's group is the grader's"), (REFUSED, "same"),
-         (REFUSED, "not writable by its user; Landlock refuses writes to /sys"), (REFUSED, "not writable by its user"),
-         (OPEN, "refused by Landlock where the kernel has it, else what its user may write")),
-    _row("timers_and_clocks", "timers and clocks",
-         (REMOVED, "its timers end with its processes; setting a clock " + SECCOMP), (REMOVED, "same"),
-         (REMOVED, "same"), (REMOVED, "same"), (REMOVED, "same")),
+    _row(
+        "memory", "memory a child inherits", *[(OWN, "forked from a server that never holds a student's data: only its own")] * 5
+    ),
+    _row(
+        "grading_files",
+        "grading files (kit, source, solutions, classmates' submissions and results), whatever their mode",
+        (REFUSED, "not in the server's root, nor in the child's own"),
+        (REFUSED, "not in the child's own root (only the system, Python and the sandbox's own code)"),
+        (REFUSED, "refused by Landlock (reads only below the system, Python and the sandbox's own code)"),
+        (
+            REFUSED,
+            "closed to other users by permissions for as long as grading runs, then given back (and a way "
+            "through, o+x, to Python where a folder above it was closed)",
+        ),
+        (OPEN, "**readable**: refused unless `--unsafe`"),
+    ),
+    _row(
+        "other_files",
+        "any other file of the machine (an instructor's stray solved notebook)",
+        (REFUSED, "not there"),
+        (REFUSED, "not there"),
+        (REFUSED, "refused by Landlock"),
+        (OPEN, "**readable if the world may read it**"),
+        (OPEN, "readable"),
+    ),
+    _row(
+        "writable_places",
+        "files it writes",
+        (OWN, "its own sized tmpfs /tmp, /var/tmp, /dev/shm, /run/lock, dropped whole with the child; nothing of the host"),
+        (OWN, "same"),
+        (
+            REMOVED,
+            "its working directory only (in the host's /tmp, not sized: each file at most `file_mb`), removed after each run",
+        ),
+        (
+            REMOVED,
+            "its working directory and the world-writable folders of the host (/tmp, /var/tmp, /dev/shm, "
+            "/run/lock and every other found by a walk of the local file systems): what it makes is its own "
+            "(umask 077, permission changes refused) and is removed when the job ends",
+        ),
+        (OPEN, "its working directory, removed after each run; elsewhere what its user may write may persist"),
+    ),
+    _row(
+        "processes",
+        "processes and threads, and everything they start",
+        (
+            REMOVED,
+            "own PID namespace; as root a user of its own per job; one control group per run where the host "
+            "allows (memory and process limits for the job as a whole); CPU-time limits with wall-clock "
+            "backstops `wall_factor` times longer; all killed when the job ends",
+        ),
+        (REMOVED, "`/proc` shows only its own; a user of its own per job; same limits; all killed"),
+        (REMOVED, "a user of its own per job (Landlock also stops signals); same limits; all killed"),
+        (REMOVED, "a user of its own per job; same limits; all killed"),
+        (REMOVED, "visible; its session and what it started killed"),
+    ),
+    _row(
+        "sysv_ipc",
+        "System V shared memory, semaphores and message queues",
+        (OWN, "its own per child (IPC namespace)"),
+        (OWN, "its own per child (IPC namespace)"),
+        (REFUSED, SECCOMP),
+        (REFUSED, SECCOMP),
+        (REFUSED, SECCOMP),
+    ),
+    _row(
+        "posix_ipc",
+        "POSIX message queues and shared memory",
+        (OWN, "its own per child (IPC namespace, its own /dev/shm)"),
+        (OWN, "same"),
+        (REFUSED, "queues refused (seccomp), /dev/shm refused by Landlock"),
+        (REMOVED, "queues refused (seccomp); shared memory is a file in /dev/shm, removed when the job ends"),
+        (OPEN, "queues refused (seccomp); shared memory in /dev/shm may persist"),
+    ),
+    _row(
+        "abstract_sockets",
+        "abstract Unix sockets",
+        (
+            REMOVED,
+            "in the server's empty network namespace, which serves one job at a time, and killed with the "
+            "job (Landlock also keeps each child to its own)",
+        ),
+        (OWN, "its own per child (network namespace)"),
+        (REFUSED, SECCOMP + "; Landlock scopes them too"),
+        (REFUSED, SECCOMP),
+        (REFUSED, SECCOMP),
+    ),
+    _row(
+        "key_rings",
+        "key rings",
+        (
+            REFUSED,
+            SECCOMP + "; a new session key ring for the server, each job and each child; a user namespace of its own per child",
+        ),
+        (REFUSED, "same"),
+        (REFUSED, SECCOMP + "; a new session key ring for the server, each job and each child"),
+        (REFUSED, "same"),
+        (REFUSED, "same"),
+    ),
+    _row(
+        "cgroups",
+        "control groups",
+        (REFUSED, "read-only; its job's group is the grader's"),
+        (REFUSED, "same"),
+        (REFUSED, "not writable by its user; Landlock refuses writes to /sys"),
+        (REFUSED, "not writable by its user"),
+        (OPEN, "refused by Landlock where the kernel has it, else what its user may write"),
+    ),
+    _row(
+        "timers_and_clocks",
+        "timers and clocks",
+        (REMOVED, "its timers end with its processes; setting a clock " + SECCOMP),
+        (REMOVED, "same"),
+        (REMOVED, "same"),
+        (REMOVED, "same"),
+        (REMOVED, "same"),
+    ),
     _row("watches", "inotify and fanotify", *[(REFUSED, SECCOMP)] * 5),
-    _row("descriptors", "eventfd, memfd and other descriptors handed on",
-         *[(OWN, "a child starts with its channel, its output and /dev/null only; what it makes ends with its "
-                 "processes; taking another's (pidfd_getfd) " + SECCOMP)] * 5),
-    _row("network", "network",
-         (REFUSED, "none: the server's own, empty network namespace, where Landlock (ABI 4 on) refuses every TCP "
-                   "bind and connect (without it: the server's loopback only, one job at a time, whatever listens "
-                   "killed with the job)"),
-         (REFUSED, "none (a network namespace of its own per child, nothing up)"),
-         (REFUSED, "sockets refused (seccomp); TCP refused by Landlock too"), (REFUSED, "sockets refused (seccomp)"),
-         (REFUSED, "sockets refused (seccomp)")),
-    _row("devices", "devices",
-         (REFUSED, "null, zero, full, random, urandom (and the GPU's) only"), (REFUSED, "same"),
-         (REFUSED, "Landlock allows only those"), (REMOVED, "the host's /dev as its user may open it; a terminal it "
-                                                            "opens ends with its processes"),
-         (OPEN, "as its user may open them")),
-    _row("proc_and_sys", "/proc and /sys: host name, kernel settings",
-         (REFUSED, "its own host name (UTS namespace) and read-only /sys; setting names " + SECCOMP),
-         (REFUSED, "same"), (REFUSED, "setting names " + SECCOMP + "; kernel settings root's only"), (REFUSED, "same"),
-         (REFUSED, "same")),
+    _row(
+        "descriptors",
+        "eventfd, memfd and other descriptors handed on",
+        *[
+            (
+                OWN,
+                "a child starts with its channel, its output and /dev/null only; what it makes ends with its "
+                "processes; taking another's (pidfd_getfd) " + SECCOMP,
+            )
+        ]
+        * 5,
+    ),
+    _row(
+        "network",
+        "network",
+        (
+            REFUSED,
+            "none: the server's own, empty network namespace, where Landlock (ABI 4 on) refuses every TCP "
+            "bind and connect (without it: the server's loopback only, one job at a time, whatever listens "
+            "killed with the job)",
+        ),
+        (REFUSED, "none (a network namespace of its own per child, nothing up)"),
+        (REFUSED, "sockets refused (seccomp); TCP refused by Landlock too"),
+        (REFUSED, "sockets refused (seccomp)"),
+        (REFUSED, "sockets refused (seccomp)"),
+    ),
+    _row(
+        "devices",
+        "devices",
+        (REFUSED, "null, zero, full, random, urandom (and the GPU's) only"),
+        (REFUSED, "same"),
+        (REFUSED, "Landlock allows only those"),
+        (REMOVED, "the host's /dev as its user may open it; a terminal it opens ends with its processes"),
+        (OPEN, "as its user may open them"),
+    ),
+    _row(
+        "proc_and_sys",
+        "/proc and /sys: host name, kernel settings",
+        (REFUSED, "its own host name (UTS namespace) and read-only /sys; setting names " + SECCOMP),
+        (REFUSED, "same"),
+        (REFUSED, "setting names " + SECCOMP + "; kernel settings root's only"),
+        (REFUSED, "same"),
+        (REFUSED, "same"),
+    ),
 )
 BY_NAME = {kind.name: kind for kind in KINDS}
 
@@ -160,11 +249,16 @@ def describe(layers: dict, bubblewrap: bool, root: bool) -> str:
     """The isolation a server gives, as every result names it."""
     if not (bubblewrap or root):
         return UNSAFE
-    parts = ["fresh child per submission, forked from a server that never holds student data",
-             "CPU-time, memory, process, output and answer-size limits",
-             "a seccomp allowlist (only the system calls grading needs)" if layers.get("seccomp") == "allowlist"
-             else "NO SECCOMP FILTER", "a new session key ring per server, job and child"
-             if layers.get("session_keyring") else "the session key ring inherited by the server"]
+    parts = [
+        "fresh child per submission, forked from a server that never holds student data",
+        "CPU-time, memory, process, output and answer-size limits",
+        "a seccomp allowlist (only the system calls grading needs)"
+        if layers.get("seccomp") == "allowlist"
+        else "NO SECCOMP FILTER",
+        "a new session key ring per server, job and child"
+        if layers.get("session_keyring")
+        else "the session key ring inherited by the server",
+    ]
     if root:
         parts.append("an unprivileged user of its own per submission")
     if layers.get("user_namespace"):
@@ -174,14 +268,18 @@ def describe(layers: dict, bubblewrap: bool, root: bool) -> str:
     if bubblewrap:
         parts.append("bubblewrap: no network")
     if layers.get("namespaces"):
-        parts.append("namespaces: a root of its own per child (only the system, Python and the sandbox's own code; own /tmp, "
-                     "IPC and network)")
+        parts.append(
+            "namespaces: a root of its own per child (only the system, Python and the sandbox's own code; own /tmp, "
+            "IPC and network)"
+        )
     if layers.get("landlock"):
         parts.append("Landlock: reads only the system, Python and the sandbox's own code, writes only its own folder")
     if not (bubblewrap or layers.get("namespaces")):
         if not layers.get("landlock"):
-            parts.append("grading folders closed to other users by permissions while grading (other files the "
-                         "world may read stay readable)")
+            parts.append(
+                "grading folders closed to other users by permissions while grading (other files the "
+                "world may read stay readable)"
+            )
         parts.append("sockets and IPC refused (seccomp)" if layers.get("no_sockets") else "NETWORK OPEN")
     return "; ".join(parts)
 

@@ -1,6 +1,7 @@
 """The assignment's views: generated from the one annotated source, no solution or hidden text in the
 release, stubs that name their task, a solution that passes every visible test, a release that runs without the
 kit."""
+
 import json
 import os
 import re
@@ -17,11 +18,18 @@ from autograder.course.build import build
 from autograder.engine.rubric import RUBRIC, WRITTEN
 from catalog.leaks import secret_lines
 
-pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
 HIDDEN_OR_SOLUTION = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
-VISIBLE_TESTS = ["test_block_shape", "test_zero_branches", "test_input_unchanged", "test_norm_placement", "test_dropout",
-                 "test_reference_numbers", "test_compounding"]
+VISIBLE_TESTS = [
+    "test_block_shape",
+    "test_zero_branches",
+    "test_input_unchanged",
+    "test_norm_placement",
+    "test_dropout",
+    "test_reference_numbers",
+    "test_compounding",
+]
 TASK1_TESTS = VISIBLE_TESTS[:-1]
 
 
@@ -32,8 +40,10 @@ def rebuilt(tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize("view, committed", [("student_template", kit.TEMPLATE_DIR), ("solutions", kit.SOLUTIONS_DIR),
-                                             ("sample_class", kit.COURSE_DIR / "sample_class")])
+@pytest.mark.parametrize(
+    "view, committed",
+    [("student_template", kit.TEMPLATE_DIR), ("solutions", kit.SOLUTIONS_DIR), ("sample_class", kit.COURSE_DIR / "sample_class")],
+)
 def test_committed_views_match_the_source(rebuilt, view, committed):
     fresh = {p.relative_to(rebuilt / view): p.read_bytes() for p in (rebuilt / view).rglob("*") if p.is_file()}
     stored = {p.relative_to(committed): p.read_bytes() for p in committed.rglob("*") if p.is_file()}
@@ -65,12 +75,13 @@ def test_release_holds_no_solution_and_no_hidden_test():
 
 def test_stubs_fail_loudly_by_task():
     notebook = nbformat.read(kit.TEMPLATE_DIR / kit.KIT.notebook_name, as_version=4)
-    stubs = [line.strip() for cell in notebook.cells for line in cell.source.split("\n")
-             if "raise NotImplementedError(" in line]
-    assert stubs == ['raise NotImplementedError("Task 1: write TransformerBlock.forward")',
-                     'raise NotImplementedError("Task 2: write magnitude_by_formula")',
-                     'raise NotImplementedError("Task 2: write magnitude_by_autograd")',
-                     'raise NotImplementedError("Task 2: write classify_factor")']
+    stubs = [line.strip() for cell in notebook.cells for line in cell.source.split("\n") if "raise NotImplementedError(" in line]
+    assert stubs == [
+        'raise NotImplementedError("Task 1: write TransformerBlock.forward")',
+        'raise NotImplementedError("Task 2: write magnitude_by_formula")',
+        'raise NotImplementedError("Task 2: write magnitude_by_autograd")',
+        'raise NotImplementedError("Task 2: write classify_factor")',
+    ]
 
 
 def test_solution_has_the_release_cells_and_metadata_with_every_exercise_solved():
@@ -92,7 +103,7 @@ def test_written_answer_cells_are_manually_graded_with_the_rubrics_points():
     answers = [c for c in kit.KIT.cells() if (c.grade_id or "").startswith("answer_")]
     assert {c.grade_id: float(c.nbgrader["points"]) for c in answers} == WRITTEN
     assert all(c.kind == "markdown" and c.nbgrader["grade"] and c.nbgrader["solution"] for c in answers)
-    assert all("### BEGIN SOLUTION" in c.source and len(c.source) > 300 for c in answers)     # a model answer
+    assert all("### BEGIN SOLUTION" in c.source and len(c.source) > 300 for c in answers)  # a model answer
     release = nbformat.read(kit.TEMPLATE_DIR / kit.KIT.notebook_name, as_version=4)
     assert [c.source for c in release.cells if c.metadata["nbgrader"]["grade_id"] in WRITTEN] == ["YOUR ANSWER HERE"] * 3
 
@@ -115,7 +126,7 @@ def _without_the_kit(tmp_path: Path) -> dict:
     return {**os.environ, "PYTHONPATH": str(blocker)}
 
 
-RELEASED_BESIDE = ("run_tests.py", "visible_tests.py")     # what a student's folder holds next to the notebook
+RELEASED_BESIDE = ("run_tests.py", "visible_tests.py")  # what a student's folder holds next to the notebook
 
 
 def _run_local_tests(folder: Path, notebook: Path, tmp_path: Path, name: str = kit.KIT.notebook_name, *arguments):
@@ -124,8 +135,14 @@ def _run_local_tests(folder: Path, notebook: Path, tmp_path: Path, name: str = k
     shutil.copy(notebook, work / name)
     for helper in RELEASED_BESIDE:
         shutil.copy(kit.TEMPLATE_DIR / helper, work / helper)
-    return subprocess.run([sys.executable, "run_tests.py", *arguments], cwd=work, capture_output=True, text=True,
-                          timeout=300, env=_without_the_kit(tmp_path))
+    return subprocess.run(
+        [sys.executable, "run_tests.py", *arguments],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_without_the_kit(tmp_path),
+    )
 
 
 def test_local_tests_on_the_template_fail_with_each_task_named(tmp_path):
@@ -148,7 +165,7 @@ def test_local_tests_on_the_solution_all_pass(tmp_path):
 def test_local_tests_report_a_wrong_forward_by_name(tmp_path):
     notebook = nbformat.read(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, as_version=4)
     cell = next(c for c in notebook.cells if c.metadata["nbgrader"]["grade_id"] == "task1_forward")
-    cell.source = cell.source.replace("return x + shortcut", "return x")   # drop the second shortcut
+    cell.source = cell.source.replace("return x + shortcut", "return x")  # drop the second shortcut
     path = tmp_path / "wrong.ipynb"
     nbformat.write(notebook, path)
     run = _run_local_tests(Path("wrong"), path, tmp_path)
@@ -174,6 +191,7 @@ def test_local_tests_find_a_renamed_notebook(tmp_path):
 
 def test_local_tests_pick_the_latest_of_several_copies_and_say_so(tmp_path):
     import os
+
     _run_local_tests(Path("copies"), kit.TEMPLATE_DIR / kit.KIT.notebook_name, tmp_path, "layernorm.ipynb")
     os.utime(tmp_path / "copies" / "layernorm.ipynb", (1_000_000_000, 1_000_000_000))
     run = _run_local_tests(Path("copies"), kit.SOLUTIONS_DIR / kit.KIT.notebook_name, tmp_path, "layernorm-Copy1.ipynb")
@@ -193,8 +211,9 @@ def test_local_tests_say_in_one_line_what_to_do_without_the_notebook(tmp_path):
     assert run.returncode == 2 and not run.stderr
     assert len(run.stdout.splitlines()) == 1 and "holds this assignment's cells" in run.stdout
     assert "python run_tests.py path/to/notebook.ipynb" in run.stdout
-    named = subprocess.run([sys.executable, "run_tests.py", "missing.ipynb"], cwd=work, capture_output=True, text=True,
-                           timeout=60)
+    named = subprocess.run(
+        [sys.executable, "run_tests.py", "missing.ipynb"], cwd=work, capture_output=True, text=True, timeout=60
+    )
     assert named.returncode == 2 and len(named.stdout.splitlines()) == 1 and not named.stderr
 
 
@@ -202,8 +221,7 @@ def test_local_tests_run_a_notebook_named_on_the_command_line(tmp_path):
     notebook = tmp_path / "drafts" / "try.ipynb"
     notebook.parent.mkdir()
     shutil.copy(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, notebook)
-    run = _run_local_tests(Path("runner"), kit.TEMPLATE_DIR / kit.KIT.notebook_name, tmp_path, "layernorm.ipynb",
-                           str(notebook))
+    run = _run_local_tests(Path("runner"), kit.TEMPLATE_DIR / kit.KIT.notebook_name, tmp_path, "layernorm.ipynb", str(notebook))
     assert run.returncode == 0 and run.stdout.splitlines()[0] == "Testing try.ipynb", run.stdout + run.stderr
 
 
@@ -213,11 +231,12 @@ def test_solution_notebook_runs_headless_top_to_bottom_with_its_figures(solved_r
     benchmarks/notebook_runtime.py, never asserted here (a timed test fails on a slower machine)."""
     outputs = [o for c in solved_run.cells for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error" or o.get("name") == "stderr"]
-    figures = {c.metadata["nbgrader"]["grade_id"]: sum("image/png" in o.get("data", {}) for o in c.outputs)
-               for c in solved_run.cells}
+    figures = {
+        c.metadata["nbgrader"]["grade_id"]: sum("image/png" in o.get("data", {}) for o in c.outputs) for c in solved_run.cells
+    }
     assert {name: count for name, count in figures.items() if count} == dict.fromkeys(
-        ("diagram", "plot_compounding", "depth_experiment", "prepost_experiment", "training_experiment",
-         "mlp_experiment"), 1)
+        ("diagram", "plot_compounding", "depth_experiment", "prepost_experiment", "training_experiment", "mlp_experiment"), 1
+    )
     slowest = sorted(solved_run.cell_cpu.items(), key=lambda item: -item[1])[:3]
     print(f"solved notebook: {solved_run.total_cpu:.1f} s of CPU; slowest cells {slowest}")
 
@@ -226,11 +245,12 @@ def test_every_experiment_waits_while_nbgrader_validates(monkeypatch):
     """nbgrader sets NBGRADER_EXECUTION while it runs a notebook (Validate, autograde): the experiment cells then
     only define things (no figure, no measurement, no training), so Validate takes seconds."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
-    monkeypatch.chdir(kit.SOLUTIONS_DIR)           # where the text the model trains on lies beside the notebook
+    monkeypatch.chdir(kit.SOLUTIONS_DIR)  # where the text the model trains on lies beside the notebook
     namespace, drawn = {"__name__": "__main__"}, []
     monkeypatch.setattr(plt, "show", lambda *args, **kwargs: drawn.append(plt.gcf()))
     for cell in kit.KIT.cells():
@@ -240,4 +260,4 @@ def test_every_experiment_waits_while_nbgrader_validates(monkeypatch):
     measured = {"profiles", "pre_post", "mlp_gradients", "training_losses", "sin_chain", "pre_post_outputs"}
     assert not measured & set(namespace), measured & set(namespace)
     assert {"block_factors", "train_characters", "CharacterModel", "LETTER_ENTROPY", "TRAINING_SETTINGS"} <= set(namespace)
-    assert "lesson_figures" not in namespace and "SPREAD" not in namespace    # the files beside it are not needed
+    assert "lesson_figures" not in namespace and "SPREAD" not in namespace  # the files beside it are not needed

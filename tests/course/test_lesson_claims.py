@@ -2,6 +2,7 @@
 as a student runs it, in a kernel, top to bottom (the `solved_run` fixture), training experiment included. Each test
 first finds its sentence in the lesson, then checks the numbers, so a change to the code that makes a sentence false
 fails here and names the sentence."""
+
 import inspect
 import math
 import os
@@ -23,7 +24,7 @@ from autograder.grading.reference import reference_namespace
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the off-screen backend)
 
-slow = pytest.mark.slow          # the tests on the notebook's measurements share one run of it (about a minute)
+slow = pytest.mark.slow  # the tests on the notebook's measurements share one run of it (about a minute)
 
 
 def run_lesson(forward: str | None = None, skip=("training_setup", "training_experiment"), edits=()) -> dict:
@@ -33,7 +34,7 @@ def run_lesson(forward: str | None = None, skip=("training_setup", "training_exp
     threads, show = torch.get_num_threads(), plt.show
     plt.show = lambda *args, **kwargs: None
     namespace = {"__name__": "__main__"}
-    sys.path.insert(0, str(kit.SOURCE_NOTEBOOK.parent))         # lesson_figures.py, which draws the figures
+    sys.path.insert(0, str(kit.SOURCE_NOTEBOOK.parent))  # lesson_figures.py, which draws the figures
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -52,7 +53,7 @@ def run_lesson(forward: str | None = None, skip=("training_setup", "training_exp
         sys.path.remove(str(kit.SOURCE_NOTEBOOK.parent))
         plt.show = show
         plt.close("all")
-        torch.set_num_threads(threads)          # the experiments use one thread; leave the test process as it was
+        torch.set_num_threads(threads)  # the experiments use one thread; leave the test process as it was
     return namespace
 
 
@@ -87,10 +88,11 @@ def factors(lesson, gain, name):
 
 
 def moving_average(values, width=10):
-    return [float(np.mean(values[max(0, i - width + 1):i + 1])) for i in range(len(values))]
+    return [float(np.mean(values[max(0, i - width + 1) : i + 1])) for i in range(len(values))]
 
 
 # --- the block and Task 2 ------------------------------------------------------------------------------
+
 
 def test_one_full_size_block_has_7_1_million_parameters_nearly_all_in_attention_and_feed_forward():
     says("block_count", "about 7.1 million parameters", "all but 3,072 of them")
@@ -102,8 +104,12 @@ def test_one_full_size_block_has_7_1_million_parameters_nearly_all_in_attention_
 
 
 def test_the_parts_are_as_described():
-    says("parts_intro", "with `eps = 1e-5` added", "They start at 1 and 0",
-         "a linear map from `emb_dim` to `4 * emb_dim`, GELU, and a linear map back to `emb_dim`")
+    says(
+        "parts_intro",
+        "with `eps = 1e-5` added",
+        "They start at 1 and 0",
+        "a linear map from `emb_dim` to `4 * emb_dim`, GELU, and a linear map back to `emb_dim`",
+    )
     ns = reference_namespace()
     norm = ns["LayerNorm"](32)
     assert norm.eps == 1e-5 and bool((norm.scale == 1).all()) and bool((norm.shift == 0).all())
@@ -111,7 +117,7 @@ def test_the_parts_are_as_described():
     assert (first.in_features, first.out_features, last.out_features) == (32, 128, 32)
     says("depth_intro", "With `gain = 1.0` that is PyTorch's own default range")
     linear = torch.nn.Linear(32, 8)
-    assert float(linear.weight.abs().max()) <= 1 / 32 ** 0.5 and float(linear.bias.abs().max()) <= 1 / 32 ** 0.5
+    assert float(linear.weight.abs().max()) <= 1 / 32**0.5 and float(linear.bias.abs().max()) <= 1 / 32**0.5
 
 
 def test_a_silenced_post_ln_block_returns_its_input_normalized_twice():
@@ -132,9 +138,12 @@ def test_the_compounding_examples():
     says("gradients_answer", "$2^{10} = 1024$", r"$0.5^{10} = 1/1024 \approx 0.001$", "a thousand times larger")
     assert formula(2, 10)[-1] == 1024 == autograd(lambda y: 2 * y, 10)[-1]
     assert formula(0.5, 10)[-1] == 1 / 1024 and round(1 / 1024, 3) == 0.001
-    says("task2_intro", "`magnitude_by_formula(-2, 3)` is `[2.0, 4.0, 8.0]`",
-         '`-2` is `"exploding"`, `-0.5` is `"vanishing"` and `-1` is `"stable"`, just like `2`, `0.5` and `1`',
-         "With `layer = lambda y: factor * y` you get the formula's list again")
+    says(
+        "task2_intro",
+        "`magnitude_by_formula(-2, 3)` is `[2.0, 4.0, 8.0]`",
+        '`-2` is `"exploding"`, `-0.5` is `"vanishing"` and `-1` is `"stable"`, just like `2`, `0.5` and `1`',
+        "With `layer = lambda y: factor * y` you get the formula's list again",
+    )
     assert formula(-2, 3) == [2.0, 4.0, 8.0] == autograd(lambda y: -2 * y, 3)
     assert all(np.allclose(autograd(lambda y, f=f: f * y, 7), formula(f, 7), rtol=1e-14, atol=0) for f in (1.5, -0.75, 0.3))
     assert [classify(f) for f in (-2, -0.5, -1, 2, 0.5, 1)] == ["exploding", "vanishing", "stable"] * 2
@@ -142,25 +151,39 @@ def test_the_compounding_examples():
 
 @slow
 def test_a_chain_of_sines_vanishes_ever_more_slowly(lesson):
-    says("compounding_reading", r"$\cos(1) \approx 0.54$", "about 0.89 at layer 10",
-         "after 10 layers 7.9 % of it is left, where ten factors of 0.54 would leave 0.2 %")
+    says(
+        "compounding_reading",
+        r"$\cos(1) \approx 0.54$",
+        "about 0.89 at layer 10",
+        "after 10 layers 7.9 % of it is left, where ten factors of 0.54 would leave 0.2 %",
+    )
     chain = lesson["sin_chain"]
-    layer_factors = [chain[0]] + block_factors(chain[::-1])[::-1]       # chain[k] / chain[k - 1]
+    layer_factors = [chain[0]] + block_factors(chain[::-1])[::-1]  # chain[k] / chain[k - 1]
     assert round(chain[0], 2) == 0.54 == round(math.cos(1), 2)
-    assert all(a < b < 1 for a, b in zip(layer_factors, layer_factors[1:]))   # creeping up towards 1
+    assert all(a < b < 1 for a, b in zip(layer_factors, layer_factors[1:]))  # creeping up towards 1
     assert round(layer_factors[-1], 2) == 0.89
-    assert round(100 * chain[-1], 1) == 7.9 and round(100 * 0.54 ** 10, 1) == 0.2
+    assert round(100 * chain[-1], 1) == 7.9 and round(100 * 0.54**10, 1) == 0.2
 
 
 # --- deep stacks at initialization ----------------------------------------------------------------------
 
+
 @slow
 def test_the_depth_experiment_settings_are_the_ones_stated(lesson):
-    says("depth_intro", "the default `gain = 1.3`, which the grader uses, makes every weight 30 % larger",
-         "With `gain = 1.0` that is PyTorch's own default range")
+    says(
+        "depth_intro",
+        "the default `gain = 1.3`, which the grader uses, makes every weight 30 % larger",
+        "With `gain = 1.0` that is PyTorch's own default range",
+    )
     assert inspect.signature(reference_namespace()["make_stack"]).parameters["gain"].default == 1.3
-    says("depth_settings", "stacks 24 blocks of `GPT_CONFIG_TINY` (width 32, 4 heads)", "twenty weight seeds (0 to 19)",
-         "at gain 1.0 and at gain 1.3", "one input of 2 sequences of 8 tokens", "the median over the twenty seeds")
+    says(
+        "depth_settings",
+        "stacks 24 blocks of `GPT_CONFIG_TINY` (width 32, 4 heads)",
+        "twenty weight seeds (0 to 19)",
+        "at gain 1.0 and at gain 1.3",
+        "one input of 2 sequences of 8 tokens",
+        "the median over the twenty seeds",
+    )
     cfg = lesson["GPT_CONFIG_TINY"]
     assert (cfg["emb_dim"], cfg["n_heads"]) == (32, 4)
     assert lesson["DEPTH"] == 24 and list(lesson["SEEDS"]) == list(range(20)) and lesson["GAINS"] == (1.0, 1.3)
@@ -170,19 +193,20 @@ def test_the_depth_experiment_settings_are_the_ones_stated(lesson):
 
 # What depth_reading says of every seed: checked on the notebook's twenty seeds and on fresh ones.
 
+
 def _no_shortcuts_vanish(lesson):
-    assert np.median(growths(lesson, 1.0, "no shortcuts")) < 0.3          # on most seeds less than 30 % is left
+    assert np.median(growths(lesson, 1.0, "no shortcuts")) < 0.3  # on most seeds less than 30 % is left
 
 
 def _no_normalization_explodes(lesson):
     every = factors(lesson, 1.0, "no normalization") + factors(lesson, 1.3, "no normalization")
-    assert np.mean(np.array(every) > 1) > 0.9                                # nearly every factor above 1
+    assert np.mean(np.array(every) > 1) > 0.9  # nearly every factor above 1
     assert min(growths(lesson, 1.0, "no normalization")) > 2 and min(growths(lesson, 1.3, "no normalization")) > 10
 
 
 def _pre_ln_factors_near_1_compound(lesson):
     within(factors(lesson, 1.0, "Pre-LN (your block)"), 0.85, 1.4)
-    assert np.mean(np.abs(np.array(factors(lesson, 1.0, "Pre-LN (your block)")) - 1) < 0.1) > 0.95    # nearly all
+    assert np.mean(np.abs(np.array(factors(lesson, 1.0, "Pre-LN (your block)")) - 1) < 0.1) > 0.95  # nearly all
     within(growths(lesson, 1.0, "Pre-LN (your block)"), 1.2, 3.5)
 
 
@@ -192,9 +216,12 @@ def _post_ln_passes_the_gradient_back(lesson):
 
 @slow
 def test_without_shortcuts_the_gradient_vanishes(lesson):
-    says("depth_reading", "On 18 of the 20 seeds block 1 is left with less than 30 % of what block 24 receives, on 12 "
-         "with less than 10 % (the median is 6 %): the gradient **vanishes**", "on one of the 20, block 1 receives "
-         "more than block 24")
+    says(
+        "depth_reading",
+        "On 18 of the 20 seeds block 1 is left with less than 30 % of what block 24 receives, on 12 "
+        "with less than 10 % (the median is 6 %): the gradient **vanishes**",
+        "on one of the 20, block 1 receives more than block 24",
+    )
     grown = np.array(growths(lesson, 1.0, "no shortcuts"))
     assert ((grown < 0.3).sum(), (grown < 0.1).sum(), (grown > 1).sum()) == (18, 12, 1)
     assert round(100 * float(np.median(grown))) == 6
@@ -203,9 +230,12 @@ def test_without_shortcuts_the_gradient_vanishes(lesson):
 
 @slow
 def test_without_normalization_the_gradient_explodes_depending_on_the_gain(lesson):
-    says("depth_reading", "nearly every factor is above 1 (99 % of them). On every seed block 1 receives more than 2 "
-         "times what block 24 receives (the median is 5.7), and at gain 1.3 more than 10 times (the median is about "
-         "5,800): the gradient **explodes**")
+    says(
+        "depth_reading",
+        "nearly every factor is above 1 (99 % of them). On every seed block 1 receives more than 2 "
+        "times what block 24 receives (the median is 5.7), and at gain 1.3 more than 10 times (the median is about "
+        "5,800): the gradient **explodes**",
+    )
     every = factors(lesson, 1.0, "no normalization") + factors(lesson, 1.3, "no normalization")
     assert round(100 * float(np.mean(np.array(every) > 1))) == 99 and min(every) < 1
     assert round(float(np.median(growths(lesson, 1.0, "no normalization"))), 1) == 5.7
@@ -215,8 +245,11 @@ def test_without_normalization_the_gradient_explodes_depending_on_the_gain(lesso
 
 @slow
 def test_pre_ln_factors_stay_near_1_and_still_compound(lesson):
-    says("depth_reading", "every factor lies between 0.85 and 1.4, and nearly all of them (99 %) within 10 % of 1",
-         "compound to 1.2 to 3.5 times more gradient at block 1 than at block 24 (the median is 1.8)")
+    says(
+        "depth_reading",
+        "every factor lies between 0.85 and 1.4, and nearly all of them (99 %) within 10 % of 1",
+        "compound to 1.2 to 3.5 times more gradient at block 1 than at block 24 (the median is 1.8)",
+    )
     says("walkthrough", "Close to 1 is not 1, though: over many blocks such factors still compound")
     _pre_ln_factors_near_1_compound(lesson)
     near = np.abs(np.array(factors(lesson, 1.0, "Pre-LN (your block)")) - 1) < 0.1
@@ -242,15 +275,18 @@ def test_the_pre_ln_sentences_would_be_false_for_a_post_ln_task_1():
 
 # --- Pre-LN against Post-LN ---------------------------------------------------------------------------
 
+
 @slow
 def test_a_post_ln_block_standardizes_every_token(lesson):
-    says("postln_intro", "every token standardized by `norm2` (mean 0, standard deviation 1 over its features, as "
-                         "LayerNorm computes it)")
+    says(
+        "postln_intro",
+        "every token standardized by `norm2` (mean 0, standard deviation 1 over its features, as LayerNorm computes it)",
+    )
     outputs = lesson["pre_post_outputs"]
     post = outputs["Post-LN"][0]
     within(post.std(dim=-1, unbiased=False), 0.9999, 1.0)
     within(post.mean(dim=-1).abs(), 0, 1e-5)
-    assert (outputs["Pre-LN"][0].std(dim=-1, unbiased=False) - 1).abs().min() > 0.5   # the stream is not reset
+    assert (outputs["Pre-LN"][0].std(dim=-1, unbiased=False) - 1).abs().min() > 0.5  # the stream is not reset
     assert round(float(post.std(dim=-1, unbiased=False).min()), 4) == 1.0
 
 
@@ -271,7 +307,7 @@ def _stream_reset_and_grown(lesson):
 
 
 def _post_ln_gets_more_at_the_last_block(lesson):
-    ratio = lesson["post_over_pre"]                                # [seed, depth]
+    ratio = lesson["post_over_pre"]  # [seed, depth]
     within(ratio[:, 0], 0.9, 1.1)
     within(ratio[:, -1], 1.2, 4)
     medians = np.median(ratio, axis=0)
@@ -280,9 +316,12 @@ def _post_ln_gets_more_at_the_last_block(lesson):
 
 @slow
 def test_post_ln_resets_the_stream_and_pre_ln_lets_it_grow(lesson):
-    says("prepost_reading", "in Post-LN it is 1.00 after every block",
-         "grows with depth, from about 1.04 after block 1 to about 2.2 after block 32 (on every seed between 0.9 and "
-         "1.2, and between 1.4 and 3)")
+    says(
+        "prepost_reading",
+        "in Post-LN it is 1.00 after every block",
+        "grows with depth, from about 1.04 after block 1 to about 2.2 after block 32 (on every seed between 0.9 and "
+        "1.2, and between 1.4 and 3)",
+    )
     says("answer_last_block", "it grows with depth (to about 2 after 32 blocks here)")
     _stream_reset_and_grown(lesson)
     pre = [sizes for sizes, _ in lesson["pre_post"]["Pre-LN (your block)"][32]]
@@ -292,10 +331,13 @@ def test_post_ln_resets_the_stream_and_pre_ln_lets_it_grow(lesson):
 
 @slow
 def test_post_ln_gives_the_last_block_more_gradient_the_deeper_the_stack(lesson):
-    says("prepost_reading", "with a single block both arrangements give the same value to within 10 %",
-         "The median ratio of Post-LN's gradient to Pre-LN's grows with every doubling of depth",
-         "at 32 blocks Post-LN's last block receives 1.2 to 4 times as much as Pre-LN's (the median is 2.0)",
-         "a gap of about 2 at 32 blocks of width 32")
+    says(
+        "prepost_reading",
+        "with a single block both arrangements give the same value to within 10 %",
+        "The median ratio of Post-LN's gradient to Pre-LN's grows with every doubling of depth",
+        "at 32 blocks Post-LN's last block receives 1.2 to 4 times as much as Pre-LN's (the median is 2.0)",
+        "a gap of about 2 at 32 blocks of width 32",
+    )
     _post_ln_gets_more_at_the_last_block(lesson)
     medians = np.median(lesson["post_over_pre"], axis=0)
     assert np.all(np.diff(medians) > 0), medians
@@ -304,11 +346,17 @@ def test_post_ln_gives_the_last_block_more_gradient_the_deeper_the_stack(lesson)
 
 @slow
 def test_the_bound_is_set_beside_the_measurement(lesson):
-    says("prepost_reading", r"$\sqrt{L}$, would be $\sqrt{32} \approx 5.7$ at 32 blocks, where this notebook measures "
-                            "about 2")
-    says("answer_last_block", "for its second feed-forward weight matrix, the one measured here, about twice as large "
-                              "at 32 blocks here", "differ by a factor √L, about 5.7 at 32 blocks")
-    says("prepost_experiment", "stack[-1].ff.layers[2].weight.grad.norm()")       # the matrix the answer names
+    says(
+        "prepost_reading",
+        r"$\sqrt{L}$, would be $\sqrt{32} \approx 5.7$ at 32 blocks, where this notebook measures "
+        "about 2",
+    )
+    says(
+        "answer_last_block",
+        "for its second feed-forward weight matrix, the one measured here, about twice as large at 32 blocks here",
+        "differ by a factor √L, about 5.7 at 32 blocks",
+    )
+    says("prepost_experiment", "stack[-1].ff.layers[2].weight.grad.norm()")  # the matrix the answer names
     assert round(math.sqrt(32), 1) == 5.7 and lesson["STACK_DEPTHS"][-1] == 32
     assert round(float(np.median(lesson["post_over_pre"][:, -1]))) == 2
 
@@ -316,7 +364,7 @@ def test_the_bound_is_set_beside_the_measurement(lesson):
 @slow
 def test_post_ln_s_last_block_gradient_drifts_up_a_little_with_depth(lesson):
     says("answer_last_block", "its median over the 20 seeds is 8 % larger at 32 blocks than at 1")
-    medians = np.median(lesson["last_gradients"]["Post-LN"], axis=0)             # [depth], depths 1 to 32
+    medians = np.median(lesson["last_gradients"]["Post-LN"], axis=0)  # [depth], depths 1 to 32
     assert lesson["STACK_DEPTHS"][0] == 1 and round(100 * (medians[-1] / medians[0] - 1)) == 8, medians
 
 
@@ -334,25 +382,35 @@ def test_what_the_initialization_experiments_say_of_every_seed_holds_on_fresh_se
     """The sentences of depth_reading, prepost_reading and mlp_reading that speak of every seed (or of most seeds, as
     a median), on five and three seeds drawn fresh instead of the notebook's: the same checks as above."""
     depth_seeds, mlp_seeds = _fresh_seeds("LESSON_DEPTH_SEEDS", 5), _fresh_seeds("LESSON_MLP_SEEDS", 3)
-    fresh = run_lesson(skip=("training_setup", "training_experiment", "demo_count"), edits=(
-        ("depth_experiment", "DEPTH, SEEDS, GAINS = 24, range(20),", f"DEPTH, SEEDS, GAINS = 24, {depth_seeds},"),
-        ("mlp_experiment", "MLP_DEPTH, MLP_SEEDS = 16, 20, range(10)", f"MLP_DEPTH, MLP_SEEDS = 16, 20, {mlp_seeds}")))
+    fresh = run_lesson(
+        skip=("training_setup", "training_experiment", "demo_count"),
+        edits=(
+            ("depth_experiment", "DEPTH, SEEDS, GAINS = 24, range(20),", f"DEPTH, SEEDS, GAINS = 24, {depth_seeds},"),
+            ("mlp_experiment", "MLP_DEPTH, MLP_SEEDS = 16, 20, range(10)", f"MLP_DEPTH, MLP_SEEDS = 16, 20, {mlp_seeds}"),
+        ),
+    )
     assert list(fresh["SEEDS"]) == depth_seeds and list(fresh["MLP_SEEDS"]) == mlp_seeds
-    for claim in (_no_shortcuts_vanish, _no_normalization_explodes, _pre_ln_factors_near_1_compound,
-                  _post_ln_passes_the_gradient_back, _stream_reset_and_grown, _post_ln_gets_more_at_the_last_block,
-                  _plain_networks):
+    for claim in (
+        _no_shortcuts_vanish,
+        _no_normalization_explodes,
+        _pre_ln_factors_near_1_compound,
+        _post_ln_passes_the_gradient_back,
+        _stream_reset_and_grown,
+        _post_ln_gets_more_at_the_last_block,
+        _plain_networks,
+    ):
         claim(fresh)
 
 
 # --- training ----------------------------------------------------------------------------------------------
 
+
 def _final(losses):
     return float(np.mean(losses[-20:]))
 
 
-SPREAD = training_spread.read()               # the training experiment on the table's seeds (a correct block)
-SETTINGS = ("Pre-LN, 12 blocks", "Post-LN, 12 blocks", "Post-LN, 12 blocks, warm-up", "Pre-LN, 2 blocks",
-            "Post-LN, 2 blocks")
+SPREAD = training_spread.read()  # the training experiment on the table's seeds (a correct block)
+SETTINGS = ("Pre-LN, 12 blocks", "Post-LN, 12 blocks", "Post-LN, 12 blocks, warm-up", "Pre-LN, 2 blocks", "Post-LN, 2 blocks")
 
 
 def _letter_entropy() -> float:
@@ -390,39 +448,61 @@ READING_OF_EVERY_SEED = (
     "On each of the 32 seeds, Pre-LN's loss keeps falling (its mean over steps 101 to 150 is below its mean over "
     "steps 51 to 100), to between 2.5 and 2.8 after 150 steps",
     "Post-LN's comes down to the dashed line within the first 50 steps and stays near it from then on: from step 50 on "
-    "its mean is within 0.1 of the line on every seed", "The mean of each run's last 20 steps is within 0.15 of the line",
-    "on the other 3 it stalls at the line as it does without warm-up. On every seed it ends above Pre-LN's loss on "
-    "the same seed",
+    "its mean is within 0.1 of the line on every seed",
+    "The mean of each run's last 20 steps is within 0.15 of the line",
+    "on the other 3 it stalls at the line as it does without warm-up. On every seed it ends above Pre-LN's loss on the same seed",
     "on each seed Pre-LN and Post-LN read the same batches (the windows depend on the seed alone) and end within 0.06 "
-    "of each other, all between 2.5 and 2.8")
+    "of each other, all between 2.5 and 2.8",
+)
 
 
 def test_the_training_settings_are_the_ones_stated():
-    says("training_intro", "The model below reads 16 characters of text",
-         "its Markdown above this section, without code or answers, shipped next to the notebook as `lesson_text.txt`",
-         "a character embedding and a position embedding of width 32", "`GPT_CONFIG_TINY` (4 heads, no dropout)",
-         "12 blocks, and 2 blocks for comparison", "Adam with learning rate 0.006 (PyTorch's defaults otherwise), 150 "
-         "steps", "a batch of 16 windows of 17 characters", "grows linearly from 0.00006 to 0.006 over the first 100 steps",
-         "**seed** 0: a seed fixes the initial weights and the windows drawn", "by the same code with a correct block, "
-         "on the 32 seeds 0 to 31: every run's losses are in `training_spread.json`", "a moving average over 10 steps",
-         "shades the range from the lowest to the highest of the 32 seeds", "the mean loss of each run's last 20 steps")
+    says(
+        "training_intro",
+        "The model below reads 16 characters of text",
+        "its Markdown above this section, without code or answers, shipped next to the notebook as `lesson_text.txt`",
+        "a character embedding and a position embedding of width 32",
+        "`GPT_CONFIG_TINY` (4 heads, no dropout)",
+        "12 blocks, and 2 blocks for comparison",
+        "Adam with learning rate 0.006 (PyTorch's defaults otherwise), 150 steps",
+        "a batch of 16 windows of 17 characters",
+        "grows linearly from 0.00006 to 0.006 over the first 100 steps",
+        "**seed** 0: a seed fixes the initial weights and the windows drawn",
+        "by the same code with a correct block, on the 32 seeds 0 to 31: every run's losses are in `training_spread.json`",
+        "a moving average over 10 steps",
+        "shades the range from the lowest to the highest of the 32 seeds",
+        "the mean loss of each run's last 20 steps",
+    )
     lesson = training_spread.lesson_training()
     setup = next(c.source for c in kit.KIT.cells() if c.grade_id == "training_setup")
-    assert "torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)" in setup    # nothing else changed
+    assert "torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)" in setup  # nothing else changed
     cfg = lesson["TRAIN_CFG"]
     assert (cfg["context_length"], cfg["emb_dim"], cfg["n_heads"], cfg["drop_rate"]) == (16, 32, 4, 0.0)
-    assert (lesson["TRAIN_STEPS"], lesson["BATCH_SIZE"], lesson["LEARNING_RATE"], lesson["WARMUP_STEPS"],
-            lesson["TRAIN_SEED"]) == (150, 16, 0.006, 100, 0) and math.isclose(0.006 / 100, 0.00006)
+    assert (
+        lesson["TRAIN_STEPS"],
+        lesson["BATCH_SIZE"],
+        lesson["LEARNING_RATE"],
+        lesson["WARMUP_STEPS"],
+        lesson["TRAIN_SEED"],
+    ) == (150, 16, 0.006, 100, 0) and math.isclose(0.006 / 100, 0.00006)
     assert tuple(lesson["TRAINING_SETTINGS"]) == SETTINGS
     source = next(c.source for c in kit.KIT.cells() if c.grade_id == "training_experiment")
-    for label, (block, depth, warmup) in zip(SETTINGS, [("TransformerBlock", 12, "0"), ("PostLNBlock", 12, "0"),
-                                                        ("PostLNBlock", 12, "WARMUP_STEPS"), ("TransformerBlock", 2, "0"),
-                                                        ("PostLNBlock", 2, "0")]):
+    for label, (block, depth, warmup) in zip(
+        SETTINGS,
+        [
+            ("TransformerBlock", 12, "0"),
+            ("PostLNBlock", 12, "0"),
+            ("PostLNBlock", 12, "WARMUP_STEPS"),
+            ("TransformerBlock", 2, "0"),
+            ("PostLNBlock", 2, "0"),
+        ],
+    ):
         assert f'"{label}": ({block}, {depth}, {warmup}),' in source, label
     assert "train_characters(block_class, depth, TRAIN_SEED, warmup)" in source
     assert SPREAD["seeds"] == list(range(32)) == list(training_spread.SEEDS)
     assert set(SPREAD["losses"]) == set(SETTINGS) and all(
-        len(runs) == 32 and all(len(run) == 150 for run in runs) for runs in SPREAD["losses"].values())
+        len(runs) == 32 and all(len(run) == 150 for run in runs) for runs in SPREAD["losses"].values()
+    )
     figures = (kit.SOURCE_NOTEBOOK.parent / "lesson_figures.py").read_text(encoding="utf-8")
     assert "def moving_average(values, width=10):" in figures and "moving_average(run)" in figures
 
@@ -456,26 +536,33 @@ def test_what_the_lesson_says_of_every_seed_holds_on_every_seed_of_the_table():
 
 
 def test_the_spread_of_the_table_is_as_stated():
-    says("training_reading", "(from 2.59 to 2.75; median 2.68)", "though on 3 of the 32 seeds the plotted curve spikes "
-         "more than 0.2 above the line for a few steps", "With the warm-up, Post-LN gets below the line on 29 of the 32 "
-         "seeds, to between 2.78 and 3.18 (median 2.88); on the other 3 it stalls at the line",
-         "a warm-up rescues deep Post-LN on most seeds, in part, and not on all of them")
+    says(
+        "training_reading",
+        "(from 2.59 to 2.75; median 2.68)",
+        "though on 3 of the 32 seeds the plotted curve spikes more than 0.2 above the line for a few steps",
+        "With the warm-up, Post-LN gets below the line on 29 of the 32 "
+        "seeds, to between 2.78 and 3.18 (median 2.88); on the other 3 it stalls at the line",
+        "a warm-up rescues deep Post-LN on most seeds, in part, and not on all of them",
+    )
     says("training_reading", "and a warm-up rescues it, here in part and on most seeds within 150 steps")
     entropy = _letter_entropy()
     pre = [_final(run) for run in SPREAD["losses"]["Pre-LN, 12 blocks"]]
     assert (round(min(pre), 2), round(max(pre), 2), round(float(np.median(pre)), 2)) == (2.59, 2.75, 2.68)
     spikes = [np.abs(np.array(moving_average(run)[49:]) - entropy).max() for run in SPREAD["losses"]["Post-LN, 12 blocks"]]
     assert sum(spike > 0.2 for spike in spikes) == 3
-    assert all(max(moving_average(run)[49:]) - entropy > 0.2 for run, spike in
-               zip(SPREAD["losses"]["Post-LN, 12 blocks"], spikes) if spike > 0.2)      # above the line
+    assert all(
+        max(moving_average(run)[49:]) - entropy > 0.2
+        for run, spike in zip(SPREAD["losses"]["Post-LN, 12 blocks"], spikes)
+        if spike > 0.2
+    )  # above the line
     warmed = sorted(_final(run) for run in SPREAD["losses"]["Post-LN, 12 blocks, warm-up"])
     below = [value for value in warmed if value < entropy]
     assert len(below) == 29 and (round(below[0], 2), round(below[-1], 2)) == (2.78, 3.18)
     assert round(float(np.median(below)), 2) == 2.88
-    assert all(abs(value - entropy) <= 0.1 for value in warmed[29:])          # the other 3: stalled at the line
+    assert all(abs(value - entropy) <= 0.1 for value in warmed[29:])  # the other 3: stalled at the line
 
 
-FRESH_SEEDS = 3          # trained in each run of the tests: about 20 s of CPU each on two slow cores
+FRESH_SEEDS = 3  # trained in each run of the tests: about 20 s of CPU each on two slow cores
 
 
 @slow
@@ -484,12 +571,12 @@ def test_what_the_lesson_says_of_every_seed_holds_on_fresh_seeds():
     seeds = _fresh_seeds("LESSON_TRAINING_SEEDS", FRESH_SEEDS)
     trained = training_spread.train(seeds)
     entropy = _letter_entropy()
-    failures = {seed: claims_of_every_seed({label: trained[label][seed] for label in SETTINGS}, entropy)
-                for seed in seeds}
+    failures = {seed: claims_of_every_seed({label: trained[label][seed] for label in SETTINGS}, entropy) for seed in seeds}
     assert not any(failures.values()), {seed: failed for seed, failed in failures.items() if failed}
 
 
 # --- the plain network ----------------------------------------------------------------------------------
+
 
 def _plain_networks(lesson):
     plain, shortcuts, normalized = (lesson["mlp_gradients"][kind] for kind in lesson["MLP_KINDS"])
@@ -498,7 +585,7 @@ def _plain_networks(lesson):
         within(runs, low, high)
         within([max(g) / min(g) for g in runs], 1, 4)
     plain, shortcuts, normalized = (lesson["mlp_output_sizes"][kind] for kind in lesson["MLP_KINDS"])
-    within(shortcuts, 10, 100)                          # the values themselves, never rounded
+    within(shortcuts, 10, 100)  # the values themselves, never rounded
     within(normalized, 2.5, 3.5)
     within(plain, 0.03, 0.12)
 
@@ -507,12 +594,14 @@ def _plain_networks(lesson):
 def test_the_plain_network_experiment(lesson):
     says("mlp_intro", "20 fully connected layers of width 16", "ten seeds (0 to 9)")
     assert (lesson["MLP_WIDTH"], lesson["MLP_DEPTH"], list(lesson["MLP_SEEDS"])) == (16, 20, list(range(10)))
-    says("mlp_reading", "layer 1's weight gradient is between $10^{-12}$ and $10^{-8}$ times layer 20's",
-         "the largest layer gradient is at most 4 times the smallest), but every weight gradient lies between 10 "
-         "and 50,000 (the median is about 1,300)", "just as flat (at most 4 times), and every weight gradient lies "
-         "between 0.5 and 4 (the median is 1.5)")
-    says("question_mlp_level", "around $10^3$", "stays near 1", "the experiment prints how large the output of each "
-                               "version is")
+    says(
+        "mlp_reading",
+        "layer 1's weight gradient is between $10^{-12}$ and $10^{-8}$ times layer 20's",
+        "the largest layer gradient is at most 4 times the smallest), but every weight gradient lies between 10 "
+        "and 50,000 (the median is about 1,300)",
+        "just as flat (at most 4 times), and every weight gradient lies between 0.5 and 4 (the median is 1.5)",
+    )
+    says("question_mlp_level", "around $10^3$", "stays near 1", "the experiment prints how large the output of each version is")
     _plain_networks(lesson)
     shortcuts, normalized = (np.median(lesson["mlp_gradients"][kind]) for kind in list(lesson["MLP_KINDS"])[1:])
     assert round(float(shortcuts), -2) == 1300 and round(float(normalized), 1) == 1.5
@@ -520,26 +609,42 @@ def test_the_plain_network_experiment(lesson):
 
 @slow
 def test_the_plain_networks_outputs_differ_as_much(lesson, solved_run):
-    says("mlp_reading", "its root mean square is between 10 and 100 with shortcuts alone (the median is about 33), "
-                        "about 3 (2.5 to 3.5) with a LayerNorm in each branch, and 0.03 to 0.12 in the plain network")
+    says(
+        "mlp_reading",
+        "its root mean square is between 10 and 100 with shortcuts alone (the median is about 33), "
+        "about 3 (2.5 to 3.5) with a LayerNorm in each branch, and 0.03 to 0.12 in the plain network",
+    )
     _plain_networks(lesson)
     assert round(float(np.median(lesson["mlp_output_sizes"][list(lesson["MLP_KINDS"])[1]]))) == 33
-    printed = next(o["text"] for c in solved_run.cells if c.metadata["nbgrader"]["grade_id"] == "mlp_experiment"
-                   for o in c.outputs if o.get("name") == "stdout")
+    printed = next(
+        o["text"]
+        for c in solved_run.cells
+        if c.metadata["nbgrader"]["grade_id"] == "mlp_experiment"
+        for o in c.outputs
+        if o.get("name") == "stdout"
+    )
     assert "size of the output (root mean square)" in printed and len(re.findall(r"'[\d.]+'", printed)) == 30
 
 
 # --- the rest -------------------------------------------------------------------------------------------
 
+
 def test_the_introduction_lists_every_section_in_the_order_the_notebook_has_them():
     """Each item of the introduction's list names the cell it is about; those cells come in the list's order, and no
     sentence calls an experiment the last or the one at the end unless it is."""
     order = [c.grade_id for c in kit.KIT.cells()]
-    items = re.findall(r"^(\d+)\. (.+(?:\n   .+)*)", next(c.source for c in kit.KIT.cells() if c.grade_id == "intro"),
-                       re.MULTILINE)
-    about = {"guess": "predict", "`TransformerBlock.__init__`": "block_intro", "forward pass": "task1_forward",
-             "side by side": "diagram", "(**Task 2**)": "task2_compounding", "language model": "training_experiment",
-             "plain fully connected network": "mlp_experiment"}
+    items = re.findall(
+        r"^(\d+)\. (.+(?:\n   .+)*)", next(c.source for c in kit.KIT.cells() if c.grade_id == "intro"), re.MULTILINE
+    )
+    about = {
+        "guess": "predict",
+        "`TransformerBlock.__init__`": "block_intro",
+        "forward pass": "task1_forward",
+        "side by side": "diagram",
+        "(**Task 2**)": "task2_compounding",
+        "language model": "training_experiment",
+        "plain fully connected network": "mlp_experiment",
+    }
     named = [next(cell for phrase, cell in about.items() if phrase in text) for _, text in items]
     assert [int(n) for n, _ in items] == list(range(1, len(about) + 1)) and len(set(named)) == len(about), items
     assert [order.index(cell) for cell in named] == sorted(order.index(cell) for cell in named), named
@@ -572,4 +677,4 @@ def test_the_counts_of_graded_cells_and_written_answers():
     assert sum(c.is_hidden_check for c in cells) == 7
     assert sum((c.grade_id or "").startswith("answer_") for c in cells) == 3
     index = [c.grade_id for c in cells].index("task1_forward")
-    assert [c.is_visible_test for c in cells[index + 1:index + 7]] == [True] * 6
+    assert [c.is_visible_test for c in cells[index + 1 : index + 7]] == [True] * 6

@@ -1,6 +1,7 @@
 """A student's set-up, exactly as docs/students.md writes it: a fresh virtual environment made by its
 lines, in a folder that holds only what students receive (the release), and `run_tests.py` run there, on the
 solution and on three wrong forwards. Nothing of the kit, or of this test's own environment, is on the path."""
+
 import os
 import re
 import shutil
@@ -12,9 +13,9 @@ import pytest
 
 from autograder.course import kit
 
-pytestmark = pytest.mark.slow          # a fresh environment: torch, numpy, matplotlib and Jupyter installed (minutes)
+pytestmark = pytest.mark.slow  # a fresh environment: torch, numpy, matplotlib and Jupyter installed (minutes)
 
-OPTIONAL = "pip install nbgrader"      # docs/students.md says this line is only for Validate; run_tests.py must not need it
+OPTIONAL = "pip install nbgrader"  # docs/students.md says this line is only for Validate; run_tests.py must not need it
 
 
 def student_lines() -> list[str]:
@@ -28,8 +29,8 @@ def student_lines() -> list[str]:
     return [line for line in lines if not line.startswith(OPTIONAL)]
 
 
-WRONG = {   # edits of the solution's forward, and a line each must print
-    "post_ln": None,                                                        # the sample class's Post-LN student
+WRONG = {  # edits of the solution's forward, and a line each must print
+    "post_ln": None,  # the sample class's Post-LN student
     "second_shortcut_missing": ("return x + shortcut", "return x", "FAIL  test_zero_branches: ChecksFailed"),
     "no_dropout": ("x = self.drop_shortcut(x)", "x = x", "FAIL  test_dropout: ChecksFailed"),
 }
@@ -61,9 +62,17 @@ def _solution() -> nbformat.NotebookNode:
 
 def test_the_environment_is_the_students_own(student_folder):
     folder, env = student_folder
-    probe = subprocess.run(["bash", "-c", "source layernorm-env/bin/activate && python -c "
-                            "'import sys, torch; print(sys.prefix); import autograder'"],
-                           cwd=folder, env=env, capture_output=True, text=True)
+    probe = subprocess.run(
+        [
+            "bash",
+            "-c",
+            "source layernorm-env/bin/activate && python -c 'import sys, torch; print(sys.prefix); import autograder'",
+        ],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert probe.stdout.splitlines()[0] == str(folder / "layernorm-env")
     assert "ModuleNotFoundError: No module named 'autograder'" in probe.stderr
 
@@ -79,8 +88,9 @@ def test_the_solution_passes_every_visible_test(student_folder):
 def test_a_wrong_forward_fails_with_a_clear_message(student_folder, name):
     folder, env = student_folder
     if WRONG[name] is None:
-        notebook = nbformat.read(kit.COURSE_DIR / "sample_class" / "ben_post_ln" / kit.KIT.name / kit.KIT.notebook_name,
-                                 as_version=4)
+        notebook = nbformat.read(
+            kit.COURSE_DIR / "sample_class" / "ben_post_ln" / kit.KIT.name / kit.KIT.notebook_name, as_version=4
+        )
         expected = "FAIL  test_zero_branches: ChecksFailed: 2 of 2 checks failed:"
     else:
         old, new, expected = WRONG[name]
@@ -91,5 +101,5 @@ def test_a_wrong_forward_fails_with_a_clear_message(student_folder, name):
     run = run_tests(folder, env, notebook)
     assert run.returncode == 1, run.stdout + run.stderr
     assert expected in run.stdout, run.stdout
-    assert "Traceback" not in run.stdout + run.stderr         # the messages, not a crash of the runner
-    assert "PASS  test_compounding" in run.stdout             # Task 2 is judged on its own
+    assert "Traceback" not in run.stdout + run.stderr  # the messages, not a crash of the runner
+    assert "PASS  test_compounding" in run.stdout  # Task 2 is judged on its own

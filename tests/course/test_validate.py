@@ -1,6 +1,7 @@
 """`nbgrader validate` (what the Validate button of Jupyter's assignment list runs) tells a student the truth
 before they submit: it fails on the untouched release with the tasks' own messages, fails on a Post-LN attempt
 with the visible checks' messages, and passes the solution."""
+
 import os
 import shutil
 import subprocess
@@ -21,22 +22,24 @@ def course(tmp_path_factory) -> Path:
     shutil.copy(kit.COURSE_DIR / "nbgrader_config.py", folder)
     shutil.copy(kit.TEMPLATE_DIR / kit.KIT.notebook_name, folder / "untouched.ipynb")
     shutil.copy(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, folder / "solution.ipynb")
-    shutil.copy(kit.COURSE_DIR / "sample_class" / "ben_post_ln" / kit.KIT.name / kit.KIT.notebook_name,
-                folder / "post_ln.ipynb")                         # the sample student whose block is Post-LN
-    shutil.copy(kit.TEMPLATE_DIR / "visible_tests.py", folder)     # released beside the notebook
+    shutil.copy(
+        kit.COURSE_DIR / "sample_class" / "ben_post_ln" / kit.KIT.name / kit.KIT.notebook_name, folder / "post_ln.ipynb"
+    )  # the sample student whose block is Post-LN
+    shutil.copy(kit.TEMPLATE_DIR / "visible_tests.py", folder)  # released beside the notebook
     return folder
 
 
 def validate(course: Path, notebook: str) -> str:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    run = subprocess.run([sys.executable, "-m", "nbgrader", "validate", notebook], cwd=course, env=env,
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-m", "nbgrader", "validate", notebook], cwd=course, env=env, capture_output=True, text=True, timeout=600
+    )
     return run.stdout
 
 
 def test_validate_fails_the_untouched_release_with_each_tasks_message(course):
     output = validate(course, "untouched.ipynb")
-    assert "VALIDATION FAILED ON 10 CELL(S)" in output        # seven graded checks, three written answers
+    assert "VALIDATION FAILED ON 10 CELL(S)" in output  # seven graded checks, three written answers
     assert output.count("NotImplementedError: Task 1: write TransformerBlock.forward") == 6
     assert output.count("NotImplementedError: Task 2: write magnitude_by_formula") == 1
     assert output.count("You did not provide a response.") == 3

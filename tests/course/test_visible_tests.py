@@ -1,6 +1,7 @@
 """The notebook's visible tests, run the way `run_tests.py` runs them, on the catalogs of wrong and equivalent
 submissions: they catch the common mistakes (at least 80 % of every wrong forward we know of, and every forward
 that does no work), never reject a correct block, and explain each failure by its concept, not by code."""
+
 import contextlib
 import io
 import re
@@ -20,7 +21,7 @@ from catalog.equivalent_forwards import EQUIVALENT
 from catalog.leaks import secret_lines
 from catalog.unseen_wrong import UNSEEN_WRONG
 
-sys.path.insert(0, str(kit.SOURCE_NOTEBOOK.parent))     # the test cells import the helper released beside the notebook
+sys.path.insert(0, str(kit.SOURCE_NOTEBOOK.parent))  # the test cells import the helper released beside the notebook
 import visible_tests as released  # noqa: E402  (the helper file students receive)
 
 REQUIRED_FLAG_RATE = 0.8
@@ -66,8 +67,7 @@ def failed_checks(failures: dict[str, str]) -> set[str]:
 
 def wrong_forwards_known() -> list[tuple[str, str]]:
     """Every wrong forward of the catalogs, read now: the grader's catalog grows while the notebook stays put."""
-    return ([(w.name, w.forward) for w in wrong_forwards.WRONG] +
-            [(name, forward) for name, forward, _ in UNSEEN_WRONG])
+    return [(w.name, w.forward) for w in wrong_forwards.WRONG] + [(name, forward) for name, forward, _ in UNSEEN_WRONG]
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +100,13 @@ def test_a_correct_forward_in_any_style_passes(name):
 def test_every_check_fails_for_some_wrong_forward_and_passes_for_the_solution(wrong_results):
     task2 = [run_visible(submission(task2=source)) for *_, source in task2_variants.WRONG]
     task2.append(run_visible(submission(task2=FORMULA_COPY)))
-    tripped = failed_checks({f"{i}{name}": message for i, results in enumerate([*wrong_results.values(), *task2])
-                             for name, message in results.items()})
+    tripped = failed_checks(
+        {
+            f"{i}{name}": message
+            for i, results in enumerate([*wrong_results.values(), *task2])
+            for name, message in results.items()
+        }
+    )
     defined = {check.__name__ for name, _ in visible_tests() for check in getattr(released, name).checks}
     assert len(defined) >= 15
     assert defined - tripped == set(), "checks no wrong submission trips (they could never fail)"
@@ -144,39 +149,76 @@ def test_every_test_cell_is_a_line_or_two_that_calls_the_helper():
 
 def test_the_dropout_hint_comes_only_when_the_eval_mode_output_is_right(wrong_results):
     hint = "Which values does dropout act on?"
-    for name in ("post_ln", "shortcut_after_norm", "halves_swapped"):       # eval mode is wrong too
+    for name in ("post_ln", "shortcut_after_norm", "halves_swapped"):  # eval mode is wrong too
         message = " ".join(wrong_results[name].get("test_dropout", "").split())
         assert "train_output_matches_the_reference" in message and hint not in message, (name, message)
         assert "the eval-mode output differs too" in message, (name, message)
-    for name in ("dropout_on_sum", "dropout_before_layer", "dropout_twice_on_attention"):   # eval mode is right
+    for name in ("dropout_on_sum", "dropout_before_layer", "dropout_twice_on_attention"):  # eval mode is right
         assert hint in " ".join(wrong_results[name]["test_dropout"].split()), name
-        assert "test_reference_numbers" not in wrong_results[name] or \
-            "eval_output_matches_the_reference" not in wrong_results[name]["test_reference_numbers"], name
+        assert (
+            "test_reference_numbers" not in wrong_results[name]
+            or "eval_output_matches_the_reference" not in wrong_results[name]["test_reference_numbers"]
+        ), name
 
 
-@pytest.mark.parametrize("name, path", [("post_ln", "norm1 and then norm2"), ("shortcut_after_norm", "norm1"),
-                                        ("second_shortcut_after_norm", "norm2")])
+@pytest.mark.parametrize(
+    "name, path", [("post_ln", "norm1 and then norm2"), ("shortcut_after_norm", "norm1"), ("second_shortcut_after_norm", "norm2")]
+)
 def test_a_layer_norm_on_the_shortcut_path_is_named(wrong_results, name, path):
     message = " ".join(wrong_results[name]["test_zero_branches"].split())
-    assert f"your block returned its input passed through {path}, not the input itself: a LayerNorm sits on the " \
-           "shortcut path" in message, message
+    assert (
+        f"your block returned its input passed through {path}, not the input itself: a LayerNorm sits on the "
+        "shortcut path" in message
+    ), message
 
 
 def test_the_shortcut_path_is_not_blamed_where_no_layer_norm_sits_on_it(wrong_results):
     for name, results in wrong_results.items():
         message = " ".join(results.get("test_zero_branches", "").split())
-        if name not in ("post_ln", "shortcut_after_norm", "second_shortcut_after_norm", "post_ln_second_half",
-                        "normalized_before_and_after", "extra_final_norm"):
+        if name not in (
+            "post_ln",
+            "shortcut_after_norm",
+            "second_shortcut_after_norm",
+            "post_ln_second_half",
+            "normalized_before_and_after",
+            "extra_final_norm",
+        ):
             assert "a LayerNorm sits on the shortcut path (the value" not in message, (name, message)
 
 
 LIST_LIKE = [
-    [2.0, 4.0], (2, 4), [np.float64(2), np.float32(4)], np.array([2.0, 4.0]), np.array([[2.0], [4.0]]),
-    np.array([2, 4], dtype=np.int64), torch.tensor([2.0, 4.0], dtype=torch.float64), torch.tensor([2.0, 4.0]),
-    [torch.tensor(2.0), torch.tensor([4.0])], [np.array(2.0), np.array([4.0])], [], np.float64(2.0),
-    torch.tensor(2.0), [True, 2.0], ["2.0", "4.0"], "2.0", {2.0, 4.0}, {"a": 2.0}, (v for v in [2.0]), None, 2.0,
-    [1 + 2j], np.array([1 + 2j]), torch.tensor([1 + 2j]), torch.tensor([True]), np.array([True]), [[2.0], [4.0]],
-    [None], [torch.tensor([2.0, 4.0])], [np.array([2.0, 4.0])], [np.bool_(True)], [float("nan")],
+    [2.0, 4.0],
+    (2, 4),
+    [np.float64(2), np.float32(4)],
+    np.array([2.0, 4.0]),
+    np.array([[2.0], [4.0]]),
+    np.array([2, 4], dtype=np.int64),
+    torch.tensor([2.0, 4.0], dtype=torch.float64),
+    torch.tensor([2.0, 4.0]),
+    [torch.tensor(2.0), torch.tensor([4.0])],
+    [np.array(2.0), np.array([4.0])],
+    [],
+    np.float64(2.0),
+    torch.tensor(2.0),
+    [True, 2.0],
+    ["2.0", "4.0"],
+    "2.0",
+    {2.0, 4.0},
+    {"a": 2.0},
+    (v for v in [2.0]),
+    None,
+    2.0,
+    [1 + 2j],
+    np.array([1 + 2j]),
+    torch.tensor([1 + 2j]),
+    torch.tensor([True]),
+    np.array([True]),
+    [[2.0], [4.0]],
+    [None],
+    [torch.tensor([2.0, 4.0])],
+    [np.array([2.0, 4.0])],
+    [np.bool_(True)],
+    [float("nan")],
 ]
 
 
@@ -209,9 +251,15 @@ def test_the_visible_tests_and_the_grader_ask_the_same_exactness():
 
 def test_while_nbgrader_validates_the_graded_cells_run_every_visible_check(monkeypatch):
     """Validate reports only the graded cells: they hold every check of the test cells, which then stand aside."""
-    tests = [released.test_block_shape, released.test_zero_branches, released.test_input_unchanged,
-             released.test_norm_placement, released.test_dropout, released.test_reference_numbers,
-             released.test_compounding]
+    tests = [
+        released.test_block_shape,
+        released.test_zero_branches,
+        released.test_input_unchanged,
+        released.test_norm_placement,
+        released.test_dropout,
+        released.test_reference_numbers,
+        released.test_compounding,
+    ]
     graded = [getattr(released, c.grade_id) for c in kit.KIT.cells() if c.is_hidden_check]
     assert {check for test in tests for check in test.checks} == {check for cell in graded for check in cell.checks}
 
@@ -223,7 +271,7 @@ def test_while_nbgrader_validates_the_graded_cells_run_every_visible_check(monke
             raise AssertionError("ran")
 
     monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
-    assert released.test_block_shape(Broken, {}) is None                  # left to the graded cells
+    assert released.test_block_shape(Broken, {}) is None  # left to the graded cells
     with pytest.raises(AssertionError):
         released.check_forward_order(Broken, {})
     monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
@@ -233,6 +281,7 @@ def test_while_nbgrader_validates_the_graded_cells_run_every_visible_check(monke
 
 # --- messages that never mislead, each tested both ways over the catalogs --------------------------------------
 
+
 def _said(results: dict) -> str:
     return " ".join(" ".join(results.values()).split())
 
@@ -240,28 +289,31 @@ def _said(results: dict) -> str:
 def test_the_autograd_hint_comes_only_when_the_output_is_right(wrong_results):
     hint = "while the output is right: part of the computation is hidden from autograd"
     hinted = {name for name, results in wrong_results.items() if hint in _said(results)}
-    eval_right = {name for name, results in wrong_results.items()
-                  if "eval_output_matches_the_reference" not in failed_checks(results)}
+    eval_right = {
+        name for name, results in wrong_results.items() if "eval_output_matches_the_reference" not in failed_checks(results)
+    }
     assert hinted and hinted <= eval_right, hinted - eval_right
     for name in ("detached_shortcut", "detached_branch", "no_grad_branch"):
         assert hint in _said(wrong_results[name]), (name, wrong_results[name])
     for name in ("post_ln", "missing_first_shortcut", "missing_second_shortcut"):
         said = _said(wrong_results[name])
-        assert "hidden from autograd" not in said and ("input_gradient_matches_the_reference" not in said or
-                                                       "the eval-mode output differs too" in said), (name, said)
+        assert "hidden from autograd" not in said and (
+            "input_gradient_matches_the_reference" not in said or "the eval-mode output differs too" in said
+        ), (name, said)
 
 
 def test_every_fingerprint_says_what_its_three_numbers_are(wrong_results):
     compared = [m for results in wrong_results.values() for m in re.findall(r"\(expected[^)]*\)?[^;]*", _said(results))]
-    assert compared and all(m.startswith("(expected (sum, norm, dot product with a fixed random tensor) [")
-                            for m in compared), compared[:3]
+    assert compared and all(m.startswith("(expected (sum, norm, dot product with a fixed random tensor) [") for m in compared), (
+        compared[:3]
+    )
 
 
 def test_a_missing_second_shortcut_is_said_to_return_the_feed_forward_half_alone(wrong_results):
     phrase = "your block returned the feed-forward half's output alone"
     said = {name for name, results in wrong_results.items() if phrase in _said(results)}
     assert "missing_second_shortcut" in said
-    for name in said:          # every forward it is said of returns ff(norm2(h)) in eval mode: checked on its values
+    for name in said:  # every forward it is said of returns ff(norm2(h)) in eval mode: checked on its values
         namespace = {"__name__": "__main__"}
         source = next(f for n, f in wrong_forwards_known() if n == name)
         for cell in cells_from_python(submission(forward=source)):
@@ -276,7 +328,7 @@ def test_a_missing_second_shortcut_is_said_to_return_the_feed_forward_half_alone
 def test_every_failing_test_points_to_trace_calls(wrong_results):
     for name, results in wrong_results.items():
         for test, message in results.items():
-            if re.search(r"^- \w+:", message, re.MULTILINE):       # run_checks' list of failing checks
+            if re.search(r"^- \w+:", message, re.MULTILINE):  # run_checks' list of failing checks
                 assert " ".join(message.split()).endswith(released.LOOK), (name, test, message[-200:])
     assert "trace_calls" in released.LOOK and "Finding the first wrong step" in released.LOOK
     assert "Finding the first wrong step" in next(c.source for c in kit.KIT.cells() if c.grade_id == "debugging")
@@ -292,6 +344,6 @@ def test_a_failing_check_shows_in_jupyter_as_its_message_alone():
         shell.run_cell("released.run_checks([lambda s: (_ for _ in ()).throw(AssertionError('off'))], None)")
     shown = out.getvalue() + err.getvalue()
     assert "ChecksFailed: 1 of 1 checks failed" in shown and "Traceback" not in shown and "run_cell" not in shown, shown
-    lines = shown.strip().splitlines()                 # the message itself: its two lines, then the pointer
+    lines = shown.strip().splitlines()  # the message itself: its two lines, then the pointer
     assert lines[:2] == ["ChecksFailed: 1 of 1 checks failed:", "- <lambda>: off"], shown
     assert " ".join(" ".join(lines[2:]).split()) == released.LOOK, shown

@@ -3,6 +3,7 @@
 Forwards here are small Python functions run on the grader's own components through a tape of this file's own
 (not the kit's recorder), so each test knows by construction what every component received; the walk must find
 the step the forward breaks, and every fact it states must hold on the tape's values."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -44,10 +45,18 @@ class Tape:
 
         def call(value):
             out = module(value)
-            self.calls.append(SimpleNamespace(name=name, kind="module", input=value.detach().numpy().astype(np.float64),
-                                              output=out.detach().numpy().astype(np.float64), variant=None,
-                                              index=len(self.calls)))
+            self.calls.append(
+                SimpleNamespace(
+                    name=name,
+                    kind="module",
+                    input=value.detach().numpy().astype(np.float64),
+                    output=out.detach().numpy().astype(np.float64),
+                    variant=None,
+                    index=len(self.calls),
+                )
+            )
             return out
+
         return call
 
 
@@ -58,8 +67,7 @@ def run(parts, forward, train=False, x=None):
     tape = Tape(parts, train)
     with torch.no_grad():
         y = forward(tape, x)
-    flow = SimpleNamespace(x=x.numpy().astype(np.float64), y=y.numpy().astype(np.float64), tol=1e-5,
-                           calls=tape.calls)
+    flow = SimpleNamespace(x=x.numpy().astype(np.float64), y=y.numpy().astype(np.float64), tol=1e-5, calls=tape.calls)
     return tape, flow
 
 
@@ -75,6 +83,7 @@ def pre_ln(t, x):
 
 # --- the steps table -------------------------------------------------------------------------------------
 
+
 def test_the_steps_table_numbers_ten_steps_and_every_edge_belongs_to_one_of_them():
     assert [s.number for s in STEPS] == list(range(1, 11))
     assert set(EDGES.values()) <= set(BY_NUMBER)
@@ -82,9 +91,14 @@ def test_the_steps_table_numbers_ten_steps_and_every_edge_belongs_to_one_of_them
 
 
 def test_every_fact_kind_renders_and_travels_as_data():
-    facts = [Ran("eval", "norm2", 0), Received("eval", "att", 2, "norm1(x)", False, 3),
-             Sum("eval", None, None, (("x", 1.0), ("att(norm1(x))", 0.5))), Unknown("eval", "norm2", 1, "h"),
-             Changes("eval", "att", "norm2", True), Dropout("train", "dropout", 1, True, 1.25, 2)]
+    facts = [
+        Ran("eval", "norm2", 0),
+        Received("eval", "att", 2, "norm1(x)", False, 3),
+        Sum("eval", None, None, (("x", 1.0), ("att(norm1(x))", 0.5))),
+        Unknown("eval", "norm2", 1, "h"),
+        Changes("eval", "att", "norm2", True),
+        Dropout("train", "dropout", 1, True, 1.25, 2),
+    ]
     texts = [f.text() for f in facts]
     assert texts[0] == "norm2 never ran"
     assert texts[1] == "attention (call 2 of 3) received a value that is not norm1(x)"
@@ -97,13 +111,14 @@ def test_every_fact_kind_renders_and_travels_as_data():
 
 # --- the value primitives ----------------------------------------------------------------------------------
 
+
 def test_locate_finds_pieces_and_rearrangements_and_nothing_else():
     rng = np.random.default_rng(0)
     whole = rng.normal(size=(3, 8, 32))
     assert np.array_equal(whole.reshape(-1)[locate(whole[:, ::-1], whole, 1e-6)], whole[:, ::-1])
     assert locate(whole[1].T, whole, 1e-6) is not None
     assert locate(whole[0] * 2, whole, 1e-6) is None
-    assert locate(np.concatenate([whole[0], whole[0]]), whole, 1e-6) is None       # one element twice
+    assert locate(np.concatenate([whole[0], whole[0]]), whole, 1e-6) is None  # one element twice
     assert locate(np.tanh(whole), whole, 1e-6) is None
 
 
@@ -119,9 +134,10 @@ def test_express_and_masked_say_what_a_value_is_made_of_or_nothing():
 
 # --- the walk, both ways -----------------------------------------------------------------------------------
 
+
 def _same_tokens(got, want) -> bool:
     """The same token vectors (each a row of features, in order), in any arrangement."""
-    rows = lambda v: sorted(map(tuple, np.round(np.asarray(v, dtype=np.float64).reshape(-1, 32), 4)))   # noqa: E731
+    rows = lambda v: sorted(map(tuple, np.round(np.asarray(v, dtype=np.float64).reshape(-1, 32), 4)))  # noqa: E731
     return np.shape(got) == np.shape(want) and rows(got) == rows(want)
 
 
@@ -146,33 +162,42 @@ def _holds(fact, tape, flow, parts) -> bool:
     return True
 
 
-@pytest.mark.parametrize("name, forward, step", [
-    ("norm1 left out", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(x + t.att(x)), 2),
-    ("norm2 in front of attention", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(x + t.att(t.norm2(x))), 2),
-    ("attention on a scaled norm", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(x + t.att(2 * t.norm1(x))), 3),
-    ("first shortcut left out", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(t.att(t.norm1(x))), 5),
-    ("first shortcut replaced", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(t.norm1(x) + t.att(t.norm1(x))), 1),
-    ("attention branch left out", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(x + 0 * t.att(t.norm1(x))), 2),
-    ("norm2 skipped", lambda t, x: (lambda h: h + t.ff(h))(x + t.att(t.norm1(x))), 7),
-    ("second half missing", lambda t, x: x + t.att(t.norm1(x)), 7),
-    ("second shortcut left out", lambda t, x: t.ff(t.norm2(x + t.att(t.norm1(x)))), 10),
-    ("output normalized", lambda t, x: t.norm2(pre_ln(t, x)), 10),
-    ("a decoy before a scaled norm", lambda t, x: (t.att(x), (lambda h: h + t.ff(t.norm2(h)))(
-        x + t.att(2 * t.norm1(x))))[1], 3),
-    ("the first sum's features sorted", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(
-        (x + t.att(t.norm1(x))).sort(-1).values), None),
-])
+@pytest.mark.parametrize(
+    "name, forward, step",
+    [
+        ("norm1 left out", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(x + t.att(x)), 2),
+        ("norm2 in front of attention", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(x + t.att(t.norm2(x))), 2),
+        ("attention on a scaled norm", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(x + t.att(2 * t.norm1(x))), 3),
+        ("first shortcut left out", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(t.att(t.norm1(x))), 5),
+        ("first shortcut replaced", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(t.norm1(x) + t.att(t.norm1(x))), 1),
+        ("attention branch left out", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(x + 0 * t.att(t.norm1(x))), 2),
+        ("norm2 skipped", lambda t, x: (lambda h: h + t.ff(h))(x + t.att(t.norm1(x))), 7),
+        ("second half missing", lambda t, x: x + t.att(t.norm1(x)), 7),
+        ("second shortcut left out", lambda t, x: t.ff(t.norm2(x + t.att(t.norm1(x)))), 10),
+        ("output normalized", lambda t, x: t.norm2(pre_ln(t, x)), 10),
+        (
+            "a decoy before a scaled norm",
+            lambda t, x: (t.att(x), (lambda h: h + t.ff(t.norm2(h)))(x + t.att(2 * t.norm1(x))))[1],
+            3,
+        ),
+        (
+            "the first sum's features sorted",
+            lambda t, x: (lambda h: h + t.ff(t.norm2(h)))((x + t.att(t.norm1(x))).sort(-1).values),
+            None,
+        ),
+    ],
+)
 def test_the_walk_names_the_step_a_forward_breaks_and_only_true_facts(parts, name, forward, step):
     found, tape, flow = walk(parts, forward)
     assert found is not None and found.step == step, (name, found)
     assert all(_holds(fact, tape, flow, parts) for fact in found.facts), found.facts
-    if step is None:       # the sum was changed by an operation the grader has no name for: not "h", and no step
+    if step is None:  # the sum was changed by an operation the grader has no name for: not "h", and no step
         assert any(isinstance(f, Received) and f.value == "h" and not f.equal for f in found.facts), found.facts
 
 
 def test_pre_ln_in_any_arrangement_of_its_values_has_no_divergence(parts):
     def per_sequence(t, x):
-        return torch.cat([pre_ln(t, x[i:i + 1]) for i in range(x.shape[0])])
+        return torch.cat([pre_ln(t, x[i : i + 1]) for i in range(x.shape[0])])
 
     def ff_flipped(t, x):
         h = x + t.drop_shortcut(t.att(t.norm1(x)))
@@ -188,8 +213,9 @@ def test_an_operation_the_reader_has_no_name_for_is_said_to_be_unknown_and_told_
     step is named; with it, norm2's input moved by something other than the change, which rules out a replaced
     shortcut alone but not the branch and the shortcut both changed: still no step. In train mode, where the
     student's dropout zeroed the branch, norm2 received x itself: the shortcut is right, the branch changed, step 5."""
-    forward = lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(   # noqa: E731
-        x + torch.tanh(t.drop_shortcut(t.att(t.norm1(x)))))
+    forward = lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(  # noqa: E731
+        x + torch.tanh(t.drop_shortcut(t.att(t.norm1(x))))
+    )
     found, tape, flow = walk(parts, forward)
     assert found.step is None and any(isinstance(f, Received) and not f.equal for f in found.facts)
     changed = _changed_run(parts, forward, "att")
@@ -197,10 +223,11 @@ def test_an_operation_the_reader_has_no_name_for_is_said_to_be_unknown_and_told_
     assert found.step is None and any(isinstance(f, Changes) and not f.exactly for f in found.facts)
     found, tape, flow = walk(parts, forward, train=True)
     assert found.step == 5 and any(isinstance(f, Dropped) and f.shortcut == "x" for f in found.facts)
-    both = lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(   # noqa: E731
-        torch.tanh(x) + torch.tanh(t.drop_shortcut(t.att(t.norm1(x)))))
-    assert walk(parts, both, train=True)[0].step is None        # the shortcut is not x where the branch was dropped
-    replaced = lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(torch.tanh(x) + t.att(t.norm1(x)))   # noqa: E731
+    both = lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(  # noqa: E731
+        torch.tanh(x) + torch.tanh(t.drop_shortcut(t.att(t.norm1(x))))
+    )
+    assert walk(parts, both, train=True)[0].step is None  # the shortcut is not x where the branch was dropped
+    replaced = lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(torch.tanh(x) + t.att(t.norm1(x)))  # noqa: E731
     found = walk(parts, replaced, responses={"att": _changed_run(parts, replaced, "att")})[0]
     assert found.step == 1 and any(isinstance(f, Changes) and f.exactly for f in found.facts)
 
@@ -217,16 +244,25 @@ def _changed_run(parts, forward, component: str) -> dict:
 def test_train_mode_names_the_dropout_steps(parts):
     missing = lambda t, x: (lambda h: h + t.drop_shortcut(t.ff(t.norm2(h))))(x + t.att(t.norm1(x)))  # noqa: E731
     assert walk(parts, missing, train=True)[0].step == 4
-    assert walk(parts, missing)[0] is None            # invisible in eval mode
+    assert walk(parts, missing)[0] is None  # invisible in eval mode
 
     def other_p(t, x):
         h = x + torch.nn.functional.dropout(t.att(t.norm1(x)), 0.2, True)
-        t.calls.append(SimpleNamespace(name="dropout", kind="function", input=t.calls[-1].output,
-                                       output=(h - x).numpy().astype(np.float64), variant=None, index=len(t.calls)))
+        t.calls.append(
+            SimpleNamespace(
+                name="dropout",
+                kind="function",
+                input=t.calls[-1].output,
+                output=(h - x).numpy().astype(np.float64),
+                variant=None,
+                index=len(t.calls),
+            )
+        )
         return h + t.drop_shortcut(t.ff(t.norm2(h)))
 
     found = walk(parts, other_p, train=True)[0]
     assert found.step == 4 and any(isinstance(f, Dropout) and abs(f.scale - 1.25) < 1e-3 for f in found.facts)
-    on_shortcut = lambda t, x: (lambda h: h + t.drop_shortcut(t.ff(t.norm2(h))))(   # noqa: E731
-        t.drop_shortcut(x) + t.drop_shortcut(t.att(t.norm1(x))))
+    on_shortcut = lambda t, x: (lambda h: h + t.drop_shortcut(t.ff(t.norm2(h))))(  # noqa: E731
+        t.drop_shortcut(x) + t.drop_shortcut(t.att(t.norm1(x)))
+    )
     assert walk(parts, on_shortcut, train=True)[0].step == 5

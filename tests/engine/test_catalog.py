@@ -2,6 +2,7 @@
 first divergent step, and nowhere else but the direct consequences it declares; every equivalent forward,
 and the solution, gets full marks on several seeds; a forward that does none of the block's work gets no
 forward points at all."""
+
 import re
 
 import pytest
@@ -12,7 +13,7 @@ from catalog.build import submission
 from catalog.equivalent_forwards import CONTAINER_FORWARD, CONTAINER_INIT, EQUIVALENT
 from catalog.wrong_forwards import HINTED, TRIVIAL, WRONG
 
-pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
 FORWARD_CHECKS = [name for name in RUBRIC if name != "compounding"]
 
@@ -45,13 +46,14 @@ def test_wrong_forward_loses_points_where_its_mistake_is_named(grade_source, wro
     assert lost <= {wrong.check, *wrong.also}, f"points lost elsewhere: {lost - {wrong.check, *wrong.also}}"
     if wrong.step is not None:
         assert result.first_divergence is not None and re.match(
-            rf"(In (train|eval) mode( only)?: )?Step {wrong.step} of 10", result.first_divergence), result.first_divergence
+            rf"(In (train|eval) mode( only)?: )?Step {wrong.step} of 10", result.first_divergence
+        ), result.first_divergence
     else:
         assert result.first_divergence is None, result.first_divergence
     text = check.message + " " + (result.first_divergence or "")
     assert wrong.phrase in text, text
     assert not result.grader_errors
-    for name in lost:                 # every lost part says why, in words of its own
+    for name in lost:  # every lost part says why, in words of its own
         assert all(part.message.strip() for part in checks[name].subtests if not part.passed)
 
 
@@ -60,11 +62,15 @@ def test_a_forward_that_writes_into_its_input_loses_the_repeated_call_and_only_t
     """Read from values: the repeated question hands the same tensor twice, so the second call answers for the
     input the first call left behind. Every other output was computed on an input of the grader's own."""
     statement = write.replace("branch", "self.drop_shortcut(self.att(self.norm1(x)))")
-    result = grade_source(submission(forward=f"""
+    result = grade_source(
+        submission(
+            forward=f"""
         def forward(self, x):
             {statement}
             return x + self.drop_shortcut(self.ff(self.norm2(x)))
-        """))
+        """
+        )
+    )
     parts = {s.name: s for c in result.checks for s in c.subtests}
     repeat = parts["the same output on every call, input left unchanged (eval mode)"]
     assert not repeat.passed and "the second call on the same input tensor did not" in repeat.message, repeat.message
@@ -73,25 +79,28 @@ def test_a_forward_that_writes_into_its_input_loses_the_repeated_call_and_only_t
     assert [s.name for s in robustness.subtests if not s.passed] == [repeat.name]
 
 
-
 @pytest.mark.parametrize("returned", ["x + shortcut", "shortcut + x", "x + h"])
-def test_without_the_first_shortcut_the_attention_branch_is_not_followed_into_the_feed_forward_half(
-        grade_source, returned):
+def test_without_the_first_shortcut_the_attention_branch_is_not_followed_into_the_feed_forward_half(grade_source, returned):
     """The attention branch goes on through calls that take its value alone (an extra LayerNorm is part of it),
     but never into the other half: with the first shortcut missing, norm2 takes the branch alone, and the part
     says that nothing was added to it, not that the feed-forward half's output was "the attention branch"."""
-    result = grade_source(submission(forward=f"""
+    result = grade_source(
+        submission(
+            forward=f"""
         def forward(self, x):
             x = self.drop_shortcut(self.att(self.norm1(x)))
             shortcut = h = x
             x = self.drop_shortcut(self.ff(self.norm2(x)))
             return {returned}
-        """))
+        """
+        )
+    )
     parts = {s.name: s for c in result.checks for s in c.subtests}
     attention, feed_forward = parts["shortcut around attention"], parts["shortcut around the feed-forward network"]
     assert not attention.passed and feed_forward.passed
     assert "the input of norm2 is att(norm1(x)) alone: nothing was added to the attention branch" in attention.message
     assert "the attention branch was added to" not in attention.message, attention.message
+
 
 @pytest.mark.parametrize("name", sorted(HINTED))
 def test_a_forward_that_would_leave_its_device_is_told_so_and_loses_nothing(grade_source, name):
@@ -116,11 +125,11 @@ def test_the_deep_stack_message_names_the_broken_block_counted_from_the_input(br
     factors = [1.05] * 24
     factors[broken - 1] = 0.3
     values, gradient = [], 1.0
-    for factor in reversed(factors):        # the gradient travels from the last block back to the first
+    for factor in reversed(factors):  # the gradient travels from the last block back to the first
         gradient *= factor
         values.insert(0, gradient)
     passed, message, _ = profile_verdict(values)
-    if broken == 24:                         # the last block's factor is invisible: nothing after it to compare
+    if broken == 24:  # the last block's factor is invisible: nothing after it to compare
         assert passed
     else:
         assert not passed and message.startswith(f"block {broken} of 24 multiplies the gradient by 0.30")

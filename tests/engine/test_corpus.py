@@ -12,6 +12,7 @@ to its rule there; a fixed sample of every family (`_layer_sample`) is graded ag
 every isolation layer this machine has (the layers of test_hostile.py), one server per layer, and must get the
 very same result, part by part and fact by fact. The layers themselves are tested by the sandbox's own tests.
 """
+
 import re
 
 import pytest
@@ -28,7 +29,7 @@ from catalog.generate import DROP_P, DROP_PS, FACTORS, VARIANTS, program_key, eq
 from catalog.hostile import POST_LN
 
 FORWARD_CHECKS = [name for name in RUBRIC if name != "compounding"]
-PER_FAMILY = 10          # cases of each family graded again in every isolation layer
+PER_FAMILY = 10  # cases of each family graded again in every isolation layer
 
 
 def _spread(items: list, count: int = PER_FAMILY) -> list:
@@ -55,7 +56,7 @@ def causes() -> dict:
 
 def _checked(result):
     assert not result.grader_errors, result.grader_errors
-    for check in result.checks:          # every lost part says why, in words of its own
+    for check in result.checks:  # every lost part says why, in words of its own
         assert all(part.message.strip() for part in check.subtests if not part.passed)
     return result
 
@@ -71,7 +72,7 @@ def in_process(seed, tmp_path_factory):
             path = folder / f"submission_{len(graded)}.py"
             path.write_text(submission(forward=forward))
             threads = torch.get_num_threads()
-            torch.set_num_threads(1)             # as the sandbox's child grades
+            torch.set_num_threads(1)  # as the sandbox's child grades
             try:
                 graded[forward] = _checked(grade_cells_in_process(read_cells(path), seed))
             finally:
@@ -83,13 +84,14 @@ def in_process(seed, tmp_path_factory):
 
 def _verdict(result) -> dict:
     """Everything a result says of the forward (not how it was run: no file name, layer or time)."""
-    return {key: value for key, value in result.to_dict().items()
-            if key not in ("submission", "isolation", "execution_time")}
+    return {key: value for key, value in result.to_dict().items() if key not in ("submission", "isolation", "execution_time")}
 
 
 def _names_step(result, step: int) -> bool:
-    return result.first_divergence is not None and re.match(
-        rf"(In (train|eval) mode( only)?: )?Step {step} of 10 ", result.first_divergence) is not None
+    return (
+        result.first_divergence is not None
+        and re.match(rf"(In (train|eval) mode( only)?: )?Step {step} of 10 ", result.first_divergence) is not None
+    )
 
 
 def _assert_mutant(result, case, causes):
@@ -137,12 +139,18 @@ def test_a_family_follows_its_rule(in_process, name):
 
 def test_the_readme_states_the_corpus_as_generated():
     from autograder.course import kit
+
     text = " ".join(kit.documentation().split())
-    counts = {"mutants": len(mutants()), "styled": len(styled_mutants()), "equivalents": len(equivalents()),
-              "families": len(FAMILIES)}
+    counts = {
+        "mutants": len(mutants()),
+        "styled": len(styled_mutants()),
+        "equivalents": len(equivalents()),
+        "families": len(FAMILIES),
+    }
     for what, count in counts.items():
         assert re.search(rf"\b{count} {what.replace('styled', 'mutants written in other styles')}\b", text), (what, count)
     from catalog.forged_evidence import FORGED
+
     assert f"holds {len(FORGED)} such forgers" in text
 
 
@@ -150,15 +158,21 @@ def test_the_readme_counts_the_causes_named_for_wrong_forwards_written_by_hand(i
     from autograder.course import kit
     from catalog.unseen_wrong import UNSEEN_WRONG
     from catalog.wrong_forwards import WRONG
-    forwards = ([w.forward for w in WRONG] + [forward for _, forward, _ in UNSEEN_WRONG] +
-                [forward for forward, expected in FAMILIES.values() if expected not in (FULL, NOTHING)])
+
+    forwards = (
+        [w.forward for w in WRONG]
+        + [forward for _, forward, _ in UNSEEN_WRONG]
+        + [forward for forward, expected in FAMILIES.values() if expected not in (FULL, NOTHING)]
+    )
     results = [in_process(forward) for forward in forwards]
     diverging = [r.checks[0].details["divergence"] for r in results if r.checks[0].details.get("divergence")]
     named = [d for d in diverging if d["cause"]]
     assert len(named) >= 0.9 * len(diverging)
     text = " ".join(kit.documentation().split())
-    claim = (f"Of the {len(forwards)} forwards written by hand as wrong (catalogs and families), {len(diverging)} "
-             f"diverge from Pre-LN in a value, and {len(named)} of those {len(diverging)} get a verified cause")
+    claim = (
+        f"Of the {len(forwards)} forwards written by hand as wrong (catalogs and families), {len(diverging)} "
+        f"diverge from Pre-LN in a value, and {len(named)} of those {len(diverging)} get a verified cause"
+    )
     assert claim in text, claim
 
 
@@ -167,6 +181,7 @@ def test_a_branch_counts_from_a_twentieth_of_pre_ln_s_weight(in_process, factor,
     """The 5% of docs/grading.md: branches scaled by 0.01 do no real work (no gated part pays), by 0.3 they do."""
     from autograder.course import kit
     from autograder.engine.checks import REAL_WEIGHT
+
     assert REAL_WEIGHT == 0.05 and "at least 5% of what it is in a Pre-LN block" in " ".join(kit.documentation().split())
     forward = f"""
         def forward(self, x):
@@ -181,8 +196,7 @@ def test_a_branch_counts_from_a_twentieth_of_pre_ln_s_weight(in_process, factor,
 
 
 @pytest.mark.parametrize("name, forward", _layer_sample(), ids=[name for name, _ in _layer_sample()])
-def test_a_sample_of_every_family_is_graded_alike_in_every_layer(layer_server, in_process, name, forward, seed,
-                                                                 tmp_path):
+def test_a_sample_of_every_family_is_graded_alike_in_every_layer(layer_server, in_process, name, forward, seed, tmp_path):
     path = tmp_path / "submission.py"
     path.write_text(submission(forward=forward))
     assert _verdict(_checked(grade_file(path, layer_server, seed=seed))) == _verdict(in_process(forward))

@@ -1,6 +1,7 @@
 """No point from the child's word: forgers that patch the grader's harness in their own sandbox to report
 made-up answers (catalog/forged_evidence.py) score no more than their honest selves, part by part, through
 the real sandbox in every isolation layer this machine has (the layers of test_hostile.py)."""
+
 import pytest
 
 from autograder.grading.submission import grade_file
@@ -25,5 +26,5 @@ def test_a_forger_gains_nothing_over_its_honest_self(layer_server, case, seed, t
     assert forged.score <= honest.score
     missing = [aim for aim in case.aims if all(passed for (_, part), passed in _parts(honest).items() if part == aim)]
     assert not missing, f"the honest self already has {missing}: the forgery had nothing to gain there"
-    for result in (honest, forged):      # a remark read from the code by the grader, whatever the child reports
+    for result in (honest, forged):  # a remark read from the code by the grader, whatever the child reports
         assert not case.note or any(case.note in n for n in result.notes), result.notes

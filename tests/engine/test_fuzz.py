@@ -12,6 +12,7 @@ The properties, for every forward:
 The quick tier runs a fixed slice; the full run grades `KIT_FUZZ_FORWARDS` (500 by default) forwards from a fixed
 seed and states the rate of first steps named right; Hypothesis draws more with seeds of its own.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,8 @@ GRADING_SEED = 7
 FORWARDS = int(os.environ.get("KIT_FUZZ_FORWARDS", "500"))
 # Of the forwards whose first change shows in values, how many get that step named: measured on the corpus below
 # (docs/development.md, "The fuzzer"), and held here so that a regression shows.
-LOCATED_RATE = 0.90          # first change at boundaries the grader records
-VALUED_RATE = 0.90           # every forward whose first change shows in values
+LOCATED_RATE = 0.90  # first change at boundaries the grader records
+VALUED_RATE = 0.90  # every forward whose first change shows in values
 
 
 def grade(forward: Forward, tmp_path, seed: int = GRADING_SEED):
@@ -56,8 +57,10 @@ def problems(forward: Forward, result, tally: Counter | None = None) -> list[str
         found.append("a wrong forward earned full marks")
     step = next((fact for fact in result.facts if fact["kind"] == "step"), None)
     if step is not None and step["step"] not in forward.first_in(step["mode"]):
-        found.append(f"step {step['step']} named ({step['mode'] or 'both runs'}); the generator allows "
-                     f"{sorted(forward.first_in(step['mode']))}")
+        found.append(
+            f"step {step['step']} named ({step['mode'] or 'both runs'}); the generator allows "
+            f"{sorted(forward.first_in(step['mode']))}"
+        )
     if forward.shows in ("eval", "train"):
         tally["valued"] += 1
         tally["valued right"] += step is not None and step["step"] in forward.first_in(step["mode"])
@@ -73,8 +76,9 @@ def problems(forward: Forward, result, tally: Counter | None = None) -> list[str
 
 
 def _show(forward: Forward, result, found: list) -> str:
-    return (f"{forward.name}\n{forward.source}\nscore {result.score:g}; first divergence: {result.first_divergence}\n"
-            + "\n".join(f"  - {p}" for p in found))
+    return f"{forward.name}\n{forward.source}\nscore {result.score:g}; first divergence: {result.first_divergence}\n" + "\n".join(
+        f"  - {p}" for p in found
+    )
 
 
 @pytest.mark.parametrize("forward", REGRESSIONS, ids=lambda f: f.name)
@@ -96,9 +100,12 @@ def test_a_fixed_slice(index, tmp_path):
 
 # Hypothesis's own draws, from a fixed database-free seed unless KIT_FUZZ_RANDOM is set: CI repeats its run, a
 # developer asks for fresh ones (a failure found so goes into catalog/fuzz_regressions.py).
-@settings(max_examples=int(os.environ.get("KIT_FUZZ_EXAMPLES", "40")), deadline=None,
-          derandomize=not os.environ.get("KIT_FUZZ_RANDOM"),
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("KIT_FUZZ_EXAMPLES", "40")),
+    deadline=None,
+    derandomize=not os.environ.get("KIT_FUZZ_RANDOM"),
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(seed=st.integers(0, 2**32 - 1), wrong=st.integers(0, 3), open_only=st.sampled_from([True, None, False]))
 def test_property(seed, wrong, open_only, tmp_path):
     forward = draw(random.Random(seed), wrong=wrong if open_only is not False else min(wrong, 1), open_only=open_only)
@@ -119,8 +126,10 @@ def test_the_corpus(tmp_path):
         if found:
             failures.append(_show(forward, result, found))
     open_count = sum(1 for f in forwards if f.open)
-    print(f"\nfuzzer: {len(forwards)} forwards ({sum(f.right for f in forwards)} right, {open_count} with changes from "
-          f"the open vocabulary); {dict(tally)}")
+    print(
+        f"\nfuzzer: {len(forwards)} forwards ({sum(f.right for f in forwards)} right, {open_count} with changes from "
+        f"the open vocabulary); {dict(tally)}"
+    )
     assert not failures, "\n\n".join(failures[:5]) + f"\n({len(failures)} forwards in all)"
     assert open_count >= len(forwards) // 2 - 1
     assert tally["facts false"] == 0
@@ -128,11 +137,14 @@ def test_the_corpus(tmp_path):
     assert tally["valued right"] >= VALUED_RATE * tally["valued"], dict(tally)
     if FORWARDS == 500:
         from autograder.course import kit
+
         text = " ".join(kit.documentation().split())
-        claim = (f"none wrong at full marks, no false fact among the {tally['facts true']} it could evaluate "
-                 f"({tally['facts unevaluated']} more it cannot), and the first step named right for "
-                 f"{tally['valued right']} of the {tally['valued']} whose first change shows in values "
-                 f"({tally['valued right'] / tally['valued']:.0%}), {tally['located right']} of the {tally['located']} "
-                 f"whose first change sits at boundaries the grader records "
-                 f"({tally['located right'] / tally['located']:.0%})")
+        claim = (
+            f"none wrong at full marks, no false fact among the {tally['facts true']} it could evaluate "
+            f"({tally['facts unevaluated']} more it cannot), and the first step named right for "
+            f"{tally['valued right']} of the {tally['valued']} whose first change shows in values "
+            f"({tally['valued right'] / tally['valued']:.0%}), {tally['located right']} of the {tally['located']} "
+            f"whose first change sits at boundaries the grader records "
+            f"({tally['located right'] / tally['located']:.0%})"
+        )
         assert claim in text, claim

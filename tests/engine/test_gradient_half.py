@@ -1,5 +1,6 @@
 """The gradient half of the lesson: the deep-stack measurement separates the arrangements, and the
 compounding check accepts exact answers and names the usual mistakes."""
+
 import pytest
 
 from autograder.engine.checks.gradients import profile_verdict
@@ -7,7 +8,8 @@ from autograder.engine.rubric import RUBRIC
 from catalog.build import submission
 from catalog.task2_variants import RIGHT, WRONG
 
-pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
+
 
 @pytest.fixture(scope="module")
 def profiles(seed):
@@ -15,10 +17,12 @@ def profiles(seed):
     ones every session, derived from the session's seed, so the thresholds keep being tried on unseen stacks."""
     import sys
     from pathlib import Path
+
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     from calibrate_profile import CALIBRATION_SEEDS, arrangements, profile
 
     from autograder.grading.reference import reference_namespace
+
     held_back = [10_000 + (seed * 7919 + i * 104_729) % 2**30 for i in range(4)]
     assert not set(held_back) & set(CALIBRATION_SEEDS)
     ns = reference_namespace()
@@ -29,8 +33,9 @@ def test_measurement_passes_pre_ln_for_every_seed(profiles):
     assert all(profile_verdict(p)[0] for p in profiles["Pre-LN"])
 
 
-@pytest.mark.parametrize("arrangement, phrase", [("Post-LN", "shrink"), ("no shortcuts", "shrink"),
-                                                 ("no normalization", "exploding gradient")])
+@pytest.mark.parametrize(
+    "arrangement, phrase", [("Post-LN", "shrink"), ("no shortcuts", "shrink"), ("no normalization", "exploding gradient")]
+)
 def test_measurement_fails_the_other_arrangements_for_every_seed(profiles, arrangement, phrase):
     for values in profiles[arrangement]:
         passed, message, _ = profile_verdict(values)
@@ -40,7 +45,7 @@ def test_measurement_fails_the_other_arrangements_for_every_seed(profiles, arran
 def test_an_exploding_gradient_is_named_first_even_where_a_block_also_shrinks_it():
     """Without normalization a stack's factors can be far above 1 with one block below: the explosion is the
     larger fact and comes first, and the shrinking block is still named."""
-    factors = [1.8] * 15 + [0.87] + [1.8] * 8          # factors[k]: what block k+1 multiplies the gradient by
+    factors = [1.8] * 15 + [0.87] + [1.8] * 8  # factors[k]: what block k+1 multiplies the gradient by
     values, gradient = [], 1.0
     for factor in reversed(factors):
         gradient *= factor
@@ -53,15 +58,15 @@ def test_an_exploding_gradient_is_named_first_even_where_a_block_also_shrinks_it
 
 
 def test_a_vanishing_gradient_is_named_only_where_block_1_gets_less_than_block_24():
-    def profile(factors):                # factors[k]: what block k+1 multiplies the gradient by on its way back
+    def profile(factors):  # factors[k]: what block k+1 multiplies the gradient by on its way back
         values, gradient = [], 1.0
         for factor in reversed(factors):
             gradient *= factor
             values.insert(0, gradient)
         return values
 
-    falling = profile([0.5] * 24)                                   # every block halves it: block 1 gets almost nothing
-    dipping = profile([1.0] * 8 + [0.95, 0.95] + [1 / 0.95] * 2 + [1.0] * 12)   # two shrink it, two give it back
+    falling = profile([0.5] * 24)  # every block halves it: block 1 gets almost nothing
+    dipping = profile([1.0] * 8 + [0.95, 0.95] + [1 / 0.95] * 2 + [1.0] * 12)  # two shrink it, two give it back
     assert "a vanishing gradient" in profile_verdict(falling)[1]
     passed, message, _ = profile_verdict(dipping)
     assert not passed and message.startswith("2 blocks shrink") and "vanishing" not in message
@@ -92,6 +97,7 @@ def test_compounding_rejects_each_mistake_with_its_message(grade_source, name, p
 
 def test_gradient_check_fails_post_ln_and_no_shortcut_blocks(grade_source):
     from catalog.wrong_forwards import WRONG as FORWARDS
+
     post_ln = next(w for w in FORWARDS if w.name == "post_ln")
     no_shortcut = """
         def forward(self, x):

@@ -1,5 +1,6 @@
 """The course owns its points: each check is worth what its cell in the course's source gives, the rubric's parts
 share those points by weight, and every place writes points the same way."""
+
 import math
 
 import nbformat
@@ -9,7 +10,7 @@ from autograder.course import kit
 from autograder.engine.results import points_text, score_text
 from autograder.engine.rubric import RUBRIC, CheckSpec
 
-pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
 
 @pytest.mark.parametrize("points", [0, 1, 2, 2.5, 4, 5, 7, 10, 100, 0.3])
@@ -31,8 +32,16 @@ def test_parts_keep_the_rubrics_default_points_when_the_course_gives_none():
 
 
 def test_points_are_written_the_same_way_everywhere():
-    assert [points_text(x) for x in (17.0, 2.5, 1.66667, 30, 0.0, -0.0, 4.9999999, 1234.5)] == \
-        ["17", "2.5", "1.67", "30", "0", "0", "5", "1234.5"]
+    assert [points_text(x) for x in (17.0, 2.5, 1.66667, 30, 0.0, -0.0, 4.9999999, 1234.5)] == [
+        "17",
+        "2.5",
+        "1.67",
+        "30",
+        "0",
+        "0",
+        "5",
+        "1234.5",
+    ]
     assert score_text(17, 30.0) == "17 / 30" and points_text(None) == "-"
 
 
@@ -62,22 +71,42 @@ def _copy(cell):
     return copy
 
 
-@pytest.mark.parametrize("edit, said", [
-    (lambda nb: nb.cells.remove(_cell(nb, "check_forward_dropout")), "check_forward_dropout is missing"),
-    (lambda nb: _cell(nb, "check_forward_order").metadata.nbgrader.update(points=-1), "gives -1 points"),
-    (lambda nb: _cell(nb, "check_forward_order").metadata.nbgrader.update(points="four"), "gives 'four' points"),
-    (lambda nb: _cell(nb, "check_forward_order").metadata.nbgrader.update(points=math.nan), "gives nan points"),
-    (lambda nb: _cell(nb, "check_forward_order").metadata.nbgrader.update(grade=False), "is not graded"),
-    (lambda nb: _cell(nb, "check_compounding").metadata.nbgrader.update(grade_id="check_speed"),
-     "check_speed names no check of the kit"),
-    (lambda nb: nb.cells.append(_copy(_cell(nb, "check_compounding"))), "2 cells are called check_compounding"),
-    (lambda nb: nb.cells.append(nbformat.v4.new_code_cell("assert True", metadata={"nbgrader": {
-        "grade_id": "our_test", "grade": True, "solution": False, "locked": True, "points": 2, "schema_version": 3}})),
-     "our_test is an autograded test the kit does not run"),
-])
+@pytest.mark.parametrize(
+    "edit, said",
+    [
+        (lambda nb: nb.cells.remove(_cell(nb, "check_forward_dropout")), "check_forward_dropout is missing"),
+        (lambda nb: _cell(nb, "check_forward_order").metadata.nbgrader.update(points=-1), "gives -1 points"),
+        (lambda nb: _cell(nb, "check_forward_order").metadata.nbgrader.update(points="four"), "gives 'four' points"),
+        (lambda nb: _cell(nb, "check_forward_order").metadata.nbgrader.update(points=math.nan), "gives nan points"),
+        (lambda nb: _cell(nb, "check_forward_order").metadata.nbgrader.update(grade=False), "is not graded"),
+        (
+            lambda nb: _cell(nb, "check_compounding").metadata.nbgrader.update(grade_id="check_speed"),
+            "check_speed names no check of the kit",
+        ),
+        (lambda nb: nb.cells.append(_copy(_cell(nb, "check_compounding"))), "2 cells are called check_compounding"),
+        (
+            lambda nb: nb.cells.append(
+                nbformat.v4.new_code_cell(
+                    "assert True",
+                    metadata={
+                        "nbgrader": {
+                            "grade_id": "our_test",
+                            "grade": True,
+                            "solution": False,
+                            "locked": True,
+                            "points": 2,
+                            "schema_version": 3,
+                        }
+                    },
+                )
+            ),
+            "our_test is an autograded test the kit does not run",
+        ),
+    ],
+)
 def test_a_source_the_kit_cannot_grade_is_refused_in_one_sentence(tmp_path, edit, said):
     course = _course_copy(tmp_path, edit)
-    assert kit.is_kit_source(course.source, RUBRIC)        # still the kit's: refused, never handed to a kernel
+    assert kit.is_kit_source(course.source, RUBRIC)  # still the kit's: refused, never handed to a kernel
     with pytest.raises(kit.SourceProblem) as refused:
         course.verify(RUBRIC)
     assert said in str(refused.value) and "\n" not in str(refused.value)
@@ -91,8 +120,9 @@ def test_the_checks_are_graded_out_of_the_courses_points(tmp_path, seed):
     from autograder.course.sample_class import SAMPLE_DIR
 
     points = {"forward_order": 6, "forward_shortcuts": 5, "compounding": 1}
-    course = _course_copy(tmp_path, lambda nb: [_cell(nb, f"check_{n}").metadata.nbgrader.update(points=p)
-                                                 for n, p in points.items()])
+    course = _course_copy(
+        tmp_path, lambda nb: [_cell(nb, f"check_{n}").metadata.nbgrader.update(points=p) for n, p in points.items()]
+    )
     solution = read_cells(kit.SOLUTIONS_DIR / kit.KIT.notebook_name)
     graded = grade_cells_in_process(solution, seed, assignment=course)
     assert {c.check: c.max_points for c in graded.checks} == course.check_points()

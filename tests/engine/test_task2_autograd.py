@@ -2,6 +2,7 @@
 agree with real autograd on every layer it draws and are far from any estimate of the slope, and every forged
 `magnitude_by_autograd` (tests/catalog/forged_task2.py), graded through the sandbox, gains nothing over leaving the
 function unfinished."""
+
 import json
 import math
 import random
@@ -16,7 +17,7 @@ from autograder.grading.reference import reference_namespace
 from catalog.build import submission
 from catalog.forged_task2 import FORGED, UNFINISHED
 
-pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
 DRAWN = [(chains.draw(random.Random(i)), random.Random(-i).randint(5, 12)) for i in range(200)]
 
@@ -34,6 +35,7 @@ def test_the_graders_magnitudes_agree_with_autograd_on_every_drawn_layer():
 def test_no_finite_difference_gets_a_drawn_chain_right():
     """Whatever fixed step a central difference takes, it misses some magnitude of every drawn chain by more than
     the grader allows (the tiny fast sine in each layer moves the slope far more than the values)."""
+
     def central_difference(spec, n, h):
         layer = chains.torch_layer(spec)
 
@@ -42,6 +44,7 @@ def test_no_finite_difference_gets_a_drawn_chain_right():
             for _ in range(k):
                 y = layer(y)
             return y.item()
+
         return [abs(chain(1 + h, k) - chain(1 - h, k)) / (2 * h) for k in range(1, n + 1)]
 
     for spec, n in DRAWN[:40]:
@@ -54,14 +57,14 @@ def test_the_drawn_layers_keep_the_magnitudes_in_a_comparable_range():
     for spec, n in DRAWN:
         magnitudes, values = by_hand(spec, n)
         assert all(1e-6 < m < 1e4 for m in magnitudes) and all(math.isfinite(v) for v in values)
-        assert magnitudes != values          # the chain's values are never its gradient
+        assert magnitudes != values  # the chain's values are never its gradient
 
 
 def test_a_plan_keeps_its_layers_through_json():
     plan = Plan.draw(12345)
     again = Plan.from_dict(json.loads(json.dumps(plan.to_dict())))
     assert again.layers == plan.layers and len(plan.layers) == 7
-    assert sum(not terms for (_, terms), _ in plan.layers) == 4       # the constant factors of the formula part
+    assert sum(not terms for (_, terms), _ in plan.layers) == 4  # the constant factors of the formula part
     assert Plan.draw(12345).layers == plan.layers != Plan.draw(12346).layers
 
 
@@ -75,6 +78,7 @@ def unfinished_score():
             scores["total"] = result.score
             scores["compounding"] = next(c for c in result.checks if c.check == "compounding").points
         return scores
+
     return score
 
 

@@ -1,5 +1,6 @@
 """grade-class reads a class folder inside a fence: a student's folder of any depth, names of any bytes, and a
 failure that escapes for one student costs only that student (grades.csv and the report are still written)."""
+
 import csv
 import os
 
@@ -10,14 +11,14 @@ from autograder.sandbox.inside import cleanup
 from autograder.frontends.classgrade import discover, grade_class
 from autograder.grading.options import GradingOptions
 
-pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
 
 def test_a_student_s_folder_of_any_depth_is_walked_without_recursion(tmp_path):
     folder = tmp_path / "class" / "deep"
     folder.mkdir(parents=True)
     fd = os.open(folder, os.O_RDONLY)
-    for _ in range(3000):                                   # deeper than any recursion limit
+    for _ in range(3000):  # deeper than any recursion limit
         os.mkdir("d", dir_fd=fd)
         below = os.open("d", os.O_RDONLY, dir_fd=fd)
         os.close(fd)
@@ -27,7 +28,7 @@ def test_a_student_s_folder_of_any_depth_is_walked_without_recursion(tmp_path):
     (folder / "d" / "shallow.py").write_text("x = 1\n")
     try:
         assert discover(tmp_path / "class") == [classgrade.Submission("deep", folder / "d" / "shallow.py")]
-    finally:                 # pytest's own clean-up of old temporary folders recurses: never leave it this tree
+    finally:  # pytest's own clean-up of old temporary folders recurses: never leave it this tree
         assert cleanup.remove_tree(str(folder)) == []
 
 
@@ -36,7 +37,7 @@ def test_student_ids_are_plain_text_and_never_the_same_twice(tmp_path):
     root.mkdir()
     for name in (b"caf\xe9.py", b"line\nbreak.py", b"right\xe2\x80\xaeleft.py", b"tab\t.py"):
         (root / os.fsdecode(name)).write_text("x = 1\n")
-    (root / "caf\\xe9").mkdir()                               # reads the same as the first once escaped
+    (root / "caf\\xe9").mkdir()  # reads the same as the first once escaped
     (root / "caf\\xe9" / "a.py").write_text("x = 1\n")
     students = [s.student for s in discover(root)]
     assert sorted(students) == sorted(["caf\\xe9", "caf\\xe9~2", "line\\nbreak", "right\\u202eleft", "tab\\t"])

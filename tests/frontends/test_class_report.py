@@ -1,6 +1,7 @@
 """The class report: a generated class of 200 (real results of the catalog's wrong forwards, the solution and the
 blank template, spread over students with late submissions and grader errors) gives a page whose every count is
 the class's, whose example messages name no student, and whose figures a browser paints."""
+
 import base64
 import html
 import random
@@ -31,8 +32,7 @@ CLASS_SIZE = 200
 def graded_variants():
     """One real result per kind of submission, graded in one plain process (fast; the sandbox is not the point)."""
     seed = 31
-    kinds = {"solution": cells_from_python(submission()),
-             "template": read_cells(kit.TEMPLATE_DIR / kit.KIT.notebook_name)}
+    kinds = {"solution": cells_from_python(submission()), "template": read_cells(kit.TEMPLATE_DIR / kit.KIT.notebook_name)}
     kinds.update({w.name: cells_from_python(submission(forward=w.forward)) for w in WRONG[:8]})
     return {name: grade_cells_in_process(cells, seed, name=f"{name}.py") for name, cells in kinds.items()}
 
@@ -65,12 +65,14 @@ def test_every_count_in_the_report_is_the_classs(generated_class):
     assert f"{CLASS_SIZE} students; mean {mean}" in page
     checks = re.findall(r"<tr><td>([^<]+)</td><td>(\d+) of 200</td>", page.split('id="checks"')[1].split("</table>")[0])
     for title, passed in checks:
-        expected = sum(next(c for c in r.checks if c.title == title.replace("&#x27;", "'")).passed
-                       for _, r, _ in generated_class)
+        expected = sum(next(c for c in r.checks if c.title == title.replace("&#x27;", "'")).passed for _, r, _ in generated_class)
         assert int(passed) == expected, title
     assert len(checks) == len(generated_class[0][1].checks)
-    steps = Counter(re.match(r"((?:In \w+ mode only: )?Step \d+ of \d+ \([^)]*\))", r.first_divergence).group(1)
-                    for _, r, _ in generated_class if r.first_divergence)
+    steps = Counter(
+        re.match(r"((?:In \w+ mode only: )?Step \d+ of \d+ \([^)]*\))", r.first_divergence).group(1)
+        for _, r, _ in generated_class
+        if r.first_divergence
+    )
     table = page.split('id="divergences"')[1].split("</table>")[0]
     shown = re.findall(r"<tr><td>([^<]+)</td><td>(\d+)</td>", table)
     assert [(s.replace("&#x27;", "'"), int(n)) for s, n in shown] == steps.most_common(12)
@@ -86,12 +88,14 @@ def test_every_count_in_the_report_is_the_classs(generated_class):
 
 def test_example_messages_name_no_student(generated_class):
     page = class_report_html(generated_class)
-    examples = page.split('id="divergences"')[1]            # divergences and mistake families: the examples
+    examples = page.split('id="divergences"')[1]  # divergences and mistake families: the examples
     examples = examples.split('id="late"')[0]
     assert not re.search(r"student\d{3}", examples) and "/home/" not in examples
     assert "&lt;path&gt;" in examples
-    assert anonymised("ada_correct's cell 3 raised NameError (ada_correct.py, ada@uni.edu)", ["ada_correct"]) == \
-        "<student>'s cell 3 raised NameError (<student>.py, <e-mail>)"
+    assert (
+        anonymised("ada_correct's cell 3 raised NameError (ada_correct.py, ada@uni.edu)", ["ada_correct"])
+        == "<student>'s cell 3 raised NameError (<student>.py, <e-mail>)"
+    )
     assert anonymised("a LayerNorm sits on the shortcut", ["layernorm_student", "ann"]) == "a LayerNorm sits on the shortcut"
 
 
@@ -104,12 +108,22 @@ def test_hostile_text_in_the_report_is_text_never_markup():
     """The title, student ids (in the late and grader-error tables and the stale warning), the example messages
     and the part names: escaped as `html.escape` spells it, read back as the very text, no element or attribute
     added (the page's markup is that of the same report with harmless text)."""
+
     def page(text):
         checks = (CheckResult("forward_order", "Operation order (Pre-LN)", (SubTest(text, 0, 4, False, text),), text),)
         rows = []
         for number in range(3):
-            result = SubmissionResult(f"s{number}.py", checks, 1, "cpu", "", 0.1, f"Step 2 of 10 (norm1): {text}",
-                                      grader_errors=(text,), student=f"s{number}")
+            result = SubmissionResult(
+                f"s{number}.py",
+                checks,
+                1,
+                "cpu",
+                "",
+                0.1,
+                f"Step 2 of 10 (norm1): {text}",
+                grader_errors=(text,),
+                student=f"s{number}",
+            )
             standing = replace(standing_of(result), seconds_late=60, late_penalty=1, stale=text if number else "")
             rows.append((f"{text}{number}", result, standing))
         return class_report_html(rows, title=text)
@@ -135,10 +149,23 @@ def test_a_browser_paints_the_report_of_200(generated_class, tmp_path):
     page = tmp_path / "report.html"
     page.write_text(class_report_html(generated_class, title="A generated class of 200"))
     shot = tmp_path / "report.png"
-    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1200,2400",
-                    page.as_uri()], capture_output=True, timeout=120, check=True)
+    subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            f"--screenshot={shot}",
+            "--window-size=1200,2400",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     pixels = imread(shot)[..., :3]
-    bars = np.all(np.abs(pixels - np.array([0x1f, 0x3b, 0x99]) / 255) < 0.06, axis=-1)       # the figures' blue
-    orange = np.all(np.abs(pixels - np.array([0xbc, 0x4c, 0x00]) / 255) < 0.06, axis=-1)     # divergence bars
+    bars = np.all(np.abs(pixels - np.array([0x1F, 0x3B, 0x99]) / 255) < 0.06, axis=-1)  # the figures' blue
+    orange = np.all(np.abs(pixels - np.array([0xBC, 0x4C, 0x00]) / 255) < 0.06, axis=-1)  # divergence bars
     assert bars.sum() > 5000 and orange.sum() > 1000, (bars.sum(), orange.sum())

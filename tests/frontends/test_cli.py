@@ -1,4 +1,5 @@
 """`python -m autograder grade`: Gradescope-format results, exit status 0 whenever a result was written."""
+
 import json
 import os
 from pathlib import Path
@@ -10,21 +11,25 @@ import pytest
 from autograder.course import kit
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
 
-pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
 VISIBILITY = {"hidden", "after_due_date", "after_published", "visible"}
 
 
 def grade(submission, results, *extra):
-    return subprocess.run([sys.executable, "-m", "autograder", "grade", str(submission), "--results", str(results), *extra],
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "autograder", "grade", str(submission), "--results", str(results), *extra],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def assert_gradescope_format(data):
     assert isinstance(data["score"], (int, float)) and isinstance(data["execution_time"], (int, float))
     assert isinstance(data["output"], str)
     checks = [t for t in data["tests"] if "written" not in t["extra_data"]]
-    assert [t["tags"][0] for t in checks] == list(RUBRIC)            # then one test per written answer
+    assert [t["tags"][0] for t in checks] == list(RUBRIC)  # then one test per written answer
     for test in data["tests"]:
         assert isinstance(test["name"], str) and isinstance(test["output"], str) and test["output"]
         assert 0 <= test["score"] <= test["max_score"]
@@ -36,8 +41,11 @@ def assert_gradescope_format(data):
 def test_grade_writes_results_for_solution_template_and_garbage(tmp_path):
     garbage = tmp_path / "garbage.ipynb"
     garbage.write_text("{ this is not json")
-    for submission, expected in [(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, TOTAL_POINTS),
-                                 (kit.TEMPLATE_DIR / kit.KIT.notebook_name, 0), (garbage, 0)]:
+    for submission, expected in [
+        (kit.SOLUTIONS_DIR / kit.KIT.notebook_name, TOTAL_POINTS),
+        (kit.TEMPLATE_DIR / kit.KIT.notebook_name, 0),
+        (garbage, 0),
+    ]:
         results = tmp_path / f"{submission.stem}-{expected}.json"
         run = grade(submission, results, "--seed", "7", "--device", "cpu")
         assert run.returncode == 0, run.stderr
@@ -63,7 +71,7 @@ def test_same_seed_same_grade_other_seed_other_questions(grade_source, seed):
     first, second, other = grade_source(text), grade_source(text), grade_source(text, seed=seed + 1)
     same = lambda r: [(c.check, c.points, c.message) for c in r.checks]  # noqa: E731
     assert same(first) == same(second) and first.profile == second.profile
-    assert first.profile["student"] != other.profile["student"]       # another deep stack, other weights
+    assert first.profile["student"] != other.profile["student"]  # another deep stack, other weights
     assert Plan.draw(seed) != Plan.draw(seed + 1) and Plan.draw(seed) == Plan.draw(seed)
 
 
@@ -89,8 +97,10 @@ def test_a_user_who_cannot_run_the_kits_python_is_refused_in_one_line_by_every_d
     monkeypatch.setattr(interpreter, "interpreter_refusal", lambda executable=None: why)
     monkeypatch.setattr(preflight, "interpreter_refusal", lambda executable=None: why)
     (tmp_path / "class").mkdir()
-    for command in (["grade", str(kit.SOLUTIONS_DIR / kit.KIT.notebook_name), "--results", str(tmp_path / "r.json")],
-                    ["grade-class", str(tmp_path / "class"), "--out", str(tmp_path / "out")]):
+    for command in (
+        ["grade", str(kit.SOLUTIONS_DIR / kit.KIT.notebook_name), "--results", str(tmp_path / "r.json")],
+        ["grade-class", str(tmp_path / "class"), "--out", str(tmp_path / "out")],
+    ):
         done = CliRunner().invoke(main, command)
         assert done.exit_code == 1 and done.output.strip() == f"Error: Not grading: {why}.", done.output
     assert not (tmp_path / "r.json").exists() and not (tmp_path / "out").exists()
@@ -98,7 +108,7 @@ def test_a_user_who_cannot_run_the_kits_python_is_refused_in_one_line_by_every_d
     from traitlets.config import Config
 
     course = make_course(tmp_path / "course", ordinary=False)
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")      # nbgrader's `alembic`
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")  # nbgrader's `alembic`
     assert preflight.refusal(CourseDirectory(config=Config(), root=str(course)), Config(), kit.KIT.name) == why
 
 
@@ -111,13 +121,15 @@ def test_the_interpreter_check_names_the_closed_folder():
     import hub_users
     from autograder.frontends.interpreter import interpreter_refusal
 
-    assert interpreter_refusal() is None                        # this process runs its own Python
+    assert interpreter_refusal() is None  # this process runs its own Python
     login = hub_users.user("inst")
     python = hub_users.python_for(login)
-    closed = Path(tempfile.mkdtemp(dir="/tmp"))                  # root's, mode 0700
+    closed = Path(tempfile.mkdtemp(dir="/tmp"))  # root's, mode 0700
     try:
-        code = ("from autograder.frontends.interpreter import interpreter_refusal as r; "
-                f"print(r({str(closed / 'python')!r})); print(r())")
+        code = (
+            "from autograder.frontends.interpreter import interpreter_refusal as r; "
+            f"print(r({str(closed / 'python')!r})); print(r())"
+        )
         done = hub_users.run_as(login, [python, "-c", code], cwd="/")
         assert done.returncode == 0, done.stderr
         line, own = done.stdout.strip().splitlines()

@@ -1,6 +1,7 @@
 """The kit in a real nbgrader course: plain nbgrader commands on a course that holds the kit's assignment and an
 ordinary one. The kit's plugins act on the kit's assignment only, graded against the course's own source;
 everything else is stock nbgrader, and a normal autograde prints nothing an instructor would read as tampering."""
+
 import csv
 import html
 import json
@@ -14,8 +15,7 @@ from nbgrader.api import Gradebook
 
 from autograder.course import kit
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS, WRITTEN
-from nbgrader_course import (KIT_STUDENTS, ORDINARY, Shell, do_kit_homework, do_ordinary_homework, make_course,
-                             sample_submission)
+from nbgrader_course import KIT_STUDENTS, ORDINARY, Shell, do_kit_homework, do_ordinary_homework, make_course, sample_submission
 
 pytestmark = pytest.mark.slow
 
@@ -50,15 +50,16 @@ def graded(tmp_path_factory):
 
 def scores(course, assignment, student) -> dict:
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        notebook = gradebook.find_submission_notebook(assignment if assignment != NAME else kit.KIT.notebook_id,
-                                                      assignment, student)
+        notebook = gradebook.find_submission_notebook(
+            assignment if assignment != NAME else kit.KIT.notebook_id, assignment, student
+        )
         return {"total": notebook.score, **{g.name: (g.score, g.needs_manual_grade) for g in notebook.grades}}
 
 
 def test_ordinary_assignment_is_graded_by_stock_nbgrader_in_a_kernel(graded):
     right, wrong = scores(graded.course, ORDINARY, "ada_correct"), scores(graded.course, ORDINARY, "ben_post_ln")
     assert right["test_add"] == (2, False) and wrong["test_add"] == (0, False)
-    assert right["explain"][1] is True                       # the written answer waits for a person
+    assert right["explain"][1] is True  # the written answer waits for a person
     autograded = nbformat.read(graded.course / "autograded" / "ben_post_ln" / ORDINARY / f"{ORDINARY}.ipynb", 4)
     test_cell = next(c for c in autograded.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_add")
     assert test_cell.outputs[0].output_type == "error" and test_cell.outputs[0].ename == "AssertionError"
@@ -70,7 +71,7 @@ def test_kit_assignment_is_graded_in_the_sandbox_per_check(graded):
     assert ada["total"] == TOTAL_POINTS
     assert ben["check_forward_order"] == (0, False) and 0 < ben["total"] < TOTAL_POINTS
     gil = scores(graded.course, NAME, "gil_edits_locked_cells")
-    assert gil["total"] == TOTAL_POINTS       # the edited test and the deleted check cell did not cost anything
+    assert gil["total"] == TOTAL_POINTS  # the edited test and the deleted check cell did not cost anything
 
 
 def test_a_normal_autograde_prints_nothing_that_reads_as_tampering(graded):
@@ -102,19 +103,22 @@ def test_feedback_of_the_ordinary_assignment_is_stock_nbgraders(graded, tmp_path
 
 def test_kit_feedback_is_the_kits_page_with_the_gradebooks_numbers(graded):
     page = (graded.course / "feedback" / "ben_post_ln" / NAME / "layernorm.html").read_text()
-    rows = re.findall(r'<tr class="check (passed|failed)" data-check="(\w+)"><td class="title">([^<]+)</td>'
-                      r'<td class="pts">([^<]+)</td>', page)
+    rows = re.findall(
+        r'<tr class="check (passed|failed)" data-check="(\w+)"><td class="title">([^<]+)</td>'
+        r'<td class="pts">([^<]+)</td>',
+        page,
+    )
     book = scores(graded.course, NAME, "ben_post_ln")
     assert [(name, html.unescape(title)) for _, name, title, _ in rows] == [(n, s.title) for n, s in RUBRIC.items()]
     assert [points for *_, points in rows] == [f"{book[f'check_{n}'][0]:g} / {s.points:g}" for n, s in RUBRIC.items()]
     total = TOTAL_POINTS + sum(WRITTEN.values())
     assert f'<span id="score">{book["total"]:g} / {total:g}</span>' in page
-    assert "awaiting your instructor" in page                  # ben's written answers, not graded yet
-    assert "Step 2 of 10" in page and "Post-LN" in page        # the first divergent step
+    assert "awaiting your instructor" in page  # ben's written answers, not graded yet
+    assert "Step 2 of 10" in page and "Post-LN" in page  # the first divergent step
     assert "Test cell" not in page and "In&nbsp;[" not in page and "In [" not in page and "Out[" not in page
-    assert not re.search(r"worth \d+ points?\)", page)           # check text names no points
+    assert not re.search(r"worth \d+ points?\)", page)  # check text names no points
     ordinary = (graded.course / "feedback" / "ben_post_ln" / ORDINARY / f"{ORDINARY}.html").read_text()
-    assert '<a href="#test_add">Test cell</a>' in ordinary          # nbgrader's own page, left alone
+    assert '<a href="#test_add">Test cell</a>' in ordinary  # nbgrader's own page, left alone
 
 
 def test_export_has_a_row_per_student_and_each_assignments_columns(graded, tmp_path):
@@ -123,20 +127,21 @@ def test_export_has_a_row_per_student_and_each_assignments_columns(graded, tmp_p
     header = list(next(iter(rows.values())))
     assert header[:4] == ["student_id", "last_name", "first_name", "email"]
     blocks = [c.split("/")[0] for c in header[4:]]
-    assert blocks == sorted(blocks) and set(blocks) == {NAME, ORDINARY}        # assignments sorted, side by side
+    assert blocks == sorted(blocks) and set(blocks) == {NAME, ORDINARY}  # assignments sorted, side by side
     assert [c for c in header if c.startswith(f"{NAME}/check_")] == [f"{NAME}/check_{name}" for name in RUBRIC]
     assert {c for c in header if c.startswith(f"{NAME}/answer_")} == {f"{NAME}/{grade_id}" for grade_id in WRITTEN}
     assert list(rows) == sorted(rows) == sorted({*KIT_STUDENTS, *ORDINARY_STUDENTS})
     for student in KIT_STUDENTS:
         book, row = scores(graded.course, NAME, student), rows[student]
         assert {name: float(row[f"{NAME}/check_{name}"]) for name in RUBRIC} == {
-            name: book[f"check_{name}"][0] for name in RUBRIC}
+            name: book[f"check_{name}"][0] for name in RUBRIC
+        }
         assert float(row[f"{NAME}/score"]) == book["total"] and float(row[f"{NAME}/max_score"]) == 30
-        assert all(row[f"{NAME}/{grade_id}"] == "" for grade_id in WRITTEN)     # awaiting the instructor
+        assert all(row[f"{NAME}/{grade_id}"] == "" for grade_id in WRITTEN)  # awaiting the instructor
         assert float(row[f"{NAME}/awaiting"]) == sum(WRITTEN.values())
     ben = rows["ben_post_ln"]
     assert float(ben[f"{ORDINARY}/test_add"]) == 0 and ben[f"{ORDINARY}/explain"] == ""
-    assert [rows[s][f"{ORDINARY}/score"] for s in ("gil_edits_locked_cells",)] == ["0"]   # did not submit hw2
+    assert [rows[s][f"{ORDINARY}/score"] for s in ("gil_edits_locked_cells",)] == ["0"]  # did not submit hw2
     with open(graded.course / "grades_per_check.csv", newline="") as handle:
         long = list(csv.DictReader(handle))
     assert list(long[0]) == ["student", "assignment", "check", "points", "max", "late", "manual"]
@@ -152,6 +157,7 @@ def test_export_has_a_row_per_student_and_each_assignments_columns(graded, tmp_p
 
 
 # --- the course's source is the truth ---------------------------------------------------------------
+
 
 def _edit_source(course, assignment, notebook_name, edit):
     path = course / "source" / assignment / notebook_name
@@ -183,9 +189,11 @@ def test_the_points_in_the_course_source_are_the_points_graded_and_nothing_is_de
     _edit_source(course, NAME, NOTEBOOK, lambda nb: _cell(nb, "check_forward_shortcuts").metadata.nbgrader.update(points=9))
     autograded = course / "autograded" / "ben_post_ln" / NAME / NOTEBOOK
     before = autograded.read_bytes()
-    for command in (["nbgrader", "autograde", NAME], ["nbgrader", "autograde", NAME, "--force"],
-                    ["python", "-m", "autograder", "grade-class", "submitted", "--out", str(tmp_path / "out"),
-                     "--course", "."]):
+    for command in (
+        ["nbgrader", "autograde", NAME],
+        ["nbgrader", "autograde", NAME, "--force"],
+        ["python", "-m", "autograder", "grade-class", "submitted", "--out", str(tmp_path / "out"), "--course", "."],
+    ):
         refused = shell(*command, cwd=course, check=False)
         said = (refused.stdout + refused.stderr).strip()
         assert refused.returncode != 0 and "Traceback" not in said, said
@@ -196,8 +204,10 @@ def test_the_points_in_the_course_source_are_the_points_graded_and_nothing_is_de
     assert scores(course, NAME, "ben_post_ln") == ben
 
     shell("nbgrader", "generate_assignment", NAME, "--force", cwd=course)
-    for command, said in ((["nbgrader", "generate_feedback", NAME], "Not drawing feedback for layernorm"),
-                          (["nbgrader", "export"], "Not exporting grades")):   # out of date: nothing handed out
+    for command, said in (
+        (["nbgrader", "generate_feedback", NAME], "Not drawing feedback for layernorm"),
+        (["nbgrader", "export"], "Not exporting grades"),
+    ):  # out of date: nothing handed out
         refused = shell(*command, cwd=course, check=False)
         output = (refused.stdout + refused.stderr).strip()
         assert refused.returncode != 0 and "Traceback" not in output, output
@@ -212,8 +222,20 @@ def test_the_points_in_the_course_source_are_the_points_graded_and_nothing_is_de
     shell("nbgrader", "autograde", NAME, "--force", cwd=course)
     again = scores(course, NAME, "ben_post_ln")
     assert again["check_forward_shortcuts"][0] == pytest.approx(ben["check_forward_shortcuts"][0] * 3)
-    shell("python", "-m", "autograder", "grade-class", "submitted", "--out", str(tmp_path / "out"), "--course", ".",
-          "--seed", "11", cwd=course)
+    shell(
+        "python",
+        "-m",
+        "autograder",
+        "grade-class",
+        "submitted",
+        "--out",
+        str(tmp_path / "out"),
+        "--course",
+        ".",
+        "--seed",
+        "11",
+        cwd=course,
+    )
     assert scores(course, NAME, "ben_post_ln") == again
     page = (course / "feedback" / "ben_post_ln" / NAME / "layernorm.html").read_text()
     assert f"{again['check_forward_shortcuts'][0]:g} / 9" in page
@@ -224,13 +246,14 @@ def test_a_renamed_kit_assignment_is_recognised_and_graded_from_the_course_sourc
     course = tmp_path / "course"
     (course / "source" / "transformer_hw").mkdir(parents=True)
     source = nbformat.read(kit.SOURCE_NOTEBOOK, as_version=4)
-    _cell(source, "check_compounding").source = "# Our course's own words for this check.\n" + \
-        _cell(source, "check_compounding").source
+    _cell(source, "check_compounding").source = (
+        "# Our course's own words for this check.\n" + _cell(source, "check_compounding").source
+    )
     nbformat.write(source, course / "source" / "transformer_hw" / "block.ipynb")
     shutil.copy(kit.COURSE_DIR / "nbgrader_config.py", course / "nbgrader_config.py")
     shell = Shell({"AUTOGRADER_SEED": "7"})
     shell("nbgrader", "generate_assignment", "transformer_hw", cwd=course)
-    gil = sample_submission("gil_edits_locked_cells")          # deleted check_compounding
+    gil = sample_submission("gil_edits_locked_cells")  # deleted check_compounding
     submit(course, "transformer_hw", "gil_edits_locked_cells", gil, "block.ipynb")
     shell("nbgrader", "autograde", "transformer_hw", cwd=course)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
@@ -245,9 +268,24 @@ def test_written_answers_in_the_kit_notebook_wait_for_a_person(tmp_path):
     course = make_course(tmp_path / "course", ordinary=False)
 
     def add_answer(notebook):
-        notebook.cells.insert(-1, nbformat.v4.new_markdown_cell("YOUR ANSWER HERE", metadata={"nbgrader": {
-            "grade_id": "answer_why_preln", "grade": True, "solution": True, "locked": False, "task": False,
-            "points": 2, "schema_version": 3}}))
+        notebook.cells.insert(
+            -1,
+            nbformat.v4.new_markdown_cell(
+                "YOUR ANSWER HERE",
+                metadata={
+                    "nbgrader": {
+                        "grade_id": "answer_why_preln",
+                        "grade": True,
+                        "solution": True,
+                        "locked": False,
+                        "task": False,
+                        "points": 2,
+                        "schema_version": 3,
+                    }
+                },
+            ),
+        )
+
     _edit_source(course, NAME, NOTEBOOK, add_answer)
     shell = Shell({"AUTOGRADER_SEED": "5"})
     shell("nbgrader", "generate_assignment", NAME, cwd=course)
@@ -260,12 +298,25 @@ def test_written_answers_in_the_kit_notebook_wait_for_a_person(tmp_path):
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         gradebook.find_grade("answer_why_preln", kit.KIT.notebook_id, NAME, "ada_correct").manual_score = 2
         gradebook.db.commit()
-    shell("python", "-m", "autograder", "grade-class", "submitted", "--out", str(tmp_path / "out"), "--course", ".",
-          "--seed", "5", cwd=course)
+    shell(
+        "python",
+        "-m",
+        "autograder",
+        "grade-class",
+        "submitted",
+        "--out",
+        str(tmp_path / "out"),
+        "--course",
+        ".",
+        "--seed",
+        "5",
+        cwd=course,
+    )
     again = scores(course, NAME, "ada_correct")
     assert again["answer_why_preln"] == (2, True) and again["total"] == TOTAL_POINTS + 2
-    assert {k: v for k, v in again.items() if k.startswith("check_")} == \
-        {k: v for k, v in graded.items() if k.startswith("check_")}
+    assert {k: v for k, v in again.items() if k.startswith("check_")} == {
+        k: v for k, v in graded.items() if k.startswith("check_")
+    }
     # grade-class had nbgrader draw the page: the graded answer, the others awaiting, the same total everywhere
     page = (course / "feedback" / "ada_correct" / NAME / "layernorm.html").read_text()
     total, maximum = TOTAL_POINTS + 2, TOTAL_POINTS + 2 + sum(WRITTEN.values())

@@ -1,6 +1,7 @@
 """The kit's nbgrader plugins, piece by piece (fast): which assignments are the kit's, the course configuration's
 pipelines, what a check cell says, the points a course gives, and which students grade-class takes from a
 course's submitted/ folder."""
+
 import re
 import shutil
 
@@ -11,12 +12,10 @@ from traitlets.config import Config, PyFileConfigLoader
 from autograder.course import kit
 from autograder.engine.results import CheckResult, SubmissionResult, SubTest
 from autograder.frontends.classgrade import discover
-from autograder.frontends.nbgrader.plugins import (
-    KIT_KEY, TaskStubs, TellingOverwriteCells, WithoutScoreOutputs, kit_source
-)
+from autograder.frontends.nbgrader.plugins import KIT_KEY, TaskStubs, TellingOverwriteCells, WithoutScoreOutputs, kit_source
 from nbgrader_course import ORDINARY, make_course
 
-pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
 
 def test_kit_assignments_are_recognised_by_their_source_not_their_name(tmp_path):
@@ -26,8 +25,7 @@ def test_kit_assignments_are_recognised_by_their_source_not_their_name(tmp_path)
     config = Config()
     config.CourseDirectory.root = str(course)
     plugin = TellingOverwriteCells(config=config)
-    found = lambda assignment, notebook: kit_source(plugin, {"nbgrader": {"assignment": assignment,
-                                                                           "notebook": notebook}})
+    found = lambda assignment, notebook: kit_source(plugin, {"nbgrader": {"assignment": assignment, "notebook": notebook}})
     assert found(kit.KIT.name, kit.KIT.notebook_id) == (course / "source" / kit.KIT.name / kit.KIT.notebook_name)
     assert found("week5", "block") is not None
     assert found(ORDINARY, ORDINARY) is None
@@ -40,6 +38,7 @@ def _course_config() -> Config:
 
 def test_the_course_pipelines_are_nbgraders_with_the_kits_classes_swapped_in():
     from nbgrader.converters import Autograde, GenerateAssignment
+
     config = _course_config()
 
     def name(c):
@@ -50,22 +49,29 @@ def test_the_course_pipelines_are_nbgraders_with_the_kits_classes_swapped_in():
         return [(s, c) for s, c in zip(stock + [None] * len(configured), [name(c) for c in configured]) if s != c]
 
     assert changes(GenerateAssignment, "preprocessors", config.GenerateAssignment.preprocessors) == [
-        ("nbgrader.preprocessors.clearsolutions.ClearSolutions", "autograder.frontends.nbgrader.plugins.TaskStubs")]
+        ("nbgrader.preprocessors.clearsolutions.ClearSolutions", "autograder.frontends.nbgrader.plugins.TaskStubs")
+    ]
     assert changes(Autograde, "sanitize_preprocessors", config.Autograde.sanitize_preprocessors) == [
-        ("nbgrader.preprocessors.overwritecells.OverwriteCells", "autograder.frontends.nbgrader.plugins.TellingOverwriteCells")]
+        ("nbgrader.preprocessors.overwritecells.OverwriteCells", "autograder.frontends.nbgrader.plugins.TellingOverwriteCells")
+    ]
     autograde = [name(c) for c in config.Autograde.autograde_preprocessors]
     stock = [name(c) for c in Autograde.class_traits()["autograde_preprocessors"].default()]
     saved = stock.index("nbgrader.preprocessors.saveautogrades.SaveAutoGrades")
-    assert autograde == [("autograder.frontends.nbgrader.bridge.SandboxedExecute" if c.endswith(".Execute") else c)
-                         for c in stock[:saved + 1]] + \
-        ["autograder.frontends.nbgrader.plugins.WithoutScoreOutputs"] + stock[saved + 1:]
-    assert "preprocessors" not in config.GenerateFeedback                                      # nbgrader's own
+    assert (
+        autograde
+        == [
+            ("autograder.frontends.nbgrader.bridge.SandboxedExecute" if c.endswith(".Execute") else c) for c in stock[: saved + 1]
+        ]
+        + ["autograder.frontends.nbgrader.plugins.WithoutScoreOutputs"]
+        + stock[saved + 1 :]
+    )
+    assert "preprocessors" not in config.GenerateFeedback  # nbgrader's own
     assert config.HTMLExporter.preprocessors == ["autograder.frontends.nbgrader.feedback.FormgraderStanding"]
     assert config.GenerateFeedback.exporter_class == "autograder.frontends.nbgrader.feedback.KitFeedbackPage"
     assert config.Autograde.exporter_class == "autograder.frontends.nbgrader.preflight.KitPreflight"
     assert config.ExchangeFactory.release_feedback == "autograder.frontends.nbgrader.feedback.KitReleaseFeedback"
-    assert "course_id" not in config.CourseDirectory          # a hub-wide course id stays in force
-    assert "KitSandbox" not in config                         # refusing where nothing isolates is the default
+    assert "course_id" not in config.CourseDirectory  # a hub-wide course id stays in force
+    assert "KitSandbox" not in config  # refusing where nothing isolates is the default
 
 
 def test_kit_plugins_leave_other_assignments_alone(tmp_path):
@@ -77,22 +83,33 @@ def test_kit_plugins_leave_other_assignments_alone(tmp_path):
     resources = {"nbgrader": {"assignment": ORDINARY, "notebook": ORDINARY}}
     before = nbformat.writes(ordinary)
     WithoutScoreOutputs(config=config).preprocess(ordinary, resources)
-    assert nbformat.writes(ordinary) == before                     # a partial-credit number nbgrader shows as is
+    assert nbformat.writes(ordinary) == before  # a partial-credit number nbgrader shows as is
     stubs = TaskStubs(config=config)
     stubs.preprocess(ordinary, resources)
     assert "NotImplementedError()" in ordinary.cells[1].source and "Task" not in ordinary.cells[1].source
 
 
 def _result(message: str, passed: bool) -> SubmissionResult:
-    check = CheckResult("forward_order", "Operation order (Pre-LN)",
-                        (SubTest("output matches a Pre-LN block", 4.0 if passed else 0.0, 4.0, passed, message),),
-                        message)
-    return SubmissionResult("layernorm.ipynb", (check,), 7, "cpu", "test", 0.1,
-                            first_divergence=None if passed else "Step 2 of 10 (normalize with norm1): " + "x " * 200)
+    check = CheckResult(
+        "forward_order",
+        "Operation order (Pre-LN)",
+        (SubTest("output matches a Pre-LN block", 4.0 if passed else 0.0, 4.0, passed, message),),
+        message,
+    )
+    return SubmissionResult(
+        "layernorm.ipynb",
+        (check,),
+        7,
+        "cpu",
+        "test",
+        0.1,
+        first_divergence=None if passed else "Step 2 of 10 (normalize with norm1): " + "x " * 200,
+    )
 
 
 def test_a_check_cell_wraps_long_lines_and_names_no_points():
     from autograder.frontends.nbgrader.annotate import WIDTH, annotate, check_text
+
     long = "Your block's output differs from a Pre-LN block's. " * 10
     result = _result(long, False)
     failed = check_text(result.checks[0], result)
@@ -125,7 +142,7 @@ def test_grade_class_takes_from_a_course_only_the_students_who_submitted_this_as
     plain = tmp_path / "plain"
     (plain / "dee").mkdir(parents=True)
     (plain / "dee" / "hw.ipynb").write_text("{}")
-    assert [s.student for s in discover(plain)] == ["dee"]          # outside nbgrader's layout: any notebook
+    assert [s.student for s in discover(plain)] == ["dee"]  # outside nbgrader's layout: any notebook
 
 
 def test_one_sandbox_server_serves_a_whole_autograde_command_and_one_per_formgrader_request():
@@ -141,5 +158,5 @@ def test_one_sandbox_server_serves_a_whole_autograde_command_and_one_per_formgra
     root = NbGraderApp()
     command = AutogradeApp(parent=root)
     assert _run_by_command_line(SandboxedExecute(parent=Autograde(parent=command)))
-    formgrader_api = LoggingConfigurable()          # what formgrader's NbGraderAPI is to its converters
+    formgrader_api = LoggingConfigurable()  # what formgrader's NbGraderAPI is to its converters
     assert not _run_by_command_line(SandboxedExecute(parent=Autograde(parent=formgrader_api)))

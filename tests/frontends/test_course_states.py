@@ -7,6 +7,7 @@ done, never reading the gradebook), or the view refused with its one line: nothi
 
 Most steps run in-process with the stand-in grader (`course_states.StandIn`); the sequences of the issue that
 found the disagreements are replayed at the end with the kit's real sandbox."""
+
 import json
 import os
 import re
@@ -23,7 +24,7 @@ from autograder.frontends.standing import UNISOLATED_LINE
 from course_states import KINDS, STUDENTS, Course, Model, Refused, StandIn, page_numbers, read_csv
 
 CHECKS = [f"check_{name}" for name in RUBRIC]
-CLOSE = 0.006           # points are shown with at most two decimals
+CLOSE = 0.006  # points are shown with at most two decimals
 
 
 @pytest.fixture(autouse=True)
@@ -68,12 +69,14 @@ class Instructor(RuleBasedStateMachine):
             self.context.__exit__(None, None, None)
 
     # --- the instructor's actions --------------------------------------------------------------------------
-    @initialize(kinds=st.lists(st.sampled_from(sorted(KINDS)), min_size=len(STUDENTS), max_size=len(STUDENTS)),
-                late=st.lists(st.booleans(), min_size=len(STUDENTS), max_size=len(STUDENTS)),
-                nbgrader=st.booleans())
+    @initialize(
+        kinds=st.lists(st.sampled_from(sorted(KINDS)), min_size=len(STUDENTS), max_size=len(STUDENTS)),
+        late=st.lists(st.booleans(), min_size=len(STUDENTS), max_size=len(STUDENTS)),
+        nbgrader=st.booleans(),
+    )
     def a_graded_class(self, kinds, late, nbgrader):
         """Every example starts where a course is after its first grading: each student submitted once."""
-        for student, kind, is_late in sorted(zip(STUDENTS, kinds, late), key=lambda s: s[2]):   # on time first
+        for student, kind, is_late in sorted(zip(STUDENTS, kinds, late), key=lambda s: s[2]):  # on time first
             self.collect(student, kind, is_late)
         self.autograde(False) if nbgrader else self.grade_class(False)
 
@@ -222,9 +225,9 @@ class Instructor(RuleBasedStateMachine):
         assert close(got["late"], want["late"]) and got["unisolated"] == want["unisolated"]
         maxima = self.model.gradebook
         assert {n: parsed(p) for n, p in got["checks"].items()} == {
-            n: shown(want["checks"][n], maxima[f"check_{n}"]) for n in RUBRIC}
-        assert {c: parsed(p) for c, p in got["written"].items()} == {
-            c: shown(p, WRITTEN[c]) for c, p in want["written"].items()}
+            n: shown(want["checks"][n], maxima[f"check_{n}"]) for n in RUBRIC
+        }
+        assert {c: parsed(p) for c, p in got["written"].items()} == {c: shown(p, WRITTEN[c]) for c, p in want["written"].items()}
 
     def check_grade_class_files(self, rows):
         out = self.course.out
@@ -250,14 +253,23 @@ def test_every_view_is_the_standing_through_any_sequence_of_instructor_actions(t
     Instructor.place = tmp_path
     run = Instructor.TestCase
     phases = [p for p in Phase if p != Phase.explain and (p != Phase.shrink or os.environ.get("KIT_STATE_SHRINK", "1") == "1")]
-    run.settings = settings(max_examples=int(os.environ.get("KIT_STATE_EXAMPLES", 12)), stateful_step_count=8,
-                            deadline=None, suppress_health_check=list(HealthCheck), phases=phases)
+    run.settings = settings(
+        max_examples=int(os.environ.get("KIT_STATE_EXAMPLES", 12)),
+        stateful_step_count=8,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        phases=phases,
+    )
     run().runTest()
 
 
 def every_view(machine: Instructor) -> None:
-    for check in (machine.the_standing_is_the_models, machine.formgrader_shows_the_standing,
-                  machine.the_export_is_the_standing_or_refuses, machine.the_class_report_is_the_standing):
+    for check in (
+        machine.the_standing_is_the_models,
+        machine.formgrader_shows_the_standing,
+        machine.the_export_is_the_standing_or_refuses,
+        machine.the_class_report_is_the_standing,
+    ):
         check()
 
 
@@ -271,19 +283,27 @@ def test_the_sequences_that_disagreed_with_the_kits_real_grading(tmp_path):
         machine = Instructor()
     finally:
         Instructor.real = False
-    steps = [lambda: machine.collect("ada", "correct", False), lambda: machine.collect("ben", "blank", False),
-             lambda: machine.collect("cho", "correct", True), lambda: machine.autograde(False),
-             lambda: machine.score("ben", "check_forward_order", 2), lambda: machine.grade_class(False),
-             lambda: machine.feedback(True), lambda: machine.change_points("check_forward_order", 6, True),
-             lambda: machine.feedback(False), lambda: machine.feedback(True), lambda: machine.grade_class(False),
-             lambda: machine.feedback(True)]
+    steps = [
+        lambda: machine.collect("ada", "correct", False),
+        lambda: machine.collect("ben", "blank", False),
+        lambda: machine.collect("cho", "correct", True),
+        lambda: machine.autograde(False),
+        lambda: machine.score("ben", "check_forward_order", 2),
+        lambda: machine.grade_class(False),
+        lambda: machine.feedback(True),
+        lambda: machine.change_points("check_forward_order", 6, True),
+        lambda: machine.feedback(False),
+        lambda: machine.feedback(True),
+        lambda: machine.grade_class(False),
+        lambda: machine.feedback(True),
+    ]
     pages = {}
     for number, step in enumerate(steps):
         step()
         every_view(machine)
         if number == 6:
             pages = {s: machine.course.page(s).read_text() for s in STUDENTS}
-        if number == 9:     # refused twice: the pages handed out are the ones before the points changed
+        if number == 9:  # refused twice: the pages handed out are the ones before the points changed
             assert {s: machine.course.page(s).read_text() for s in STUDENTS} == pages
     assert machine.model.expected("cho")["score"] == 0 and machine.model.expected("ben")["checks"]["forward_order"] == 2
     assert machine.model.graded["ada"].points["check_forward_order"] == 6

@@ -14,6 +14,7 @@ is one of the commands run here, and none of them prints a traceback or an SAWar
 At the end, bubblewrap is made to fail for the instructor (a `bwrap` first on PATH that cannot start): the kit
 refuses in one line and changes nothing, until the course chooses to grade without isolation, which every
 result then records."""
+
 import csv
 import json
 import os
@@ -44,12 +45,12 @@ from nbgrader_course import ORDINARY, Shell, do_kit_homework, do_ordinary_homewo
 pytestmark = pytest.mark.slow
 
 NAME, NOTEBOOK = kit.KIT.name, kit.KIT.notebook_name
-SECOND, SECOND_NOTEBOOK = "week5", "block.ipynb"          # the kit's assignment again, renamed
+SECOND, SECOND_NOTEBOOK = "week5", "block.ipynb"  # the kit's assignment again, renamed
 COURSE_ID = "dl101"
 ON_TIME, LATE = ("ada_correct", "ben_post_ln"), "cho_missing_shortcut"
 STUDENTS = (*ON_TIME, LATE)
 FULL = TOTAL_POINTS + sum(WRITTEN.values())
-WRITTEN_GRADES = {"ben_post_ln": 1.5, LATE: 2}              # answer_zero_branches, graded in formgrader
+WRITTEN_GRADES = {"ben_post_ln": 1.5, LATE: 2}  # answer_zero_branches, graded in formgrader
 
 
 def gradebook(course: Path) -> Gradebook:
@@ -60,10 +61,16 @@ def submission(course, assignment, student):
     with gradebook(course) as book:
         found = book.find_submission(assignment, student)
         notebook = found.notebooks[0]
-        return {"score": found.score, "penalty": found.late_submission_penalty, "late": found.total_seconds_late,
-                "checks": {g.name: g.score for g in notebook.grades}, "max": found.max_score,
-                "notebook_id": notebook.id, "grade_ids": {g.name: g.id for g in notebook.grades},
-                "comment_ids": {c.name: c.id for c in notebook.comments}}
+        return {
+            "score": found.score,
+            "penalty": found.late_submission_penalty,
+            "late": found.total_seconds_late,
+            "checks": {g.name: g.score for g in notebook.grades},
+            "max": found.max_score,
+            "notebook_id": notebook.id,
+            "grade_ids": {g.name: g.id for g in notebook.grades},
+            "comment_ids": {c.name: c.id for c in notebook.comments},
+        }
 
 
 def page_score(page: str) -> str:
@@ -87,8 +94,7 @@ def with_places(block: str, places: dict) -> str:
     page adds must be given a place here)."""
     names = re.findall(r"^([A-Z_]+)=", block, flags=re.MULTILINE)
     assert sorted(names) == sorted(places), (names, sorted(places))
-    return re.sub(r"^([A-Z_]+)=\S+", lambda m: f"{m.group(1)}={shlex.quote(str(places[m.group(1)]))}", block,
-                  flags=re.MULTILINE)
+    return re.sub(r"^([A-Z_]+)=\S+", lambda m: f"{m.group(1)}={shlex.quote(str(places[m.group(1)]))}", block, flags=re.MULTILINE)
 
 
 def torch_index() -> str:
@@ -99,14 +105,18 @@ def torch_index() -> str:
     found = re.findall(r"^(?:global|install)\.index-url='([^' ]+)", listed, flags=re.MULTILINE)
     if os.environ.get("PIP_INDEX_URL") or found:
         return os.environ.get("PIP_INDEX_URL") or found[0]
-    return subprocess.run([sys.executable, "-c", "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [sys.executable, "-c", "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def set_up_the_hub(root: Path, instructor: str) -> SimpleNamespace:
     """The set-up's steps (docs/deployment.md), run as written: root's blocks as root, the instructor's in a login
     shell of theirs."""
-    kit_copy = root / "kit"           # the kit's checkout where every user can read it (docs/deployment.md: a git clone)
+    kit_copy = root / "kit"  # the kit's checkout where every user can read it (docs/deployment.md: a git clone)
     kit_copy.mkdir()
     for entry in kit.ROOT.iterdir():
         if entry.name not in hub_users.KEEP_OUT and not entry.name.endswith(".egg-info"):
@@ -114,32 +124,58 @@ def set_up_the_hub(root: Path, instructor: str) -> SimpleNamespace:
     home = root / "instructor"
     home.mkdir()
     hub_users.give(home, instructor)
-    places = {"KIT": kit_copy, "ENV": root / "env", "PYTHON": hub_users.interpreter_for(instructor),
-              "TORCH_INDEX": torch_index(), "HUB_CONFIG": root / "etc-jupyter",
-              "PROFILE": root / "profile.d", "EXCHANGE": root / "exchange", "COURSE_ID": COURSE_ID}
+    places = {
+        "KIT": kit_copy,
+        "ENV": root / "env",
+        "PYTHON": hub_users.interpreter_for(instructor),
+        "TORCH_INDEX": torch_index(),
+        "HUB_CONFIG": root / "etc-jupyter",
+        "PROFILE": root / "profile.d",
+        "EXCHANGE": root / "exchange",
+        "COURSE_ID": COURSE_ID,
+    }
     (root / "profile.d").mkdir()
     steps = setup_steps()
     variables = with_places(steps[0][1], places)
     said = []
-    machine = {k: v for k, v in os.environ.items() if k.startswith(("PIP_", "LANG", "LC_"))}     # pip's settings here
-    machine["PIP_NO_COMPILE"] = "1"        # no bytecode written ahead for torch's thousands of files: minutes saved
-    environment = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
-                   "JUPYTER_CONFIG_PATH": str(places["HUB_CONFIG"])}   # stands for /etc/jupyter, read by every user
+    machine = {k: v for k, v in os.environ.items() if k.startswith(("PIP_", "LANG", "LC_"))}  # pip's settings here
+    machine["PIP_NO_COMPILE"] = "1"  # no bytecode written ahead for torch's thousands of files: minutes saved
+    environment = {
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+        "LANG": "C.UTF-8",
+        "JUPYTER_CONFIG_PATH": str(places["HUB_CONFIG"]),
+    }  # stands for /etc/jupyter, read by every user
     for who, block in steps[1:]:
         script = f"set -euo pipefail\n{variables}\n{block}"
         if who == "root":
-            done = subprocess.run(["bash", "-c", script], cwd=root, env={**machine, **environment, "HOME": str(root)},
-                                  capture_output=True, text=True, timeout=1500)
-        else:                          # a login shell reads the profile folder first
+            done = subprocess.run(
+                ["bash", "-c", script],
+                cwd=root,
+                env={**machine, **environment, "HOME": str(root)},
+                capture_output=True,
+                text=True,
+                timeout=1500,
+            )
+        else:  # a login shell reads the profile folder first
             login = f'. "{places["PROFILE"]}/layernorm-kit.sh"\n{script}'
-            done = subprocess.run(hub_users.command_as(instructor, ["bash", "-c", login]), cwd=home,
-                                  env={**environment, "HOME": str(home), "USER": instructor, "LOGNAME": instructor},
-                                  capture_output=True, text=True, timeout=600)
+            done = subprocess.run(
+                hub_users.command_as(instructor, ["bash", "-c", login]),
+                cwd=home,
+                env={**environment, "HOME": str(home), "USER": instructor, "LOGNAME": instructor},
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
         said.append(done.stdout + done.stderr)
         assert done.returncode == 0, f"set-up step of docs/deployment.md failed ({who}):\n{block}\n{said[-1][-3000:]}"
-    return SimpleNamespace(**{k.lower(): v for k, v in places.items() if k != "PYTHON"}, home=home, said="\n".join(said),
-                           interpreter=places["PYTHON"],
-                           environment=environment, python=places["ENV"] / "bin" / "python")
+    return SimpleNamespace(
+        **{k.lower(): v for k, v in places.items() if k != "PYTHON"},
+        home=home,
+        said="\n".join(said),
+        interpreter=places["PYTHON"],
+        environment=environment,
+        python=places["ENV"] / "bin" / "python",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -150,22 +186,21 @@ def hub():
     root.chmod(0o755)
     try:
         yield run_the_course(root, instructor, logins, set_up_the_hub(root, instructor))
-    finally:       # an environment's tens of thousands of files take minutes to remove here: not waited for
-        subprocess.Popen(["rm", "-rf", str(root)], start_new_session=True, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
+    finally:  # an environment's tens of thousands of files take minutes to remove here: not waited for
+        subprocess.Popen(["rm", "-rf", str(root)], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def run_the_course(root: Path, instructor: str, logins: dict, hub: SimpleNamespace) -> SimpleNamespace:
     python = hub.python
-    course = hub.home / COURSE_ID                   # made by the instructor's set-up step
-    make_course(root / "more", ordinary=True)       # this course's other assignments, beside the kit's
+    course = hub.home / COURSE_ID  # made by the instructor's set-up step
+    make_course(root / "more", ordinary=True)  # this course's other assignments, beside the kit's
     shutil.copytree(root / "more" / "source" / ORDINARY, course / "source" / ORDINARY)
     (course / "source" / SECOND).mkdir()
     shutil.copy(kit.SOURCE_NOTEBOOK, course / "source" / SECOND / SECOND_NOTEBOOK)
-    with open(course / "nbgrader_config.py", "a") as config:      # the course's late-penalty choice (docs/instructors.md)
+    with open(course / "nbgrader_config.py", "a") as config:  # the course's late-penalty choice (docs/instructors.md)
         config.write('\nc.LateSubmissionPlugin.penalty_method = "zero"\n')
     hub_users.give(hub.home, instructor)
-    instructor_env = {**hub.environment, "PATH": f"{python.parent}:/usr/bin:/bin"}   # what the profile gives
+    instructor_env = {**hub.environment, "PATH": f"{python.parent}:/usr/bin:/bin"}  # what the profile gives
     log: list = []
     shell = Shell({"AUTOGRADER_SEED": "2024"}, python=python, user=instructor, home=hub.home)
     shell.log = log
@@ -174,7 +209,7 @@ def run_the_course(root: Path, instructor: str, logins: dict, hub: SimpleNamespa
         home = root / "students" / student
         home.mkdir(parents=True)
         hub_users.give(home, login)
-        own = hub_users.python_for(login, with_kit=False)            # a student's environment: no kit in it
+        own = hub_users.python_for(login, with_kit=False)  # a student's environment: no kit in it
         env = {**hub.environment, "PATH": f"{own.parent}:/usr/bin:/bin"}
         homes[student] = (home, env, Shell(python=own, user=login, home=home))
         homes[student][2].log = log
@@ -194,8 +229,11 @@ def run_the_course(root: Path, instructor: str, logins: dict, hub: SimpleNamespa
         notebook = {NAME: NOTEBOOK, SECOND: SECOND_NOTEBOOK}.get(assignment, f"{assignment}.ipynb")
         path = home / assignment / notebook
         released = nbformat.read(path, as_version=4)
-        done = do_ordinary_homework(released, correct=student == "ada_correct") if assignment == ORDINARY else \
-            do_kit_homework(released, student)
+        done = (
+            do_ordinary_homework(released, correct=student == "ada_correct")
+            if assignment == ORDINARY
+            else do_kit_homework(released, student)
+        )
         nbformat.write(done, path)
         as_student(student, "nbgrader", "submit", assignment)
 
@@ -219,18 +257,38 @@ def run_the_course(root: Path, instructor: str, logins: dict, hub: SimpleNamespa
     autograded = {s: submission(course, NAME, s) for s in STUDENTS}
 
     # formgrader, in the instructor's own Jupyter server: the written answers graded by hand
-    with jupyter_server(course, hub.home / ".jupyter", root / "server.log", python=str(python), user=instructor,
-                        env={**instructor_env, "HOME": str(hub.home), "AUTOGRADER_SEED": "2024"}) as (_, base):
+    with jupyter_server(
+        course,
+        hub.home / ".jupyter",
+        root / "server.log",
+        python=str(python),
+        user=instructor,
+        env={**instructor_env, "HOME": str(hub.home), "AUTOGRADER_SEED": "2024"},
+    ) as (_, base):
         formgrader = FormgraderClient(base)
         for student, points in WRITTEN_GRADES.items():
             found = submission(course, NAME, student)
-            formgrader.put(f"/formgrader/api/grade/{found['grade_ids']['answer_zero_branches']}",
-                           {"manual_score": points})
-            formgrader.put(f"/formgrader/api/comment/{found['comment_ids']['answer_zero_branches']}",
-                           {"manual_comment": f"Graded by hand for {student}."})
+            formgrader.put(f"/formgrader/api/grade/{found['grade_ids']['answer_zero_branches']}", {"manual_score": points})
+            formgrader.put(
+                f"/formgrader/api/comment/{found['comment_ids']['answer_zero_branches']}",
+                {"manual_comment": f"Graded by hand for {student}."},
+            )
         graded = hub.home / "graded"
-        by_class = as_instructor("python", "-m", "autograder", "grade-class", "submitted", "--out", str(graded),
-                                 "--course", str(course), "--assignment", NAME, "--seed", "2024")
+        by_class = as_instructor(
+            "python",
+            "-m",
+            "autograder",
+            "grade-class",
+            "submitted",
+            "--out",
+            str(graded),
+            "--course",
+            str(course),
+            "--assignment",
+            NAME,
+            "--seed",
+            "2024",
+        )
         for assignment in (NAME, ORDINARY):
             as_instructor("nbgrader", "generate_feedback", assignment)
             as_instructor("nbgrader", "release_feedback", assignment)
@@ -238,15 +296,28 @@ def run_the_course(root: Path, instructor: str, logins: dict, hub: SimpleNamespa
             as_student(student, "nbgrader", "fetch_feedback", NAME)
         as_instructor("nbgrader", "export")
         as_instructor("nbgrader", "export", f"--assignment={NAME}", "--to=layernorm.csv")
-        report = as_instructor("python", "-m", "autograder", "class-report", "--course", str(course),
-                               "--assignment", NAME)
-        views = {s: formgrader.page(f"/formgrader/submissions/{submission(course, NAME, s)['notebook_id']}/")
-                 for s in STUDENTS}
+        report = as_instructor("python", "-m", "autograder", "class-report", "--course", str(course), "--assignment", NAME)
+        views = {s: formgrader.page(f"/formgrader/submissions/{submission(course, NAME, s)['notebook_id']}/") for s in STUDENTS}
         listed = formgrader.page(f"/formgrader/api/submissions/{NAME}")
-    return SimpleNamespace(root=root, course=course, homes=homes, shell=shell, log=log, logs=logs, graded=graded,
-                           by_class=by_class, autograded=autograded, views=views, listed=json.loads(listed),
-                           report=report, instructor=instructor, instructor_env=instructor_env, python=python,
-                           setup=hub, student_said=[x for (_, _, sh) in homes.values() for x in sh.said])
+    return SimpleNamespace(
+        root=root,
+        course=course,
+        homes=homes,
+        shell=shell,
+        log=log,
+        logs=logs,
+        graded=graded,
+        by_class=by_class,
+        autograded=autograded,
+        views=views,
+        listed=json.loads(listed),
+        report=report,
+        instructor=instructor,
+        instructor_env=instructor_env,
+        python=python,
+        setup=hub,
+        student_said=[x for (_, _, sh) in homes.values() for x in sh.said],
+    )
 
 
 def test_the_hub_was_set_up_from_the_readme_alone(hub):
@@ -254,11 +325,19 @@ def test_the_hub_was_set_up_from_the_readme_alone(hub):
     assert "every user can run the kit" in said and "bubblewrap works" in said and "the kit is ready for" in said
     assert "Traceback" not in said and "SAWarning" not in said
     config = (hub.setup.hub_config / "nbgrader_config.py").read_text()
-    assert "course_id" in config and "CourseDirectory.root" not in config       # no course folder for students
-    ranges = subprocess.run([str(hub.python), "-c", "import sqlalchemy, alembic, nbgrader; print(sqlalchemy.__version__,"
-                             " alembic.__version__, nbgrader.__version__)"], capture_output=True, text=True, check=True)
+    assert "course_id" in config and "CourseDirectory.root" not in config  # no course folder for students
+    ranges = subprocess.run(
+        [
+            str(hub.python),
+            "-c",
+            "import sqlalchemy, alembic, nbgrader; print(sqlalchemy.__version__, alembic.__version__, nbgrader.__version__)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     sqlalchemy, alembic, nbgrader = ranges.stdout.split()
-    assert sqlalchemy.startswith("1.4.") and nbgrader.startswith("0.9."), ranges.stdout     # installed from the ranges
+    assert sqlalchemy.startswith("1.4.") and nbgrader.startswith("0.9."), ranges.stdout  # installed from the ranges
 
 
 def test_students_environments_lack_the_kit_and_their_nbgrader_never_needs_it(hub):
@@ -306,7 +385,7 @@ def test_every_assignment_is_graded_through_the_exchange(hub):
 
 def test_the_late_submission_gets_the_course_penalty(hub):
     late, on_time = submission(hub.course, NAME, LATE), submission(hub.course, NAME, "ben_post_ln")
-    assert late["late"] > 0 and late["score"] > 0 and late["penalty"] == late["score"]     # penalty_method "zero"
+    assert late["late"] > 0 and late["score"] > 0 and late["penalty"] == late["score"]  # penalty_method "zero"
     assert on_time["late"] == 0 and on_time["penalty"] == 0
 
 
@@ -340,18 +419,20 @@ def test_every_place_shows_every_student_the_same_score(hub):
         places = {
             "export": (exported[student][f"{NAME}/score"], exported[student][f"{NAME}/max_score"]),
             "per-check export": (f"{checks_sum(student) - float(exported[student][f'{NAME}/late_penalty']):g}", maximum),
-            "course feedback page": tuple(page_score(
-                (hub.course / "feedback" / student / NAME / f"{kit.KIT.notebook_id}.html").read_text()).split(" / ")),
+            "course feedback page": tuple(
+                page_score((hub.course / "feedback" / student / NAME / f"{kit.KIT.notebook_id}.html").read_text()).split(" / ")
+            ),
             "fetched feedback page": tuple(page_score(fetched(hub, student)).split(" / ")),
             "grade-class grades.csv": (by_class[student]["score"], by_class[student]["max_score"]),
             "grade-class page": tuple(page_score((hub.graded / student / "feedback.html").read_text()).split(" / ")),
-            "formgrader's view": tuple(re.search(r"The grade: Score: ([\d.]+) / ([\d.]+)",
-                                                 hub.views[student]).groups()),
-            "grade-class results.json": (f"{results[student]['score']:g}",
-                                         f"{sum(t['max_score'] for t in results[student]['tests']):g}"),
+            "formgrader's view": tuple(re.search(r"The grade: Score: ([\d.]+) / ([\d.]+)", hub.views[student]).groups()),
+            "grade-class results.json": (
+                f"{results[student]['score']:g}",
+                f"{sum(t['max_score'] for t in results[student]['tests']):g}",
+            ),
         }
         assert all(place == (score, maximum) for place in places.values()), (student, truth[student], places)
-        raw = submission(hub.course, NAME, student)["score"]     # formgrader's own lists: before the late penalty
+        raw = submission(hub.course, NAME, student)["score"]  # formgrader's own lists: before the late penalty
         assert listed[student]["score"] == pytest.approx(raw) and listed[student]["max_score"] == float(maximum)
     mean = statistics.mean(float(score) for score, _ in truth.values())
     assert f"mean score {points_text(mean)} of {FULL:g}" in hub.by_class.stdout
@@ -371,7 +452,7 @@ def test_the_written_answers_are_graded_or_awaiting_everywhere(hub):
         assert cell.group(1) == (f"{graded:g} / 2" if graded is not None else "awaiting your instructor")
         if graded is not None:
             assert f"Graded by hand for {student}." in page
-        assert ("awaiting your instructor" in page) and "Written answers worth" in page     # the other answers
+        assert ("awaiting your instructor" in page) and "Written answers worth" in page  # the other answers
     late = fetched(hub, LATE)
     assert re.search(r'id="late"[^>]*>Late submission \(by [^)]+\): [\d.]+ points deducted', late)
 
@@ -380,7 +461,7 @@ def test_students_fetch_their_feedback_and_it_leaks_nothing(hub):
     secret = secret_lines()
     for student in STUDENTS:
         home, _, _ = hub.homes[student]
-        text, own = fetched(hub, student), (home / NAME / NOTEBOOK).read_text()     # what they submitted is theirs
+        text, own = fetched(hub, student), (home / NAME / NOTEBOOK).read_text()  # what they submitted is theirs
         assert "BEGIN HIDDEN" not in text and not [line for line in secret if line in text and line not in own]
         assert all(spec.title in text for spec in RUBRIC.values())
         assert "In&nbsp;[" not in text and "Out[" not in text
@@ -418,7 +499,7 @@ def readme_commands() -> list[tuple[list[str], dict]]:
     guide = kit.documentation("instructors.md") + "\n" + kit.documentation("deployment.md")
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", guide, flags=re.DOTALL):
-        if block.startswith("# as "):        # the hub's set-up: run as a whole by `set_up_the_hub`
+        if block.startswith("# as "):  # the hub's set-up: run as a whole by `set_up_the_hub`
             continue
         for line in block.splitlines():
             line = re.sub(r"\s+#.*$", "", line).strip()
@@ -439,8 +520,9 @@ def _matches(written: list[str], optional: dict, ran: list[str]) -> bool:
                 next(tokens, None)
         elif not token.startswith("--student="):
             kept.append(token)
-    return len(written) == len(kept) and all(re.fullmatch(re.sub(r"<[^>]+>", ".+", re.escape(w)), r)
-                                             for w, r in zip(written, kept))
+    return len(written) == len(kept) and all(
+        re.fullmatch(re.sub(r"<[^>]+>", ".+", re.escape(w)), r) for w, r in zip(written, kept)
+    )
 
 
 def test_every_nbgrader_command_of_the_readme_guide_is_run_here(hub):
@@ -451,6 +533,7 @@ def test_every_nbgrader_command_of_the_readme_guide_is_run_here(hub):
 
 
 # --- where bubblewrap does not work for the instructor ------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def without_bubblewrap(hub):
@@ -466,8 +549,11 @@ def without_bubblewrap(hub):
     (place / ".jupyter").mkdir()
     (place / ".jupyter" / "nbgrader_config.py").write_text(f"c.CourseDirectory.root = {str(course)!r}\n")
     hub_users.give(place, hub.instructor)
-    env = {**hub.instructor_env, "PATH": f"{place / 'bin'}:{Path(hub.python).parent}:/usr/bin:/bin",
-           "JUPYTER_CONFIG_DIR": str(place / ".jupyter")}
+    env = {
+        **hub.instructor_env,
+        "PATH": f"{place / 'bin'}:{Path(hub.python).parent}:/usr/bin:/bin",
+        "JUPYTER_CONFIG_DIR": str(place / ".jupyter"),
+    }
     return SimpleNamespace(course=course, env=env)
 
 
@@ -475,9 +561,23 @@ def test_without_isolation_the_kit_refuses_in_one_line_and_changes_nothing(hub, 
     course, env = without_bubblewrap.course, without_bubblewrap.env
     before = {p: p.read_bytes() for p in (course / "autograded").rglob("*") if p.is_file()}
     scores = {s: submission(course, NAME, s)["checks"] for s in STUDENTS}
-    for command in (["nbgrader", "autograde", NAME], ["nbgrader", "autograde", NAME, "--force"],
-                    ["python", "-m", "autograder", "grade-class", "submitted", "--out", str(course.parent / "out"),
-                     "--course", ".", "--assignment", NAME]):
+    for command in (
+        ["nbgrader", "autograde", NAME],
+        ["nbgrader", "autograde", NAME, "--force"],
+        [
+            "python",
+            "-m",
+            "autograder",
+            "grade-class",
+            "submitted",
+            "--out",
+            str(course.parent / "out"),
+            "--course",
+            ".",
+            "--assignment",
+            NAME,
+        ],
+    ):
         refused = hub.shell(*command, cwd=course, env=env, check=False)
         said = (refused.stdout + refused.stderr).strip()
         assert refused.returncode != 0 and "Traceback" not in said, said
@@ -496,14 +596,27 @@ def test_a_course_may_grade_without_isolation_and_every_result_says_so(hub, with
     assert "grading WITHOUT isolation" in graded.stdout + graded.stderr
     notebook = nbformat.read(course / "autograded" / "ada_correct" / NAME / NOTEBOOK, as_version=4)
     assert notebook.metadata["layernorm_kit"]["result"]["isolation"].startswith("UNSAFE")
-    assert submission(course, NAME, "ada_correct")["score"] == TOTAL_POINTS           # graded all the same
+    assert submission(course, NAME, "ada_correct")["score"] == TOTAL_POINTS  # graded all the same
     hub.shell("nbgrader", "generate_feedback", NAME, cwd=course, env=env)
     page = (course / "feedback" / "ada_correct" / NAME / f"{kit.KIT.notebook_id}.html").read_text()
     assert "Graded without isolation" in page
-    assert page.index('id="unisolated"') < page.index('id="score"')          # at the top of the page
+    assert page.index('id="unisolated"') < page.index('id="score"')  # at the top of the page
     out = course.parent / "out"
-    by_class = hub.shell("python", "-m", "autograder", "grade-class", "submitted", "--out", str(out), "--course", ".",
-                         "--assignment", NAME, cwd=course, env=env)
+    by_class = hub.shell(
+        "python",
+        "-m",
+        "autograder",
+        "grade-class",
+        "submitted",
+        "--out",
+        str(out),
+        "--course",
+        ".",
+        "--assignment",
+        NAME,
+        cwd=course,
+        env=env,
+    )
     results = json.loads((out / "ada_correct" / "results.json").read_text())
     assert results["extra_data"]["isolation"].startswith("UNSAFE") and results["score"] == TOTAL_POINTS
     (line,) = [line for line in (by_class.stdout + by_class.stderr).splitlines() if "WITHOUT isolation" in line]
@@ -517,8 +630,22 @@ def test_grading_the_course_as_root_leaves_it_the_instructors(hub, without_bubbl
     theirs: they generate and release feedback afterwards as before."""
     course = without_bubblewrap.course
     root = Shell({"AUTOGRADER_SEED": "2024"}, python=hub.python)
-    root("python", "-m", "autograder", "grade-class", "submitted", "--out", str(course.parent / "as-root"), "--course",
-         ".", "--assignment", NAME, "--force", cwd=course, env=without_bubblewrap.env)
+    root(
+        "python",
+        "-m",
+        "autograder",
+        "grade-class",
+        "submitted",
+        "--out",
+        str(course.parent / "as-root"),
+        "--course",
+        ".",
+        "--assignment",
+        NAME,
+        "--force",
+        cwd=course,
+        env=without_bubblewrap.env,
+    )
     owner = course.stat().st_uid
     written = [p for kind in ("autograded", "feedback") for p in (course / kind).rglob("*")]
     assert written and [p for p in written if p.stat().st_uid != owner] == []

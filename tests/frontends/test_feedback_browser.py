@@ -1,4 +1,5 @@
 """The feedback page in a real browser: headless Chromium builds the DOM we expect and paints the plot."""
+
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -16,8 +17,17 @@ from catalog.wrong_forwards import WRONG
 
 pytestmark = pytest.mark.slow
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
 
@@ -47,8 +57,9 @@ class Dom(HTMLParser):
                 self.text_by_id[element_id] += data
 
     def find(self, tag, **wanted):
-        return [attrs for t, attrs in self.elements
-                if t == tag and all(wanted[k] in (attrs.get(k) or "").split() for k in wanted)]
+        return [
+            attrs for t, attrs in self.elements if t == tag and all(wanted[k] in (attrs.get(k) or "").split() for k in wanted)
+        ]
 
 
 @pytest.fixture
@@ -76,7 +87,7 @@ def post_ln_page(grade_source, tmp_path):
 def test_browser_builds_the_expected_dom(chromium, post_ln_page):
     result, post_ln, page = post_ln_page
     dom = Dom(chromium("--dump-dom", page.as_uri()))
-    assert dom.text_by_id["score"].strip() == standing_of(result).text        # the written answers count too
+    assert dom.text_by_id["score"].strip() == standing_of(result).text  # the written answers count too
     assert "Where your block first went wrong" in dom.text_by_id["first-divergence"]
     assert result.first_divergence in dom.text_by_id["first-divergence"]
     failed = {attrs["data-check"] for attrs in dom.find("tr", **{"class": "failed"})}
@@ -95,7 +106,7 @@ def test_browser_paints_the_plot(chromium, post_ln_page, tmp_path):
     assert pixels.shape[:2] == (2400, 1200)
     # the page's own styles use none of the reference lines' colours: finding them means the image was drawn
     for key, _, style in CURVES:
-        if key == "student":      # drawn translucent, so its painted colour is a blend; the references suffice
+        if key == "student":  # drawn translucent, so its painted colour is a blend; the references suffice
             continue
         near = np.all(np.abs(pixels - np.array(to_rgb(style["color"]))) < 0.06, axis=-1)
         assert near.sum() > 150, f"the {key} line is not visible in the screenshot ({near.sum()} pixels)"

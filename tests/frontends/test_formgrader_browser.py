@@ -3,6 +3,7 @@ in a course that holds the kit's assignment. The Autograde button grades and lea
 submission view opens with the student's standing and shows each check's findings (no "Out[1]" under a check),
 the first divergent step and the gradient plot; a score typed in formgrader changes the total; the feedback
 generated afterwards (the kit's page) says the overridden points everywhere."""
+
 import re
 import shutil
 
@@ -21,6 +22,8 @@ pytestmark = pytest.mark.slow
 NAME = kit.KIT.name
 STUDENT = "ben_post_ln"
 FULL = TOTAL_POINTS + sum(WRITTEN.values())
+
+
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     course = make_course(tmp_path_factory.mktemp("formgrader") / "course", ordinary=False)
@@ -37,8 +40,9 @@ def server(course, tmp_path_factory):
     """The instructor's Jupyter server, started in the course folder, with the hub-wide settings of docs/deployment.md."""
     hub = tmp_path_factory.mktemp("hub")
     (hub / "exchange").mkdir(mode=0o777)
-    (hub / "nbgrader_config.py").write_text(f"c = get_config()\nc.CourseDirectory.course_id = 'dl101'\n"
-                                            f"c.Exchange.root = {str(hub / 'exchange')!r}\n")
+    (hub / "nbgrader_config.py").write_text(
+        f"c = get_config()\nc.CourseDirectory.course_id = 'dl101'\nc.Exchange.root = {str(hub / 'exchange')!r}\n"
+    )
     with jupyter_server(course, hub, course.parent / "server.log") as running:
         yield running
 
@@ -84,11 +88,9 @@ def test_the_autograde_button_grades_and_leaves_no_process(autograded):
     assert autograded["leftovers"] == []
 
 
-def test_submission_view_shows_the_standing_each_check_and_no_score_outputs(course, server, browser, autograded,
-                                                                           tmp_path):
+def test_submission_view_shows_the_standing_each_check_and_no_score_outputs(course, server, browser, autograded, tmp_path):
     _, base = server
-    browser.open(f"{base}/formgrader/submissions/{autograded['id']}",
-                 "document.querySelector('input.score#check_forward_order')")
+    browser.open(f"{base}/formgrader/submissions/{autograded['id']}", "document.querySelector('input.score#check_forward_order')")
     text = browser.js("document.body.innerText")
     score = f"{autograded['score']:g} / {FULL:g}"
     assert f"The grade: Score: {score}" in text
@@ -104,26 +106,26 @@ def test_submission_view_shows_the_standing_each_check_and_no_score_outputs(cour
         stored = {g.name: g.auto_score for g in notebook.grades}
     checks = {name: float(points) for name, points in shown.items() if name.startswith("check_")}
     assert set(checks) == {f"check_{name}" for name in RUBRIC}
-    assert checks == {name: stored[name] for name in checks}      # each check's autograded points, per check
+    assert checks == {name: stored[name] for name in checks}  # each check's autograded points, per check
     assert browser.screenshot(shots(tmp_path) / "formgrader-submission.png").stat().st_size > 50_000
 
 
-def test_a_manual_override_changes_the_total_and_the_regenerated_feedback(course, server, browser, autograded,
-                                                                          tmp_path):
+def test_a_manual_override_changes_the_total_and_the_regenerated_feedback(course, server, browser, autograded, tmp_path):
     process, base = server
-    browser.open(f"{base}/formgrader/submissions/{autograded['id']}",
-                 "document.querySelector('input.score#check_forward_order')")
+    browser.open(f"{base}/formgrader/submissions/{autograded['id']}", "document.querySelector('input.score#check_forward_order')")
     browser.type_into("input.score#check_forward_order", "2")
 
     def overridden():
         with gradebook(course) as book:
             grade = book.find_grade("check_forward_order", kit.KIT.notebook_id, NAME, STUDENT)
             return grade.manual_score == 2 and book.find_submission(NAME, STUDENT).score
-    total = wait_until(overridden, 30, "the manual score to be saved")
-    assert total == autograded["score"] + 2          # the check gave 0 of 4; the instructor gives 2
 
-    browser.open(f"{base}/formgrader/manage_submissions/{NAME}",
-                 f"{row(STUDENT)}?.querySelector('.score')?.textContent.includes('/')")
+    total = wait_until(overridden, 30, "the manual score to be saved")
+    assert total == autograded["score"] + 2  # the check gave 0 of 4; the instructor gives 2
+
+    browser.open(
+        f"{base}/formgrader/manage_submissions/{NAME}", f"{row(STUDENT)}?.querySelector('.score')?.textContent.includes('/')"
+    )
     shown = browser.js(f"{row(STUDENT)}.querySelector('.score').textContent").replace(" ", "")
     assert shown == f"{total:g}/{autograded['max']:g}"
     browser.js(f"{row(STUDENT)}.querySelector('.generate-feedback a').click()")
@@ -134,8 +136,11 @@ def test_a_manual_override_changes_the_total_and_the_regenerated_feedback(course
     page = course / "feedback" / STUDENT / NAME / f"{kit.KIT.notebook_id}.html"
     html = page.read_text()
     assert f'<span id="score">{total:g} / {FULL:g}</span>' in html
-    assert re.search(r'data-check="forward_order"><td class="title">Operation order \(Pre-LN\)</td>'
-                     r'<td class="pts">2 / 4<div class="muted">set by your instructor</div>', html)
+    assert re.search(
+        r'data-check="forward_order"><td class="title">Operation order \(Pre-LN\)</td>'
+        r'<td class="pts">2 / 4<div class="muted">set by your instructor</div>',
+        html,
+    )
     assert not re.search(r"\b0 / 4\b", html), "the overridden check still says the autograder's points"
     browser.open(page.as_uri(), "document.querySelector('#checks')")
     shown = browser.js("document.body.innerText")
@@ -156,8 +161,9 @@ def test_after_a_points_change_every_view_says_the_gradebooks_numbers(course, se
     folder = shots(tmp_path)
     source = course / "source" / NAME / kit.KIT.notebook_name
     notebook = nbformat.read(source, as_version=4)
-    next(c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "check_forward_shortcuts"
-         ).metadata.nbgrader["points"] = 6
+    next(
+        c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "check_forward_shortcuts"
+    ).metadata.nbgrader["points"] = 6
     nbformat.write(notebook, source)
     Shell()("nbgrader", "generate_assignment", NAME, "--force", cwd=course)
 
@@ -201,9 +207,8 @@ def test_after_a_points_change_every_view_says_the_gradebooks_numbers(course, se
     assert f"Score: {score}" in shown and "2 / 4" in shown and f"{shortcuts.points:g} / 6" in shown
     browser.screenshot(folder / "feedback-after-points-change.png")
 
-    Shell()("python", "-m", "autograder", "class-report", "--course", ".", "--out", str(folder / "report.html"),
-            cwd=course)
+    Shell()("python", "-m", "autograder", "class-report", "--course", ".", "--out", str(folder / "report.html"), cwd=course)
     browser.open((folder / "report.html").as_uri(), "document.querySelector('#checks')")
     report = browser.js("document.body.innerText")
-    assert f"1 student; mean {standing.score:g}" in report and "2 of 4" in report      # the override, in the mean
+    assert f"1 student; mean {standing.score:g}" in report and "2 of 4" in report  # the override, in the mean
     browser.screenshot(folder / "report-after-points-change.png")

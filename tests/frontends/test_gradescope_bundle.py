@@ -1,6 +1,7 @@
 """The Gradescope bundle: built, laid out as Gradescope does (/autograder/source, submission, results), and
 run on the solution, a wrong forward and an empty submission, with results.json checked against the fields
 of Gradescope's autograder specification. setup.sh is only syntax-checked (its pip install needs network)."""
+
 import json
 import os
 import shutil
@@ -57,8 +58,9 @@ def gradescope(bundle, tmp_path):
                 target.write_text(content)
         env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable, **(env_extra or {})}
         env.pop("PYTHONPATH", None)
-        done = subprocess.run([str(root / "source" / "run_autograder")], env=env, cwd=tmp_path,
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [str(root / "source" / "run_autograder")], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600
+        )
         results = root / "results" / "results.json"
         return done, (json.loads(results.read_text()) if results.is_file() else None)
 
@@ -95,7 +97,7 @@ def _validate(results: dict, total: float = TOTAL_POINTS) -> None:
     assert results["output"].startswith(f"Score: {results['score']:g} / {full:g} (")
     hidden_until_published = {t["tags"][0] for t in checks if t["visibility"] == "after_published"}
     assert hidden_until_published == {name for name, spec in RUBRIC.items() if spec.visibility == "after_published"}
-    json.dumps(results, allow_nan=False)     # Gradescope's parser takes no NaN or Infinity
+    json.dumps(results, allow_nan=False)  # Gradescope's parser takes no NaN or Infinity
 
 
 def test_bundle_layout(bundle, tmp_path):
@@ -106,8 +108,15 @@ def test_bundle_layout(bundle, tmp_path):
         assert script in names, f"{script} must be at the zip's root"
         assert (infos[script].external_attr >> 16) & 0o111 == 0o111, f"{script} is not executable in the zip"
     source_notebook = kit.SOURCE_NOTEBOOK.relative_to(kit.ROOT).as_posix()
-    assert {"requirements.txt", "pyproject.toml", source_notebook, "autograder/__init__.py",
-            "autograder/sandbox/inside/server.py", "autograder/frontends/gradescope/bundle.py", "assignment.txt"} <= names
+    assert {
+        "requirements.txt",
+        "pyproject.toml",
+        source_notebook,
+        "autograder/__init__.py",
+        "autograder/sandbox/inside/server.py",
+        "autograder/frontends/gradescope/bundle.py",
+        "assignment.txt",
+    } <= names
     with zipfile.ZipFile(bundle) as archive:
         assert archive.read("assignment.txt").decode() == source_notebook
     assert [n for n in names if n.endswith(".ipynb")] == [source_notebook]
@@ -124,10 +133,14 @@ def test_bundle_layout(bundle, tmp_path):
         assert path.read_text().startswith("#!/usr/bin/env bash\n")
         subprocess.run(["bash", "-n", str(path)], check=True)
     # the unpacked folder is the kit's root: the grader finds its source notebook there
-    found = subprocess.run([sys.executable, "-c",
-                            "import autograder.course.kit as k; print(k.ROOT); print(k.SOURCE_NOTEBOOK.is_file())"],
-                           cwd=root / "source", env={**os.environ, "PYTHONPATH": str(root / "source")},
-                           capture_output=True, text=True, check=True).stdout.split()
+    found = subprocess.run(
+        [sys.executable, "-c", "import autograder.course.kit as k; print(k.ROOT); print(k.SOURCE_NOTEBOOK.is_file())"],
+        cwd=root / "source",
+        env={**os.environ, "PYTHONPATH": str(root / "source")},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert found == [str(root / "source"), "True"]
 
 
@@ -146,7 +159,7 @@ def test_cli_writes_the_bundle(tmp_path):
     assert zipfile.is_zipfile(out) and {"setup.sh", "run_autograder"} <= set(zipfile.ZipFile(out).namelist())
 
 
-@pytest.mark.slow     # a real grading through the bundle's own scripts
+@pytest.mark.slow  # a real grading through the bundle's own scripts
 def test_solution_gets_full_marks(gradescope):
     done, results = gradescope({kit.KIT.notebook_name: kit.SOLUTIONS_DIR / kit.KIT.notebook_name})
     assert done.returncode == 0, done.stdout + done.stderr
@@ -154,11 +167,11 @@ def test_solution_gets_full_marks(gradescope):
     _validate(results)
     assert results["score"] == TOTAL_POINTS, [(t["name"], t["output"]) for t in results["tests"] if t["score"] < t["max_score"]]
     assert all(t["status"] == "passed" for t in results["tests"] if "written" not in t["extra_data"])
-    assert results["output"].splitlines()[0] in done.stdout          # what it prints is what results.json says
+    assert results["output"].splitlines()[0] in done.stdout  # what it prints is what results.json says
     assert results["extra_data"]["submission"] == kit.KIT.notebook_name
 
 
-@pytest.mark.slow     # a real grading through the bundle's own scripts
+@pytest.mark.slow  # a real grading through the bundle's own scripts
 def test_wrong_forward_loses_points(gradescope):
     wrong = next(w for w in WRONG if w.name == "post_ln")
     # a .py in a sub-folder, under another name: still found and graded
@@ -173,7 +186,7 @@ def test_wrong_forward_loses_points(gradescope):
     assert results["extra_data"]["submission"] == "my_block.py"
 
 
-@pytest.mark.slow     # a real grading through the bundle's own scripts
+@pytest.mark.slow  # a real grading through the bundle's own scripts
 def test_empty_submission_scores_zero_with_a_message(gradescope):
     done, results = gradescope({"README.txt": "I forgot to attach my notebook"})
     assert done.returncode == 0, done.stdout + done.stderr
@@ -181,8 +194,9 @@ def test_empty_submission_scores_zero_with_a_message(gradescope):
     _validate(results)
     assert results["score"] == 0
     assert NO_SUBMISSION in results["output"]
-    assert all(t["status"] == "failed" and NO_SUBMISSION in t["output"] for t in results["tests"]
-               if "written" not in t["extra_data"])
+    assert all(
+        t["status"] == "failed" and NO_SUBMISSION in t["output"] for t in results["tests"] if "written" not in t["extra_data"]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -202,8 +216,7 @@ def course_bundle(tmp_path_factory):
     nbformat.write(source, course / "source" / "transformer_hw" / "block.ipynb")
     shutil.copy(kit.COURSE_DIR / "nbgrader_config.py", course / "nbgrader_config.py")
     out = course.parent / "course-autograder.zip"
-    made = CliRunner().invoke(main, ["gradescope-bundle", str(out), "--course", str(course),
-                                     "--assignment", "transformer_hw"])
+    made = CliRunner().invoke(main, ["gradescope-bundle", str(out), "--course", str(course), "--assignment", "transformer_hw"])
     assert made.exit_code == 0, made.output
     assert "block.ipynb" in made.output and "30 points of checks" in made.output
     return out
@@ -216,7 +229,7 @@ def test_a_course_bundle_holds_the_courses_copy(course_bundle):
     assert "assignments/source/transformer_hw/block.ipynb" in names
 
 
-@pytest.mark.slow     # a real grading through the bundle's own scripts
+@pytest.mark.slow  # a real grading through the bundle's own scripts
 def test_a_course_bundle_grades_with_the_courses_points(course_bundle, tmp_path):
     root = tmp_path / "autograder"
     _unpack(course_bundle, root / "source")
@@ -224,8 +237,9 @@ def test_a_course_bundle_grades_with_the_courses_points(course_bundle, tmp_path)
     shutil.copy(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, root / "submission" / "block.ipynb")
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
     env.pop("PYTHONPATH", None)
-    done = subprocess.run([str(root / "source" / "run_autograder")], env=env, cwd=tmp_path, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [str(root / "source" / "run_autograder")], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
     results = json.loads((root / "results" / "results.json").read_text())
     _validate(results, total=TOTAL_POINTS + 6)
     assert results["score"] == TOTAL_POINTS + 6, done.stdout + done.stderr
@@ -239,7 +253,8 @@ def _hunting_template(root: Path) -> str:
     """A blank template that hunts for the solution in Gradescope's layout and, if it finds any, copies it."""
     from catalog.hostile import cell, template
 
-    return template(cell(f"""
+    return template(
+        cell(f"""
         import glob, json, os
         _found = []
         for _path in (glob.glob({str(root)!r} + "/**/*.ipynb", recursive=True) +
@@ -257,10 +272,11 @@ def _hunting_template(root: Path) -> str:
                 return x + self.drop_shortcut(self.ff(self.norm2(x)))
             TransformerBlock.forward = _copied
             print("read", _found[:2])
-        """))
+        """)
+    )
 
 
-@pytest.mark.slow     # a real grading through the bundle's own scripts, without bubblewrap
+@pytest.mark.slow  # a real grading through the bundle's own scripts, without bubblewrap
 @pytest.mark.skipif(os.geteuid() != 0, reason="Gradescope grades as root; a sandbox user of its own needs root")
 @pytest.mark.parametrize("namespaces", ["auto", "off"], ids=["namespaces", "permissions only"])
 def test_a_solution_hunting_template_scores_zero_without_bubblewrap(gradescope, tmp_path, namespaces):
@@ -271,11 +287,13 @@ def test_a_solution_hunting_template_scores_zero_without_bubblewrap(gradescope, 
     nobwrap.mkdir()
     (nobwrap / "bwrap").write_text("#!/bin/sh\nexit 1\n")
     (nobwrap / "bwrap").chmod(0o755)
-    done, results = gradescope({"hunt.py": _hunting_template(gradescope.root)},
-                               {"PATH": f"{nobwrap}{os.pathsep}{os.environ['PATH']}", "AUTOGRADER_NAMESPACES": namespaces})
+    done, results = gradescope(
+        {"hunt.py": _hunting_template(gradescope.root)},
+        {"PATH": f"{nobwrap}{os.pathsep}{os.environ['PATH']}", "AUTOGRADER_NAMESPACES": namespaces},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     _validate(results)
-    assert results["extra_data"]["submission"] == "hunt.py"           # graded, not refused as unreadable
+    assert results["extra_data"]["submission"] == "hunt.py"  # graded, not refused as unreadable
     assert results["score"] == 0, [(t["name"], t["output"][:120]) for t in results["tests"] if t["score"]]
     assert "Task 1: write TransformerBlock.forward" in results["tests"][0]["output"]
     assert "bubblewrap" not in results["extra_data"]["isolation"]
@@ -288,8 +306,9 @@ def test_results_json_is_strict_json_even_for_diverging_values(tmp_path):
     from autograder.frontends.gradescope.results import write_results
     from autograder.grading.submission import unreadable
 
-    result = dataclasses.replace(unreadable("submission.py", "diverged", seed=1, device="cpu"),
-                                 profile={"student": [float("nan"), float("inf"), 1.0]})
+    result = dataclasses.replace(
+        unreadable("submission.py", "diverged", seed=1, device="cpu"), profile={"student": [float("nan"), float("inf"), 1.0]}
+    )
     write_results(result, tmp_path / "results.json")
 
     def refuse(constant):

@@ -2,6 +2,7 @@
 goes on with a notebook its own schema and preprocessors take (nbgrader metadata whole or none, every string
 writable), with the kit's notes, or with the released notebook marked unreadable; the kit's metadata in a
 submitted file never survives."""
+
 import json
 
 import nbformat
@@ -14,7 +15,7 @@ from autograder.frontends.nbgrader.plugins import KIT_KEY
 from catalog.malformed import READ, SHAPES
 from catalog.mutations import mutated
 
-pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
 RELEASE = kit.TEMPLATE_DIR / kit.KIT.notebook_name
 
@@ -31,14 +32,41 @@ def assert_nbgrader_takes(notebook) -> None:
         assert KIT_KEY not in cell.get("metadata", {})
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                                  HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
 @given(case=mutated())
-@example(case=("a key nbformat knows, of another shape", b'{"cells": [], "metadata": {"kernelspec": null}, '
-                                                           b'"nbformat": 4, "nbformat_minor": 5}'))
-@example(case=("a locked cell without a grade_id", json.dumps({"cells": [{"cell_type": "code", "metadata": {"nbgrader": {
-    "grade": False, "locked": True, "solution": False, "schema_version": 3, "g2rade_id": "x"}}, "source": "1",
-    "outputs": [], "execution_count": None}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode()))
+@example(
+    case=(
+        "a key nbformat knows, of another shape",
+        b'{"cells": [], "metadata": {"kernelspec": null}, "nbformat": 4, "nbformat_minor": 5}',
+    )
+)
+@example(
+    case=(
+        "a locked cell without a grade_id",
+        json.dumps(
+            {
+                "cells": [
+                    {
+                        "cell_type": "code",
+                        "metadata": {
+                            "nbgrader": {"grade": False, "locked": True, "solution": False, "schema_version": 3, "g2rade_id": "x"}
+                        },
+                        "source": "1",
+                        "outputs": [],
+                        "execution_count": None,
+                    }
+                ],
+                "metadata": {},
+                "nbformat": 4,
+                "nbformat_minor": 5,
+            }
+        ).encode(),
+    )
+)
 def test_nbgrader_goes_on_with_a_notebook_it_takes_whatever_was_submitted(tmp_path_factory, case):
     done, data = case
     path = tmp_path_factory.mktemp("intake") / kit.KIT.notebook_name
@@ -60,7 +88,8 @@ def test_every_odd_shape_goes_on_marked(tmp_path, name):
         assert "unreadable" not in record and SHAPES[name].phrase in " ".join(record["reading"])
     else:
         assert SHAPES[name].phrase in record["unreadable"] and len(notebook.cells) == len(
-            nbformat.read(RELEASE, as_version=4).cells)
+            nbformat.read(RELEASE, as_version=4).cells
+        )
 
 
 def test_the_kit_s_metadata_in_a_submitted_file_is_dropped(tmp_path):

@@ -36,7 +36,7 @@ def test_gradebook_holds_per_check_partial_credit(demo):
     assert set(table) == set(p.name for p in (kit.COURSE_DIR / "sample_class").iterdir())
     for student, total in EXPECTED_TOTAL.items():
         assert table[student]["total"] == total
-    assert 0 < table["ben_post_ln"]["forward_shortcuts"] < 3          # partial credit inside one check
+    assert 0 < table["ben_post_ln"]["forward_shortcuts"] < 3  # partial credit inside one check
     assert table["ben_post_ln"]["forward_order"] == 0
     assert table["dev_dropout_on_sum"]["forward_dropout"] == 1
     assert table["cho_missing_shortcut"]["forward_order"] == 0 and table["cho_missing_shortcut"]["compounding"] == 3
@@ -47,6 +47,7 @@ def test_both_paths_record_the_same_points_for_every_check(demo):
     plain, hardened = gradebook_table(demo / "course"), gradebook_table(demo / "course-hardened")
     assert plain == hardened
     import json
+
     for results in (demo / "grade-class").glob("*/results.json"):
         with Gradebook(f"sqlite:///{demo / 'course' / 'gradebook.db'}") as gradebook:
             score = gradebook.find_submission(kit.KIT.name, results.parent.name).score
@@ -63,7 +64,7 @@ def test_feedback_names_the_first_divergent_step_and_leaks_nothing(demo, course)
         own = (kit.COURSE_DIR / "sample_class" / student / kit.KIT.name / kit.KIT.notebook_name).read_text()
         text = page.read_text()
         assert "BEGIN HIDDEN" not in text
-        assert "Traceback (most recent call last)" not in text and "-" * 60 not in text   # no tracebacks
+        assert "Traceback (most recent call last)" not in text and "-" * 60 not in text  # no tracebacks
         leaked = [line for line in secret if line in text and line not in own]
         assert not leaked, f"{page}: {leaked[:3]}"
     ben = (demo / course / "feedback" / "ben_post_ln" / kit.KIT.name / "layernorm.html").read_text()

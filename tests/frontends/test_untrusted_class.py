@@ -2,6 +2,7 @@
 layer and through `nbgrader autograde`: the honest students are graded as if the odd ones were not there, each
 odd one gets a result of its own (graded on its merits with a note, or "could not be read", never a grader
 error), grades.csv and the report are written, and a rerun (and a forced one) grades the same."""
+
 import csv
 import json
 import os
@@ -70,7 +71,7 @@ def test_grade_class_grades_the_honest_and_gives_each_odd_notebook_its_own_resul
     assert set(table) == set(results) and (out / "report.html").stat().st_size > 0
     before = {student: data["score"] for student, data in results.items()}
     again = grade_class(root, out, options=options, workers=1, progress=False)
-    assert {r["student"]: float(r["score"]) for r in again} == before           # a rerun: nothing to grade again
+    assert {r["student"]: float(r["score"]) for r in again} == before  # a rerun: nothing to grade again
     forced = grade_class(root, out, options=options, workers=1, progress=False, force=True)
     assert {r["student"]: float(r["score"]) for r in forced} == before
 
@@ -93,15 +94,15 @@ def test_nbgrader_autograde_gives_each_odd_notebook_its_own_result(tmp_path):
     results = {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         for student in [*KIT_STUDENTS, *(f"odd_{name}" for name in SHAPES)]:
-            notebook = nbformat.read(course / "autograded" / student / kit.KIT.name / kit.KIT.notebook_name,
-                                     as_version=4)
+            notebook = nbformat.read(course / "autograded" / student / kit.KIT.name / kit.KIT.notebook_name, as_version=4)
             result = recorded_result(notebook, student)
-            results[student] = {"score": gradebook.find_submission_notebook(kit.KIT.notebook_id, kit.KIT.name,
-                                                                            student).score,
-                                "notes": list(result.notes), "extra_data": {"grader_errors": result.grader_errors}}
+            results[student] = {
+                "score": gradebook.find_submission_notebook(kit.KIT.notebook_id, kit.KIT.name, student).score,
+                "notes": list(result.notes),
+                "extra_data": {"grader_errors": result.grader_errors},
+            }
     assert_fair(results, lambda data: data["notes"])
     assert results["ada_correct"]["score"] == TOTAL_POINTS and results["gil_edits_locked_cells"]["score"] == TOTAL_POINTS
     shell("nbgrader", "generate_feedback", kit.KIT.name, cwd=course)
-    assert all((course / "feedback" / f"odd_{name}" / kit.KIT.name / f"{kit.KIT.notebook_id}.html").is_file()
-               for name in SHAPES)
+    assert all((course / "feedback" / f"odd_{name}" / kit.KIT.name / f"{kit.KIT.notebook_id}.html").is_file() for name in SHAPES)
     assert os.path.getsize(course / "gradebook.db") > 0

@@ -1,6 +1,7 @@
 """Grading on CUDA. The `gpu` tests need a GPU and skip cleanly without one (run them with
 `pytest -m gpu tests/grading/test_gpu.py`, or all at once with `benchmarks/gpu_checks.py`); the others check what a
 machine without CUDA must do when CUDA is asked for, and always run."""
+
 import json
 import subprocess
 import sys
@@ -36,6 +37,7 @@ def _part(result, check: str, part: str):
 
 # --- always: a machine without CUDA -----------------------------------------------------------------
 
+
 @no_gpu
 def test_auto_picks_the_cpu_without_cuda():
     assert resolve_device("auto") == "cpu"
@@ -47,27 +49,48 @@ def test_auto_picks_the_cpu_without_cuda():
 @no_gpu
 @pytest.mark.parametrize("command", ["grade", "grade-class"])
 def test_device_cuda_without_cuda_is_a_usage_error(command, tmp_path):
-    args = ([str(SOLUTION), "--results", str(tmp_path / "results.json")] if command == "grade"
-            else [str(kit.COURSE_DIR / "sample_class"), "--out", str(tmp_path / "out")])
+    args = (
+        [str(SOLUTION), "--results", str(tmp_path / "results.json")]
+        if command == "grade"
+        else [str(kit.COURSE_DIR / "sample_class"), "--out", str(tmp_path / "out")]
+    )
     result = CliRunner().invoke(main, [command, *args, "--device", "cuda"])
     assert result.exit_code == 2, result.output
-    assert isinstance(result.exception, SystemExit)          # click's usage error, not a crash
+    assert isinstance(result.exception, SystemExit)  # click's usage error, not a crash
     assert "CUDA is not available" in result.output and "--device" in result.output
     assert not (tmp_path / "results.json").exists() and not (tmp_path / "out").exists()
 
 
 @no_gpu
 def test_device_cuda_without_cuda_prints_no_traceback(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(SOLUTION), "--results",
-                           str(tmp_path / "results.json"), "--device", "cuda"], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autograder",
+            "grade",
+            str(SOLUTION),
+            "--results",
+            str(tmp_path / "results.json"),
+            "--device",
+            "cuda",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2
     assert "CUDA is not available" in done.stderr
     assert "Traceback" not in done.stderr + done.stdout
 
 
-TF32_SWITCHES = ("torch.backends.cuda.matmul.allow_tf32 = True", "torch.backends.cudnn.allow_tf32 = True",
-                 "torch.set_float32_matmul_precision('medium')", "torch.backends.fp32_precision = 'tf32'",
-                 "torch.backends.cuda.matmul.fp32_precision = 'tf32'", "torch.backends.cudnn.conv.fp32_precision = 'tf32'")
+TF32_SWITCHES = (
+    "torch.backends.cuda.matmul.allow_tf32 = True",
+    "torch.backends.cudnn.allow_tf32 = True",
+    "torch.set_float32_matmul_precision('medium')",
+    "torch.backends.fp32_precision = 'tf32'",
+    "torch.backends.cuda.matmul.fp32_precision = 'tf32'",
+    "torch.backends.cudnn.conv.fp32_precision = 'tf32'",
+)
 TF32_SCRIPT = """
 import json, torch
 from autograder.engine.questions.cells import reset_torch_state
@@ -91,8 +114,9 @@ def test_probes_start_without_tf32():
     """Whatever a student's cell switched on, through either of torch's APIs, every probe starts in full float32
     precision (CUDA matmuls in TF32 keep 10 mantissa bits: far outside the tolerances). Runs on any machine: the
     flags exist without a GPU. In a fresh interpreter, so this process's flags stay as they are."""
-    done = subprocess.run([sys.executable, "-c", TF32_SCRIPT % (TF32_SWITCHES,)], cwd=kit.ROOT, capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", TF32_SCRIPT % (TF32_SWITCHES,)], cwd=kit.ROOT, capture_output=True, text=True, check=True
+    )
     left = json.loads(done.stdout)
     assert left == {switch: [False, False, "highest"] for switch in TF32_SWITCHES}
 
@@ -110,6 +134,7 @@ def test_tf32_switched_on_by_the_student_is_undone(server, seed, tmp_path):
 
 # --- device-moving bugs, reported on either device --------------------------------------------------
 
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", DEVICE_BUGS)
 def test_device_moving_forward_is_reported(server, seed, tmp_path, device, name):
@@ -120,16 +145,17 @@ def test_device_moving_forward_is_reported(server, seed, tmp_path, device, name)
     assert result.device == device
     note = next((n for n in result.notes if "x.device" in n), "")
     assert phrase in note, result.notes
-    if device == "cpu":      # no value the CPU grader can check is wrong: full marks, and the remark says why
+    if device == "cpu":  # no value the CPU grader can check is wrong: full marks, and the remark says why
         assert result.score == TOTAL_POINTS, _lost(result)
         assert "costs no point" in note
-    else:                    # on CUDA the move breaks the forward itself: the message says where and why
+    else:  # on CUDA the move breaks the forward itself: the message says where and why
         order = next(c for c in result.checks if c.check == "forward_order")
         assert result.score < TOTAL_POINTS and "x.device" in order.message, order.message
         assert "Traceback" not in order.message
 
 
 # --- CUDA ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.gpu
 @needs_cuda
@@ -167,4 +193,3 @@ def test_cli_device_auto_grades_on_cuda(tmp_path, seed):
     written = json.loads(results.read_text())
     assert written["extra_data"]["device"] == "cuda"
     assert written["score"] == TOTAL_POINTS, [t["output"] for t in written["tests"] if t["status"] != "passed"]
-

@@ -1,5 +1,6 @@
 """A failure of the grader itself is the grader's: it shows as such to the instructor (results, stderr, the
 class's grades.csv), costs the student no point silently, and never stops the other checks or students."""
+
 import csv
 import json
 
@@ -13,7 +14,7 @@ from autograder.grading import submission as grading_one
 from autograder.grading.options import GradingOptions
 from catalog.build import submission
 
-pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
 
 @pytest.fixture
@@ -30,7 +31,7 @@ def test_a_check_that_crashes_is_a_grader_error_not_a_lost_point(broken_check, g
     crashed = checks["forward_prenorm"]
     assert crashed.grader_error and "ValueError" in crashed.grader_error
     assert all("grader itself failed" in s.message for s in crashed.subtests)
-    assert all(checks[name].passed for name in RUBRIC if name != "forward_prenorm")      # the rest still graded
+    assert all(checks[name].passed for name in RUBRIC if name != "forward_prenorm")  # the rest still graded
     assert result.score == TOTAL_POINTS - RUBRIC["forward_prenorm"].points
     data = results_json(result)
     assert data["extra_data"]["grader_errors"] and "forward_prenorm" in data["extra_data"]["grader_errors"][0]
@@ -75,8 +76,10 @@ def test_an_answer_the_grader_cannot_read_costs_only_the_parts_that_need_it(prob
     public, _ = load_cells(kit.KIT.public_code())
     probing = Probing(namespace, public, plan)
     raw = {"observations": {p: encode_observation(run_probe(p, probing)) for p in ALL_PROBES}}
-    raw["observations"][probe] = {"ok": False, "error": {"type": "EncoderError", "where": None,
-                                                         "message": "the grader could not encode this answer"}}
+    raw["observations"][probe] = {
+        "ok": False,
+        "error": {"type": "EncoderError", "where": None, "message": "the grader could not encode this answer"},
+    }
     found = evaluate(raw, plan)
     lost = [(c.check, s.name) for c in found.checks for s in c.subtests if not s.passed]
     assert all("grader itself failed" in s.message for c in found.checks for s in c.subtests if not s.passed)

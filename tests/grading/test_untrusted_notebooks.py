@@ -10,6 +10,7 @@ trusted parent either grades it on its merits, saying what was odd, or gives the
   naming the odd part, unreadable ones a result of their own naming why;
 * `python -m autograder grade` on an honest, full-marks solution with a number as one cell's grade_id.
 """
+
 import json
 import os
 import subprocess
@@ -32,7 +33,7 @@ from autograder.grading.submission import grade_file
 from catalog.malformed import READ, SHAPES, UNREADABLE, solution
 from catalog.mutations import mutated
 
-pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
 SEED = 17
 HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture]
@@ -41,7 +42,7 @@ HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function
 def assert_well_typed(cells) -> None:
     for cell in cells:
         assert cell.kind in CELL_TYPES and isinstance(cell.source, str)
-        cell.source.encode("utf-8")                            # no lone surrogate left
+        cell.source.encode("utf-8")  # no lone surrogate left
         assert isinstance(cell.tags, tuple) and all(isinstance(tag, str) for tag in cell.tags)
         for key, value in cell.nbgrader.items():
             assert isinstance(value, NBGRADER_FIELDS[key]), (key, value)
@@ -76,7 +77,7 @@ class Recorded:
         self.jobs = []
 
     def grade(self, cells, plan, probes):
-        json.dumps(cells)                                         # what the parent sends must travel
+        json.dumps(cells)  # what the parent sends must travel
         self.jobs.append(len(cells))
         return json.loads(json.dumps(self.reply))
 
@@ -102,7 +103,7 @@ def test_no_mutation_crashes_the_parent_or_becomes_a_grader_error(recorded, tmp_
     write_feedback_page(result, folder / "feedback.html", standing)
     write_grades_csv(folder, [grade_row("fuzzed", result, standing)])
     if not result.notes or "could not be read" not in result.notes[0]:
-        assert recorded.jobs, done                                 # a readable notebook was graded
+        assert recorded.jobs, done  # a readable notebook was graded
 
 
 @pytest.mark.slow
@@ -131,9 +132,24 @@ def test_grade_grades_an_honest_solution_with_a_number_as_a_grade_id_on_its_meri
         path = tmp_path / shape / kit.KIT.notebook_name
         path.parent.mkdir()
         path.write_bytes(SHAPES[shape].data)
-        done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path), "--results",
-                               str(path.parent / "results.json"), "--seed", str(SEED)], capture_output=True,
-                              text=True, timeout=600, cwd=kit.ROOT, env=os.environ)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "autograder",
+                "grade",
+                str(path),
+                "--results",
+                str(path.parent / "results.json"),
+                "--seed",
+                str(SEED),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=kit.ROOT,
+            env=os.environ,
+        )
         assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
         data = json.loads((path.parent / "results.json").read_text())
         assert data["score"] == expected and not data["extra_data"]["grader_errors"], data["extra_data"]
@@ -150,7 +166,11 @@ def test_the_readme_states_the_fence_s_limits():
     from autograder.frontends import classgrade
 
     text = " ".join(kit.documentation().split())
-    for claim in (f"at most {fence.MAX_BYTES // 1_000_000} MB of UTF-8", f"nested at most {fence.MAX_DEPTH} levels",
-                  f"no number over {fence.MAX_DIGITS} digits", f"at most {fence.MAX_CELLS:,} cells",
-                  f"({classgrade.MAX_DEPTH} levels, {classgrade.MAX_ENTRIES:,} entries at most)"):
+    for claim in (
+        f"at most {fence.MAX_BYTES // 1_000_000} MB of UTF-8",
+        f"nested at most {fence.MAX_DEPTH} levels",
+        f"no number over {fence.MAX_DIGITS} digits",
+        f"at most {fence.MAX_CELLS:,} cells",
+        f"({classgrade.MAX_DEPTH} levels, {classgrade.MAX_ENTRIES:,} entries at most)",
+    ):
         assert claim in text, claim

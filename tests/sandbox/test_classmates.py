@@ -11,6 +11,7 @@ for every kind of kernel object, leave one behind, and find a classmate's (`cata
   kind. Cleanup breakers, huge answers, another ABI's calls, one call of every refused family and honest
   students share the class, and each gets its own fair result.
 """
+
 import json
 import os
 import shutil
@@ -85,6 +86,7 @@ def _column(layers: dict, layer: str) -> str:
 def _expected_column(layer: str) -> str:
     """The table's column of a test layer on this machine (Landlock where the kernel has it)."""
     from autograder.sandbox.inside import landlock
+
     return _column({"namespaces": layer != "permissions", "landlock": landlock.abi()}, layer)
 
 
@@ -94,8 +96,9 @@ def own(layer):
     base, root, _ = _grading_folders(layer)
     port = 20000 + os.getpid() % 20000
     try:
-        with SandboxServer(limits=Limits(load_s=12, probe_s=4, job_s=40, wall_factor=4), private=[root],
-                           **LAYERS[layer]) as server:
+        with SandboxServer(
+            limits=Limits(load_s=12, probe_s=4, job_s=40, wall_factor=4), private=[root], **LAYERS[layer]
+        ) as server:
             (root / "self_test.py").write_text(self_test(private=[root], port=port))
             result = grade_file(root / "self_test.py", server, seed=4)
             column = _column(server.layers, layer)
@@ -117,8 +120,14 @@ def test_a_student_leaves_a_marker_only_where_her_layer_lets_her_and_finds_it_th
 
 
 def _context(mark: str, private, port: int, owners: dict, ring_keys) -> SimpleNamespace:
-    return SimpleNamespace(mark=mark, private=[str(p) for p in private], port=port, key_owners=owners,
-                           ring_contents=lambda: ring_keys, clock_offset=time.time() - time.monotonic())
+    return SimpleNamespace(
+        mark=mark,
+        private=[str(p) for p in private],
+        port=port,
+        key_owners=owners,
+        ring_contents=lambda: ring_keys,
+        clock_offset=time.time() - time.monotonic(),
+    )
 
 
 def _leftovers(context) -> dict:
@@ -133,25 +142,37 @@ def classmates(layer):
     base, root, out = _grading_folders(layer)
     mark, port, owners = new_marker(), 20000 + (os.getpid() + 7) % 20000, sandbox_key_owners()
     places = [root, out]
-    students = {"a_victim": victim(mark, places, port), "b_thief": thief(places, port),
-                "c_thief_post_ln": thief(places, port, base="post_ln"),
-                "d_redirects_results": template(cell(REDIRECT.format(out=str(out), root=str(root)))),
-                "e_deep_tree": FAMILY["deep_tree_unreadable_folders_left_behind"].source,
-                "f_huge_answers": FAMILY["eleven_answers_of_fifteen_megabytes"].source,
-                "g_x32": FAMILY["x32_system_call"].source,
-                "h_refused_calls": FAMILY["one_call_of_every_refused_family"].source,
-                "y_post_ln": submission(forward=POST_LN), "z_correct": submission()}
+    students = {
+        "a_victim": victim(mark, places, port),
+        "b_thief": thief(places, port),
+        "c_thief_post_ln": thief(places, port, base="post_ln"),
+        "d_redirects_results": template(cell(REDIRECT.format(out=str(out), root=str(root)))),
+        "e_deep_tree": FAMILY["deep_tree_unreadable_folders_left_behind"].source,
+        "f_huge_answers": FAMILY["eleven_answers_of_fifteen_megabytes"].source,
+        "g_x32": FAMILY["x32_system_call"].source,
+        "h_refused_calls": FAMILY["one_call_of_every_refused_family"].source,
+        "y_post_ln": submission(forward=POST_LN),
+        "z_correct": submission(),
+    }
     for name, text in students.items():
         (root / f"{name}.py").write_text(text)
-    env = {**os.environ, "AUTOGRADER_JOB_UIDS": "1", "AUTOGRADER_BUBBLEWRAP": LAYERS[layer].get("bubblewrap", "auto"),
-           "AUTOGRADER_NAMESPACES": LAYERS[layer].get("namespaces", "auto")}
-    launched = run_under_ring([sys.executable, "-m", "autograder", "grade-class", root, "--out", out, "--workers",
-                               "1", "--seed", "6", "--force"], kit.ROOT, env)
+    env = {
+        **os.environ,
+        "AUTOGRADER_JOB_UIDS": "1",
+        "AUTOGRADER_BUBBLEWRAP": LAYERS[layer].get("bubblewrap", "auto"),
+        "AUTOGRADER_NAMESPACES": LAYERS[layer].get("namespaces", "auto"),
+    }
+    launched = run_under_ring(
+        [sys.executable, "-m", "autograder", "grade-class", root, "--out", out, "--workers", "1", "--seed", "6", "--force"],
+        kit.ROOT,
+        env,
+    )
     assert launched["status"] == 0, launched["stderr"][-3000:]
     left = _leftovers(_context(mark, places, port, owners, launched["ring_keys"]))
     results = {name: json.loads((out / name / "results.json").read_text()) for name in students}
-    yield SimpleNamespace(root=root, out=out, mark=mark, results=results, left=left, log=launched["stderr"],
-                          column=_expected_column(layer))
+    yield SimpleNamespace(
+        root=root, out=out, mark=mark, results=results, left=left, log=launched["stderr"], column=_expected_column(layer)
+    )
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -183,7 +204,7 @@ def test_no_classmate_s_marker_reaches_another_student(classmates):
             assert classmates.mark not in (classmates.out / student / page).read_text(), (student, page)
     assert classmates.results["b_thief"]["score"] == 0
     assert classmates.results["c_thief_post_ln"]["score"] <= classmates.results["y_post_ln"]["score"]
-    assert classmates.mark in json.dumps(classmates.results["a_victim"])        # she did leave it
+    assert classmates.mark in json.dumps(classmates.results["a_victim"])  # she did leave it
 
 
 def test_results_go_to_their_own_student_whatever_the_folders_modes(classmates):
@@ -201,8 +222,9 @@ def test_cleanup_breakers_huge_answers_and_refused_calls_cost_only_their_author(
     assert {s: results[s]["score"] for s in full} == dict.fromkeys(full, TOTAL_POINTS)
     assert results["f_huge_answers"]["score"] == 0
     assert FAMILY["one_call_of_every_refused_family"].phrase in json.dumps(results["h_refused_calls"])
-    assert all(not r["extra_data"].get("grader_errors") for r in results.values()), \
-        {s: r["extra_data"].get("grader_errors") for s, r in results.items()}
+    assert all(not r["extra_data"].get("grader_errors") for r in results.values()), {
+        s: r["extra_data"].get("grader_errors") for s, r in results.items()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -213,22 +235,28 @@ def autograded(layer):
     base, _, _ = _grading_folders(layer)
     course = make_course(base / "course", ordinary=False)
     course.chmod(0o777)
-    env = {"AUTOGRADER_SEED": "7", "AUTOGRADER_JOB_UIDS": "1",
-           "AUTOGRADER_BUBBLEWRAP": LAYERS[layer].get("bubblewrap", "auto"),
-           "AUTOGRADER_NAMESPACES": LAYERS[layer].get("namespaces", "auto")}
+    env = {
+        "AUTOGRADER_SEED": "7",
+        "AUTOGRADER_JOB_UIDS": "1",
+        "AUTOGRADER_BUBBLEWRAP": LAYERS[layer].get("bubblewrap", "auto"),
+        "AUTOGRADER_NAMESPACES": LAYERS[layer].get("namespaces", "auto"),
+    }
     shell = Shell(env)
     shell("nbgrader", "generate_assignment", kit.KIT.name, cwd=course)
     released = nbformat.read(course / "release" / kit.KIT.name / kit.KIT.notebook_name, as_version=4)
     mark, port, owners = new_marker(), 20000 + (os.getpid() + 13) % 20000, sandbox_key_owners()
     family = {name: e.source.split("# %% hostile")[1] for name, e in FAMILY.items() if "# %% hostile" in e.source}
-    code = {"a_victim": victim(mark, [course], port).split("# %% spread")[1],
-            "b_thief": thief([course], port).split("# %% search")[1],
-            "c_deep_tree": family["deep_tree_unreadable_folders_left_behind"],
-            "d_huge_answers": family["eleven_answers_of_fifteen_megabytes"],
-            "e_x32": family["x32_system_call"], "f_refused_calls": family["one_call_of_every_refused_family"],
-            "z_correct": ""}
+    code = {
+        "a_victim": victim(mark, [course], port).split("# %% spread")[1],
+        "b_thief": thief([course], port).split("# %% search")[1],
+        "c_deep_tree": family["deep_tree_unreadable_folders_left_behind"],
+        "d_huge_answers": family["eleven_answers_of_fifteen_megabytes"],
+        "e_x32": family["x32_system_call"],
+        "f_refused_calls": family["one_call_of_every_refused_family"],
+        "z_correct": "",
+    }
     for student, extra in code.items():
-        notebook = nbformat.from_dict(released)        # a copy: the thief's and the huge answers' are the release
+        notebook = nbformat.from_dict(released)  # a copy: the thief's and the huge answers' are the release
         if student not in ("b_thief", "d_huge_answers"):
             notebook = do_kit_homework(notebook, "ada_correct")
         if extra:
@@ -238,10 +266,18 @@ def autograded(layer):
         nbformat.write(notebook, path)
     launched = run_under_ring([sys.executable, "-m", "nbgrader", "autograde", kit.KIT.name], course, shell.env)
     left = _leftovers(_context(mark, [course], port, owners, launched["ring_keys"]))
-    notebooks = {student: nbformat.read(course / "autograded" / student / kit.KIT.name / kit.KIT.notebook_name,
-                                        as_version=4) for student in code}
-    yield SimpleNamespace(course=course, mark=mark, log=launched["stdout"] + launched["stderr"], left=left,
-                          notebooks=notebooks, status=launched["status"])
+    notebooks = {
+        student: nbformat.read(course / "autograded" / student / kit.KIT.name / kit.KIT.notebook_name, as_version=4)
+        for student in code
+    }
+    yield SimpleNamespace(
+        course=course,
+        mark=mark,
+        log=launched["stdout"] + launched["stderr"],
+        left=left,
+        notebooks=notebooks,
+        status=launched["status"],
+    )
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -262,5 +298,11 @@ def test_no_classmate_s_marker_reaches_another_student_through_nbgrader(autograd
     with Gradebook(f"sqlite:///{autograded.course / 'gradebook.db'}") as gradebook:
         score = lambda student: gradebook.find_submission_notebook(kit.KIT.notebook_id, kit.KIT.name, student).score  # noqa: E731
         assert {student: score(student) for student in autograded.notebooks} == {
-            "a_victim": TOTAL_POINTS, "b_thief": 0, "c_deep_tree": TOTAL_POINTS, "d_huge_answers": 0,
-            "e_x32": TOTAL_POINTS, "f_refused_calls": TOTAL_POINTS, "z_correct": TOTAL_POINTS}
+            "a_victim": TOTAL_POINTS,
+            "b_thief": 0,
+            "c_deep_tree": TOTAL_POINTS,
+            "d_huge_answers": 0,
+            "e_x32": TOTAL_POINTS,
+            "f_refused_calls": TOTAL_POINTS,
+            "z_correct": TOTAL_POINTS,
+        }

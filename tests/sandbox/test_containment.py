@@ -5,6 +5,7 @@ lost grade, and a refusal to grade where nothing could be isolated.
 
 Students against students, kind by kind of the sandbox's table, through grade-class and nbgrader autograde:
 test_classmates.py."""
+
 import json
 import os
 import signal
@@ -131,8 +132,9 @@ def test_no_file_outlives_the_grading(server, tmp_path):
     assert result.score == TOTAL_POINTS
     time.sleep(0.5)
     assert [str(p) for p in places if p.exists()] == []
-    assert server.sandbox_uid is None or not [pid for pid in _sandbox_processes()
-                                              if os.stat(f"/proc/{pid}").st_uid == server.sandbox_uid]
+    assert server.sandbox_uid is None or not [
+        pid for pid in _sandbox_processes() if os.stat(f"/proc/{pid}").st_uid == server.sandbox_uid
+    ]
 
 
 def test_a_classmate_s_files_and_results_stay_out_of_reach(layer, tmp_path):
@@ -180,8 +182,9 @@ def test_intake_refuses_what_is_not_a_plain_notebook(server, tmp_path, kind):
     result = grade_file(target, server, seed=1)
     assert time.monotonic() - started < 10
     assert result.score == 0
-    reason = {"symlink": "symbolic link", "fifo": "not a regular file", "device": "symbolic link",
-              "oversized": "larger than"}[kind]
+    reason = {"symlink": "symbolic link", "fifo": "not a regular file", "device": "symbolic link", "oversized": "larger than"}[
+        kind
+    ]
     assert reason in result.notes[0], result.notes
 
 
@@ -249,8 +252,13 @@ def test_grade_leaves_nothing_alive_and_only_the_grader_writes_the_results(tmp_p
     path.write_text(submission(extra=rewrite))
     env = {**os.environ, "PATH": _failing_bwrap(tmp_path), "AUTOGRADER_NAMESPACES": namespaces}
     before = set(_sandbox_processes())
-    done = subprocess.run([sys.executable, "-m", "autograder", "grade", str(path), "--results", str(results),
-                           "--seed", "4"], env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "autograder", "grade", str(path), "--results", str(results), "--seed", "4"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     first = results.read_text()
     time.sleep(1.0)
@@ -272,13 +280,16 @@ def test_without_bubblewrap_or_root_the_grader_refuses_unless_told_unsafe(monkey
 
 
 def test_the_cli_refuses_with_a_message_not_a_traceback(tmp_path):
-    script = ("import os, sys; os.geteuid = lambda: 1000\n"
-              "from autograder.frontends.cli import main\nsys.exit(main())")
+    script = "import os, sys; os.geteuid = lambda: 1000\nfrom autograder.frontends.cli import main\nsys.exit(main())"
     path = tmp_path / "sub.py"
     path.write_text(submission())
-    done = subprocess.run([sys.executable, "-c", script, "grade", str(path), "--results", str(tmp_path / "r.json")],
-                          env={**os.environ, "PATH": _failing_bwrap(tmp_path)}, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script, "grade", str(path), "--results", str(tmp_path / "r.json")],
+        env={**os.environ, "PATH": _failing_bwrap(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode != 0 and "refusing to grade" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "r.json").exists()
 

@@ -1,6 +1,7 @@
 """The kit and the machine it is installed on: grading leaves the host's permissions as it found them (other
 users of the same install keep working), and an nbgrader course stops, running nothing, when the kit cannot
 be loaded."""
+
 import json
 import os
 import shutil
@@ -20,8 +21,10 @@ from catalog.build import submission
 import hub_users
 from nbgrader_course import Shell, do_kit_homework, make_course
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="needs root: to grade in the "
-                                                   "permissions layer and to act as another user")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: to grade in the permissions layer and to act as another user"),
+]
 ROOT_ONLY_LAYER = {"AUTOGRADER_BUBBLEWRAP": "off", "AUTOGRADER_NAMESPACES": "off", "AUTOGRADER_LANDLOCK": "off"}
 
 
@@ -59,9 +62,13 @@ def test_after_root_grades_without_namespaces_another_user_imports_the_kit_and_g
     root.mkdir()
     (root / "ada.py").write_text(submission())
     before = _modes(_watched(root, out))
-    done = subprocess.run([sys.executable, "-m", "autograder", "grade-class", str(root), "--out", str(out),
-                           "--seed", "3", "--workers", "1"], env={**os.environ, **ROOT_ONLY_LAYER},
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "autograder", "grade-class", str(root), "--out", str(out), "--seed", "3", "--workers", "1"],
+        env={**os.environ, **ROOT_ONLY_LAYER},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "closed to other users by permissions" in (out / "ada" / "results.json").read_text()
     after = _modes(_watched(root, out))
@@ -70,8 +77,9 @@ def test_after_root_grades_without_namespaces_another_user_imports_the_kit_and_g
     login, python, home = instructor
     (home / "ben.py").write_text(submission())
     shutil.chown(home / "ben.py", login, login)
-    graded = hub_users.run_as(login, [python, "-m", "autograder", "grade", "ben.py", "--results", "ben.json",
-                                      "--seed", "3"], cwd=home)
+    graded = hub_users.run_as(
+        login, [python, "-m", "autograder", "grade", "ben.py", "--results", "ben.json", "--seed", "3"], cwd=home
+    )
     assert graded.returncode == 0, graded.stderr[-3000:]
     results = json.loads((home / "ben.json").read_text())
     assert results["score"] == TOTAL_POINTS and "bubblewrap" in results["extra_data"]["isolation"]
@@ -102,16 +110,16 @@ def test_nbgrader_stops_and_runs_nothing_when_the_kit_cannot_be_loaded(tmp_path,
     login, python, folder = instructor
     course, canary = _course_with_a_canary(folder)
     command = [sys.executable, "-m", "nbgrader", "autograde", kit.KIT.name, "--force"]
-    if install == "broken":           # an install whose package fails to import, found first on the path
+    if install == "broken":  # an install whose package fails to import, found first on the path
         shadow = tmp_path / "broken" / "autograder"
         shadow.mkdir(parents=True)
         (shadow / "__init__.py").write_text("raise ImportError('a half-finished upgrade of the kit')\n")
-        done = subprocess.run(command, cwd=course, capture_output=True, text=True, timeout=600,
-                              env={**os.environ, "PYTHONPATH": str(shadow.parent)})
-    else:                             # an instructor for whom the kit's package cannot be read
+        done = subprocess.run(
+            command, cwd=course, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(shadow.parent)}
+        )
+    else:  # an instructor for whom the kit's package cannot be read
         hub_users.give(course, login)
-        done = hub_users.run_as(login, [python, *command[1:]], cwd=course,
-                                cover=[hub_users.kit_root_for(login) / "autograder"])
+        done = hub_users.run_as(login, [python, *command[1:]], cwd=course, cover=[hub_users.kit_root_for(login) / "autograder"])
     output = done.stdout + done.stderr
     assert done.returncode != 0 and "the layernorm kit could not be loaded" in output, output[-3000:]
     assert not canary.exists(), "a kernel ran a student's notebook of the kit's assignment"

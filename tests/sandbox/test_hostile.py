@@ -13,6 +13,7 @@ hold in each; a layer this machine cannot give is reported as a skip that names 
 The corpus runs on its own server with short limits (catalog.hostile.LIMITS), so the cases that can only
 fail by running out of time fail in seconds.
 """
+
 import json
 import os
 import shutil
@@ -30,8 +31,22 @@ from autograder.frontends.gradescope.results import results_json
 from autograder.grading.submission import grade_file
 from autograder.sandbox.parent.client import Limits, SandboxServer
 from catalog.build import submission
-from catalog.hostile import (AS_POST_LN, CANARY, FORGED_IN_GRADER_FOLDERS, FORGED_IN_TMP, FULL, HOSTILE, LIMITS,
-                             MARK, POST_LN, SANDBOX_USER, TASK1_ONLY, TASK2_ONLY, WRONG, ZERO)
+from catalog.hostile import (
+    AS_POST_LN,
+    CANARY,
+    FORGED_IN_GRADER_FOLDERS,
+    FORGED_IN_TMP,
+    FULL,
+    HOSTILE,
+    LIMITS,
+    MARK,
+    POST_LN,
+    SANDBOX_USER,
+    TASK1_ONLY,
+    TASK2_ONLY,
+    WRONG,
+    ZERO,
+)
 from catalog.isolation import FAMILIES, STRAY
 from layers import LAYERS, layer_available
 
@@ -39,6 +54,8 @@ CORPUS = HOSTILE + FAMILIES
 
 TASK2 = "compounding"
 FORWARD_CHECKS = [name for name in RUBRIC if name != TASK2]
+
+
 @pytest.fixture(scope="session", params=list(LAYERS))
 def hostile_server(request):
     why = layer_available(request.param)
@@ -56,8 +73,9 @@ def _tmp_entries() -> set[str]:
 
 
 def _git_status() -> str:
-    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=kit.ROOT,
-                          capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=kit.ROOT, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def _holds_forgery(path: Path) -> bool:
@@ -105,7 +123,7 @@ HONEST = {"correct": submission(), "post_ln": submission(forward=POST_LN)}
 class Before:
     git_status: str
     tmp: set
-    results: dict       # HONEST's results
+    results: dict  # HONEST's results
 
 
 @pytest.fixture(scope="session")
@@ -113,7 +131,7 @@ def before(hostile_server, seed, tmp_path_factory):
     """The state before any hostile submission ran, a canary to attack, and two honest submissions' results."""
     CANARY.mkdir(exist_ok=True)
     (CANARY / "keep.txt").write_text("the corpus must not be able to delete this\n")
-    STRAY.parent.mkdir(exist_ok=True)              # a solved notebook left where the world can read it
+    STRAY.parent.mkdir(exist_ok=True)  # a solved notebook left where the world can read it
     shutil.copy(kit.SOLUTIONS_DIR / kit.KIT.notebook_name, STRAY)
     folder = tmp_path_factory.mktemp("honest")
     results = {}
@@ -139,7 +157,7 @@ class Corpus:
 
     def __init__(self, server, seed, folder, honest):
         self.server, self.seed, self.folder, self.graded, self.honest = server, seed, folder, {}, honest
-        self.uids = {server.sandbox_uid} - {None}     # the sandbox users the corpus ran as
+        self.uids = {server.sandbox_uid} - {None}  # the sandbox users the corpus ran as
 
     def runnable(self, entry) -> str | None:
         """Why `entry` must not run here, if it must not."""
@@ -190,7 +208,7 @@ def assert_well_formed(result) -> None:
             assert sub.passed or sub.message.strip(), f"{check.check} / {sub.name} failed without a message"
         assert check.passed or check.message.strip(), f"{check.check} failed without a message"
     assert 0 <= result.score <= TOTAL_POINTS and result.max_score == TOTAL_POINTS
-    json.dumps(results_json(result), default=float)          # what gets written as results.json
+    json.dumps(results_json(result), default=float)  # what gets written as results.json
 
 
 def assert_outcome(result, outcome: str, honest: dict) -> None:
@@ -222,7 +240,7 @@ def _param(entry):
     return pytest.param(entry, id=entry.name, marks=marks)
 
 
-@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")   # numpy, on inf outputs
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # numpy, on inf outputs
 @pytest.mark.parametrize("entry", [_param(e) for e in CORPUS])
 def test_hostile_submission_gets_its_fair_result(corpus, hostile_server, before, entry):
     if corpus.runnable(entry):
@@ -234,7 +252,7 @@ def test_hostile_submission_gets_its_fair_result(corpus, hostile_server, before,
         raise graded.error
     result = graded.result
     assert_well_formed(result)
-    assert not result.grader_errors, result.grader_errors      # nothing a submission does is the grader's failure
+    assert not result.grader_errors, result.grader_errors  # nothing a submission does is the grader's failure
     assert entry.phrase.lower() in _text(result).lower(), _text(result)
     if entry.max_seconds is not None:
         assert graded.seconds < entry.max_seconds, f"grading took {graded.seconds:.1f} s"
@@ -257,8 +275,7 @@ def test_nothing_outside_the_sandbox_changes(before, corpus, hostile_server):
     # Other work may go on in the same checkout meanwhile: every change to `git status` is examined, one a
     # submission could have made fails the test, any other is only reported.
     changed = sorted(set(_git_status().splitlines()) ^ set(before.git_status.splitlines()))
-    ours = [line for line in changed
-            if _from_a_submission(kit.ROOT / line[3:].split(" -> ")[-1].strip('"'), corpus.uids)]
+    ours = [line for line in changed if _from_a_submission(kit.ROOT / line[3:].split(" -> ")[-1].strip('"'), corpus.uids)]
     assert not ours, f"the corpus changed the repository: {ours}"
     if changed:
         warnings.warn(f"the repository changed during the run, though not by a submission: {changed}")

@@ -9,6 +9,7 @@ name, reads what he finds and makes it his forward. He must find nothing: his fo
 source is not in his results, the grader's ring holds no key of any student, and no sandbox uid owns a key once
 the class is graded.
 """
+
 import json
 import os
 import sys
@@ -89,10 +90,17 @@ def test_a_classmate_finds_no_key_of_hers_under_an_inherited_session_ring(layer,
     store = STORE.format(source=source, **numbers)
     (root / "a_victim.py").write_text(submission(extra=cell(store)))
     (root / "b_thief.py").write_text(template(cell(STEAL.format(**numbers))))
-    env = {**os.environ, "AUTOGRADER_JOB_UIDS": "1", "AUTOGRADER_BUBBLEWRAP": LAYERS[layer].get("bubblewrap", "auto"),
-           "AUTOGRADER_NAMESPACES": LAYERS[layer].get("namespaces", "auto")}
-    launched = run_under_ring([sys.executable, "-m", "autograder", "grade-class", root, "--out", out, "--workers", "1",
-                               "--seed", "5", "--force"], kit.ROOT, env)
+    env = {
+        **os.environ,
+        "AUTOGRADER_JOB_UIDS": "1",
+        "AUTOGRADER_BUBBLEWRAP": LAYERS[layer].get("bubblewrap", "auto"),
+        "AUTOGRADER_NAMESPACES": LAYERS[layer].get("namespaces", "auto"),
+    }
+    launched = run_under_ring(
+        [sys.executable, "-m", "autograder", "grade-class", root, "--out", out, "--workers", "1", "--seed", "5", "--force"],
+        kit.ROOT,
+        env,
+    )
     assert launched["status"] == 0, launched["stderr"][-3000:]
     victim = json.loads((out / "a_victim" / "results.json").read_text())
     thief = json.loads((out / "b_thief" / "results.json").read_text())
@@ -100,9 +108,9 @@ def test_a_classmate_finds_no_key_of_hers_under_an_inherited_session_ring(layer,
     assert mark not in json.dumps(thief), "the classmate read her key"
     forward = [test for test in thief["tests"] if test["extra_data"].get("check") in FORWARD_CHECKS]
     assert len(forward) == len(FORWARD_CHECKS) and all(test["score"] == 0 for test in forward), thief["tests"]
-    assert "found no key" in json.dumps(thief)                       # he did search
+    assert "found no key" in json.dumps(thief)  # he did search
     assert launched["ring_keys"] == [], "a student's key is in the grader's own session ring"
-    deadline = time.monotonic() + 5                                  # the kernel collects keys lazily
+    deadline = time.monotonic() + 5  # the kernel collects keys lazily
     while sandbox_key_owners() != owners and time.monotonic() < deadline:
         time.sleep(0.1)
     new = {uid: keys for uid, keys in sandbox_key_owners().items() if owners.get(uid) != keys}

@@ -1,20 +1,39 @@
 """The sandbox's table of kinds (`autograder.sandbox.kinds`): complete, probed, and the layer table of
 docs/security.md."""
+
 import pytest
 
 from autograder.course import kit
 from autograder.sandbox import kinds
 from catalog import kinds as probes
 
-pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
-LISTED = ("files", "processes", "System V", "POSIX", "abstract", "key rings", "control groups", "timers", "clocks",
-          "inotify", "fanotify", "eventfd", "memfd", "network", "devices", "/proc", "/sys")
+LISTED = (
+    "files",
+    "processes",
+    "System V",
+    "POSIX",
+    "abstract",
+    "key rings",
+    "control groups",
+    "timers",
+    "clocks",
+    "inotify",
+    "fanotify",
+    "eventfd",
+    "memfd",
+    "network",
+    "devices",
+    "/proc",
+    "/sys",
+)
 
 
 def test_the_documentation_s_layer_table_is_the_one_the_table_generates():
-    assert kinds.in_page(kit.documentation("security.md")) == kinds.layer_table(), \
+    assert kinds.in_page(kit.documentation("security.md")) == kinds.layer_table(), (
         "docs/security.md's layer table is stale: run `python -m autograder.sandbox.kinds`"
+    )
 
 
 def test_every_kind_has_a_probe_and_every_probe_a_kind():
@@ -35,8 +54,16 @@ def test_only_the_unisolated_column_and_the_permissions_layer_s_files_and_device
     assert {cell for cell in open_cells if cell[1] != "unsafe"} == {("other_files", "permissions")}
 
 
-@pytest.mark.parametrize("layers, bubblewrap, root, column", [
-    ({}, True, False, "bubblewrap"), ({}, True, True, "bubblewrap"), ({"namespaces": True}, False, True, "namespaces"),
-    ({"landlock": 7}, False, True, "landlock"), ({}, False, True, "permissions"), ({"landlock": 7}, False, False, "unsafe")])
+@pytest.mark.parametrize(
+    "layers, bubblewrap, root, column",
+    [
+        ({}, True, False, "bubblewrap"),
+        ({}, True, True, "bubblewrap"),
+        ({"namespaces": True}, False, True, "namespaces"),
+        ({"landlock": 7}, False, True, "landlock"),
+        ({}, False, True, "permissions"),
+        ({"landlock": 7}, False, False, "unsafe"),
+    ],
+)
 def test_a_server_s_layers_name_its_column(layers, bubblewrap, root, column):
     assert kinds.layer_of(layers, bubblewrap, root) == column

@@ -1,6 +1,7 @@
 """The sandbox's parts on their own, without a server: cleanup of what a job leaves, the encoding of every dtype,
 the bound on answers, the control channel, and permission changes that are always given back (the seccomp
 allowlist: test_seccomp.py)."""
+
 import json
 import os
 import socket
@@ -15,13 +16,18 @@ import torch
 
 from autograder.sandbox.inside import cleanup
 from autograder.sandbox.inside.protocol import (
-    Unencodable, control_pair, encode_tensor, encoded_answer, receive_message, send_message
+    Unencodable,
+    control_pair,
+    encode_tensor,
+    encoded_answer,
+    receive_message,
+    send_message,
 )
 from autograder.sandbox.inside.protocol import MAX_ANSWER_BYTES
 from autograder.sandbox.inside.watch import Run
 from autograder.sandbox.parent import containment, hostperms
 
-pytestmark = pytest.mark.quick      # in `make test-quick`: this wing's fast tier
+pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
 
 def test_cleanup_removes_a_deep_tree_of_unreadable_folders_without_recursion(tmp_path):
@@ -64,8 +70,20 @@ def test_cleanup_reports_what_it_could_not_remove_and_removes_the_rest(tmp_path,
     assert not (tmp_path / "job" / "goes").exists() and (tmp_path / "job" / "a" / "stays").exists()
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64, torch.int8, torch.int32, torch.int64,
-                                   torch.uint8, torch.bool, torch.float8_e4m3fn])
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        torch.bfloat16,
+        torch.float16,
+        torch.float64,
+        torch.int8,
+        torch.int32,
+        torch.int64,
+        torch.uint8,
+        torch.bool,
+        torch.float8_e4m3fn,
+    ],
+)
 def test_every_real_dtype_is_encoded_exactly(dtype):
     values = torch.tensor([[0.0, 1.0, -2.0], [3.0, 0.5, 8.0]])
     tensor = (values > 0) if dtype is torch.bool else values.to(dtype)
@@ -73,6 +91,7 @@ def test_every_real_dtype_is_encoded_exactly(dtype):
     assert encoded["dtype"] in ("float32", "float64") and encoded["shape"] == [2, 3]
     import base64
     import numpy as np
+
     back = np.frombuffer(base64.b64decode(encoded["data"]), dtype=encoded["dtype"]).reshape(2, 3)
     assert np.array_equal(back, tensor.to(torch.float64).numpy())
 
@@ -93,7 +112,7 @@ def _reports(frames: int) -> tuple[int, threading.Thread]:
     def write():
         try:
             os.write(writer_fd, (len(frame).to_bytes(4, "big") + frame.encode()) * frames)
-        except OSError:         # the reader stopped first, as the supervisor stops reading
+        except OSError:  # the reader stopped first, as the supervisor stops reading
             pass
         os.close(writer_fd)
 
@@ -107,7 +126,7 @@ def test_answers_are_bounded_in_total_across_a_job_s_children():
     as over budget when the job's children together pass it."""
     budget, limits, half = {}, {"load_s": 1, "probe_s": 1, "wall_factor": 1, "output_kb": 1}, MAX_ANSWER_BYTES >> 21
     runs = []
-    for frames in (half + 1, half + 1):              # two children of one job, each under the bound alone
+    for frames in (half + 1, half + 1):  # two children of one job, each under the bound alone
         reader_fd, writer = _reports(frames)
         run = Run(limits, lambda: 0.0, budget, bytearray(), reader_fd, ("eval",))
         while run.take(reader_fd) and not run.garbage:
@@ -149,8 +168,8 @@ def test_a_permission_lease_is_given_back_even_when_its_holder_was_killed(tmp_pa
         os.kill(os.getpid(), 9)
         """)
     subprocess.run([sys.executable, "-c", holder], check=False)
-    assert stat.S_IMODE(folder.stat().st_mode) == 0o701          # the holder died holding it
-    assert str(folder) in hostperms.restore_abandoned()            # the next grader to start gives it back
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o701  # the holder died holding it
+    assert str(folder) in hostperms.restore_abandoned()  # the next grader to start gives it back
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
 
 
@@ -167,6 +186,7 @@ class _Replying:
     """A stand-in for a sandbox server that replies with given answers (no student code runs)."""
 
     from autograder.course import kit as _kit
+
     assignment, isolation = _kit.KIT, "stand-in"
 
     def __init__(self, observations: dict):
@@ -189,8 +209,13 @@ def test_a_failure_of_the_grader_s_own_encoding_or_reading_is_a_grader_error(mon
     else:
         observations["eval"] = {"ok": True}
         real = answers._read
-        monkeypatch.setattr(answers, "_read", lambda probe, answer, expect: (_ for _ in ()).throw(KeyError(probe))
-                            if probe == "eval" else real(probe, answer, expect))
+        monkeypatch.setattr(
+            answers,
+            "_read",
+            lambda probe, answer, expect: (
+                (_ for _ in ()).throw(KeyError(probe)) if probe == "eval" else real(probe, answer, expect)
+            ),
+        )
     result = grade_cells(cells_from_python(submission()), "s.py", _Replying(observations), seed=3)
     assert result.score == 0 and result.grader_errors, result.grader_errors
     assert "eval" in result.grader_errors[0]

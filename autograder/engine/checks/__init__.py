@@ -14,6 +14,7 @@ answers, or the grader's own replay of the student's program. Two rules run thro
   depends on x through attention and through the feed-forward network, each with real weight
   (`Evidence.work`, `Evidence.half_work`).
 """
+
 from __future__ import annotations
 
 import functools
@@ -51,20 +52,20 @@ def fail(message: str) -> Outcome:
 
 @dataclass(eq=False)
 class Evidence:
-    student: dict                      # probe name -> the child's answer, read by `answers.read_answer`
-    reference: dict                    # probe name -> the reference's answer to the same question
-    named: dict                        # arrangement name -> its eval-mode output (Post-LN, ...)
-    parts: dict                        # the grader's own components for this plan (float32, CPU, eval mode)
-    x: np.ndarray                      # the block input of the recorded runs, as the grader drew it
-    flows: dict                        # "eval" / "train" -> Flow of the student's recorded run (None: no run)
-    replays: object = None             # replays.Replays: what the grader recomputes from the flows
-    plan: object = None                # the questions (engine.questions.plan.Plan)
-    sources: list = field(default_factory=list)   # the student's code as sent to the sandbox
+    student: dict  # probe name -> the child's answer, read by `answers.read_answer`
+    reference: dict  # probe name -> the reference's answer to the same question
+    named: dict  # arrangement name -> its eval-mode output (Post-LN, ...)
+    parts: dict  # the grader's own components for this plan (float32, CPU, eval mode)
+    x: np.ndarray  # the block input of the recorded runs, as the grader drew it
+    flows: dict  # "eval" / "train" -> Flow of the student's recorded run (None: no run)
+    replays: object = None  # replays.Replays: what the grader recomputes from the flows
+    plan: object = None  # the questions (engine.questions.plan.Plan)
+    sources: list = field(default_factory=list)  # the student's code as sent to the sandbox
     device: str = "cpu"
     drop_p: float = 0.5
-    divergence: object = None          # diagnosis.Divergence
+    divergence: object = None  # diagnosis.Divergence
     details: dict = field(default_factory=dict)
-    facts: list = field(default_factory=list)     # facts the parts' messages state (`engine.facts`)
+    facts: list = field(default_factory=list)  # facts the parts' messages state (`engine.facts`)
 
     def obs(self, probe: str) -> dict:
         return self.student.get(probe) or {"ok": False, "error": {"type": "Missing", "message": "this probe did not run"}}
@@ -149,8 +150,12 @@ class Evidence:
         Pre-LN block's moves under the same change; 0 for a branch whose input does not change with x (its recorded
         inputs on another input, the `eval_other` question, are the same), or that never ran; None for one that ran
         with no call of it recorded."""
-        mine, theirs, run, other = (self.obs("respond"), self.reference.get("respond") or {}, self.obs("eval"),
-                                    self.obs("eval_other"))
+        mine, theirs, run, other = (
+            self.obs("respond"),
+            self.reference.get("respond") or {},
+            self.obs("eval"),
+            self.obs("eval_other"),
+        )
         if not (mine["ok"] and theirs.get("ok") and run["ok"]):
             return None
         weights = {}
@@ -159,11 +164,14 @@ class Evidence:
             base = float(np.linalg.norm(theirs[side]["y"] - self.reference["eval"]["y"]))
             inputs = [c["input"] for c in run["calls"] if c["name"] == side]
             if not inputs and self.flows.get("eval") is not None and times_ran(self.flows["eval"], side):
-                weights[side] = None     # it ran, through its own layers or unrecorded: the grader's change of its
-                continue                 # output touched nothing, and says nothing of its work
+                weights[side] = None  # it ran, through its own layers or unrecorded: the grader's change of its
+                continue  # output touched nothing, and says nothing of its work
             elsewhere = [c["input"] for c in other["calls"] if c["name"] == side] if other["ok"] else None
-            fixed = elsewhere is not None and len(elsewhere) == len(inputs) and all(
-                a.shape == b.shape and np.allclose(a, b) for a, b in zip(inputs, elsewhere))
+            fixed = (
+                elsewhere is not None
+                and len(elsewhere) == len(inputs)
+                and all(a.shape == b.shape and np.allclose(a, b) for a, b in zip(inputs, elsewhere))
+            )
             weights[side] = 0.0 if not inputs or fixed or base == 0 else moved / base
         return weights
 
@@ -176,14 +184,18 @@ class Evidence:
             return weights
         weight = weights[side]
         if weight is None:
-            return (f"{NAMES[side]} ran where the grader cannot change its output (through its own layers, or inside "
-                    "vmap), so the grader cannot measure the work it does")
+            return (
+                f"{NAMES[side]} ran where the grader cannot change its output (through its own layers, or inside "
+                "vmap), so the grader cannot measure the work it does"
+            )
         if weight >= REAL_WEIGHT:
             return None
         if weight < 1e-6:
             return f"in eval mode, what your block returns does not depend on x through {NAMES[side]}"
-        return (f"in eval mode, what your block returns depends on x through {NAMES[side]} only {weight:.2g} times as much as a "
-                f"Pre-LN block's does")
+        return (
+            f"in eval mode, what your block returns depends on x through {NAMES[side]} only {weight:.2g} times as much as a "
+            f"Pre-LN block's does"
+        )
 
     @property
     def work(self) -> str | None:
@@ -217,8 +229,7 @@ class Evidence:
         if responds is False:
             self.facts.append(Responds("eval", side, False))
             return Responds("eval", side, False).text().capitalize()
-        return (f"{NAMES[side].capitalize()} ran, but the grader could not follow its output into what your block "
-                "returns")
+        return f"{NAMES[side].capitalize()} ran, but the grader could not follow its output into what your block returns"
 
     def responds(self, side: str) -> bool | None:
         """Does the eval output change when the grader changes `side`'s output (the `respond` question)? None:
@@ -228,22 +239,29 @@ class Evidence:
             return None
         flow = self.flows.get("eval")
         if flow is None or not any(call.name == side for call in flow.calls):
-            return None      # no call of it was recorded, so the grader's change touched nothing it can vouch for
+            return None  # no call of it was recorded, so the grader's change touched nothing it can vouch for
         return not self.close(mine[side]["y"], run["y"])
 
     def _worked(self, side: str) -> Outcome:
         """PASS when the half `side` does real work in the eval-mode output (a train-mode part is about work the
         block does: a block whose branches count only in train mode does none)."""
         why = self.half_work(side)
-        return PASS if why is None else fail(f"Not credited: {why}, and this part counts only for a half whose "
-                                             "branch does real work in the block's output.")
+        return (
+            PASS
+            if why is None
+            else fail(
+                f"Not credited: {why}, and this part counts only for a half whose branch does real work in the block's output."
+            )
+        )
 
     def gate(self, outcome: Outcome) -> Outcome:
         """`outcome`, paid only for a block that did the work (see `work`)."""
         if not outcome.passed or self.work is None:
             return outcome
-        return fail(f"Not credited: {self.work}, and this part counts only for a block whose output depends on x "
-                    "through attention and through the feed-forward network, each with real weight.")
+        return fail(
+            f"Not credited: {self.work}, and this part counts only for a block whose output depends on x "
+            "through attention and through the feed-forward network, each with real weight."
+        )
 
 
 NAMES = {"att": "attention", "ff": "the feed-forward network"}
@@ -273,7 +291,7 @@ def error_text(observation: dict, what: str = "forward") -> str:
         text = message
     else:
         text = f"{what} raised {kind}: {message}" if message else f"{what} raised {kind}"
-    if "cuda" in message and "device" in message:      # on a GPU, a tensor moved off x.device fails every probe
+    if "cuda" in message and "device" in message:  # on a GPU, a tensor moved off x.device fails every probe
         text += ". Keep every tensor on x.device: no .cpu() or .numpy() inside forward, new tensors with device=x.device"
     return text + (f" ({error['where']})" if error.get("where") else "")
 

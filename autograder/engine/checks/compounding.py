@@ -11,6 +11,7 @@ boundaries.
 
 Common mistakes get named: an extra or missing layer, sums instead of products, rounding, float32, the chain's
 values instead of its gradient, one fixed factor where the factor changes from layer to layer."""
+
 from __future__ import annotations
 
 import math
@@ -20,10 +21,10 @@ from . import PASS, Evidence, error_text, fail
 
 NAME = "compounding"
 FORMULA, AUTOGRAD, CLASSIFY = "magnitude_by_formula", "magnitude_by_autograd", "classify_factor"
-EXACT = 1e-10          # relative: float64 autograd agrees with the chain rule to about 1e-12 on the grader's layers
+EXACT = 1e-10  # relative: float64 autograd agrees with the chain rule to about 1e-12 on the grader's layers
 
 
-_DERIVATIVES = {   # operation of harness/chains.py -> (its value, its derivative), in plain floating point
+_DERIVATIVES = {  # operation of harness/chains.py -> (its value, its derivative), in plain floating point
     "erf": (math.erf, lambda u: 2 / math.sqrt(math.pi) * math.exp(-u * u)),
     "tanh": (math.tanh, lambda u: 1 - math.tanh(u) ** 2),
     "atan": (math.atan, lambda u: 1 / (1 + u * u)),
@@ -82,16 +83,20 @@ def why_wrong(values: list[float], factor: float, n: int) -> str:
     found = _shape_of_the_list(values, target, n, shown)
     if found:
         return found
-    if factor < 0 and _same(values, [factor ** k for k in range(1, n + 1)], EXACT):
-        return (f"{shown} some values are negative: a magnitude is a size, |factor| ** k (the sign flips every layer, "
-                "the size does not)")
+    if factor < 0 and _same(values, [factor**k for k in range(1, n + 1)], EXACT):
+        return (
+            f"{shown} some values are negative: a magnitude is a size, |factor| ** k (the sign flips every layer, "
+            "the size does not)"
+        )
     if _same(values, [abs(factor) ** k for k in range(0, n)], EXACT):
         return f"{shown} each value is one layer behind: after layer k the magnitude is |factor| ** k"
     if _same(values, [abs(factor) ** k for k in range(2, n + 2)], EXACT):
         return f"{shown} each value is one layer ahead: after layer k the magnitude is |factor| ** k"
     steps = range(1, n + 1)
-    if any(_same(values, cand, EXACT) for cand in ([factor * k for k in steps], [1 + factor * k for k in steps],
-                                                   [1 + (factor - 1) * k for k in steps])):
+    if any(
+        _same(values, cand, EXACT)
+        for cand in ([factor * k for k in steps], [1 + factor * k for k in steps], [1 + (factor - 1) * k for k in steps])
+    ):
         return f"{shown} the values grow by adding the factor, not by multiplying: layers compound as a product"
     for digits in range(10):
         if _same(values, [round(t, digits) for t in target], 1e-12):
@@ -108,25 +113,36 @@ def why_autograd_wrong(values: list[float], spec: tuple, n: int) -> str:
     if found:
         return found
     if not _same(chain_values, target, 1e-6) and _same(values, chain_values, 1e-6):
-        return (f"{shown} you returned the chain's values |y|, not its gradient: after each layer record the size of "
-                "the gradient of y with respect to the starting x")
+        return (
+            f"{shown} you returned the chain's values |y|, not its gradient: after each layer record the size of "
+            "the gradient of y with respect to the starting x"
+        )
     for first in {target[0], chain_values[0]}:
-        if not _same([first ** k for k in range(1, n + 1)], target, 1e-6) and \
-                _same(values, [first ** k for k in range(1, n + 1)], 1e-6):
-            return (f"{shown} you multiplied one fixed factor ({first:.6g}) layer after layer, but this layer's factor "
-                    "changes with the value it receives: measure the gradient through the whole chain with autograd")
+        if not _same([first**k for k in range(1, n + 1)], target, 1e-6) and _same(
+            values, [first**k for k in range(1, n + 1)], 1e-6
+        ):
+            return (
+                f"{shown} you multiplied one fixed factor ({first:.6g}) layer after layer, but this layer's factor "
+                "changes with the value it receives: measure the gradient through the whole chain with autograd"
+            )
     local = [target[0]] + [after / before for before, after in zip(target, target[1:])]
     if not _same(local, target, 1e-6) and _same(values, local, 1e-6):
-        return (f"{shown} you recorded each layer's own factor, but the magnitude after layer k is the product of the "
-                "factors of layers 1 to k: the gradient of the current y with respect to the starting x")
+        return (
+            f"{shown} you recorded each layer's own factor, but the magnitude after layer k is the product of the "
+            "factors of layers 1 to k: the gradient of the current y with respect to the starting x"
+        )
     if not math.isclose(values[0], target[0], rel_tol=EXACT) and math.isclose(values[0], target[0], rel_tol=1e-5):
-        return (f"{shown} the values are close but not exact: let autograd differentiate in float64 (float32, or an "
-                "estimate of the slope from nearby values, keeps only about 6 or 7 digits)")
+        return (
+            f"{shown} the values are close but not exact: let autograd differentiate in float64 (float32, or an "
+            "estimate of the slope from nearby values, keeps only about 6 or 7 digits)"
+        )
     return _first_difference(values, target, shown)
 
 
-LAYER_HINT = (" magnitude_by_autograd receives the layer itself, a function of a tensor: apply it with y = layer(y) "
-              "(not a number to multiply by)")
+LAYER_HINT = (
+    " magnitude_by_autograd receives the layer itself, a function of a tensor: apply it with y = layer(y) "
+    "(not a number to multiply by)"
+)
 
 
 def _judge(cases: list[dict], function: str, target, explain, call) -> object:
@@ -147,8 +163,13 @@ def evaluate(evidence: Evidence) -> dict:
         return {FORMULA: fail(message), AUTOGRAD: fail(message), CLASSIFY: fail(message)}
     outcomes = {
         FORMULA: _judge(observation["formula"], FORMULA, exact, why_wrong, lambda c: f"{c['case']:g}, {c['n']}"),
-        AUTOGRAD: _judge(observation["autograd"], AUTOGRAD, lambda spec, n: by_hand(spec, n)[0],
-                         why_autograd_wrong, lambda c: f"<the layer y -> {chains.describe(c['case'])}>, {c['n']}"),
+        AUTOGRAD: _judge(
+            observation["autograd"],
+            AUTOGRAD,
+            lambda spec, n: by_hand(spec, n)[0],
+            why_autograd_wrong,
+            lambda c: f"<the layer y -> {chains.describe(c['case'])}>, {c['n']}",
+        ),
         CLASSIFY: PASS,
     }
     for factor, case in zip(evidence.plan.factors, observation["classify"]):
@@ -159,6 +180,7 @@ def evaluate(evidence: Evidence) -> dict:
             outcomes[CLASSIFY] = fail(
                 f"classify_factor({factor:g}) returned {case['value']!r}; expected {expected_label(factor)!r}. What "
                 "counts is the size of the factor, |factor|: below 1 it vanishes, above 1 it explodes, exactly 1 is "
-                "stable (a negative factor only flips the sign).")
+                "stable (a negative factor only flips the sign)."
+            )
             break
     return outcomes

@@ -5,6 +5,7 @@ Placement is read from a train-mode run with real dropout (torch's seed fixed by
 student's own values: what each dropout received and where its result went. Masks drawn in any order (one
 call per sequence, say) are fine: what counts is that drop_shortcut acts once on each branch output.
 """
+
 from __future__ import annotations
 
 from autograder.engine.diagnosis.boundaries import Walk
@@ -23,13 +24,17 @@ def _eval_off(evidence: Evidence):
     flow = evidence.flows.get("eval")
     active = [step for step in flow.live if step.drops] if flow is not None else []
     if active:
-        return fail(f"In eval mode {active[0].name} still dropped values of {flow.describe(active[0].takes)}: "
-                    "dropout must be inactive after model.eval(); self.drop_shortcut follows .train() and .eval().")
-    steady = seeds["ok"] and evidence.close(seeds["y_a"], seeds["y_b"])    # eval mode gives one output per input
+        return fail(
+            f"In eval mode {active[0].name} still dropped values of {flow.describe(active[0].takes)}: "
+            "dropout must be inactive after model.eval(); self.drop_shortcut follows .train() and .eval()."
+        )
+    steady = seeds["ok"] and evidence.close(seeds["y_a"], seeds["y_b"])  # eval mode gives one output per input
     if steady and evidence.close(train["y"], run["y"]):
         evidence.facts.append(Output("train", "eval", True))
-        return fail("Not credited: in train mode your forward returned exactly what it returns in eval mode, so it "
-                    "dropped nothing and there is no dropout to switch off.")
+        return fail(
+            "Not credited: in train mode your forward returned exactly what it returns in eval mode, so it "
+            "dropped nothing and there is no dropout to switch off."
+        )
     return evidence.gate(PASS)
 
 
@@ -58,8 +63,9 @@ def _train_only(evidence: Evidence):
         return None
     evidence.facts.extend(found.facts)
     said = Said(tuple(found.facts), f"Pre-LN hands it {found.expected}" if found.boundary < 10 else "").text()
-    return (ATT if found.boundary <= 5 else FF), (f"In train mode your forward holds other values than Pre-LN does "
-                                                  f"under the masks its own dropouts drew: {said}.")
+    return (ATT if found.boundary <= 5 else FF), (
+        f"In train mode your forward holds other values than Pre-LN does under the masks its own dropouts drew: {said}."
+    )
 
 
 def evaluate(evidence: Evidence) -> dict:

@@ -6,6 +6,7 @@ The grader replays the student's forward with its own components (`replays`) and
 the child reports must be those of the function its own run shows, and the deep-stack profile must be that
 of a stack of such blocks.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,19 +15,22 @@ from autograder.engine.diagnosis.cuts import gradient_cause
 from . import PASS, Evidence, Outcome, error_text, fail
 
 NAME = "forward_gradients"
-INPUT, PARAMS, TRAIN, PROFILE = ("the block input's gradient (eval mode)", "every component's gradients (eval mode)",
-                                 "gradients flow through every path (train mode)",
-                                 "24-block stack keeps a Pre-LN profile")
+INPUT, PARAMS, TRAIN, PROFILE = (
+    "the block input's gradient (eval mode)",
+    "every component's gradients (eval mode)",
+    "gradients flow through every path (train mode)",
+    "24-block stack keeps a Pre-LN profile",
+)
 
 # Calibrated by benchmarks/calibrate_profile.py on the grader's exact stacks and loss, over the plans of run seeds
 # 1..200: in Pre-LN stacks the smallest factor was 0.952 and the second smallest 0.997 (at most one block shrank
 # the gradient at all noticeably) and the gradient grew 2.1-5.8x across 24 blocks; every Post-LN stack had two or
 # more blocks at 0.933 or less, every no-shortcut stack two at 0.83 or less, and stacks without normalization grew
 # it 125x or more. Each threshold sits near the log-midpoint between the groups.
-SEVERE_FACTOR = 0.90                # no block may shrink the gradient by 10% or more
-MILD_FACTOR = 0.965                 # and at most one block by 3.5% or more
-MAX_GROWTH = 10 ** 1.5              # nor may it grow more than about 32x across the stack
-PROFILE_RTOL = 1e-3                 # the child's profile against the grader's replay of the same stack
+SEVERE_FACTOR = 0.90  # no block may shrink the gradient by 10% or more
+MILD_FACTOR = 0.965  # and at most one block by 3.5% or more
+MAX_GROWTH = 10**1.5  # nor may it grow more than about 32x across the stack
+PROFILE_RTOL = 1e-3  # the child's profile against the grader's replay of the same stack
 
 
 def profile_verdict(profile: list[float]) -> tuple[bool, str, dict]:
@@ -34,30 +38,38 @@ def profile_verdict(profile: list[float]) -> tuple[bool, str, dict]:
     values = np.asarray(profile, dtype=np.float64)
     if values.size < 2 or not np.all(np.isfinite(values)) or np.any(values <= 0):
         return False, "the gradient reaching some blocks is zero, NaN or infinite", {}
-    factors = values[:-1] / values[1:]          # factors[i]: what block i+1 multiplies the gradient by on its way back
+    factors = values[:-1] / values[1:]  # factors[i]: what block i+1 multiplies the gradient by on its way back
     order = np.argsort(factors)
     growth = float(values[0] / values[-1])
-    stats = {"min_factor": float(factors[order[0]]), "second_factor": float(factors[order[1]]) if factors.size > 1
-             else float("inf"), "growth": growth}
-    why = ("in a Pre-LN stack the shortcut carries the gradient of the block above straight through every block, so "
-           "no block shrinks it by much and at most one shrinks it noticeably")
-    if growth < 0.5:       # said only where it is so: the factors' product left block 1 with far less than block 24
-        why += (f". Over the stack these factors compound: block 1 receives {growth:.2g} times the gradient block "
-                f"{values.size} receives, a vanishing gradient")
+    stats = {
+        "min_factor": float(factors[order[0]]),
+        "second_factor": float(factors[order[1]]) if factors.size > 1 else float("inf"),
+        "growth": growth,
+    }
+    why = (
+        "in a Pre-LN stack the shortcut carries the gradient of the block above straight through every block, so "
+        "no block shrinks it by much and at most one shrinks it noticeably"
+    )
+    if growth < 0.5:  # said only where it is so: the factors' product left block 1 with far less than block 24
+        why += (
+            f". Over the stack these factors compound: block 1 receives {growth:.2g} times the gradient block "
+            f"{values.size} receives, a vanishing gradient"
+        )
     shrink = None
     if factors[order[0]] < SEVERE_FACTOR:
-        shrink = (f"block {order[0] + 1} of {values.size} multiplies the gradient by {factors[order[0]]:.2f} on its "
-                  "way back")
+        shrink = f"block {order[0] + 1} of {values.size} multiplies the gradient by {factors[order[0]]:.2f} on its way back"
     else:
         shrinking = [int(i) for i in order if factors[i] < MILD_FACTOR]
         if len(shrinking) > 1:
             named = ", ".join(f"block {i + 1} ({factors[i]:.2f})" for i in sorted(shrinking)[:4])
             more = f" and {len(shrinking) - 4} more" if len(shrinking) > 4 else ""
             shrink = f"{len(shrinking)} blocks shrink the gradient on its way back: {named}{more}"
-    if growth > MAX_GROWTH:      # the larger fact comes first; a block that also shrinks it is still named
-        explode = (f"the gradient grows {growth:.3g}x from the last block back to the first (a Pre-LN stack stays "
-                   f"within {MAX_GROWTH:.0f}x): factors above 1 compound into an exploding gradient, where in a Pre-LN "
-                   "stack the LayerNorm in front of each branch keeps every block's factor near 1")
+    if growth > MAX_GROWTH:  # the larger fact comes first; a block that also shrinks it is still named
+        explode = (
+            f"the gradient grows {growth:.3g}x from the last block back to the first (a Pre-LN stack stays "
+            f"within {MAX_GROWTH:.0f}x): factors above 1 compound into an exploding gradient, where in a Pre-LN "
+            "stack the LayerNorm in front of each branch keeps every block's factor near 1"
+        )
         return False, explode + (f". Besides, {shrink}; {why}" if shrink else ""), stats
     if shrink:
         return False, f"{shrink}; {why}", stats
@@ -65,9 +77,11 @@ def profile_verdict(profile: list[float]) -> tuple[bool, str, dict]:
 
 
 def _in_place_error(evidence: Evidence, mode: str, error: dict) -> str:
-    return (f"Backpropagation through your forward ({mode} mode) failed with {error.get('type')}: "
-            f"{error.get('message', '')[:200]}. Autograd raises this when a tensor it saved for the backward pass was "
-            "written in place afterwards (x += ..., add_): build new tensors instead, x = x + ....")
+    return (
+        f"Backpropagation through your forward ({mode} mode) failed with {error.get('type')}: "
+        f"{error.get('message', '')[:200]}. Autograd raises this when a tensor it saved for the backward pass was "
+        "written in place afterwards (x += ..., add_): build new tensors instead, x = x + ...."
+    )
 
 
 def _expected(evidence: Evidence, mode: str):
@@ -106,8 +120,10 @@ def _gradients(evidence: Evidence, mode: str, which: str) -> Outcome:
     if not wrong:
         return PASS
     cause = _cause(evidence, mode, (x_reported, reported))
-    return fail(f"{label.capitalize()}, the gradients autograd computed for {', '.join(wrong)} are not the derivative "
-                f"of what your forward returns" + (f": {cause}." if cause else "."))
+    return fail(
+        f"{label.capitalize()}, the gradients autograd computed for {', '.join(wrong)} are not the derivative "
+        f"of what your forward returns" + (f": {cause}." if cause else ".")
+    )
 
 
 def _cause(evidence: Evidence, mode: str, reported: tuple) -> str | None:
@@ -116,8 +132,11 @@ def _cause(evidence: Evidence, mode: str, reported: tuple) -> str | None:
     key = f"gradient cause {mode}"
     if key not in evidence.details:
         flow = evidence.flows.get(mode)
-        evidence.details[key] = gradient_cause(flow, mode, evidence.parts, evidence.replays.readout, reported,
-                                               lambda a, b: evidence.close(a, b, 10)) if flow is not None else None
+        evidence.details[key] = (
+            gradient_cause(flow, mode, evidence.parts, evidence.replays.readout, reported, lambda a, b: evidence.close(a, b, 10))
+            if flow is not None
+            else None
+        )
     return evidence.details[key]
 
 
@@ -134,22 +153,32 @@ def _profile(evidence: Evidence, gradients_right: bool) -> Outcome:
     except ValueError as why:
         return fail(f"The grader cannot build a stack of what your block computes: {why}.")
     random = any(step.drops for step in evidence.flows["eval"].live) if evidence.flows.get("eval") else False
-    if gradients_right and not random and (not profile["ok"] or not np.allclose(profile["profile"], values,
-                                                                                rtol=PROFILE_RTOL, atol=1e-9)):
+    if (
+        gradients_right
+        and not random
+        and (not profile["ok"] or not np.allclose(profile["profile"], values, rtol=PROFILE_RTOL, atol=1e-9))
+    ):
         what = error_text(profile, "a stack of your blocks") if not profile["ok"] else "the gradients differ"
-        return fail("In a stack of 24 of your blocks the gradients are not those of 24 blocks that compute what your "
-                    f"block computes alone ({what}): your forward behaves differently in a deep stack.")
+        return fail(
+            "In a stack of 24 of your blocks the gradients are not those of 24 blocks that compute what your "
+            f"block computes alone ({what}): your forward behaves differently in a deep stack."
+        )
     passed, message, stats = profile_verdict(values)
     evidence.details["profile"] = {"values": values, **stats}
     if passed:
         return PASS
-    cause = f" The first difference from Pre-LN in your block itself: {evidence.divergence.text()}." \
-        if evidence.divergence else ""
+    cause = (
+        f" The first difference from Pre-LN in your block itself: {evidence.divergence.text()}." if evidence.divergence else ""
+    )
     return fail(f"In a stack of 24 of your blocks, {message}.{cause}")
 
 
 def evaluate(evidence: Evidence) -> dict:
     in_eval = _gradients(evidence, "eval", "all")
-    outcomes = {INPUT: _gradients(evidence, "eval", "input"), PARAMS: _gradients(evidence, "eval", "params"),
-                TRAIN: _gradients(evidence, "train", "all"), PROFILE: _profile(evidence, in_eval.passed)}
+    outcomes = {
+        INPUT: _gradients(evidence, "eval", "input"),
+        PARAMS: _gradients(evidence, "eval", "params"),
+        TRAIN: _gradients(evidence, "train", "all"),
+        PROFILE: _profile(evidence, in_eval.passed),
+    }
     return {part: evidence.gate(outcome) for part, outcome in outcomes.items()}

@@ -1,4 +1,5 @@
 """Operation order: does the forward compute what a Pre-LN block computes?"""
+
 from __future__ import annotations
 
 from . import PASS, Evidence, difference, error_text, fail
@@ -7,7 +8,7 @@ NAME = "forward_order"
 PART = "output matches a Pre-LN block"
 ARRANGEMENTS = {
     "Post-LN": "LayerNorm after each addition, as in the original transformer. This block must normalize "
-               "before attention and before the feed-forward network (Pre-LN) and add the raw branch output back",
+    "before attention and before the feed-forward network (Pre-LN) and add the raw branch output back",
     "no shortcuts": "each half replaces its input instead of adding its output to it",
 }
 

@@ -4,6 +4,7 @@ The LayerNorms carry random, different scales and shifts, so swapped, reused or 
 and near misses (another eps, the unbiased variance, another axis) are recognised as such. Each half is
 judged on the value it started from, so a wrong shortcut does not cost these points.
 """
+
 from __future__ import annotations
 
 from autograder.engine.reading.dataflow import standardized
@@ -19,8 +20,9 @@ def _extra(evidence: Evidence):
     anatomy = evidence.anatomy("eval")
     halves = [h for h in (anatomy.att, anatomy.ff) if h is not None]
     if len(halves) < 2 or any(h.norm is None for h in halves):
-        return fail("Not credited: this part counts only when attention and the feed-forward network each receive a "
-                    "normalized value.")
+        return fail(
+            "Not credited: this part counts only when attention and the feed-forward network each receive a normalized value."
+        )
     flow = anatomy.flow
     own = {h.norm.key for h in halves}
     extra = [s for s in flow.live if s.is_norm and s.key not in own]
@@ -29,13 +31,16 @@ def _extra(evidence: Evidence):
     if extra:
         repeated = [s.name for s in extra if s.name in ("norm1", "norm2")]
         what = f"{repeated[0]} ran more than once" if repeated else f"an extra {extra[0].name} ran"
-        return fail(f"{what} in one forward pass (on {flow.describe(extra[0].takes)}): each LayerNorm is used "
-                    "exactly once, in front of its branch.")
+        return fail(
+            f"{what} in one forward pass (on {flow.describe(extra[0].takes)}): each LayerNorm is used "
+            "exactly once, in front of its branch."
+        )
     y = evidence.obs("eval")["y"]
-    if any(standardized(y, *params) for params in ((None, None), norm_params(evidence, "norm1"),
-                                                    norm_params(evidence, "norm2"))):
-        return fail("The block's output is itself normalized: a Pre-LN block returns the second sum, with no "
-                    "LayerNorm after the additions.")
+    if any(standardized(y, *params) for params in ((None, None), norm_params(evidence, "norm1"), norm_params(evidence, "norm2"))):
+        return fail(
+            "The block's output is itself normalized: a Pre-LN block returns the second sum, with no "
+            "LayerNorm after the additions."
+        )
     return evidence.gate(PASS)
 
 
@@ -44,5 +49,8 @@ def evaluate(evidence: Evidence) -> dict:
     if not run["ok"]:
         message = error_text(run)
         return {NORM1: fail(message), NORM2: fail(message), EXTRA: fail(message)}
-    return {NORM1: evidence.half_part("eval", "att", "norm", ""), NORM2: evidence.half_part("eval", "ff", "norm", ""),
-            EXTRA: _extra(evidence)}
+    return {
+        NORM1: evidence.half_part("eval", "att", "norm", ""),
+        NORM2: evidence.half_part("eval", "ff", "norm", ""),
+        EXTRA: _extra(evidence),
+    }

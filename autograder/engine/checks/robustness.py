@@ -12,6 +12,7 @@ What the grader cannot see in values it does not grade: which device a tensor sa
 A forward whose code moves tensors off their device gets a note (`device_note`), read from the code the
 grader itself sent, and no point depends on it.
 """
+
 from __future__ import annotations
 
 import ast
@@ -25,12 +26,18 @@ from autograder.engine.questions.probes import Probing
 from . import PASS, Evidence, difference, error_text, fail
 
 NAME = "forward_robustness"
-SMALL, BATCH, DOUBLE, REPEAT = ("batch of one, short context", "a batch of five sequences", "float64 after .double()",
-                                "the same output on every call, input left unchanged (eval mode)")
-DOUBLE_RTOL = 1e-9        # float64 results of the same function agree to ~1e-15; float32's rounding is ~1e-7
-INEXACT_RTOL = 1e-6       # a program with coefficients the grader knows only to ~1e-8 (see Flow.exact)
-DEVICE_CODE = re.compile(r"\.cpu\(\)|\.numpy\(\)|device\s*=\s*['\"]cpu['\"]|\.to\(\s*['\"]cpu['\"]|"
-                         r"\b(?:torch\.)?(?:Float|Double|Long|Int)?Tensor\(")
+SMALL, BATCH, DOUBLE, REPEAT = (
+    "batch of one, short context",
+    "a batch of five sequences",
+    "float64 after .double()",
+    "the same output on every call, input left unchanged (eval mode)",
+)
+DOUBLE_RTOL = 1e-9  # float64 results of the same function agree to ~1e-15; float32's rounding is ~1e-7
+INEXACT_RTOL = 1e-6  # a program with coefficients the grader knows only to ~1e-8 (see Flow.exact)
+DEVICE_CODE = re.compile(
+    r"\.cpu\(\)|\.numpy\(\)|device\s*=\s*['\"]cpu['\"]|\.to\(\s*['\"]cpu['\"]|"
+    r"\b(?:torch\.)?(?:Float|Double|Long|Int)?Tensor\("
+)
 FACTORY = re.compile(r"\btorch\.(zeros|ones|empty|full|rand|randn|arange|linspace|eye|tensor)\(")
 
 
@@ -58,7 +65,7 @@ def _part(evidence: Evidence, probe: str, which: str, label: str, dtype=torch.fl
     got = [answer["y_a"], answer["y_b"]] if probe == "eval_seeds" else [answer["y"]]
     flow = evidence.flows.get("eval")
     rtol = DOUBLE_RTOL if evidence.matches("eval") or flow.exact else INEXACT_RTOL
-    scale = 1 if evidence.matches("eval") else 10      # a replay adds and normalizes in another order than the code
+    scale = 1 if evidence.matches("eval") else 10  # a replay adds and normalizes in another order than the code
     readings = [expected]
     if dtype == torch.float64 and not evidence.matches("eval"):
         readings.append(evidence.replays.output(_input(evidence, which, dtype), dtype, float32_numbers=True))
@@ -66,16 +73,22 @@ def _part(evidence: Evidence, probe: str, which: str, label: str, dtype=torch.fl
         if dtype == torch.float64:
             error = min(float(np.linalg.norm(value - e) / max(np.linalg.norm(e), 1e-12)) for e in readings)
             if value.shape != expected.shape or not np.isfinite(error) or error > rtol:
-                return fail(f"{label}: your output differs from the grader's float64 computation of your block "
-                            f"(relative difference {error:.2g}, where float64 agrees to about 1e-15 and float32 "
-                            "rounding gives about 1e-7): some of the computation did not run in float64.")
+                return fail(
+                    f"{label}: your output differs from the grader's float64 computation of your block "
+                    f"(relative difference {error:.2g}, where float64 agrees to about 1e-15 and float32 "
+                    "rounding gives about 1e-7): some of the computation did not run in float64."
+                )
         elif not evidence.close(value, expected, scale):
             if index == 1:
-                return fail(f"{label}: the first call gave the grader's computation of your block, the second call on "
-                            f"the same input tensor did not ({difference(value, expected)}). Does your forward write "
-                            "into its input (x += ..., an in-place method)? That changes the caller's tensor.")
-            return fail(f"{label}: your output differs from the grader's computation of your block for this input "
-                        f"({difference(value, expected)}).")
+                return fail(
+                    f"{label}: the first call gave the grader's computation of your block, the second call on "
+                    f"the same input tensor did not ({difference(value, expected)}). Does your forward write "
+                    "into its input (x += ..., an in-place method)? That changes the caller's tensor."
+                )
+            return fail(
+                f"{label}: your output differs from the grader's computation of your block for this input "
+                f"({difference(value, expected)})."
+            )
     return PASS
 
 
@@ -91,8 +104,11 @@ def _block_methods(sources: list) -> list[str]:
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef) and node.name == "TransformerBlock":
-                found += [ast.get_source_segment(code, item) or "" for item in node.body
-                          if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name != "__init__"]
+                found += [
+                    ast.get_source_segment(code, item) or ""
+                    for item in node.body
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name != "__init__"
+                ]
     return found
 
 
@@ -109,8 +125,10 @@ def device_note(sources: list) -> str | None:
     found = sorted(found)
     if not found:
         return None
-    return (f"Your code uses {', '.join(found[:3])}: on a GPU a forward must keep every tensor on x.device (no .cpu() "
-            "or .numpy() inside forward, new tensors with device=x.device). Graded on the CPU, this costs no point")
+    return (
+        f"Your code uses {', '.join(found[:3])}: on a GPU a forward must keep every tensor on x.device (no .cpu() "
+        "or .numpy() inside forward, new tensors with device=x.device). Graded on the CPU, this costs no point"
+    )
 
 
 def _shown(text: str) -> str:
@@ -124,8 +142,8 @@ def _call_text(code: str, start: int) -> str:
     for end in range(start, min(len(code), start + 2000)):
         depth += {"(": 1, ")": -1}.get(code[end], 0)
         if depth == 0:
-            return code[start:end + 1]
-    return code[start:start + 2000]
+            return code[start : end + 1]
+    return code[start : start + 2000]
 
 
 def evaluate(evidence: Evidence) -> dict:

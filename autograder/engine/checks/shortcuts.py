@@ -6,13 +6,13 @@ say) does not cost them. The third part is the grader's own computation: the stu
 with attention and the feed-forward network silenced (every weight 0), must hand back its input exactly, as
 a Pre-LN block does; it pays only when both additions are right and the branches do real work.
 """
+
 from __future__ import annotations
 
 from . import PASS, Evidence, difference, error_text, fail
 
 NAME = "forward_shortcuts"
-ATT, FF, PATH = ("shortcut around attention", "shortcut around the feed-forward network",
-                 "silent branches give back the input")
+ATT, FF, PATH = ("shortcut around attention", "shortcut around the feed-forward network", "silent branches give back the input")
 
 
 def _path(evidence: Evidence, additions_right: bool):
@@ -25,13 +25,14 @@ def _path(evidence: Evidence, additions_right: bool):
     except ValueError as why:
         return fail(f"The grader cannot replay your forward with silenced branches: {why}.")
     if not evidence.close(silenced, evidence.x):
-        return fail("With attention and the feed-forward network silenced (every weight and bias 0) a Pre-LN block "
-                    "hands back its input exactly; the grader's replay of your forward does not "
-                    f"({difference(silenced, evidence.x)}).")
+        return fail(
+            "With attention and the feed-forward network silenced (every weight and bias 0) a Pre-LN block "
+            "hands back its input exactly; the grader's replay of your forward does not "
+            f"({difference(silenced, evidence.x)})."
+        )
     found = evidence.anatomy("eval").stream()
     if found is not None:
-        return fail("On the real weights the shortcut path does not run straight from input to output: "
-                    + found.text() + ".")
+        return fail("On the real weights the shortcut path does not run straight from input to output: " + found.text() + ".")
     return evidence.gate(PASS)
 
 
@@ -40,7 +41,9 @@ def evaluate(evidence: Evidence) -> dict:
     if not run["ok"]:
         message = error_text(run)
         return {ATT: fail(message), FF: fail(message), PATH: fail(message)}
-    outcomes = {part: evidence.half_part("eval", side, "addition", ", so there is no branch to add a shortcut around")
-                for part, side in ((ATT, "att"), (FF, "ff"))}
+    outcomes = {
+        part: evidence.half_part("eval", side, "addition", ", so there is no branch to add a shortcut around")
+        for part, side in ((ATT, "att"), (FF, "ff"))
+    }
     outcomes[PATH] = _path(evidence, outcomes[ATT].passed and outcomes[FF].passed)
     return outcomes

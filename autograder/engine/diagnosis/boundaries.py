@@ -14,6 +14,7 @@ fact is evaluated on recorded values (`facts`).
 In train mode the values after a dropout are Pre-LN's under the masks the student's own dropout calls drew: the
 dropout call that received att(norm1(x)) gives the first branch, and so on.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,16 +45,19 @@ class Walk(Sums):
         the sum less that branch is x (h). A shortcut that is not is the first step (1, 6); where the values cannot
         tell, no step is named."""
         first = found.step in (2, 3)
-        if not (first or found.step in (7, 8)):      # a dropout step: the dropout itself changes what the sum holds
+        if not (first or found.step in (7, 8)):  # a dropout step: the dropout itself changes what the sum holds
             return found
         half = "att" if first else "ff"
         branches = self.calls_of(half)
         sums = self.calls_of("norm2") if first else []
-        if self.mode == "eval" and shortcut_intact(self.moved, half, sums[0] if len(sums) == 1 else None, self.shape,
-                                                   self.tol):
-            return found          # the half's shortcut reaches its sum's consumer as it is (the `moved` question)
-        if len(branches) != 1 or tuple(branches[0].output.shape) != tuple(self.shape) or self.mode != "eval" or \
-                (first and (len(sums) != 1 or self.placed(sums[0]) is None)):
+        if self.mode == "eval" and shortcut_intact(self.moved, half, sums[0] if len(sums) == 1 else None, self.shape, self.tol):
+            return found  # the half's shortcut reaches its sum's consumer as it is (the `moved` question)
+        if (
+            len(branches) != 1
+            or tuple(branches[0].output.shape) != tuple(self.shape)
+            or self.mode != "eval"
+            or (first and (len(sums) != 1 or self.placed(sums[0]) is None))
+        ):
             return found
         total = self.placed(sums[0]) if first else self.y
         change = self._change(half, sums[0] if first else "out")
@@ -68,9 +72,8 @@ class Walk(Sums):
         if close(shortcut, expected, self.tol):
             return found
         if express(shortcut, {"shortcut": expected}, self.tol) is not None:
-            return found          # the shortcut scaled: that breaks the sum (5, 10), later than this step
-        return Found(found.boundary, 1 if first else 6, found.facts + [change, Shortcut(self.mode, half, False)],
-                     found.expected)
+            return found  # the shortcut scaled: that breaks the sum (5, 10), later than this step
+        return Found(found.boundary, 1 if first else 6, found.facts + [change, Shortcut(self.mode, half, False)], found.expected)
 
     def _first(self) -> Found | None:
         n1 = self.values["norm1(x)"] = self.component("norm1", self.x)
@@ -87,7 +90,7 @@ class Walk(Sums):
         norm2 = self.seen(("norm2",), h)
         n2 = self.values["norm2(h)"] = self.component("norm2", h)
         ff = self.seen(("ff",), n2)
-        if not norm2.covers and (norm2.calls or not ff.covers):     # norm2 unrecorded (run inside vmap, say)
+        if not norm2.covers and (norm2.calls or not ff.covers):  # norm2 unrecorded (run inside vmap, say)
             # though the feed-forward network received norm2(h): the walk goes on
             return self._second_start(norm2, h, d1, att)
         f = self.values["ff(norm2(h))"] = self.component("ff", n2)
@@ -126,17 +129,28 @@ class Walk(Sums):
         start, norm2 = self.placed(norm1), self.calls_of("norm2")
         atts = self.calls_of("att")
         if start is not None and self.mode == "eval" and not close(start, self.x, self.tol):
-            n1 = self.component("norm1", start)           # the block is Pre-LN on what norm1 received
+            n1 = self.component("norm1", start)  # the block is Pre-LN on what norm1 received
             h = start + self.component("att", n1)
             if close(self.y, h + self.component("ff", self.component("norm2", h)), self.tol):
                 return True
-        if start is None or len(norm2) != 1 or len(atts) != 1 or self.placed(norm2[0]) is None or \
-                tuple(atts[0].output.shape) != tuple(self.shape):
+        if (
+            start is None
+            or len(norm2) != 1
+            or len(atts) != 1
+            or self.placed(norm2[0]) is None
+            or tuple(atts[0].output.shape) != tuple(self.shape)
+        ):
             return False
         branch = atts[0].output.reshape(-1)
         if self.mode == "train":
-            drop = next((c for c in self.calls_of(*DROPS) if tuple(c.input.shape) == tuple(self.shape)
-                         and close(c.input, branch, self.tol)), None)
+            drop = next(
+                (
+                    c
+                    for c in self.calls_of(*DROPS)
+                    if tuple(c.input.shape) == tuple(self.shape) and close(c.input, branch, self.tol)
+                ),
+                None,
+            )
             if drop is None:
                 return False
             branch = drop.output.reshape(-1)
@@ -149,10 +163,10 @@ class Walk(Sums):
         norm1 = self.seen(("norm1",), self.x)
         if not att.calls:
             ran = self._ran("att")
-            if ran is None:          # it ran where the grader could not record it (inside vmap, say)
+            if ran is None:  # it ran where the grader could not record it (inside vmap, say)
                 return Found(3, None, [], expected)
             handed = self.seen(DROPS, n1).covers if self.mode == "train" else self.seen(("norm2",), self.x + n1).covers
-            if norm1.covers or handed:      # norm1(x) was made, and went on without attention
+            if norm1.covers or handed:  # norm1(x) was made, and went on without attention
                 return Found(3, 3, [ran], expected)
             unseen = self.counts.get("norm1", 0) > len(self.calls_of("norm1"))
             return Found(3, None if unseen else 2, [ran], expected)
@@ -161,7 +175,7 @@ class Walk(Sums):
             return Found(3, 3, [partial], expected)
         call = att.off(self.used)
         if not self.used(call) and not any(self.used(c) for c in att.calls):
-            return Found(3, None, [self.received(call, "n1")], expected)     # no account of attention's work
+            return Found(3, None, [self.received(call, "n1")], expected)  # no account of attention's work
         facts = [self.received(call, "n1")]
         if locate(call.input, self.x, self.near) is not None:
             return Found(3, 2, facts + [self.received(call, "x", True)], expected)
@@ -173,15 +187,16 @@ class Walk(Sums):
             if locate(source.input, self.x, self.near) is None:
                 facts.append(Received(self.mode, "norm1", source.number, "x", False, source.total))
                 if self._input_replaced(source):
-                    self.gloss = ("what norm1 received is also what the first sum adds attention's branch to: x "
-                                  "itself was changed before the block used it")
+                    self.gloss = (
+                        "what norm1 received is also what the first sum adds attention's branch to: x "
+                        "itself was changed before the block used it"
+                    )
                     return Found(3, 1, facts, expected)
                 return Found(3, 2, facts, expected)
         if not norm1.covers:
             recorded = len(self.calls_of("norm1"))
-            if self.counts.get("norm1", 0) > recorded:          # norm1 ran where the grader could not record it
+            if self.counts.get("norm1", 0) > recorded:  # norm1 ran where the grader could not record it
                 return Found(3, None, facts, expected)
-            what = [Ran(self.mode, "norm1", 0)] if not recorded else [
-                Received(self.mode, "norm1", None, "x", False, None)]
+            what = [Ran(self.mode, "norm1", 0)] if not recorded else [Received(self.mode, "norm1", None, "x", False, None)]
             return Found(3, 2, facts + what, expected)
         return Found(3, 3, facts + self.said(call, "n1"), expected)

@@ -1,6 +1,7 @@
 """The dropouts of the walk (`Dropouts`): in train mode a dropout with drop_shortcut's p receives each branch
 output and gives it under its own mask, or the forward drops it by hand (seen in values); in eval mode nothing is
 dropped."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,15 +23,17 @@ class Dropouts(Recording):
         """The dropout on a branch output: in train mode a dropout with drop_shortcut's p must receive it (and its
         output is Pre-LN's branch under the student's own mask); in eval mode nothing may be dropped."""
         drops = self.seen(DROPS, branch)
-        acted = [c for c, p in zip(drops.calls, drops.positions) if p is not None and not close(c.output, c.input,
-                                                                                               self.tol)]
+        acted = [c for c, p in zip(drops.calls, drops.positions) if p is not None and not close(c.output, c.input, self.tol)]
         value, component = VALUE[name], "att" if name == "a" else "ff"
         if self.mode == "eval":
             if acted:
                 call = acted[0]
-                return Found(boundary, boundary, [self.received(call, name, True),
-                                                  Dropout(self.mode, call.name, call.number, True, None, call.total)],
-                             value), branch
+                return Found(
+                    boundary,
+                    boundary,
+                    [self.received(call, name, True), Dropout(self.mode, call.name, call.number, True, None, call.total)],
+                    value,
+                ), branch
             return None, branch
         if not drops.covers:
             by_hand = self._dropped_by_hand(branch, name)
@@ -47,16 +50,18 @@ class Dropouts(Recording):
             facts = [self.received(call, name, False)]
             again = self._again(call.input, component, before)
             if again is not None:
-                facts.append(Sum(self.mode, call.name, call.number, ((f"{again.name}#{again.number}", 1.0),),
-                                 call.total))
+                facts.append(Sum(self.mode, call.name, call.number, ((f"{again.name}#{again.number}", 1.0),), call.total))
                 return Found(boundary, boundary - 1, facts, value), None
             return Found(boundary, boundary, facts, value), None
         ratio = scale_of(drops.outputs, branch)
         if ratio is not None and abs(ratio - self.keep) > 1e-3 * max(self.keep, 1.0):
             call = acted[0] if acted else drops.calls[0]
-            return Found(boundary, boundary, [self.received(call, name, True),
-                                              Dropout(self.mode, call.name, call.number, True, ratio, call.total)],
-                         value), None
+            return Found(
+                boundary,
+                boundary,
+                [self.received(call, name, True), Dropout(self.mode, call.name, call.number, True, ratio, call.total)],
+                value,
+            ), None
         return None, drops.outputs
 
     def _dropped_by_hand(self, branch: np.ndarray, name: str) -> np.ndarray | None:
@@ -95,6 +100,6 @@ class Dropouts(Recording):
         if not fits.any(axis=0).all():
             return None
         keeps_a = fits[1] | fits[3]
-        if np.any(keeps_a & (fits[0] | fits[2])):       # an element both readings explain: cannot tell
+        if np.any(keeps_a & (fits[0] | fits[2])):  # an element both readings explain: cannot tell
             return None
         return np.where(keeps_a, s * branch, 0.0)

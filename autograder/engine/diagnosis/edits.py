@@ -7,6 +7,7 @@ the lesson it breaks and says what it changed in the lesson's words. The diagnos
 as hypotheses: it names a cause only when replaying Pre-LN with that one edit reproduces the student's own
 values. The test corpus uses the same list to generate every single-step mutant of Pre-LN.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -21,6 +22,7 @@ class Edit:
     """One change to the Pre-LN script; `step` is the lesson's step it breaks, `text` what it changed. `local`,
     when given, says only what the change does where it first shows (its other consequences unsaid): the
     diagnosis uses it when the change explains a run only that far."""
+
     kind: str
     step: int
     text: str
@@ -36,6 +38,7 @@ class Edit:
 
 
 # --- the steps of edges ----------------------------------------------------------------------------------
+
 
 def _edge_step(target: str, index: int, new: str | None, kind: str) -> int:
     """The step an edit on the `index`-th term of line `target` breaks (`new`: a replacement value)."""
@@ -69,6 +72,7 @@ def _where(target: str, index: int) -> str:
 
 # --- generating edits ------------------------------------------------------------------------------------
 
+
 def _with(lines: tuple, target: str, **changes) -> tuple:
     return tuple(replace(line, **changes) if line.target == target else line for line in lines)
 
@@ -98,64 +102,108 @@ def _term_edits(factors: tuple):
             for new in _available(line.target):
                 if new == old:
                     continue
-                terms = line.terms[:index] + ((new, c),) + line.terms[index + 1:]
-                yield Edit("replace", _edge_step(line.target, index, new, "replace"),
-                           f"{where} was {NAMES[new]} instead of {NAMES[old]}", _with(PRE_LN, line.target, terms=terms))
+                terms = line.terms[:index] + ((new, c),) + line.terms[index + 1 :]
+                yield Edit(
+                    "replace",
+                    _edge_step(line.target, index, new, "replace"),
+                    f"{where} was {NAMES[new]} instead of {NAMES[old]}",
+                    _with(PRE_LN, line.target, terms=terms),
+                )
             if line.kind == "sum":
-                terms = line.terms[:index] + line.terms[index + 1:]
+                terms = line.terms[:index] + line.terms[index + 1 :]
                 kept = NAMES[line.terms[1 - index][0]]
                 if index == 0:
-                    yield Edit("remove_term", _edge_step(line.target, index, None, "remove"),
-                               f"{where} is missing: the sum is {kept} alone", _with(PRE_LN, line.target, terms=terms))
-                else:       # the branch never reaches the output: its whole half is missing from the result
+                    yield Edit(
+                        "remove_term",
+                        _edge_step(line.target, index, None, "remove"),
+                        f"{where} is missing: the sum is {kept} alone",
+                        _with(PRE_LN, line.target, terms=terms),
+                    )
+                else:  # the branch never reaches the output: its whole half is missing from the result
                     half = ("attention half (norm1, att)", 2) if line.target == "h" else ("feed-forward half (norm2, ff)", 7)
-                    yield Edit("remove_term", half[1], f"the {half[0]} does not reach the output: the "
-                                                       f"{'first' if index == 1 and line.target == 'h' else 'second'} "
-                                                       f"sum is {kept} alone", _with(PRE_LN, line.target, terms=terms))
+                    yield Edit(
+                        "remove_term",
+                        half[1],
+                        f"the {half[0]} does not reach the output: the "
+                        f"{'first' if index == 1 and line.target == 'h' else 'second'} "
+                        f"sum is {kept} alone",
+                        _with(PRE_LN, line.target, terms=terms),
+                    )
             for factor in factors:
-                terms = line.terms[:index] + ((old, c * factor),) + line.terms[index + 1:]
-                yield Edit("scale", _edge_step(line.target, index, None, "scale"),
-                           f"{where} ({NAMES[old]}) was scaled by {factor:.6g}", _with(PRE_LN, line.target, terms=terms))
+                terms = line.terms[:index] + ((old, c * factor),) + line.terms[index + 1 :]
+                yield Edit(
+                    "scale",
+                    _edge_step(line.target, index, None, "scale"),
+                    f"{where} ({NAMES[old]}) was scaled by {factor:.6g}",
+                    _with(PRE_LN, line.target, terms=terms),
+                )
             for norm in ("norm1", "norm2", "layer_norm", "drop"):
                 extra = Line(f"{line.target}_{index}_{norm}", "call", ((old, 1.0),), norm)
-                terms = line.terms[:index] + ((extra.target, c),) + line.terms[index + 1:]
+                terms = line.terms[:index] + ((extra.target, c),) + line.terms[index + 1 :]
                 kind = "insert_drop" if norm == "drop" else "insert_norm"
                 step = _edge_step(line.target, index, None, "scale" if norm == "drop" else "insert")
                 extra_name = {"layer_norm": "LayerNorm without scale and shift", "drop": "dropout"}.get(norm, norm)
-                yield Edit(kind, step, f"an extra {extra_name} was applied to {NAMES[old]} before it became {where}",
-                           _insert(_with(PRE_LN, line.target, terms=terms), line.target, extra))
+                yield Edit(
+                    kind,
+                    step,
+                    f"an extra {extra_name} was applied to {NAMES[old]} before it became {where}",
+                    _insert(_with(PRE_LN, line.target, terms=terms), line.target, extra),
+                )
 
 
 def _call_edits(variants: tuple, drop_ps: tuple):
     for line in (line for line in PRE_LN if line.kind == "call"):
         step = _edge_step(line.target, 0, line.terms[0][0], "replace")
         what = COMPONENT[line.name]
-        yield Edit("remove", step, f"{what} was not applied: {NAMES[line.terms[0][0]]} went on in its place",
-                   _with(PRE_LN, line.target, kind="sum", name=""))
+        yield Edit(
+            "remove",
+            step,
+            f"{what} was not applied: {NAMES[line.terms[0][0]]} went on in its place",
+            _with(PRE_LN, line.target, kind="sum", name=""),
+        )
         first = replace(line, target=line.target + "_first")
-        yield Edit("duplicate", step, f"{what} was applied twice in a row",
-                   _insert(_with(PRE_LN, line.target, terms=((first.target, 1.0),)), line.target, first))
+        yield Edit(
+            "duplicate",
+            step,
+            f"{what} was applied twice in a row",
+            _insert(_with(PRE_LN, line.target, terms=((first.target, 1.0),)), line.target, first),
+        )
         if line.name == "drop":
             half = "attention's output" if line.target == "d1" else "the feed-forward output"
             for p in drop_ps:
-                yield Edit("drop_p", step, f"the dropout on {half} used p = {p:g}, not drop_shortcut's p",
-                           _with(PRE_LN, line.target, p=p))
-            yield Edit("drop_always", step, f"the dropout on {half} also dropped values in eval mode",
-                       _with(PRE_LN, line.target, when=ALWAYS))
+                yield Edit(
+                    "drop_p",
+                    step,
+                    f"the dropout on {half} used p = {p:g}, not drop_shortcut's p",
+                    _with(PRE_LN, line.target, p=p),
+                )
+            yield Edit(
+                "drop_always",
+                step,
+                f"the dropout on {half} also dropped values in eval mode",
+                _with(PRE_LN, line.target, when=ALWAYS),
+            )
             yield from _moved(line, half)
         elif line.name in ("norm1", "norm2"):
             for other in ("norm1", "norm2", "layer_norm"):
                 if other != line.name:
-                    yield Edit("rename", step, f"{COMPONENT[other]} normalized {NAMES[line.terms[0][0]]} where "
-                                               f"Pre-LN uses {line.name}", _with(PRE_LN, line.target, name=other))
+                    yield Edit(
+                        "rename",
+                        step,
+                        f"{COMPONENT[other]} normalized {NAMES[line.terms[0][0]]} where Pre-LN uses {line.name}",
+                        _with(PRE_LN, line.target, name=other),
+                    )
             for variant in variants:
                 if variant.params == line.name:
-                    yield Edit("variant", step, f"{line.name}'s normalization {describe_variant(variant, 1e-5)}",
-                               _with(PRE_LN, line.target, variant=variant))
+                    yield Edit(
+                        "variant",
+                        step,
+                        f"{line.name}'s normalization {describe_variant(variant, 1e-5)}",
+                        _with(PRE_LN, line.target, variant=variant),
+                    )
         else:
             other = "ff" if line.name == "att" else "att"
-            yield Edit("rename", step, f"{COMPONENT[other]} ran where Pre-LN runs {what}",
-                       _with(PRE_LN, line.target, name=other))
+            yield Edit("rename", step, f"{COMPONENT[other]} ran where Pre-LN runs {what}", _with(PRE_LN, line.target, name=other))
 
 
 def _on_value(lines: tuple, value: str, line: Line) -> tuple:
@@ -164,8 +212,12 @@ def _on_value(lines: tuple, value: str, line: Line) -> tuple:
     for current in lines:
         if out and out[-1].target == value:
             out.append(line)
-        if current.target != line.target and any(v == value for v, _ in current.terms) and value != "x" and \
-                any(o.target == line.target for o in out):
+        if (
+            current.target != line.target
+            and any(v == value for v, _ in current.terms)
+            and value != "x"
+            and any(o.target == line.target for o in out)
+        ):
             current = replace(current, terms=tuple((line.target if v == value else v, c) for v, c in current.terms))
         out.append(current)
     if out[-1].target == value:
@@ -179,21 +231,28 @@ def _moved(drop: Line, half: str):
     for value in ("h", "y"):
         moved = Line(f"{drop.target}_on_{value}", "call", ((value, 1.0),), "drop")
         which = "first" if value == "h" else "second"
-        yield Edit("move_drop", 4 if drop.target == "d1" else (6 if value == "h" else 9),
-                   f"the dropout that belongs on {half} was applied to the {which} sum, shortcut included",
-                   _on_value(base, value, moved), f"a dropout was applied to the {which} sum, shortcut included")
+        yield Edit(
+            "move_drop",
+            4 if drop.target == "d1" else (6 if value == "h" else 9),
+            f"the dropout that belongs on {half} was applied to the {which} sum, shortcut included",
+            _on_value(base, value, moved),
+            f"a dropout was applied to the {which} sum, shortcut included",
+        )
     for line in PRE_LN:
         for index, (old, c) in enumerate(line.terms):
             if line.target == drop.target or old == drop.target:
                 continue
             moved = Line(f"{drop.target}_on_{line.target}_{index}", "call", ((old, 1.0),), "drop")
-            terms = line.terms[:index] + ((moved.target, c),) + line.terms[index + 1:]
+            terms = line.terms[:index] + ((moved.target, c),) + line.terms[index + 1 :]
             lines = _insert(_with(base, line.target, terms=terms), line.target, moved)
-            step = _edge_step(line.target, index, None, "scale")      # a dropout on an edge, as insert_drop counts one
-            yield Edit("move_drop", min(step, 4 if drop.target == "d1" else 9),
-                       f"the dropout that belongs on {half} was applied to {NAMES[old]} instead, as "
-                       f"{_where(line.target, index)}", lines,
-                       f"a dropout was applied to {NAMES[old]}, as {_where(line.target, index)}")
+            step = _edge_step(line.target, index, None, "scale")  # a dropout on an edge, as insert_drop counts one
+            yield Edit(
+                "move_drop",
+                min(step, 4 if drop.target == "d1" else 9),
+                f"the dropout that belongs on {half} was applied to {NAMES[old]} instead, as {_where(line.target, index)}",
+                lines,
+                f"a dropout was applied to {NAMES[old]}, as {_where(line.target, index)}",
+            )
 
 
 def _scaled_sums(factors: tuple):
@@ -206,26 +265,43 @@ def _scaled_sums(factors: tuple):
 
 def _structural():
     norm_h = Line("hn", "call", (("h", 1.0),), "norm1")
-    yield Edit("norm_on_path", 6, "a LayerNorm (norm1) was applied to the first half's sum, and the second half "
-                                  "started from its output: a LayerNorm sits on the shortcut path",
-               _on_value(PRE_LN, "h", norm_h), "a LayerNorm (norm1) was applied to the first half's sum, and norm2 "
-                                               "received its output")
+    yield Edit(
+        "norm_on_path",
+        6,
+        "a LayerNorm (norm1) was applied to the first half's sum, and the second half "
+        "started from its output: a LayerNorm sits on the shortcut path",
+        _on_value(PRE_LN, "h", norm_h),
+        "a LayerNorm (norm1) was applied to the first half's sum, and norm2 received its output",
+    )
     for norm in ("norm1", "norm2", "layer_norm"):
         out = Line("yn", "call", (("y", 1.0),), norm)
-        yield Edit("norm_output", 10, f"{COMPONENT[norm]} was applied to the second sum before it was returned",
-                   PRE_LN + (out,))
-    swapped = (Line("n2", "call", (("x", 1.0),), "norm2"), Line("f", "call", (("n2", 1.0),), "ff"),
-               Line("d2", "call", (("f", 1.0),), "drop"), Line("h", "sum", (("x", 1.0), ("d2", 1.0))),
-               Line("n1", "call", (("h", 1.0),), "norm1"), Line("a", "call", (("n1", 1.0),), "att"),
-               Line("d1", "call", (("a", 1.0),), "drop"), Line("y", "sum", (("h", 1.0), ("d1", 1.0))))
-    yield Edit("swap", 2, "the two halves ran in the opposite order: the feed-forward half (norm2, ff) first, then "
-                          "the attention half (norm1, att)", swapped,
-               "the feed-forward half (norm2, ff) ran first, on the block input x")
+        yield Edit("norm_output", 10, f"{COMPONENT[norm]} was applied to the second sum before it was returned", PRE_LN + (out,))
+    swapped = (
+        Line("n2", "call", (("x", 1.0),), "norm2"),
+        Line("f", "call", (("n2", 1.0),), "ff"),
+        Line("d2", "call", (("f", 1.0),), "drop"),
+        Line("h", "sum", (("x", 1.0), ("d2", 1.0))),
+        Line("n1", "call", (("h", 1.0),), "norm1"),
+        Line("a", "call", (("n1", 1.0),), "att"),
+        Line("d1", "call", (("a", 1.0),), "drop"),
+        Line("y", "sum", (("h", 1.0), ("d1", 1.0))),
+    )
+    yield Edit(
+        "swap",
+        2,
+        "the two halves ran in the opposite order: the feed-forward half (norm2, ff) first, then the attention half (norm1, att)",
+        swapped,
+        "the feed-forward half (norm2, ff) ran first, on the block input x",
+    )
     for norm, branch, add, step in (("norm1", "a", "h", 2), ("norm2", "f", "y", 7)):
-        yield Edit("move_norm", step, f"{norm} was moved from {COMPONENT[branch_of(branch)]}'s input to after the "
-                                      f"{'first' if add == 'h' else 'second'} addition: that half is arranged Post-LN",
-                   _post_ln_half(norm, add), f"{COMPONENT[branch_of(branch)]} received the value its half started "
-                                             f"from, without {norm}")
+        yield Edit(
+            "move_norm",
+            step,
+            f"{norm} was moved from {COMPONENT[branch_of(branch)]}'s input to after the "
+            f"{'first' if add == 'h' else 'second'} addition: that half is arranged Post-LN",
+            _post_ln_half(norm, add),
+            f"{COMPONENT[branch_of(branch)]} received the value its half started from, without {norm}",
+        )
 
 
 def branch_of(key: str) -> str:
@@ -244,27 +320,37 @@ def arrangements(drop_p: float) -> list:
     post = _on_value(_post_ln_half("norm1", "h"), "y", Line("y_norm2", "call", (("y", 1.0),), "norm2"))
     post = tuple(Line(line.target, "sum", line.terms) if line.target == "n2" else line for line in post)
     none = tuple(replace(line, terms=line.terms[1:]) if line.target in ("h", "y") else line for line in PRE_LN)
-    return [Edit("arrangement", 2, "the block is arranged Post-LN: attention and the feed-forward network receive "
-                                   "the values their halves start from, without normalization, and each LayerNorm "
-                                   "follows its addition", post),
-            Edit("arrangement", 5, "neither shortcut is added back: each half returns its branch alone", none)]
+    return [
+        Edit(
+            "arrangement",
+            2,
+            "the block is arranged Post-LN: attention and the feed-forward network receive "
+            "the values their halves start from, without normalization, and each LayerNorm "
+            "follows its addition",
+            post,
+        ),
+        Edit("arrangement", 5, "neither shortcut is added back: each half returns its branch alone", none),
+    ]
 
 
 def single_edits(*, factors: tuple = (0.5, 2.0), variants: tuple = (), drop_ps: tuple = ()) -> list:
     """Every single-step change to Pre-LN, with the parameters given (coefficients, near-miss LayerNorms, p)."""
-    return list(itertools.chain(_structural(), _scaled_sums(factors), _call_edits(variants, drop_ps),
-                                _term_edits(factors)))
+    return list(itertools.chain(_structural(), _scaled_sums(factors), _call_edits(variants, drop_ps), _term_edits(factors)))
 
 
 def describe_variant(variant: Variant, reference_eps: float) -> str:
     """How a near-miss normalization differs from a LayerNorm, in words."""
     how = []
     if variant.over != "token":
-        how.append({"sequence": "took one mean and variance per sequence (over its tokens and features)",
-                    "tokens": "took each feature's mean and variance over the tokens (dim=1) instead of each "
-                              "token's over its features (dim=-1)",
-                    "batch": "took each feature's mean and variance over the batch (dim=0)",
-                    "all": "took one mean and variance over the whole batch"}[variant.over])
+        how.append(
+            {
+                "sequence": "took one mean and variance per sequence (over its tokens and features)",
+                "tokens": "took each feature's mean and variance over the tokens (dim=1) instead of each "
+                "token's over its features (dim=-1)",
+                "batch": "took each feature's mean and variance over the batch (dim=0)",
+                "all": "took one mean and variance over the whole batch",
+            }[variant.over]
+        )
     if variant.unbiased:
         how.append("used the unbiased variance (divided by n - 1; a LayerNorm divides by n)")
     if abs(variant.eps - reference_eps) > 0.1 * reference_eps:

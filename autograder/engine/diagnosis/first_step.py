@@ -10,6 +10,7 @@ showed.
 
 Gradient-only mistakes (a cut path) are hypotheses too: see `cuts`.
 """
+
 from __future__ import annotations
 
 import functools
@@ -31,16 +32,19 @@ __all__ = ["Divergence", "first_divergence"]
 
 @dataclass(frozen=True)
 class Divergence:
-    step: int | None                 # None: the values show where, not which step
+    step: int | None  # None: the values show where, not which step
     message: str
-    mode: str | None = None          # "train" or "eval": the run this was seen in, when the two runs differ
-    cause: str | None = None         # the verified edit's kind; None: facts only
-    only: bool = False               # the other run shows no divergence at all
-    facts: tuple = field(default_factory=tuple)    # the facts the message states (`facts`)
+    mode: str | None = None  # "train" or "eval": the run this was seen in, when the two runs differ
+    cause: str | None = None  # the verified edit's kind; None: facts only
+    only: bool = False  # the other run shows no divergence at all
+    facts: tuple = field(default_factory=tuple)  # the facts the message states (`facts`)
 
     def text(self) -> str:
-        body = f"{step_text(self.step)}: {self.message}" if self.step is not None else \
-            f"Where your forward first differs from Pre-LN: {self.message}"
+        body = (
+            f"{step_text(self.step)}: {self.message}"
+            if self.step is not None
+            else f"Where your forward first differs from Pre-LN: {self.message}"
+        )
         if not self.mode:
             return body
         return f"In {self.mode} mode{' only' if self.only else ''}: {body}"
@@ -85,12 +89,22 @@ class Diagnosis:
     def candidates(self) -> list:
         """Every single-step edit, with the parameters the student's programs show, and its programs."""
         programs = list(self.students.values())
-        factors = sorted({c for p in programs for op in p.ops for c in op.takes.values() if c != 1.0} |
-                         {c for p in programs for c in p.out.values() if c != 1.0})
+        factors = sorted(
+            {c for p in programs for op in p.ops for c in op.takes.values() if c != 1.0}
+            | {c for p in programs for c in p.out.values() if c != 1.0}
+        )
         variants = tuple(sorted({op.variant for p in programs for op in p.ops if op.variant is not None}, key=repr))
         keep = 1 / (1 - self.drop_p)
-        drop_ps = tuple(sorted({round(1 - 1 / op.scale, 6) for p in programs for op in p.ops
-                                if op.name == "drop" and op.scale and abs(op.scale - keep) > 1e-3}))
+        drop_ps = tuple(
+            sorted(
+                {
+                    round(1 - 1 / op.scale, 6)
+                    for p in programs
+                    for op in p.ops
+                    if op.name == "drop" and op.scale and abs(op.scale - keep) > 1e-3
+                }
+            )
+        )
         return _candidates(self.drop_p, tuple(factors), variants, drop_ps, tuple(self.mine))
 
     def whole(self):
@@ -100,7 +114,8 @@ class Diagnosis:
             return None
         for edit, ops in self.candidates:
             if all(ops[m] == self.mine[m] for m in self.mine) and all(
-                    self._reproduces(edit.program(self.drop_p), m, len(ops[m])) for m in self.mine):
+                self._reproduces(edit.program(self.drop_p), m, len(ops[m])) for m in self.mine
+            ):
                 return edit, edit.text
         return None
 
@@ -115,17 +130,16 @@ class Diagnosis:
         for order, (edit, ops) in enumerate(self.candidates):
             shared = _common(mine, ops[mode])
             if ops[mode] != mine and shared < first + 2:
-                continue            # it must reproduce the first divergent call and what is done with its value
+                continue  # it must reproduce the first divergent call and what is done with its value
             if any(_common(self.mine[o], ops[o]) < self.first[o] for o in others):
-                continue            # it contradicts what the other run shows before that run diverges
+                continue  # it contradicts what the other run shows before that run diverges
             total = sum(_common(self.mine[o], ops[o]) for o in self.mine)
             ranked.append((0 if ops[mode] == mine else 1, -shared, -total, order, edit, ops))
         for *_, edit, ops in sorted(ranked, key=lambda r: r[:4])[:6]:
             if step is not None and edit.step != step:
                 continue
             program = edit.program(self.drop_p)
-            if self._reproduces(program, mode, first + 1) and all(
-                    self._reproduces(program, o, self.first[o]) for o in others):
+            if self._reproduces(program, mode, first + 1) and all(self._reproduces(program, o, self.first[o]) for o in others):
                 whole = ops[mode] == mine and all(ops[o] == self.mine[o] for o in others)
                 return edit, (edit.text if whole else edit.first_sign)
         return None
@@ -150,8 +164,10 @@ class Diagnosis:
         count = len(program.ops) if whole else min(count, len(program.ops), len(recorded))
         for op, step in zip(program.ops[:count], recorded[:count]):
             covered = step.covers
-            if not (_near(_total(flat, op.takes)[covered], step.input[covered], flow.tol) and
-                    _near(flat[op.key].numpy()[covered], step.output[covered], flow.tol)):
+            if not (
+                _near(_total(flat, op.takes)[covered], step.input[covered], flow.tol)
+                and _near(flat[op.key].numpy()[covered], step.output[covered], flow.tol)
+            ):
                 return False
         return not whole or _near(y.numpy().reshape(-1), flow.y.reshape(-1), flow.tol)
 
@@ -179,8 +195,9 @@ def _near(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
     return a.shape == b.shape and bool(np.linalg.norm(a - b) <= 10 * tol * max(float(np.linalg.norm(b)), 1.0))
 
 
-def first_divergence(flows: dict, parts: dict, drop_p: float, responses: dict | None = None,
-                     moved: dict | None = None) -> Divergence | None:
+def first_divergence(
+    flows: dict, parts: dict, drop_p: float, responses: dict | None = None, moved: dict | None = None
+) -> Divergence | None:
     """The earliest boundary where the eval or train run differs from Pre-LN (see `boundaries`), with its facts,
     and the verified cause where one edit of Pre-LN reproduces the runs and breaks that very step. `responses`: the
     `respond` question's runs; `moved`: the `moved` question's runs ("runs") and the values it held and moved
@@ -188,16 +205,18 @@ def first_divergence(flows: dict, parts: dict, drop_p: float, responses: dict | 
     found = {}
     for mode in ("eval", "train"):
         if flows.get(mode) is not None:
-            seen = Walk(flows[mode], parts, mode, drop_p, responses if mode == "eval" else None,
-                        moved if mode == "eval" else None).first()
+            seen = Walk(
+                flows[mode], parts, mode, drop_p, responses if mode == "eval" else None, moved if mode == "eval" else None
+            ).first()
             if seen is not None:
                 found[mode] = _checked_sums(seen, mode, getattr(flows[mode], "other", None), parts, drop_p)
     if not found:
         return None
     mode, seen = min(found.items(), key=lambda pair: (pair[1].boundary, pair[1].step is None, pair[0] != "eval"))
     both = all(flows.get(m) is not None for m in ("eval", "train"))
-    same = len(found) == 2 and (found["eval"].boundary == found["train"].boundary or
-                                found["eval"].step == found["train"].step is not None)
+    same = len(found) == 2 and (
+        found["eval"].boundary == found["train"].boundary or found["eval"].step == found["train"].step is not None
+    )
     label = None if same or not both else mode
     cause = _cause(flows, parts, drop_p, mode, seen.step)
     if cause and cause[0].step > LAST_STEP_AT[seen.boundary]:
@@ -209,12 +228,18 @@ def first_divergence(flows: dict, parts: dict, drop_p: float, responses: dict | 
         else:
             cause = None
     step = cause[0].step if cause else seen.step
-    lesson = f"Pre-LN hands it {seen.expected}" if seen.expected and seen.boundary < 10 else \
-        f"Pre-LN returns {seen.expected}" if seen.expected else ""
+    lesson = (
+        f"Pre-LN hands it {seen.expected}"
+        if seen.expected and seen.boundary < 10
+        else f"Pre-LN returns {seen.expected}"
+        if seen.expected
+        else ""
+    )
     said = Said(tuple(seen.facts), "; ".join(t for t in (seen.gloss, lesson) if t))
     message = cause[1] if cause else said.text()
-    return Divergence(step, message, label, cause[0].kind if cause else None, label is not None and len(found) == 1,
-                      tuple(seen.facts))
+    return Divergence(
+        step, message, label, cause[0].kind if cause else None, label is not None and len(found) == 1, tuple(seen.facts)
+    )
 
 
 # The last step a divergence first seen at each boundary can be: what attention receives (3), the first dropout (4),
@@ -229,20 +254,25 @@ def _checked_sums(seen, mode: str, other, parts: dict, drop_p: float):
     coefficients; elsewhere the fact is that the grader cannot express the value (`Unknown`), which says all that
     "received a value that is not ..." of the same call would."""
     doubtful = [f for f in seen.facts if isinstance(f, Sum) and any(abs(abs(c) - 1) > 1e-9 for _, c in f.terms)]
-    there = Walk(other, parts, "eval", drop_p, None).first() if doubtful and other is not None and mode == "eval" \
-        else None
-    confirmed = {(f.component, f.call, tuple(n for n, _ in f.terms)): [c for _, c in f.terms]
-                 for f in (there.facts if there is not None else ()) if isinstance(f, Sum)}
+    there = Walk(other, parts, "eval", drop_p, None).first() if doubtful and other is not None and mode == "eval" else None
+    confirmed = {
+        (f.component, f.call, tuple(n for n, _ in f.terms)): [c for _, c in f.terms]
+        for f in (there.facts if there is not None else ())
+        if isinstance(f, Sum)
+    }
 
     def holds(fact) -> bool:
         again = confirmed.get((fact.component, fact.call, tuple(n for n, _ in fact.terms)))
         return again is not None and all(abs(a - c) <= 1e-3 * max(abs(c), 1.0) for a, (_, c) in zip(again, fact.terms))
 
-    facts = [fact if fact not in doubtful or holds(fact) else
-             Unknown(fact.mode, fact.component, fact.call, seen.expected, fact.calls) for fact in seen.facts]
+    facts = [
+        fact if fact not in doubtful or holds(fact) else Unknown(fact.mode, fact.component, fact.call, seen.expected, fact.calls)
+        for fact in seen.facts
+    ]
     unknown = {(f.component, f.call) for f in facts if isinstance(f, Unknown)}
-    seen.facts = list(dict.fromkeys(f for f in facts if not (isinstance(f, Received) and not f.equal and
-                                                              (f.component, f.call) in unknown)))
+    seen.facts = list(
+        dict.fromkeys(f for f in facts if not (isinstance(f, Received) and not f.equal and (f.component, f.call) in unknown))
+    )
     return seen
 
 

@@ -13,6 +13,7 @@ values:
 
 A run whose held components were not held (called more than once, on pieces, inside vmap) tells nothing.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,7 +22,7 @@ from autograder.engine.replayed import Moved
 from .values import HALVES, close, locate_padded, whole_tokens
 
 HELD = ("att", "ff")
-MOVES = {"att": ("x", "att"), "ff": ("att", "ff")}     # half -> (the run that moves its shortcut, its branch)
+MOVES = {"att": ("x", "att"), "ff": ("att", "ff")}  # half -> (the run that moves its shortcut, its branch)
 
 
 def _calls(run: dict, name: str) -> list:
@@ -38,8 +39,7 @@ def _held(runs: dict, values: dict, shape: tuple, tol: float, held: tuple) -> bo
     for name, run in runs.items():
         for component in held:
             calls = _calls(run, component)
-            if len(calls) != 1 or run["counts"].get(component, 1) != 1 or \
-                    tuple(np.shape(calls[0]["output"])) != shape:
+            if len(calls) != 1 or run["counts"].get(component, 1) != 1 or tuple(np.shape(calls[0]["output"])) != shape:
                 return False
             expected = values[component] + (values["delta"] if name == component else 0.0)
             if not close(_flat(calls[0]["output"]), expected, tol):
@@ -62,8 +62,11 @@ def _passes_h(runs: dict, delta: np.ndarray, features: int, near: float) -> bool
     """Did h move by exactly the amount when attention's held output moved: are norm2's inputs in that run, less
     those of the run as it was, the amount in whole token vectors (norm2 called on h whole, in pieces or padded)?"""
     before, after = _calls(runs["base"], "norm2"), _calls(runs["att"], "norm2")
-    if not before or len(before) != len(after) or \
-            any(np.shape(a["input"]) != np.shape(b["input"]) for a, b in zip(after, before)):
+    if (
+        not before
+        or len(before) != len(after)
+        or any(np.shape(a["input"]) != np.shape(b["input"]) for a, b in zip(after, before))
+    ):
         return False
     moved = np.concatenate([_flat(a["input"]) - _flat(b["input"]) for a, b in zip(after, before)])
     return _placed(_positions(moved, delta, near), features)
@@ -88,18 +91,27 @@ def moves(moved: dict | None, half: str, where, shape: tuple, tol: float) -> dic
     whole = base.size == delta.size
     branch_moved, shortcut_moved = read[branch_run] - base, read[shortcut_run] - base
     layout = _positions(branch_moved, delta, 10 * tol)
-    facts = {"branch": Moved("eval", half, "branch", name, call, whole and close(branch_moved, delta, tol)),
-             "placed": _placed(layout, shape[-1]),
-             "shortcut rearranged": _placed(_positions(shortcut_moved, delta, 10 * tol), shape[-1]),
-             "scaled in layout": _scaled(_in_block(shortcut_moved, layout, delta), delta, tol)}
+    facts = {
+        "branch": Moved("eval", half, "branch", name, call, whole and close(branch_moved, delta, tol)),
+        "placed": _placed(layout, shape[-1]),
+        "shortcut rearranged": _placed(_positions(shortcut_moved, delta, 10 * tol), shape[-1]),
+        "scaled in layout": _scaled(_in_block(shortcut_moved, layout, delta), delta, tol),
+    }
     facts["shortcut scaled"] = _scaled(shortcut_moved, delta, tol) if whole else facts["scaled in layout"]
     if half == "ff" and not _passes_h(runs, delta, shape[-1], 10 * tol):
-        return {**facts, "shortcut": None, "across": None}   # h moves with attention's held output only where the
-    facts["shortcut"] = Moved("eval", half, "shortcut", name, call,  # first half passes it on as it is
-                              whole and close(shortcut_moved, delta, tol))
+        return {**facts, "shortcut": None, "across": None}  # h moves with attention's held output only where the
+    facts["shortcut"] = Moved(
+        "eval",
+        half,
+        "shortcut",
+        name,
+        call,  # first half passes it on as it is
+        whole and close(shortcut_moved, delta, tol),
+    )
     responds = not close(read[branch_run], base, tol)
-    facts["across"] = Moved("eval", half, "across", name, call, close(read[shortcut_run], read[branch_run], tol)) \
-        if responds else None
+    facts["across"] = (
+        Moved("eval", half, "across", name, call, close(read[shortcut_run], read[branch_run], tol)) if responds else None
+    )
     return facts
 
 
@@ -161,8 +173,9 @@ def step_of(facts: dict | None, half: str, at_out: bool = False) -> tuple[int | 
     return None, []
 
 
-def moved_step(moved: dict | None, mode: str, half: str, call, shape: tuple, tol: float,
-               at_out: bool = False) -> tuple[int | None, list]:
+def moved_step(
+    moved: dict | None, mode: str, half: str, call, shape: tuple, tol: float, at_out: bool = False
+) -> tuple[int | None, list]:
     """`step_of` for `half`'s sum read where the walk reads it: norm2's input (`call`) for attention's half, what the
     block returned (`call` None) for the feed-forward half, or for attention's half with `at_out` (norm2 unrecorded,
     and what the block returned, less the feed-forward branch, not h); eval mode only (the question's mode)."""

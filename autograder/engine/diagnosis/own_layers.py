@@ -7,6 +7,7 @@ component between them, ending where one of its layers is called again (the next
 received is its first layer's input; what it gave, its last layer's output. The facts said of such a call are
 about those values: "attention received norm1(x)" means the first of attention's layers the forward called
 received it. Where the component was also called whole, its layers are not read as calls of it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,7 +18,8 @@ import numpy as np
 @dataclass
 class Pass:
     """One pass over a component's own layers, read as a call of it (the fields the walk reads of a call)."""
-    index: float              # between the recorded calls it came between
+
+    index: float  # between the recorded calls it came between
     name: str
     input: np.ndarray
     output: np.ndarray
@@ -36,11 +38,17 @@ def passes(layers: list, called: set) -> list[Pass]:
     for raw in layers:
         if raw["name"] in called:
             continue
-        if current is None or current["name"] != raw["name"] or raw["layer"] in current["layers"] or \
-                current["at"] != raw["at"]:
+        if current is None or current["name"] != raw["name"] or raw["layer"] in current["layers"] or current["at"] != raw["at"]:
             current = {"name": raw["name"], "layers": set(), "at": raw["at"], "input": raw["input"]}
             found.append(current)
         current["layers"].add(raw["layer"])
         current["output"] = raw["output"]
-    return [Pass(group["at"] - 0.5 + k * 1e-3, group["name"], np.asarray(group["input"], dtype=np.float64),
-                 np.asarray(group["output"], dtype=np.float64)) for k, group in enumerate(found)]
+    return [
+        Pass(
+            group["at"] - 0.5 + k * 1e-3,
+            group["name"],
+            np.asarray(group["input"], dtype=np.float64),
+            np.asarray(group["output"], dtype=np.float64),
+        )
+        for k, group in enumerate(found)
+    ]

@@ -1,6 +1,7 @@
 """One recorded run as the walk reads it (`Recording`): its calls numbered per component, Pre-LN's values so
 far, what a component's calls show at a boundary, whose output a value is, whether an output goes anywhere, and
 what a call received, said as a fact (a sum of known values, or that the grader cannot say)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,30 +15,32 @@ from .values import DROPS, VALUE, Seen, close, fewest, locate, locate_padded, wh
 class Recording:
     """One recorded run set against Pre-LN's values (the walk's ground; see `boundaries`)."""
 
-    def __init__(self, flow, parts: dict, mode: str, drop_p: float, responses: dict | None = None,
-                 moved: dict | None = None):
+    def __init__(self, flow, parts: dict, mode: str, drop_p: float, responses: dict | None = None, moved: dict | None = None):
         self.parts, self.mode, self.drop_p, self.tol = parts, mode, drop_p, flow.tol
-        self.near = 10 * flow.tol       # elementwise, for telling where a value's elements sit
+        self.near = 10 * flow.tol  # elementwise, for telling where a value's elements sit
         self.shape, self.x = flow.x.shape, np.asarray(flow.x, dtype=np.float64).reshape(-1)
         self.y = np.asarray(flow.y, dtype=np.float64).reshape(-1)
         self.calls = [c for c in flow.calls if c.kind != "manual"]
-        self.calls = sorted(self.calls + passes(getattr(flow, "layers", None) or [], {c.name for c in self.calls}),
-                            key=lambda call: call.index)          # components run through their own layers
+        self.calls = sorted(
+            self.calls + passes(getattr(flow, "layers", None) or [], {c.name for c in self.calls}), key=lambda call: call.index
+        )  # components run through their own layers
         counts: dict = {}
         for call in self.calls:
             counts[call.name] = counts.get(call.name, 0) + 1
             call.number = counts[call.name]
         for call in self.calls:
             call.total = counts[call.name]
-        reported = getattr(flow, "counts", None) or {}       # calls made inside vmap and the like are not recorded:
-        self.counts = {name: max(counts.get(name, 0), reported.get(name, 0))        # they ran all the same
-                       for name in {*counts, *reported}}
-        self.responses = responses or {}        # component -> the eval run with its output changed (see probes)
-        self.moved = moved                      # the `moved` question's runs and values (see `moves`)
+        reported = getattr(flow, "counts", None) or {}  # calls made inside vmap and the like are not recorded:
+        self.counts = {
+            name: max(counts.get(name, 0), reported.get(name, 0))  # they ran all the same
+            for name in {*counts, *reported}
+        }
+        self.responses = responses or {}  # component -> the eval run with its output changed (see probes)
+        self.moved = moved  # the `moved` question's runs and values (see `moves`)
         self.keep = 1.0 / (1.0 - drop_p) if drop_p < 1 else 0.0
-        self.values: dict = {"x": self.x}       # Pre-LN's values so far, by the names facts use
+        self.values: dict = {"x": self.x}  # Pre-LN's values so far, by the names facts use
         self.gloss = ""
-        self.masks: dict | None = None          # a run that follows Pre-LN: the masks its dropouts drew, by node
+        self.masks: dict | None = None  # a run that follows Pre-LN: the masks its dropouts drew, by node
 
     # --- values -------------------------------------------------------------------------------------------
     def component(self, name: str, flat: np.ndarray) -> np.ndarray:
@@ -56,9 +59,9 @@ class Recording:
         for call in calls:
             where = locate_padded(call.input, expected, self.near)
             if where is not None and call.name not in DROPS and not whole_tokens(where, self.shape[-1]):
-                where = None          # the same numbers, but not the same token vectors
+                where = None  # the same numbers, but not the same token vectors
             positions.append(where)
-            if where is not None:       # what it gave, where it gave a value of its input's shape (else unknown)
+            if where is not None:  # what it gave, where it gave a value of its input's shape (else unknown)
                 flat, kept = where.reshape(-1), where.reshape(-1) >= 0
                 covered[flat[kept]] = True
                 if call.output.shape == call.input.shape:
@@ -75,8 +78,7 @@ class Recording:
         for call in self.calls:
             if (names is None or call.name in names) and call not in besides and call.output.size >= np.size(value):
                 where = locate(value, call.output, self.near)
-                if where is not None and (np.size(value) % self.shape[-1] == 0 and
-                                          whole_tokens(where, self.shape[-1])):
+                if where is not None and (np.size(value) % self.shape[-1] == 0 and whole_tokens(where, self.shape[-1])):
                     return call
         return None
 
@@ -87,7 +89,8 @@ class Recording:
         for c in self.calls:
             value = c.output.reshape(-1)
             if tuple(c.output.shape) == tuple(self.shape) and not any(
-                    close(value, known, self.tol) for known in [*self.values.values(), *found.values()]):
+                close(value, known, self.tol) for known in [*self.values.values(), *found.values()]
+            ):
                 found[f"{c.name}#{c.number}"] = value
         return found
 
@@ -103,8 +106,11 @@ class Recording:
             if locate_padded(later.input, out, self.near) is not None:
                 return True
             flat = self.placed(later)
-            if flat is not None and tuple(call.output.shape) == tuple(self.shape) and \
-                    locate(flat - self.x, out, self.near) is not None:
+            if (
+                flat is not None
+                and tuple(call.output.shape) == tuple(self.shape)
+                and locate(flat - self.x, out, self.near) is not None
+            ):
                 return True
         if tuple(call.output.shape) == tuple(self.shape):
             return any(locate(self.y - base, out, self.near) is not None for base in (0.0, self.x))

@@ -2,36 +2,57 @@
 
 `edits` changes one line of it at a time; the test corpus renders scripts as forwards.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from autograder.engine.reading.program import TRAIN, Op, Program, Variant
 
-NAMES = {"x": "the block input x", "n1": "norm1(x)", "a": "attention's output att(norm1(x))",
-         "d1": "attention's branch drop_shortcut(att(norm1(x)))", "h": "the first half's result h",
-         "n2": "norm2(h)", "f": "the feed-forward output ff(norm2(h))",
-         "d2": "the feed-forward branch drop_shortcut(ff(norm2(h)))", "y": "the second sum"}
-COMPONENT = {"norm1": "norm1", "norm2": "norm2", "layer_norm": "a LayerNorm without scale and shift",
-             "att": "attention", "ff": "the feed-forward network", "drop": "drop_shortcut"}
+NAMES = {
+    "x": "the block input x",
+    "n1": "norm1(x)",
+    "a": "attention's output att(norm1(x))",
+    "d1": "attention's branch drop_shortcut(att(norm1(x)))",
+    "h": "the first half's result h",
+    "n2": "norm2(h)",
+    "f": "the feed-forward output ff(norm2(h))",
+    "d2": "the feed-forward branch drop_shortcut(ff(norm2(h)))",
+    "y": "the second sum",
+}
+COMPONENT = {
+    "norm1": "norm1",
+    "norm2": "norm2",
+    "layer_norm": "a LayerNorm without scale and shift",
+    "att": "attention",
+    "ff": "the feed-forward network",
+    "drop": "drop_shortcut",
+}
 
 
 @dataclass(frozen=True)
 class Line:
     """`target = name(terms)` for a call, `target = sum of terms` for a sum; terms are (value, coefficient)."""
+
     target: str
-    kind: str                        # "call" or "sum"
+    kind: str  # "call" or "sum"
     terms: tuple
     name: str = ""
     variant: Variant | None = None
-    p: float | None = None           # a drop's p when it is not drop_shortcut's
+    p: float | None = None  # a drop's p when it is not drop_shortcut's
     when: str = TRAIN
 
 
-PRE_LN = (Line("n1", "call", (("x", 1.0),), "norm1"), Line("a", "call", (("n1", 1.0),), "att"),
-          Line("d1", "call", (("a", 1.0),), "drop"), Line("h", "sum", (("x", 1.0), ("d1", 1.0))),
-          Line("n2", "call", (("h", 1.0),), "norm2"), Line("f", "call", (("n2", 1.0),), "ff"),
-          Line("d2", "call", (("f", 1.0),), "drop"), Line("y", "sum", (("h", 1.0), ("d2", 1.0))))
+PRE_LN = (
+    Line("n1", "call", (("x", 1.0),), "norm1"),
+    Line("a", "call", (("n1", 1.0),), "att"),
+    Line("d1", "call", (("a", 1.0),), "drop"),
+    Line("h", "sum", (("x", 1.0), ("d1", 1.0))),
+    Line("n2", "call", (("h", 1.0),), "norm2"),
+    Line("f", "call", (("n2", 1.0),), "ff"),
+    Line("d2", "call", (("f", 1.0),), "drop"),
+    Line("y", "sum", (("h", 1.0), ("d2", 1.0))),
+)
 
 
 def compile_script(lines: tuple, drop_p: float, name: str = "") -> Program:
@@ -49,9 +70,11 @@ def compile_script(lines: tuple, drop_p: float, name: str = "") -> Program:
             env[line.target] = total
             continue
         scale = None if line.name != "drop" else (1.0 / (1.0 - line.p) if line.p is not None else keep)
-        same = next((op for op in ops if line.name != "drop" and (op.name, op.takes, op.variant) ==
-                     (line.name, total, line.variant)), None)
-        if same is not None:         # the same call on the same value gives the same value: one call
+        same = next(
+            (op for op in ops if line.name != "drop" and (op.name, op.takes, op.variant) == (line.name, total, line.variant)),
+            None,
+        )
+        if same is not None:  # the same call on the same value gives the same value: one call
             env[line.target] = {same.key: 1.0}
             continue
         ops.append(Op(line.name, total, line.target, line.variant, scale, line.when))

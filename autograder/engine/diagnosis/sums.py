@@ -1,5 +1,6 @@
 """The second half of the walk and the sums (`Sums`): what norm2 and the feed-forward network received, each
 sum's shortcut and branch, and what the block returned."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,18 +24,29 @@ class Sums(Dropouts):
         ffs = self.calls_of("ff")
         skipped = next((c for c in ffs if locate(c.input, h, self.near) is not None), None)
         if not norm2.calls and not ffs and not self.counts.get("norm2") and not self.counts.get("ff"):
-            facts = [Ran(self.mode, "norm2", 0), Ran(self.mode, "ff", 0)]     # no second half: what came back?
+            facts = [Ran(self.mode, "norm2", 0), Ran(self.mode, "ff", 0)]  # no second half: what came back?
             if close(self.y, h, self.tol):
                 return Found(5, 7, facts + [Sum(self.mode, None, None, (("h", 1.0),))], "norm2(h)")
             return Found(5, self._sum_step(self.y, d1, "att", None, facts, att), facts, "h")
-        if skipped is not None:              # the feed-forward network received h itself: norm2 was skipped
+        if skipped is not None:  # the feed-forward network received h itself: norm2 was skipped
             facts = [x for x in [self._ran("norm2")] if x] if not norm2.calls else [self.received(norm2.off(self.used), "h")]
             return Found(5, 7, facts + [self.received(skipped, "h", True)], "norm2(h)")
-        if not norm2.calls:      # step 7 where norm2 never ran; where it ran unrecorded (in vmap), 7 and 8 look alike
+        if not norm2.calls:  # step 7 where norm2 never ran; where it ran unrecorded (in vmap), 7 and 8 look alike
             facts = [x for x in [self._ran("norm2")] if x] + ([self.received(ffs[0], "n2")] if ffs else [])
             known = second is not None and close(second, h, self.tol) and not self.counts.get("norm2")
-            step, told = (7, []) if known else moved_step(self.moved, self.mode, "att", None, self.shape, self.tol,
-                                                           at_out=second is not None and not close(second, h, self.tol))
+            step, told = (
+                (7, [])
+                if known
+                else moved_step(
+                    self.moved,
+                    self.mode,
+                    "att",
+                    None,
+                    self.shape,
+                    self.tol,
+                    at_out=second is not None and not close(second, h, self.tol),
+                )
+            )
             return Found(5, step, facts + told, "norm2(h)")
         partial = norm2.partial(self.mode, "norm2", "h")
         if partial is not None:
@@ -42,32 +54,39 @@ class Sums(Dropouts):
         call = norm2.off(self.used)
         facts = [self.received(call, "h")]
         v = self.placed(call)
-        if v is None and second is not None and not close(second, h, self.tol) and \
-                self.seen(("ff",), self.component("norm2", second)).covers:
+        if (
+            v is None
+            and second is not None
+            and not close(second, h, self.tol)
+            and self.seen(("ff",), self.component("norm2", second)).covers
+        ):
             # norm2 saw the student's first sum only in pieces (padded, chunked), and the second half is Pre-LN's on
             # the value the block returns less the feed-forward branch: that value is the first sum, and its rules
             # name the step (said with no sum of its own: norm2's calls received it only in pieces)
             return Found(5, self._sum_step(second, d1, "att", call, [], att), facts, "h")
         after = self.output_of(call.input, None)
-        if after is not None and locate(after.input, h, self.near) is not None:      # something was done to h first
+        if after is not None and locate(after.input, h, self.near) is not None:  # something was done to h first
             facts.append(Sum(self.mode, call.name, call.number, ((f"{after.name}#{after.number}", 1.0),), call.total))
-            return Found(5, 6 if second is not None and v is not None and close(second, v, self.tol) else 7, facts,
-                         "h")
+            return Found(5, 6 if second is not None and v is not None and close(second, v, self.tol) else 7, facts, "h")
         if second is not None and close(second, h, self.tol):
             return Found(5, 7, facts + self.said(call, "h"), "h")
-        if v is None:       # norm2 received another shape (h padded, say): how its input sees the sum's terms
+        if v is None:  # norm2 received another shape (h padded, say): how its input sees the sum's terms
             step, told = moved_step(self.moved, self.mode, "att", call, self.shape, self.tol)
             return Found(5, step, facts + told, "h")
-        dropped = self.mode == "train" and (masked(v - d1, self.x, self.keep, self.tol) or
-                                            masked(v - self.x, d1, self.keep, self.tol))
-        if second is not None and not close(second, v, self.tol) and not dropped and \
-                express(v, {"x": self.x, "branch": d1}, self.tol) is None:
-            step, told = moved_step(self.moved, self.mode, "att", call, self.shape, self.tol)   # norm2's input and
-            return Found(5, step, facts + told, "h")      # the second shortcut differ, both from h
+        dropped = self.mode == "train" and (
+            masked(v - d1, self.x, self.keep, self.tol) or masked(v - self.x, d1, self.keep, self.tol)
+        )
+        if (
+            second is not None
+            and not close(second, v, self.tol)
+            and not dropped
+            and express(v, {"x": self.x, "branch": d1}, self.tol) is None
+        ):
+            step, told = moved_step(self.moved, self.mode, "att", call, self.shape, self.tol)  # norm2's input and
+            return Found(5, step, facts + told, "h")  # the second shortcut differ, both from h
         return Found(5, self._sum_step(v, d1, "att", call, facts, att), facts, "h")
 
-    def _sum_step(self, total: np.ndarray, branch: np.ndarray, half: str, call, facts: list,
-                  before: Seen) -> int | None:
+    def _sum_step(self, total: np.ndarray, branch: np.ndarray, half: str, call, facts: list, before: Seen) -> int | None:
         """The step a wrong sum of Pre-LN's (x + branch, or h + branch) breaks, from its values: a branch left out
         or scaled, a shortcut left out or scaled, a shortcut that is another value, the branch's component applied
         again, an extra term, a dropout on the shortcut or a second one on the branch; else the grader's change of
@@ -86,44 +105,52 @@ class Sums(Dropouts):
             facts.append(Sum(self.mode, where[0], where[1], tuple((k, c) for k, c in terms.items() if c), where[2]))
 
         terms = express(total - shortcut, {branch_name: branch}, self.tol)
-        if terms is not None:                                  # the branch left out or scaled
+        if terms is not None:  # the branch left out or scaled
             said({rule["shortcut"]: 1.0}, terms)
             if terms[branch_name] == 0:
-                self.gloss = (f"{'the attention' if half == 'att' else 'the feed-forward'} branch is missing from that sum, "
-                              "so the whole " +
-                              ("attention half (norm1, att)" if half == "att" else "feed-forward half (norm2, ff)") +
-                              " does not reach the output")
+                self.gloss = (
+                    f"{'the attention' if half == 'att' else 'the feed-forward'} branch is missing from that sum, "
+                    "so the whole "
+                    + ("attention half (norm1, att)" if half == "att" else "feed-forward half (norm2, ff)")
+                    + " does not reach the output"
+                )
                 return rule["left out"]
             return rule["sum"]
         terms = express(total - branch, {rule["shortcut"]: shortcut}, self.tol)
-        if terms is not None:                                  # the shortcut left out or scaled
+        if terms is not None:  # the shortcut left out or scaled
             said(terms, {branch_name: 1.0})
             return rule["sum"]
         terms = express(total, {rule["shortcut"]: shortcut, branch_name: branch}, self.tol)
-        if terms is not None and all(terms.values()):                 # both scaled (the sum halved, say)
+        if terms is not None and all(terms.values()):  # both scaled (the sum halved, say)
             said(terms)
             return rule["sum"]
-        if masked(total - shortcut, branch, self.keep, self.tol):     # a second dropout on the branch (in eval
-            return rule["drop"]                                       # mode: one that drops there too)
-        if self.mode == "train" and masked(total - branch, shortcut, self.keep, self.tol):   # a dropout on the shortcut
+        if masked(total - shortcut, branch, self.keep, self.tol):  # a second dropout on the branch (in eval
+            return rule["drop"]  # mode: one that drops there too)
+        if self.mode == "train" and masked(total - branch, shortcut, self.keep, self.tol):  # a dropout on the shortcut
             return rule["sum"]
         known = {k: v for k, v in {**self.values, **self.outputs()}.items() if k != rule["shortcut"]}
-        for name, value in known.items():                      # the shortcut is another value
+        for name, value in known.items():  # the shortcut is another value
             if close(total - branch, value, self.tol) and not close(value, shortcut, self.tol):
                 said({name: 1.0, branch_name: 1.0})
                 return rule["replaced"]
         again = self.output_of(total - shortcut, (half,), besides=before.on)
-        if again is not None:                                  # the branch component applied again
+        if again is not None:  # the branch component applied again
             said({rule["shortcut"]: 1.0, f"{again.name}#{again.number}": 1.0})
             return rule["branch"]
         terms = express(total - shortcut - branch, known, self.tol)
-        if terms is not None and len([c for c in terms.values() if c]) <= 2:      # an extra term in the sum
+        if terms is not None and len([c for c in terms.values() if c]) <= 2:  # an extra term in the sum
             said({rule["shortcut"]: 1.0, branch_name: 1.0}, terms)
             return rule["sum"]
-        if self.mode == "train" and shortcut_where_dropped(total, branch, shortcut, self.values.get(rule["inner"]),
-                                                           self.tol):
-            facts.append(Dropped(self.mode, None if call is None else call.name, getattr(call, "number", None),
-                                 rule["shortcut"], getattr(call, "total", None)))
+        if self.mode == "train" and shortcut_where_dropped(total, branch, shortcut, self.values.get(rule["inner"]), self.tol):
+            facts.append(
+                Dropped(
+                    self.mode,
+                    None if call is None else call.name,
+                    getattr(call, "number", None),
+                    rule["shortcut"],
+                    getattr(call, "total", None),
+                )
+            )
             return rule["sum"]
         step, told = moved_step(self.moved, self.mode, half, call, self.shape, self.tol)
         if step is not None:
@@ -148,8 +175,7 @@ class Sums(Dropouts):
         after = [c for c in response["calls"] if c["name"] == component]
         if len(before) != len(after) or not before or any(tuple(b.output.shape) != tuple(self.shape) for b in before):
             return None
-        delta = sum(np.asarray(a["output"], dtype=np.float64).reshape(-1) - b.output.reshape(-1)
-                    for a, b in zip(after, before))
+        delta = sum(np.asarray(a["output"], dtype=np.float64).reshape(-1) - b.output.reshape(-1) for a, b in zip(after, before))
         if where == "out":
             moved = np.asarray(response["y"], dtype=np.float64).reshape(-1) - self.y
         else:
@@ -187,17 +213,18 @@ class Sums(Dropouts):
         """What the block returned is not h + its branch: an operation after the sum (10), else the second sum's
         own rules."""
         after = self.output_of(self.y, None)
-        if after is not None and tuple(after.input.shape) == tuple(self.shape) and \
-                close(after.input.reshape(-1), h + d2, self.tol):
+        if (
+            after is not None
+            and tuple(after.input.shape) == tuple(self.shape)
+            and close(after.input.reshape(-1), h + d2, self.tol)
+        ):
             facts.append(Sum(self.mode, None, None, ((f"{after.name}#{after.number}", 1.0),)))
-            facts.append(Received(self.mode, after.name, after.number, "h + drop_shortcut(ff(norm2(h)))", True,
-                                  after.total))
+            facts.append(Received(self.mode, after.name, after.number, "h + drop_shortcut(ff(norm2(h)))", True, after.total))
             return 10
         scaled = express(self.y, {"sum": h + d2}, self.tol)
-        if scaled is not None and scaled["sum"] != 1.0:         # the sum, scaled (or zeroed) on its way out
+        if scaled is not None and scaled["sum"] != 1.0:  # the sum, scaled (or zeroed) on its way out
             branch = "drop_shortcut(ff(norm2(h)))" if self.mode == "train" else "ff(norm2(h))"
-            facts.append(Sum(self.mode, None, None, (("h", scaled["sum"]), (branch, scaled["sum"])) if scaled["sum"]
-                             else ()))
+            facts.append(Sum(self.mode, None, None, (("h", scaled["sum"]), (branch, scaled["sum"])) if scaled["sum"] else ()))
             return 10
         return self._sum_step(self.y, d2, "ff", None, facts, ff)
 
@@ -210,8 +237,12 @@ def shortcut_where_dropped(total, branch, shortcut, value, tol: float) -> bool:
         return False
     size = max(float(np.max(np.abs(value))), 1.0) * tol
     dropped = (np.abs(branch) == 0) & (np.abs(value) > size)
-    return bool(dropped.sum() >= 8 and (~dropped).any() and close(total[dropped], shortcut[dropped], tol)
-                and not close(total[~dropped], (shortcut + branch)[~dropped], tol))
+    return bool(
+        dropped.sum() >= 8
+        and (~dropped).any()
+        and close(total[dropped], shortcut[dropped], tol)
+        and not close(total[~dropped], (shortcut + branch)[~dropped], tol)
+    )
 
 
 def second_shortcut(walk) -> np.ndarray | None:
@@ -222,8 +253,14 @@ def second_shortcut(walk) -> np.ndarray | None:
         return None
     branch = ffs[0].output.reshape(-1)
     if walk.mode == "train":
-        drop = next((c for c in walk.calls_of(*DROPS) if tuple(c.input.shape) == tuple(walk.shape)
-                     and locate(c.input, branch, walk.near) is not None), None)
+        drop = next(
+            (
+                c
+                for c in walk.calls_of(*DROPS)
+                if tuple(c.input.shape) == tuple(walk.shape) and locate(c.input, branch, walk.near) is not None
+            ),
+            None,
+        )
         if drop is None:
             return None
         branch = drop.output.reshape(-1)

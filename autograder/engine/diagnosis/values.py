@@ -1,6 +1,7 @@
 """Values at Pre-LN's component boundaries: where one value sits in another (whole, in pieces, rearranged or
 padded), sums of known values with as few terms as will do, masks a dropout drew, and what a component's recorded
 calls show at one boundary (`Seen`) or where a run first differs (`Found`). Pure numpy over recorded values."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -14,8 +15,7 @@ DROPS = ("drop_shortcut", "dropout")
 NORMS = ("norm1", "norm2", "layer_norm")
 VALUE = {"x": "x", "n1": "norm1(x)", "a": "att(norm1(x))", "h": "h", "n2": "norm2(h)", "f": "ff(norm2(h))"}
 HALVES = {  # the two sums: what each half is made of, and the steps its values break (see `steps`)
-    "att": {"shortcut": "x", "left out": 2, "sum": 5, "replaced": 1, "drop": 4, "branch": 3,
-            "inner": "att(norm1(x))"},
+    "att": {"shortcut": "x", "left out": 2, "sum": 5, "replaced": 1, "drop": 4, "branch": 3, "inner": "att(norm1(x))"},
     "ff": {"shortcut": "h", "left out": 7, "sum": 10, "replaced": 6, "drop": 9, "branch": 8, "inner": "ff(norm2(h))"},
 }
 
@@ -74,8 +74,11 @@ def whole_tokens(positions: np.ndarray, features: int) -> bool:
 
 def close(a, b, tol: float) -> bool:
     a, b = np.asarray(a, dtype=np.float64).reshape(-1), np.asarray(b, dtype=np.float64).reshape(-1)
-    return a.shape == b.shape and bool(np.all(np.isfinite(a))) and \
-        bool(np.linalg.norm(a - b) <= tol * max(float(np.linalg.norm(b)), 1.0))
+    return (
+        a.shape == b.shape
+        and bool(np.all(np.isfinite(a)))
+        and bool(np.linalg.norm(a - b) <= tol * max(float(np.linalg.norm(b)), 1.0))
+    )
 
 
 def express(value: np.ndarray, vectors: dict, tol: float) -> dict | None:
@@ -94,6 +97,7 @@ def express(value: np.ndarray, vectors: dict, tol: float) -> dict | None:
 def fewest(value: np.ndarray, vectors: dict, tol: float, most: int = 3) -> dict | None:
     """`value` as an exact sum of as few of `vectors` as will do (at most `most`), coefficients tidied; None."""
     from itertools import combinations
+
     names = [k for k, v in vectors.items() if v is not None and np.any(v)]
     for size in range(1, most + 1):
         for chosen in combinations(names, size):
@@ -116,11 +120,12 @@ def masked(value: np.ndarray, of: np.ndarray, scale: float, tol: float) -> bool:
 @dataclass
 class Seen:
     """What one component's recorded calls show at a boundary of Pre-LN."""
-    calls: list                   # the component's recorded calls
-    positions: list               # per call, where its input sits in Pre-LN's value (None: it is no piece of it)
-    covers: bool                  # the calls that sit there cover the whole value
-    outputs: np.ndarray | None    # their outputs in block positions, when they cover it
-    total: int = 0                # the value's size
+
+    calls: list  # the component's recorded calls
+    positions: list  # per call, where its input sits in Pre-LN's value (None: it is no piece of it)
+    covers: bool  # the calls that sit there cover the whole value
+    outputs: np.ndarray | None  # their outputs in block positions, when they cover it
+    total: int = 0  # the value's size
 
     def off(self, used=None):
         """The call that does not sit on Pre-LN's value (None: every one does): with `used` (a test of whether a
@@ -149,13 +154,12 @@ class Seen:
 class Found:
     """A boundary where the student's values differ: its place in Pre-LN's order, the step (None: the values
     cannot tell which), and the facts that show it."""
+
     boundary: int
     step: int | None
     facts: list = field(default_factory=list)
-    expected: str = ""            # Pre-LN's value there, in the lesson's notation
-    gloss: str = ""               # what the facts mean for the lesson's step (no fact of its own)
-
-
+    expected: str = ""  # Pre-LN's value there, in the lesson's notation
+    gloss: str = ""  # what the facts mean for the lesson's step (no fact of its own)
 
 
 def scale_of(outputs: np.ndarray, branch: np.ndarray) -> float | None:

@@ -4,6 +4,7 @@ torch's global state, reset after every cell and before every probe.
 The trusted parent loads the kit and the reference the same way, so every side turns notebook cells into
 definitions alike.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -18,10 +19,18 @@ def full_precision_float32() -> None:
     TF32 keep 10 mantissa bits, far outside the comparison tolerances. The new API's settings go back to
     their defaults ('none': inherit) first, then the legacy flags go off: torch raises when the two disagree."""
     backends = torch.backends
-    for knob in (backends, backends.cuda.matmul, backends.cudnn, getattr(backends.cudnn, "conv", None),
-                 getattr(backends.cudnn, "rnn", None), backends.mkldnn, getattr(backends.mkldnn, "matmul", None),
-                 getattr(backends.mkldnn, "conv", None), getattr(backends.mkldnn, "rnn", None)):
-        if knob is not None and hasattr(knob, "fp32_precision"):       # torch >= 2.9
+    for knob in (
+        backends,
+        backends.cuda.matmul,
+        backends.cudnn,
+        getattr(backends.cudnn, "conv", None),
+        getattr(backends.cudnn, "rnn", None),
+        backends.mkldnn,
+        getattr(backends.mkldnn, "matmul", None),
+        getattr(backends.mkldnn, "conv", None),
+        getattr(backends.mkldnn, "rnn", None),
+    ):
+        if knob is not None and hasattr(knob, "fp32_precision"):  # torch >= 2.9
             knob.fp32_precision = "none"
     backends.cuda.matmul.allow_tf32 = False
     backends.cudnn.allow_tf32 = False
@@ -62,8 +71,14 @@ def load_cells(cells, namespace: dict | None = None) -> tuple[dict, list[dict]]:
         try:
             exec(compile(code, filename, "exec"), namespace)
         except SyntaxError as error:
-            errors.append({"cell": label, "type": "SyntaxError", "message": f"{error.msg} (line {error.lineno})",
-                           "where": f"{label}, line {error.lineno}: {(error.text or '').strip()}"})
+            errors.append(
+                {
+                    "cell": label,
+                    "type": "SyntaxError",
+                    "message": f"{error.msg} (line {error.lineno})",
+                    "where": f"{label}, line {error.lineno}: {(error.text or '').strip()}",
+                }
+            )
         except BaseException as error:  # SystemExit, KeyboardInterrupt: the cell ends, loading goes on
             errors.append({"cell": label, **describe_error(error)})
         reset_torch_state()

@@ -13,13 +13,14 @@ The child builds the torch function (`torch_layer`). The magnitudes the grader e
 parent alone, by the chain rule in plain floating point (`checks/compounding.by_hand`): that arithmetic is never
 loaded in the child, so student code cannot borrow it.
 """
+
 from __future__ import annotations
 
 import random
 
 import torch
 
-START = 1.0           # every chain starts from x = 1.0
+START = 1.0  # every chain starts from x = 1.0
 
 OPS = {"erf": torch.erf, "tanh": torch.tanh, "atan": torch.atan, "sigmoid": torch.sigmoid, "sin": torch.sin}
 
@@ -40,9 +41,14 @@ def constant(factor: float) -> tuple:
 def draw(rng: random.Random) -> tuple:
     """A smooth layer whose local factor changes with y, between about 0.4 and 1.7 in size."""
     a = rng.choice((-1, 1)) * round(rng.uniform(0.85, 1.2), 3)
-    return (a, (("erf", round(rng.uniform(-0.15, 0.15), 3), round(rng.uniform(0.5, 1.5), 3)),
-                (rng.choice(("tanh", "atan", "sigmoid")), round(rng.uniform(-0.1, 0.1), 3), round(rng.uniform(0.5, 1.5), 3)),
-                ("sin", round(rng.uniform(1.0, 2.0), 2) * 1e-6, float(rng.randrange(20_000, 40_000)))))
+    return (
+        a,
+        (
+            ("erf", round(rng.uniform(-0.15, 0.15), 3), round(rng.uniform(0.5, 1.5), 3)),
+            (rng.choice(("tanh", "atan", "sigmoid")), round(rng.uniform(-0.1, 0.1), 3), round(rng.uniform(0.5, 1.5), 3)),
+            ("sin", round(rng.uniform(1.0, 2.0), 2) * 1e-6, float(rng.randrange(20_000, 40_000))),
+        ),
+    )
 
 
 def torch_layer(spec: tuple):

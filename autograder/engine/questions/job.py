@@ -5,6 +5,7 @@ The sandbox runs this module by name (the parent names it when it starts a serve
 questions themselves: it calls `ready` once in the pristine server and `run_job` in each child, and reads
 `PROBES` and `FORWARD_PROBES` to follow and restart children.
 """
+
 from __future__ import annotations
 
 from .cells import load_cells
@@ -31,8 +32,12 @@ def _warm_up(kit: dict) -> None:
         def forward(self, x):
             return self.drop_shortcut(self.ff(self.norm2(self.drop_shortcut(self.att(self.norm1(x))))))
 
-    names = {"TransformerBlock": WarmUpBlock, "magnitude_by_formula": lambda f, n: [f] * n,
-             "magnitude_by_autograd": lambda f, n: [f] * n, "classify_factor": lambda f: "stable"}
+    names = {
+        "TransformerBlock": WarmUpBlock,
+        "magnitude_by_formula": lambda f, n: [f] * n,
+        "magnitude_by_autograd": lambda f, n: [f] * n,
+        "classify_factor": lambda f: "stable",
+    }
     probing = Probing(names, kit, Plan.draw(0), sources=[])
     for name in PROBES:
         run_probe(name, probing)
@@ -54,8 +59,7 @@ def run_job(kit: dict, job: dict, report) -> None:
             continue
         report({"event": "cell", "index": index})
         errors += load_cells([(label, code)], namespace)[1]
-    report({"event": "loaded", "cell_errors": errors[:20],
-            "defined": [name for name in GRADED_NAMES if name in namespace]})
+    report({"event": "loaded", "cell_errors": errors[:20], "defined": [name for name in GRADED_NAMES if name in namespace]})
     probing = Probing(namespace, kit, Plan.from_dict(job["plan"]), [code for _, code in job["cells"]])
     for name in job["probes"]:
         report({"event": "start", "probe": name})

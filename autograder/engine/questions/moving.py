@@ -1,6 +1,7 @@
 """Components whose outputs the grader sets: changed by a seeded amount (the `respond` question), or held at values
 of the grader's (the `moved` question: the block run in eval mode with attention's and the feed-forward network's
 outputs held, as it is and with one value moved by an amount; `diagnosis/moves.py` reads it)."""
+
 from __future__ import annotations
 
 import torch
@@ -32,8 +33,10 @@ def moved_values(seed: int, x: torch.Tensor) -> dict:
     The parent computes the same values to read the answer."""
     generator = torch.Generator().manual_seed(int(seed))
     scale = float(torch.Tensor.detach(x).double().std())
-    return {name: (scale * torch.randn(tuple(x.shape), generator=generator, dtype=torch.float64)).to(torch.float32)
-            for name in ("att", "ff", "delta")}
+    return {
+        name: (scale * torch.randn(tuple(x.shape), generator=generator, dtype=torch.float64)).to(torch.float32)
+        for name in ("att", "ff", "delta")
+    }
 
 
 def hold(module, value: torch.Tensor) -> None:

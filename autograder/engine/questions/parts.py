@@ -4,6 +4,7 @@ The student's `__init__` runs as written; then the kit replaces the five compone
 (the public classes from the notebook) whose weights come from a seed. Only `forward` is the student's.
 Every value a graded block computes is therefore determined by the seed and the student's `forward`.
 """
+
 from __future__ import annotations
 
 import torch
@@ -12,8 +13,9 @@ import torch.nn as nn
 PART_NAMES = ("norm1", "att", "drop_shortcut", "norm2", "ff")
 
 
-def make_parts(kit: dict, cfg: dict, seed: int, *, drop_p: float = 0.0, zero: tuple = (),
-               random_norms: bool = True, draw: bool = True) -> dict[str, nn.Module]:
+def make_parts(
+    kit: dict, cfg: dict, seed: int, *, drop_p: float = 0.0, zero: tuple = (), random_norms: bool = True, draw: bool = True
+) -> dict[str, nn.Module]:
     """The five components with weights drawn from `seed` (LayerNorm scale/shift too, unless told not).
 
     `draw=False` skips drawing attention and feed-forward weights, for callers that re-draw them anyway
@@ -23,8 +25,14 @@ def make_parts(kit: dict, cfg: dict, seed: int, *, drop_p: float = 0.0, zero: tu
     parts = {
         "norm1": kit["LayerNorm"](emb),
         "norm2": kit["LayerNorm"](emb),
-        "att": kit["MultiHeadAttention"](d_in=emb, d_out=emb, context_length=cfg["context_length"], dropout=0.0,
-                                         num_heads=cfg["n_heads"], qkv_bias=cfg["qkv_bias"]),
+        "att": kit["MultiHeadAttention"](
+            d_in=emb,
+            d_out=emb,
+            context_length=cfg["context_length"],
+            dropout=0.0,
+            num_heads=cfg["n_heads"],
+            qkv_bias=cfg["qkv_bias"],
+        ),
         "ff": kit["FeedForward"](cfg),
     }
     with torch.no_grad():

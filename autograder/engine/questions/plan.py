@@ -3,6 +3,7 @@
 Every seed, input, read-out, dropout probability, Task-2 factor and depth is the parent's. The child only reads
 the plan; the parent asks the reference the same questions and decides every point itself.
 """
+
 from __future__ import annotations
 
 import random
@@ -10,8 +11,15 @@ from dataclasses import asdict, dataclass, field
 
 from . import chains as chains_
 
-GRADING_CFG = {"vocab_size": 101, "context_length": 8, "emb_dim": 32, "n_heads": 4, "n_layers": 2,
-               "drop_rate": 0.1, "qkv_bias": False}
+GRADING_CFG = {
+    "vocab_size": 101,
+    "context_length": 8,
+    "emb_dim": 32,
+    "n_heads": 4,
+    "n_layers": 2,
+    "drop_rate": 0.1,
+    "qkv_bias": False,
+}
 PROFILE_DEPTH = 24
 BATCH = 3
 BIG_BATCH = 5
@@ -28,46 +36,75 @@ MOVED_RUNS = ("base", "x", "att", "ff")
 @dataclass
 class Plan:
     """The grader's questions for one submission. Drawn by the parent; the child only reads it."""
+
     seed: int
     device: str = "cpu"
     cfg: dict = field(default_factory=lambda: dict(GRADING_CFG))
-    weights: int = 1             # the block's weights and LayerNorm parameters
-    inputs: int = 2              # the block input x
-    readout: int = 3             # the read-out whose gradient the probes report
-    rng: tuple = (4, 5, 6)       # torch's global seed before a call: the forward's own, then two for eval_seeds
+    weights: int = 1  # the block's weights and LayerNorm parameters
+    inputs: int = 2  # the block input x
+    readout: int = 3  # the read-out whose gradient the probes report
+    rng: tuple = (4, 5, 6)  # torch's global seed before a call: the forward's own, then two for eval_seeds
     drop_p: float = 0.5
-    profile_seed: int = 7        # the deep stack's weights and input
-    fresh: tuple = (8, 9, 10, 11, 12)    # the inputs of the later questions (see FRESH)
-    respond: int = 13            # the changes the `respond` question makes to each component's output
-    chains: tuple = ((2.0, 10),)     # Task 2: (factor, n_layers) for magnitude_by_formula
-    layers: tuple = (((2.0, ()), 10),)   # Task 2: (layer spec, n_layers) for magnitude_by_autograd (chains.py)
-    factors: tuple = (2.0,)          # Task 2: factors for classify_factor
+    profile_seed: int = 7  # the deep stack's weights and input
+    fresh: tuple = (8, 9, 10, 11, 12)  # the inputs of the later questions (see FRESH)
+    respond: int = 13  # the changes the `respond` question makes to each component's output
+    chains: tuple = ((2.0, 10),)  # Task 2: (factor, n_layers) for magnitude_by_formula
+    layers: tuple = (((2.0, ()), 10),)  # Task 2: (layer spec, n_layers) for magnitude_by_autograd (chains.py)
+    factors: tuple = (2.0,)  # Task 2: factors for classify_factor
 
     @classmethod
     def draw(cls, seed: int, device: str = "cpu") -> "Plan":
         """Every question of a grading run, from its seed (the same seed gives the same questions)."""
         rng = random.Random(f"plan:{seed}")
-        draw = lambda: rng.randrange(1, 2**31)   # noqa: E731
-        chains = [(2.0, 10), (0.5, 10), (1.0, 6), (-1.5, rng.randint(3, 8)), (0.9, 1),
-                  (round(rng.uniform(1.05, 1.6), 3), rng.randint(5, 14)),
-                  (round(rng.uniform(0.3, 0.95), 3), rng.randint(5, 14)),
-                  (-round(rng.uniform(0.3, 0.95), 3), rng.randint(3, 9))]
-        factors = [1.0, -1.0, 0.999, 1.001, 2.0, 0.5, 0.0, -2.0, -0.5,
-                   round(rng.uniform(0.1, 0.99), 3), round(rng.uniform(1.01, 3.0), 3), -round(rng.uniform(1.01, 3.0), 3)]
+        draw = lambda: rng.randrange(1, 2**31)  # noqa: E731
+        chains = [
+            (2.0, 10),
+            (0.5, 10),
+            (1.0, 6),
+            (-1.5, rng.randint(3, 8)),
+            (0.9, 1),
+            (round(rng.uniform(1.05, 1.6), 3), rng.randint(5, 14)),
+            (round(rng.uniform(0.3, 0.95), 3), rng.randint(5, 14)),
+            (-round(rng.uniform(0.3, 0.95), 3), rng.randint(3, 9)),
+        ]
+        factors = [
+            1.0,
+            -1.0,
+            0.999,
+            1.001,
+            2.0,
+            0.5,
+            0.0,
+            -2.0,
+            -0.5,
+            round(rng.uniform(0.1, 0.99), 3),
+            round(rng.uniform(1.01, 3.0), 3),
+            -round(rng.uniform(1.01, 3.0), 3),
+        ]
         rng.shuffle(factors)
-        seeds = dict(weights=draw(), inputs=draw(), readout=draw(), rng=(draw(), draw(), draw()), profile_seed=draw(),
-                     respond=draw())
+        seeds = dict(
+            weights=draw(), inputs=draw(), readout=draw(), rng=(draw(), draw(), draw()), profile_seed=draw(), respond=draw()
+        )
         fresh = tuple(draw() for _ in FRESH)
-        layers = [(chains_.constant(factor), n) for factor, n in chains[:4]] + \
-                 [(chains_.draw(rng), rng.randint(5, 12)) for _ in range(3)]      # drawn last: the seeds above stay
-        return cls(seed=seed, device=device, **seeds, fresh=fresh, chains=tuple(chains), layers=tuple(layers),
-                   factors=tuple(factors))
+        layers = [(chains_.constant(factor), n) for factor, n in chains[:4]] + [
+            (chains_.draw(rng), rng.randint(5, 12)) for _ in range(3)
+        ]  # drawn last: the seeds above stay
+        return cls(
+            seed=seed, device=device, **seeds, fresh=fresh, chains=tuple(chains), layers=tuple(layers), factors=tuple(factors)
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "Plan":
-        return cls(**{**data, "rng": tuple(data["rng"]), "chains": tuple(tuple(c) for c in data["chains"]),
-                      "layers": tuple((chains_.as_spec(spec), n) for spec, n in data["layers"]),
-                      "factors": tuple(data["factors"]), "fresh": tuple(data["fresh"])})
+        return cls(
+            **{
+                **data,
+                "rng": tuple(data["rng"]),
+                "chains": tuple(tuple(c) for c in data["chains"]),
+                "layers": tuple((chains_.as_spec(spec), n) for spec, n in data["layers"]),
+                "factors": tuple(data["factors"]),
+                "fresh": tuple(data["fresh"]),
+            }
+        )

@@ -4,6 +4,7 @@ The trusted parent draws a `Plan` (`plan`). A probe only answers the plan's ques
 parent runs the same probes on the reference and decides every point itself, so nothing a probe reports is
 believed on its own.
 """
+
 from __future__ import annotations
 
 import torch
@@ -25,7 +26,7 @@ class Probing:
 
     def __init__(self, student: dict, kit: dict, plan: Plan, sources: list[str] | None = None):
         self.student, self.kit, self.plan = student, kit, plan
-        self.sources = sources           # the student's code, when known (for the device check's screening)
+        self.sources = sources  # the student's code, when known (for the device check's screening)
         self.notes: list[str] = []
 
     def definition(self, name: str):
@@ -35,8 +36,9 @@ class Probing:
 
     def block(self, **part_options):
         cls = self.definition("TransformerBlock")
-        return graded_block(cls, self.kit, self.plan.cfg, self.plan.weights, self.notes,
-                            drop_p=self.plan.drop_p, **part_options).to(self.plan.device)
+        return graded_block(
+            cls, self.kit, self.plan.cfg, self.plan.weights, self.notes, drop_p=self.plan.drop_p, **part_options
+        ).to(self.plan.device)
 
     def randn(self, shape, seed: int, dtype=torch.float32):
         generator = torch.Generator().manual_seed(int(seed))
@@ -50,8 +52,13 @@ class Probing:
         """The input of a later question (see FRESH): like x, of its own shape, from its own seed."""
         cfg = self.plan.cfg
         tokens, emb = cfg["context_length"], cfg["emb_dim"]
-        shape = {"repeat": (BATCH, tokens, emb), "small": (1, tokens - 3, emb), "batch": (BIG_BATCH, tokens, emb),
-                 "double": (BATCH, tokens, emb), "other": (BATCH, tokens, emb)}[which]
+        shape = {
+            "repeat": (BATCH, tokens, emb),
+            "small": (1, tokens - 3, emb),
+            "batch": (BIG_BATCH, tokens, emb),
+            "double": (BATCH, tokens, emb),
+            "other": (BATCH, tokens, emb),
+        }[which]
         return 1.5 * self.randn(shape, self.plan.fresh[FRESH.index(which)], dtype) + 0.3
 
     def call(self, block, x, rng: int | None = None):
@@ -74,8 +81,15 @@ def part_params(block) -> dict:
     return {f"{name}.{pname}": param for name in PART_NAMES for pname, param in parts[name].named_parameters()}
 
 
-def _recorded_run(p: Probing, train: bool, x=None, gradients: bool = True, changed: str | None = None,
-                  limit: int = MAX_CALLS, held: dict | None = None) -> dict:
+def _recorded_run(
+    p: Probing,
+    train: bool,
+    x=None,
+    gradients: bool = True,
+    changed: str | None = None,
+    limit: int = MAX_CALLS,
+    held: dict | None = None,
+) -> dict:
     """One forward in the given mode, recorded, then (`gradients`) the gradient of the plan's read-out loss.
     `x`: another input than the plan's; `changed`: a component whose outputs are changed (see `moving.change`); `held`:
     components whose outputs are held at given values (see `moving.hold`)."""
@@ -88,11 +102,22 @@ def _recorded_run(p: Probing, train: bool, x=None, gradients: bool = True, chang
         hold(getattr(block, name), value)
     for name in PART_NAMES:
         recorder.wrap(getattr(block, name), name)
-    recorder.block_input = given = leaf.clone()    # a copy: writing into its input must not alter the leaf
+    recorder.block_input = given = leaf.clone()  # a copy: writing into its input must not alter the leaf
     with recorder.mode():
         y = p.call(block, given)
-    calls = [{"name": c.name, "kind": c.kind, "input": c.input, "output": c.output, "training": c.training,
-              "via": c.via, "where": c.where, "no_grad": c.no_grad} for c in recorder.calls]
+    calls = [
+        {
+            "name": c.name,
+            "kind": c.kind,
+            "input": c.input,
+            "output": c.output,
+            "training": c.training,
+            "via": c.via,
+            "where": c.where,
+            "no_grad": c.no_grad,
+        }
+        for c in recorder.calls
+    ]
     counts = dict(recorder.counts)
     result = {"y": y.detach(), "calls": calls, "notes": list(p.notes), "counts": counts, "layers": recorder.layers}
     if not gradients:
@@ -109,6 +134,7 @@ def _recorded_run(p: Probing, train: bool, x=None, gradients: bool = True, chang
 
 
 # --- the probes --------------------------------------------------------------------------------------
+
 
 def probe_eval(p):
     """Eval mode: the output, every component call with its input and output, and the gradients."""
@@ -129,16 +155,17 @@ def probe_eval_other(p):
 def probe_respond(p):
     """Eval mode on the recorded run's input, once for each of norm1, att, norm2 and ff with every output of that
     component changed by a seeded amount: which values move, and by how much, shows how the block uses it."""
-    return {name: _recorded_run(p, train=False, gradients=False, changed=name, limit=RESPONSE_CALLS)
-            for name in RESPONDING}
+    return {name: _recorded_run(p, train=False, gradients=False, changed=name, limit=RESPONSE_CALLS) for name in RESPONDING}
 
 
 def probe_moved(p):
     """Eval mode with attention's and the feed-forward network's outputs held at values of the grader's, as they
     are and with one value moved (`moving`): whether a sum's consumer sees its shortcut, its branch or only the sum
     shows how each half's terms reach it."""
-    return {name: _recorded_run(p, train=False, x=given, gradients=False, limit=RESPONSE_CALLS, held=held)
-            for name, given, held in moved_runs(p.plan, p.x())}
+    return {
+        name: _recorded_run(p, train=False, x=given, gradients=False, limit=RESPONSE_CALLS, held=held)
+        for name, given, held in moved_runs(p.plan, p.x())
+    }
 
 
 def probe_eval_seeds(p):
@@ -146,7 +173,7 @@ def probe_eval_seeds(p):
     off and the input left as it was, both outputs are the block's output for that input. A forward that writes
     into its input (x += ...) hands the second call another input, which shows in the second output."""
     block, x = p.block().eval(), p.fresh("repeat")
-    first = p.call(block, x, p.plan.rng[1]).detach().clone()     # a copy: the output may be the input itself
+    first = p.call(block, x, p.plan.rng[1]).detach().clone()  # a copy: the output may be the input itself
     return {"y_a": first, "y_b": p.call(block, x, p.plan.rng[2]).detach().clone()}
 
 
@@ -156,7 +183,7 @@ def probe_profile(p):
 
     def student_block(parts: dict):
         block = build_block(cls, cfg)
-        install_parts(block, parts)      # also where the student's __init__ kept references to the components
+        install_parts(block, parts)  # also where the student's __init__ kept references to the components
         return block
 
     return {"profile": deep_profile(student_block, kit, p.plan)}
@@ -170,8 +197,9 @@ def deep_profile(make_block, kit: dict, plan: Plan) -> list[float]:
     modules, and the grader can rebuild the very same stack around its own reading of the student's forward."""
     cfg = plan.cfg
     drawn = _drawn_stack(kit, tuple(sorted(cfg.items())), plan.profile_seed, plan.device)
-    stack = torch.nn.Sequential(*[make_block({name: source[name] for name in PART_NAMES}).eval()
-                                  for source in drawn]).to(plan.device)
+    stack = torch.nn.Sequential(*[make_block({name: source[name] for name in PART_NAMES}).eval() for source in drawn]).to(
+        plan.device
+    )
     generator = torch.Generator().manual_seed(plan.profile_seed)
     x = torch.randn(BATCH, cfg["context_length"], cfg["emb_dim"], generator=generator).to(plan.device)
     tensor_out(stack[0](x.clone()), x)
@@ -186,13 +214,18 @@ def _drawn_stack(kit: dict, cfg: tuple, seed: int, device: str):
     if key not in _STACKS:
         if len(_STACKS) >= 4:
             _STACKS.clear()
-        _STACKS[key] = (kit, kit["make_stack"](
-            lambda: torch.nn.ModuleDict(make_parts(kit, dict(cfg), 0, random_norms=False, draw=False)),
-            PROFILE_DEPTH, seed=seed))
+        _STACKS[key] = (
+            kit,
+            kit["make_stack"](
+                lambda: torch.nn.ModuleDict(make_parts(kit, dict(cfg), 0, random_norms=False, draw=False)),
+                PROFILE_DEPTH,
+                seed=seed,
+            ),
+        )
     return _STACKS[key][1]
 
 
-_STACKS: dict = {}       # (kit namespace, config, seed, device) -> (the namespace, kept alive, and its drawn stack)
+_STACKS: dict = {}  # (kit namespace, config, seed, device) -> (the namespace, kept alive, and its drawn stack)
 
 
 def probe_robust_small(p):
@@ -213,6 +246,7 @@ def probe_robust_double(p):
 
 
 # --- Task 2 --------------------------------------------------------------------------------------------
+
 
 def float_list(value, limit: int) -> list[float]:
     """What Task 2's "list of floats" accepts, as the visible tests read it too (visible_tests.as_floats): a list or
@@ -253,12 +287,12 @@ def _attempt(function):
 def probe_compounding(p):
     """Task 2 on the plan's cases: the formula on factors, autograd on layers (chains.py), the classification.
     Every value is checked by the parent against its own computation: nothing here is believed."""
-    formula, autograd, classify = (p.definition(n) for n in ("magnitude_by_formula", "magnitude_by_autograd",
-                                                             "classify_factor"))
-    return {"formula": [_attempt(lambda: float_list(formula(factor, n), n + 2)) for factor, n in p.plan.chains],
-            "autograd": [_attempt(lambda: float_list(autograd(chains_.torch_layer(spec), n), n + 2))
-                         for spec, n in p.plan.layers],
-            "classify": [_attempt(lambda: str(classify(f))[:40]) for f in p.plan.factors]}
+    formula, autograd, classify = (p.definition(n) for n in ("magnitude_by_formula", "magnitude_by_autograd", "classify_factor"))
+    return {
+        "formula": [_attempt(lambda: float_list(formula(factor, n), n + 2)) for factor, n in p.plan.chains],
+        "autograd": [_attempt(lambda: float_list(autograd(chains_.torch_layer(spec), n), n + 2)) for spec, n in p.plan.layers],
+        "classify": [_attempt(lambda: str(classify(f))[:40]) for f in p.plan.factors],
+    }
 
 
 PROBES = {

@@ -11,6 +11,7 @@ those calls, and ignores whatever runs inside a component:
 Everything recorded here is a claim of the child: the parent checks every call against its own copy of the
 components before it believes it.
 """
+
 from __future__ import annotations
 
 import sys
@@ -22,14 +23,30 @@ from torch.overrides import TorchFunctionMode
 
 DEVICE_MOVES = ("cpu", "cuda", "to", "numpy", "item", "tolist")
 # Tensor factories: without a device= they make CPU tensors, wherever the block's input lives.
-FACTORIES = {"zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange", "linspace",
-             "logspace", "eye", "tensor", "as_tensor", "from_numpy", "scalar_tensor"}
+FACTORIES = {
+    "zeros",
+    "ones",
+    "empty",
+    "full",
+    "rand",
+    "randn",
+    "randint",
+    "randperm",
+    "arange",
+    "linspace",
+    "logspace",
+    "eye",
+    "tensor",
+    "as_tensor",
+    "from_numpy",
+    "scalar_tensor",
+}
 _IN_PLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__"}
 _DROPOUTS = {"dropout", "dropout1d", "dropout2d", "dropout3d", "feature_dropout", "alpha_dropout"}
-MAX_CALLS = 96      # a forward run one sequence or one token at a time makes many calls
-RESPONSE_CALLS = 48     # in each of the `respond` question's runs
+MAX_CALLS = 96  # a forward run one sequence or one token at a time makes many calls
+RESPONSE_CALLS = 48  # in each of the `respond` question's runs
 MAX_EVENTS = 48
-MAX_LAYER_CALLS = 48    # a component's own layers, called by the forward itself
+MAX_LAYER_CALLS = 48  # a component's own layers, called by the forward itself
 
 
 def student_line() -> str | None:
@@ -55,14 +72,14 @@ def _from_dropout_module() -> bool:
 
 @dataclass
 class Call:
-    name: str                 # norm1, norm2, att, ff, drop_shortcut, dropout, layer_norm
-    kind: str                 # "module" or "function"
+    name: str  # norm1, norm2, att, ff, drop_shortcut, dropout, layer_norm
+    kind: str  # "module" or "function"
     input: torch.Tensor
     output: torch.Tensor
-    training: bool | None = None     # dropouts: whether it was told to drop
-    via: str | None = None           # functional dropouts: "module" (an nn.Dropout made in forward) or "function"
+    training: bool | None = None  # dropouts: whether it was told to drop
+    via: str | None = None  # functional dropouts: "module" (an nn.Dropout made in forward) or "function"
     where: str | None = None
-    no_grad: bool = False            # autograd was switched off during the call
+    no_grad: bool = False  # autograd was switched off during the call
 
 
 def _functorch_wrapped(value) -> bool:
@@ -78,12 +95,12 @@ class Recorder:
         self.events: list[dict] = []
         self.block_input = None
         self.limit = limit
-        self.params: dict[int, str] = {}      # id(LayerNorm scale) -> "norm1" / "norm2"
-        self.detached: dict[int, dict] = {}   # id(detached tensor) -> its event
-        self._inside = 0                      # > 0 while a component or the recorder itself is running
-        self.unrecorded = 0                   # calls whose values could not be copied (see `_snapshot`)
-        self.counts: dict[str, int] = {}      # every call of each component, recorded or not
-        self.layers: list[dict] = []          # a component's own layers called by the forward itself
+        self.params: dict[int, str] = {}  # id(LayerNorm scale) -> "norm1" / "norm2"
+        self.detached: dict[int, dict] = {}  # id(detached tensor) -> its event
+        self._inside = 0  # > 0 while a component or the recorder itself is running
+        self.unrecorded = 0  # calls whose values could not be copied (see `_snapshot`)
+        self.counts: dict[str, int] = {}  # every call of each component, recorded or not
+        self.layers: list[dict] = []  # a component's own layers called by the forward itself
 
     def _snapshot(self, value):
         """A plain copy of `value`'s numbers, or None where it has none to copy here: a tensor inside
@@ -130,8 +147,10 @@ class Recorder:
             after = self._snapshot(out) if before is not None and isinstance(out, torch.Tensor) else None
             if after is not None:
                 training = module.training if name == "drop_shortcut" else None
-                self._record(Call(name, "module", before, after, training,
-                                  where=student_line(), no_grad=not torch.is_grad_enabled()), value)
+                self._record(
+                    Call(name, "module", before, after, training, where=student_line(), no_grad=not torch.is_grad_enabled()),
+                    value,
+                )
             return out
 
         module.forward = forward
@@ -158,8 +177,7 @@ class Recorder:
                 self._inside -= 1
             after = self._snapshot(out) if before is not None and isinstance(out, torch.Tensor) else None
             if after is not None and len(self.layers) < MAX_LAYER_CALLS:
-                self.layers.append({"name": name, "layer": index, "input": before, "output": after,
-                                    "at": len(self.calls)})
+                self.layers.append({"name": name, "layer": index, "input": before, "output": after, "at": len(self.calls)})
             return out
 
         part.forward = forward
@@ -226,8 +244,15 @@ class EventMode(TorchFunctionMode):
             call = Call(label, "function", before, after, where=student_line())
         else:
             training = args[2] if len(args) > 2 else kwargs.get("training", True)
-            call = Call("dropout", "function", before, after, bool(training),
-                        via="module" if _from_dropout_module() else "function", where=student_line())
+            call = Call(
+                "dropout",
+                "function",
+                before,
+                after,
+                bool(training),
+                via="module" if _from_dropout_module() else "function",
+                where=student_line(),
+            )
         recorder._record(call, value)
 
     def _observe(self, func, name, args, kwargs) -> None:
@@ -239,5 +264,4 @@ class EventMode(TorchFunctionMode):
             note({"op": "factory", "name": name, "where": student_line()})
         elif (name.endswith("_") and not name.startswith("_")) or name in _IN_PLACE_DUNDERS:
             if isinstance(first, torch.Tensor):
-                note({"op": "inplace", "name": name, "on_input": first is self.recorder.block_input,
-                      "where": student_line()})
+                note({"op": "inplace", "name": name, "on_input": first is self.recorder.block_input, "where": student_line()})

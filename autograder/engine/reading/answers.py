@@ -5,6 +5,7 @@ with the types, shapes and sizes the plan fixes; it never recurses into whatever
 else (a missing field, an extra call, a tensor of the wrong shape, a list too long) makes that probe's
 answer a protocol error: 0 for what depends on it, with a message, and never an exception in the parent.
 """
+
 from __future__ import annotations
 
 import base64
@@ -18,7 +19,7 @@ from autograder.engine.questions.probes import PROBES
 from autograder.engine.questions.recording import DEVICE_MOVES, MAX_CALLS, MAX_EVENTS, MAX_LAYER_CALLS, RESPONSE_CALLS
 
 CALL_NAMES = {"norm1", "norm2", "att", "ff", "drop_shortcut", "dropout", "layer_norm"}
-LAYERED = {"norm1", "norm2", "att", "ff", "drop_shortcut"}      # components with layers of their own
+LAYERED = {"norm1", "norm2", "att", "ff", "drop_shortcut"}  # components with layers of their own
 EVENT_OPS = {"detach", ".data", "inplace", "factory", *DEVICE_MOVES}
 _DTYPES = {"float32": np.float32, "float64": np.float64}
 _TEXT = 500
@@ -31,9 +32,10 @@ class Malformed(Exception):
 @dataclass(frozen=True)
 class Expect:
     """The shapes a plan's answers must have."""
+
     x: tuple
     small: tuple
-    params: dict                 # "att.W_query.weight" -> shape
+    params: dict  # "att.W_query.weight" -> shape
     chains: tuple
     factors: int
     layers: tuple = ()
@@ -43,8 +45,15 @@ class Expect:
     def of(cls, plan: Plan, params: dict) -> "Expect":
         cfg = plan.cfg
         x = (BATCH, cfg["context_length"], cfg["emb_dim"])
-        return cls(x, (1, cfg["context_length"] - 3, cfg["emb_dim"]), dict(params), tuple(plan.chains),
-                   len(plan.factors), tuple(plan.layers), (BIG_BATCH, cfg["context_length"], cfg["emb_dim"]))
+        return cls(
+            x,
+            (1, cfg["context_length"] - 3, cfg["emb_dim"]),
+            dict(params),
+            tuple(plan.chains),
+            len(plan.factors),
+            tuple(plan.layers),
+            (BIG_BATCH, cfg["context_length"], cfg["emb_dim"]),
+        )
 
     @property
     def numel(self) -> int:
@@ -105,8 +114,9 @@ def _optional_tensor(value, where: str, shape: tuple) -> np.ndarray | None:
 
 def error_info(value, where: str = "error") -> dict:
     info = _dict(value, where, {"type", "message", "where"})
-    return {key: _text(info.get(key), f"{where}.{key}") or "" for key in ("type", "message")} | \
-        {"where": _text(info.get("where"), f"{where}.where")}
+    return {key: _text(info.get(key), f"{where}.{key}") or "" for key in ("type", "message")} | {
+        "where": _text(info.get("where"), f"{where}.where")
+    }
 
 
 def _number(value, where: str) -> float:
@@ -128,10 +138,18 @@ def _calls(value, expect: Expect, most: int = MAX_CALLS) -> list[dict]:
         training, via = call.get("training"), call.get("via")
         if training is not None and type(training) is not bool or via not in (None, "module", "function"):
             raise Malformed(f"{where} has a bad mode")
-        calls.append({"name": name, "kind": kind, "training": training, "via": via,
-                      "input": tensor(_field(call, "input", where), f"{where}.input", max_numel=limit),
-                      "output": tensor(_field(call, "output", where), f"{where}.output", max_numel=limit),
-                      "where": _text(call.get("where"), f"{where}.where"), "no_grad": call.get("no_grad") is True})
+        calls.append(
+            {
+                "name": name,
+                "kind": kind,
+                "training": training,
+                "via": via,
+                "input": tensor(_field(call, "input", where), f"{where}.input", max_numel=limit),
+                "output": tensor(_field(call, "output", where), f"{where}.output", max_numel=limit),
+                "where": _text(call.get("where"), f"{where}.where"),
+                "no_grad": call.get("no_grad") is True,
+            }
+        )
     return calls
 
 
@@ -147,12 +165,17 @@ def _layers(value, expect: Expect) -> list[dict]:
         where = f"layers[{i}]"
         call = _dict(raw, where, {"name", "layer", "input", "output", "at"})
         name, layer, at = (_field(call, key, where) for key in ("name", "layer", "at"))
-        if name not in LAYERED or type(layer) is not int or not 0 < layer < 64 or type(at) is not int or \
-                not 0 <= at <= MAX_CALLS:
+        if name not in LAYERED or type(layer) is not int or not 0 < layer < 64 or type(at) is not int or not 0 <= at <= MAX_CALLS:
             raise Malformed(f"{where} names no layer of the block's components")
-        calls.append({"name": name, "layer": layer, "at": at,
-                      "input": tensor(_field(call, "input", where), f"{where}.input", max_numel=limit),
-                      "output": tensor(_field(call, "output", where), f"{where}.output", max_numel=limit)})
+        calls.append(
+            {
+                "name": name,
+                "layer": layer,
+                "at": at,
+                "input": tensor(_field(call, "input", where), f"{where}.input", max_numel=limit),
+                "output": tensor(_field(call, "output", where), f"{where}.output", max_numel=limit),
+            }
+        )
     return calls
 
 
@@ -165,10 +188,13 @@ def _events(value, expect: Expect) -> list[dict]:
         event = _dict(raw, where, {"op", "name", "on_input", "where", "value", "consumer"})
         if event.get("op") not in EVENT_OPS:
             raise Malformed(f"{where} is not a known operation")
-        clean = {"op": event["op"], "name": _text(event.get("name"), f"{where}.name"),
-                 "where": _text(event.get("where"), f"{where}.where"),
-                 "consumer": _text(event.get("consumer"), f"{where}.consumer"),
-                 "on_input": event.get("on_input") is True}
+        clean = {
+            "op": event["op"],
+            "name": _text(event.get("name"), f"{where}.name"),
+            "where": _text(event.get("where"), f"{where}.where"),
+            "consumer": _text(event.get("consumer"), f"{where}.consumer"),
+            "on_input": event.get("on_input") is True,
+        }
         if event.get("value") is not None:
             clean["value"] = tensor(event["value"], f"{where}.value", max_numel=16 * expect.numel)
         events.append(clean)
@@ -176,14 +202,15 @@ def _events(value, expect: Expect) -> list[dict]:
 
 
 def _recorded_run(answer: dict, expect: Expect) -> dict:
-    _dict(answer, "answer", {"ok", "y", "calls", "notes", "x_grad", "param_grads", "grad_error", "events", "counts",
-                             "layers"})
-    out = {"y": tensor(_field(answer, "y", "answer"), "y", expect.x),
-           "counts": _counts(answer.get("counts"), "counts"),
-           "calls": _calls(_field(answer, "calls", "answer"), expect),
-           "events": _events(_field(answer, "events", "answer"), expect),
-           "layers": _layers(answer.get("layers"), expect),
-           "notes": [_text(n, "notes[]", False) for n in _short_list(answer.get("notes", []), "notes", 5)]}
+    _dict(answer, "answer", {"ok", "y", "calls", "notes", "x_grad", "param_grads", "grad_error", "events", "counts", "layers"})
+    out = {
+        "y": tensor(_field(answer, "y", "answer"), "y", expect.x),
+        "counts": _counts(answer.get("counts"), "counts"),
+        "calls": _calls(_field(answer, "calls", "answer"), expect),
+        "events": _events(_field(answer, "events", "answer"), expect),
+        "layers": _layers(answer.get("layers"), expect),
+        "notes": [_text(n, "notes[]", False) for n in _short_list(answer.get("notes", []), "notes", 5)],
+    }
     if answer.get("grad_error") is not None:
         out["grad_error"] = error_info(answer["grad_error"], "grad_error")
     else:
@@ -191,17 +218,20 @@ def _recorded_run(answer: dict, expect: Expect) -> dict:
         grads = _dict(_field(answer, "param_grads", "answer"), "param_grads", set(expect.params))
         if set(grads) != set(expect.params):
             raise Malformed("param_grads does not name every parameter of the block's components")
-        out["param_grads"] = {name: _optional_tensor(grads[name], f"param_grads.{name}", shape)
-                              for name, shape in expect.params.items()}
+        out["param_grads"] = {
+            name: _optional_tensor(grads[name], f"param_grads.{name}", shape) for name, shape in expect.params.items()
+        }
     return out
 
 
 def _plain_run(answer: dict, expect: Expect, where: str = "answer") -> dict:
     """A recorded run without gradients (the `eval_other` question, each of `respond`'s)."""
     _dict(answer, where, {"ok", "y", "calls", "counts"} if where == "answer" else {"y", "calls", "counts"})
-    return {"y": tensor(_field(answer, "y", where), f"{where}.y", expect.x),
-            "counts": _counts(answer.get("counts"), f"{where}.counts"),
-            "calls": _calls(_field(answer, "calls", where), expect, MAX_CALLS if where == "answer" else RESPONSE_CALLS)}
+    return {
+        "y": tensor(_field(answer, "y", where), f"{where}.y", expect.x),
+        "counts": _counts(answer.get("counts"), f"{where}.counts"),
+        "calls": _calls(_field(answer, "calls", where), expect, MAX_CALLS if where == "answer" else RESPONSE_CALLS),
+    }
 
 
 def _counts(value, where: str) -> dict:
@@ -241,8 +271,9 @@ def _compounding(answer: dict, expect: Expect) -> dict:
             where = f"{key}[{i}]"
             numbers = lambda v, w=where, n=n: [_number(x, w) for x in _short_list(v, w, n + 2)]  # noqa: E731
             out[key].append({"case": case, "n": n, **_attempt(raw, where, numbers)})
-    out["classify"] = [_attempt(raw, f"classify[{i}]", lambda v, i=i: _text(v, f"classify[{i}]", False)[:40])
-                       for i, raw in enumerate(factors)]
+    out["classify"] = [
+        _attempt(raw, f"classify[{i}]", lambda v, i=i: _text(v, f"classify[{i}]", False)[:40]) for i, raw in enumerate(factors)
+    ]
     return out
 
 
@@ -265,8 +296,12 @@ def _read(probe: str, answer: dict, expect: Expect) -> dict:
         if len(values) != PROFILE_DEPTH:
             raise Malformed(f"profile has {len(values)} entries, not {PROFILE_DEPTH}")
         return {"profile": [_number(v, "profile[]") for v in values]}
-    fields = {"eval_seeds": {"y_a": expect.x, "y_b": expect.x}, "robust_small": {"y": expect.small},
-              "robust_batch": {"y": expect.batch}, "robust_double": {"y": expect.x}}[probe]
+    fields = {
+        "eval_seeds": {"y_a": expect.x, "y_b": expect.x},
+        "robust_small": {"y": expect.small},
+        "robust_batch": {"y": expect.batch},
+        "robust_double": {"y": expect.x},
+    }[probe]
     extra = {"dtype"} if probe == "robust_double" else set()
     _dict(answer, "answer", {"ok", *fields, *extra})
     out = {key: tensor(_field(answer, key, "answer"), key, shape) for key, shape in fields.items()}
@@ -287,10 +322,21 @@ def read_answer(probe: str, answer, expect: Expect) -> dict:
             return {"ok": False, "error": error_info(_field(answer, "error", "answer"))}
         return {"ok": True, **_read(probe, answer, expect)}
     except Malformed as problem:
-        return {"ok": False, "error": {"type": "ProtocolError", "where": None,
-                                       "message": f"the answer to the grader's '{probe}' question was malformed "
-                                                  f"({problem})"}}
-    except Exception as problem:     # the reader's own failure on an answer it should have read or refused
-        return {"ok": False, "error": {"type": "GraderError", "where": None,
-                                       "message": f"the grader could not read its '{probe}' question's answer (a "
-                                                  f"grader error, reported: {type(problem).__name__}: {problem})"[:400]}}
+        return {
+            "ok": False,
+            "error": {
+                "type": "ProtocolError",
+                "where": None,
+                "message": f"the answer to the grader's '{probe}' question was malformed ({problem})",
+            },
+        }
+    except Exception as problem:  # the reader's own failure on an answer it should have read or refused
+        return {
+            "ok": False,
+            "error": {
+                "type": "GraderError",
+                "where": None,
+                "message": f"the grader could not read its '{probe}' question's answer (a "
+                f"grader error, reported: {type(problem).__name__}: {problem})"[:400],
+            },
+        }

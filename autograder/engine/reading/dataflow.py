@@ -12,6 +12,7 @@ reads, replays and compares.
 
 Values are compared, not code, so any style of writing the same forward gives the same program.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ def _shape(value: np.ndarray) -> str:
 
 class Named:
     """What a call's component name says about it (shared by a recorded `Call` and a program `Step`)."""
+
     name: str
 
     @property
@@ -78,39 +80,41 @@ class Named:
 @dataclass
 class Call(Named):
     """One recorded call of a component, placed and named."""
+
     index: int
-    name: str                 # norm1, norm2, att, ff, drop_shortcut, dropout, layer_norm
-    kind: str                 # "module", "function" or "manual" (a normalization written out by hand)
-    input: np.ndarray         # as recorded (its own shape)
+    name: str  # norm1, norm2, att, ff, drop_shortcut, dropout, layer_norm
+    kind: str  # "module", "function" or "manual" (a normalization written out by hand)
+    input: np.ndarray  # as recorded (its own shape)
     output: np.ndarray
-    place: np.ndarray | None = None     # block position of every element of the input (None: not placed)
-    takes: dict | None = None           # the input as a sum of earlier values (None: it is none)
-    key: str = ""                       # its output's node name
-    alias: dict | None = None           # its output is this earlier sum (a dropout that dropped nothing...)
+    place: np.ndarray | None = None  # block position of every element of the input (None: not placed)
+    takes: dict | None = None  # the input as a sum of earlier values (None: it is none)
+    key: str = ""  # its output's node name
+    alias: dict | None = None  # its output is this earlier sum (a dropout that dropped nothing...)
     verified: bool = True
     why: str = ""
-    mask: np.ndarray | None = None      # dropouts that dropped: output / input
-    scale: float | None = None          # ... and what they multiplied kept values by
-    variant: Variant | None = None      # a near miss of a LayerNorm
+    mask: np.ndarray | None = None  # dropouts that dropped: output / input
+    scale: float | None = None  # ... and what they multiplied kept values by
+    variant: Variant | None = None  # a near miss of a LayerNorm
     training: bool | None = None
     via: str | None = None
     where: str | None = None
     no_grad: bool = False
-    group_takes: dict | None = None     # its input over the program's steps (see `grouping`)
+    group_takes: dict | None = None  # its input over the program's steps (see `grouping`)
 
 
 @dataclass
 class Step(Named):
     """One call of the student's program: recorded calls of one component on one sum, joined (one per
     sequence or token, say) when together they are that component applied to the whole sum."""
+
     index: int
     name: str
     takes: dict | None
     key: str
     calls: list
-    pieces: tuple | None        # placements of the calls' inputs; None: one call on the whole block
-    covers: np.ndarray          # bool over block positions
-    input: np.ndarray           # flat over block positions (0 where not covered)
+    pieces: tuple | None  # placements of the calls' inputs; None: one call on the whole block
+    covers: np.ndarray  # bool over block positions
+    input: np.ndarray  # flat over block positions (0 where not covered)
     output: np.ndarray
     mask: np.ndarray | None = None
     scale: float | None = None
@@ -137,17 +141,18 @@ class Step(Named):
 class Flow:
     """A recorded run, named. `steps`: the program's calls in order (those whose value reaches the output
     first, see `live`); `y_takes` the returned value as a sum (or None)."""
+
     x: np.ndarray
     y: np.ndarray
     train: bool
     tol: float
-    calls: list = field(default_factory=list)        # every recorded call
-    steps: list = field(default_factory=list)        # every call of the program (joined), in order
+    calls: list = field(default_factory=list)  # every recorded call
+    steps: list = field(default_factory=list)  # every call of the program (joined), in order
     y_takes: dict | None = None
-    labels: dict = field(default_factory=dict)       # node -> readable expression
-    vectors: dict = field(default_factory=dict)      # node -> flat float64 value over block positions
-    covers: dict = field(default_factory=dict)       # node -> positions it covers
-    counts: dict = field(default_factory=dict)       # component -> calls the run reported, recorded or not
+    labels: dict = field(default_factory=dict)  # node -> readable expression
+    vectors: dict = field(default_factory=dict)  # node -> flat float64 value over block positions
+    covers: dict = field(default_factory=dict)  # node -> positions it covers
+    counts: dict = field(default_factory=dict)  # component -> calls the run reported, recorded or not
 
     # --- reading ------------------------------------------------------------------------------------
     def value(self, combination: dict) -> np.ndarray:
@@ -202,7 +207,7 @@ class Flow:
         ops = [Op(s.op_name, s.takes or {}, s.key, s.variant, s.scale, pieces=s.pieces) for s in self.steps]
         return Program(ops, dict(self.y_takes or {}), "yours")
 
-    doubt: str = ""        # set when another reading of the same forward disagrees (see `verify_against`)
+    doubt: str = ""  # set when another reading of the same forward disagrees (see `verify_against`)
 
     @property
     def replayable(self) -> bool:
@@ -215,12 +220,14 @@ class Flow:
         if not self.replayable:
             return
         from .program import canonical, signature
+
         if other is None or not other.replayable:
-            self.doubt = ("on another input the grader could not read your forward as a program of the block's "
-                          "values at all")
+            self.doubt = "on another input the grader could not read your forward as a program of the block's values at all"
         elif signature(canonical(self.program())) != signature(canonical(other.program())):
-            self.doubt = ("the coefficients the grader reads from your forward's values change with the input (a "
-                          "scale computed from the values, say), so they are not constants of your program")
+            self.doubt = (
+                "the coefficients the grader reads from your forward's values change with the input (a "
+                "scale computed from the values, say), so they are not constants of your program"
+            )
 
     def program(self) -> Program:
         """The student's forward as the grader runs it: the live calls (ValueError: it cannot be run)."""
@@ -234,6 +241,7 @@ class Flow:
         code gives in float64? (a coefficient such as 0.7071... is known only to ~1e-8; a near-miss LayerNorm's eps
         is fitted to float32 values, and is never known that well: LayerNorm(2h) is LayerNorm(h) with eps / 4)"""
         from .placement import exact
+
         program = self.program()
         numbers = [c for op in program.ops for c in op.takes.values()] + list(program.out.values())
         return all(exact(c) for c in numbers) and not any(op.variant is not None for op in program.ops)
@@ -246,8 +254,9 @@ class Flow:
             return self.doubt
         for step in self.live:
             if step.takes is None:
-                return (f"the value handed to {step.name} ({_shape(step.calls[0].input)}) is not a sum of the "
-                        "block's earlier values")
+                return (
+                    f"the value handed to {step.name} ({_shape(step.calls[0].input)}) is not a sum of the block's earlier values"
+                )
         if self.y_takes is None:
             return "the value your forward returned is not a sum of the block's earlier values"
         return ""
@@ -269,5 +278,17 @@ def _term(label: str, c: float) -> str:
     return f"{coefficient_text(c)}*{label}"
 
 
-__all__ = ["Call", "Flow", "Step", "Op", "arrays_close", "coefficient_text", "dead", "in_mode", "standardized", "tolerance",
-           "H_LEGEND", "H_NAME"]
+__all__ = [
+    "Call",
+    "Flow",
+    "Step",
+    "Op",
+    "arrays_close",
+    "coefficient_text",
+    "dead",
+    "in_mode",
+    "standardized",
+    "tolerance",
+    "H_LEGEND",
+    "H_NAME",
+]

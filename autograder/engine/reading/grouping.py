@@ -12,6 +12,7 @@ one whole call; otherwise it keeps its pieces, and replays call the component pi
 Joining is sound only where every later sum that uses a piece uses all the pieces it covers with the same
 coefficient; a group that is not used that way stays in pieces.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,14 +31,19 @@ def _covers(call: Call, size: int) -> np.ndarray:
 
 def _signature(call: Call, takes: dict | None):
     scale = None if call.scale is None else round(call.scale, 4)
-    return (call.name, None if takes is None else tuple(sorted((k, round(c, 6)) for k, c in takes.items())),
-            call.variant, scale, call.mask is not None)
+    return (
+        call.name,
+        None if takes is None else tuple(sorted((k, round(c, 6)) for k, c in takes.items())),
+        call.variant,
+        scale,
+        call.mask is not None,
+    )
 
 
 def _propose(calls: list, solo: set, size: int) -> list[list]:
     """Groups of calls: same component, same sum (over groups), disjoint pieces."""
     groups: list[list] = []
-    owner: dict = {}                   # a call's output key -> its group's index
+    owner: dict = {}  # a call's output key -> its group's index
     for call in calls:
         takes = None if call.takes is None else _over_groups(call.takes, owner)
         found = None
@@ -63,7 +69,7 @@ def _over_groups(takes: dict, owner: dict) -> dict:
     out: dict = {}
     for key, c in takes.items():
         name = "x" if key == "x" else f"g{owner[key]}"
-        out[name] = c               # pieces of one group in one sum carry one coefficient (see `_whole_use`)
+        out[name] = c  # pieces of one group in one sum carry one coefficient (see `_whole_use`)
     return out
 
 
@@ -92,9 +98,9 @@ def _groups(flow: Flow, calls: list, size: int) -> list[list]:
             bad |= set(_whole_use(call.takes, _covers(call, size), groups, size))
         bad |= set(_whole_use(flow.y_takes, np.ones(size, dtype=bool), groups, size))
         order = {index: min(c.index for c in group) for index, group in enumerate(groups)}
-        for index, group in enumerate(groups):      # a step may only use steps that come before it
+        for index, group in enumerate(groups):  # a step may only use steps that come before it
             for call in group:
-                for key in (call.group_takes or {}):
+                for key in call.group_takes or {}:
                     if key != "x" and order[int(key[1:])] > order[index]:
                         bad.add(index)
         bad = {i for i in bad if len(groups[i]) > 1}
@@ -110,8 +116,11 @@ def join(flow: Flow, nodes, labels: dict, parts: dict) -> None:
     calls = [c for c in flow.calls if c.alias is None]
     groups = _groups(flow, calls, size)
     names = {"x": "x"}
-    flow.labels, flow.vectors, flow.covers = {"x": "x"}, {"x": flow.x.reshape(-1).astype(np.float64)}, {
-        "x": np.ones(size, dtype=bool)}
+    flow.labels, flow.vectors, flow.covers = (
+        {"x": "x"},
+        {"x": flow.x.reshape(-1).astype(np.float64)},
+        {"x": np.ones(size, dtype=bool)},
+    )
     for index, group in enumerate(groups):
         names[f"g{index}"] = f"s{index}"
     for index, group in enumerate(groups):
@@ -130,10 +139,10 @@ def join(flow: Flow, nodes, labels: dict, parts: dict) -> None:
             if call.mask is not None:
                 mask = np.ones(size) if mask is None else mask
                 mask[spots] = call.mask.reshape(-1)
-        step = Step(index, head.name, takes, f"s{index}", group, None, covers, inputs, outputs, mask, head.scale,
-                    head.variant)
-        step.pieces = None if _whole(step, flow.x.shape, parts, flow.tol) else tuple(
-            c.place for c in group if c.place is not None)
+        step = Step(index, head.name, takes, f"s{index}", group, None, covers, inputs, outputs, mask, head.scale, head.variant)
+        step.pieces = (
+            None if _whole(step, flow.x.shape, parts, flow.tol) else tuple(c.place for c in group if c.place is not None)
+        )
         flow.steps.append(step)
         if head.key in nodes.vectors:
             flow.vectors[step.key], flow.covers[step.key] = outputs, covers
@@ -148,8 +157,11 @@ def _whole(step: Step, shape: tuple, parts: dict, tol: float) -> bool:
     the whole input gives what the pieces gave)"""
     if not step.covers.all() or any(c.place is None for c in step.calls):
         return False
-    if len(step.calls) == 1 and step.calls[0].place.shape == shape and np.array_equal(
-            step.calls[0].place.reshape(-1), np.arange(step.covers.size)):
+    if (
+        len(step.calls) == 1
+        and step.calls[0].place.shape == shape
+        and np.array_equal(step.calls[0].place.reshape(-1), np.arange(step.covers.size))
+    ):
         return True
     if step.is_dropout:
         return True

@@ -4,6 +4,7 @@ See `dataflow` for what the result (a `Flow`) holds, `placement` for how values 
 `normfit` for normalizations written by hand and near misses of a LayerNorm, and `grouping` for how calls on
 pieces become the program's calls.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -31,7 +32,7 @@ def _verify(call: Call, parts: dict, tol: float) -> None:
             call.verified, call.why = False, f"{call.name} changed the shape of its input"
             return
         if _close(call.output, call.input, tol):
-            return                                  # nothing dropped (eval mode, or p = 0)
+            return  # nothing dropped (eval mode, or p = 0)
         kept = np.abs(call.input) > 1e-12
         ratio = np.where(kept, call.output / np.where(kept, call.input, 1.0), 1.0)
         scales = ratio[kept & (np.abs(ratio) > 1e-6)]
@@ -44,25 +45,30 @@ def _verify(call: Call, parts: dict, tol: float) -> None:
         return
     try:
         expected = _run_part(parts, call, call.input)
-    except Exception as error:   # the component cannot take this input at all
+    except Exception as error:  # the component cannot take this input at all
         call.verified = False
         call.why = f"{call.name} could not have received a value of {_shape(call.input)} ({type(error).__name__})"
         return
     if _close(call.output, expected, tol):
         return
-    if call.is_norm:             # another eps, the unbiased variance, another axis: a near miss, not a forgery
+    if call.is_norm:  # another eps, the unbiased variance, another axis: a near miss, not a forgery
         variant = normfit.fit_call(call.name, call.input, call.output, parts, tol)
         if variant is not None:
             call.variant = variant
             return
     call.verified = False
     size = float(np.linalg.norm(expected)) or 1.0
-    gap = float(np.linalg.norm(np.asarray(call.output, dtype=np.float64) - expected)) / size \
-        if call.output.shape == expected.shape else float("nan")
+    gap = (
+        float(np.linalg.norm(np.asarray(call.output, dtype=np.float64) - expected)) / size
+        if call.output.shape == expected.shape
+        else float("nan")
+    )
     how = f" (relative difference {gap:.2g})" if np.isfinite(gap) else ""
-    call.why = (f"what {call.name} returned in your forward is not what {call.name} computes in float32 from the "
-                f"value it received{how}: it ran with other weights or in another precision (autocast, .half(), a "
-                "changed parameter)")
+    call.why = (
+        f"what {call.name} returned in your forward is not what {call.name} computes in float32 from the "
+        f"value it received{how}: it ran with other weights or in another precision (autocast, .half(), a "
+        "changed parameter)"
+    )
 
 
 def analyse(x: np.ndarray, run: dict, parts: dict, *, train: bool, device: str = "cpu") -> Flow:
@@ -78,9 +84,19 @@ def analyse(x: np.ndarray, run: dict, parts: dict, *, train: bool, device: str =
         place, takes = nodes.locate(raw["input"])
         if takes is None and raw["name"] not in DROPOUTS:
             place, takes = _hand_norm(flow, nodes, labels, parts, raw["input"], tol, place)
-        call = Call(len(flow.calls), raw["name"], raw["kind"], raw["input"], raw["output"], place, takes,
-                    training=raw.get("training"), via=raw.get("via"), where=raw.get("where"),
-                    no_grad=raw.get("no_grad", False))
+        call = Call(
+            len(flow.calls),
+            raw["name"],
+            raw["kind"],
+            raw["input"],
+            raw["output"],
+            place,
+            takes,
+            training=raw.get("training"),
+            via=raw.get("via"),
+            where=raw.get("where"),
+            no_grad=raw.get("no_grad", False),
+        )
         call.key = f"r{call.index}"
         _verify(call, parts, tol)
         label = f"{call.name}({_describe(labels, call.takes)})"
@@ -101,13 +117,17 @@ def analyse(x: np.ndarray, run: dict, parts: dict, *, train: bool, device: str =
     return flow
 
 
-def _hand_norm(flow: Flow, nodes: Nodes, labels: dict, parts: dict, value: np.ndarray, tol: float, place,
-               places=None) -> tuple:
+def _hand_norm(flow: Flow, nodes: Nodes, labels: dict, parts: dict, value: np.ndarray, tol: float, place, places=None) -> tuple:
     """A value normalized by hand (or a near miss of a LayerNorm), at some placement: recorded as a call of its
     own, as if the norm had been called. Returns (placement, the sum naming it) or (`place`, None)."""
     value = np.asarray(value, dtype=np.float64)
-    tried = places if places is not None else itertools.islice(
-        itertools.chain([nodes.grid] if value.shape == nodes.shape else [], nodes.candidates(value.shape)), 24)
+    tried = (
+        places
+        if places is not None
+        else itertools.islice(
+            itertools.chain([nodes.grid] if value.shape == nodes.shape else [], nodes.candidates(value.shape)), 24
+        )
+    )
     for where in tried:
         index = where.reshape(-1)
         columns = {k: nodes.vectors[k][index].reshape(value.shape) for k in nodes.keys if nodes.covers[k][index].any()}
@@ -116,9 +136,16 @@ def _hand_norm(flow: Flow, nodes: Nodes, labels: dict, parts: dict, value: np.nd
             continue
         variant, source = found
         name = normfit.plain(variant, parts)
-        call = Call(len(flow.calls), name or (variant.params or "layer_norm"), "manual",
-                    sum(c * columns[k] for k, c in source.items()), value, where, source,
-                    variant=None if name else variant)
+        call = Call(
+            len(flow.calls),
+            name or (variant.params or "layer_norm"),
+            "manual",
+            sum(c * columns[k] for k, c in source.items()),
+            value,
+            where,
+            source,
+            variant=None if name else variant,
+        )
         call.key = f"r{call.index}"
         flow.calls.append(call)
         covers = np.zeros(nodes.size, dtype=bool)

@@ -9,6 +9,7 @@ per group of statistics, (V - shift) / scale is an affine function of S, so S li
 that least squares finds; eps and the kind of variance follow from each group's spread. Every fit is then
 checked by computing the variant itself and comparing with what was recorded.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,7 +45,7 @@ def _eps(source: np.ndarray, standard: np.ndarray, over: str) -> tuple[float, bo
     if np.any(spread <= 1e-12) or np.any(biased <= 1e-12):
         return None
     for unbiased in (False, True):
-        denominator = biased / spread                       # var(S) + eps, whatever var(S) is
+        denominator = biased / spread  # var(S) + eps, whatever var(S) is
         eps = denominator - (biased * count / (count - 1) if unbiased else biased)
         middle = float(np.median(eps))
         noise = 1e-5 * float(np.median(denominator))
@@ -92,7 +93,7 @@ def fit_call(name: str, source: np.ndarray, value: np.ndarray, parts: dict, tol:
 def _residuals(columns: np.ndarray, standard: np.ndarray, axes: tuple) -> np.ndarray:
     """Each column with, per group, its projection on (1, standard) taken out."""
     centred = standard - standard.mean(axis=axes, keepdims=True)
-    spread = (centred ** 2).sum(axis=axes, keepdims=True)
+    spread = (centred**2).sum(axis=axes, keepdims=True)
     spread = np.where(spread > 1e-12, spread, np.inf)
     out = []
     for column in columns:

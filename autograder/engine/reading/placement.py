@@ -12,6 +12,7 @@ the student built by additions, scalings and rearrangements has exactly one such
 that gives it. Placements are tried from the likeliest: ones earlier values of the same shape had, then the
 block's own axes permuted or flattened, then axis-aligned slices.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -70,7 +71,7 @@ class Nodes:
         self.keys: list[str] = []
         self.vectors: dict[str, np.ndarray] = {}
         self.covers: dict[str, np.ndarray] = {}
-        self.seen: dict[tuple, list] = {}        # shape -> placements already used, most recent last
+        self.seen: dict[tuple, list] = {}  # shape -> placements already used, most recent last
 
     def add(self, key: str, flat: np.ndarray, covers: np.ndarray) -> None:
         self.keys.append(key)

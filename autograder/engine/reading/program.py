@@ -11,6 +11,7 @@ Values live in the block's own positions: a flat vector of x.numel() entries. A 
 block (one sequence, one token, a transposed tensor) carries `pieces`: for each piece, the flat position of
 every element of the tensor the component received, in that tensor's shape.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -20,17 +21,18 @@ import torch
 import torch.nn.functional as F
 
 NORMS = ("norm1", "norm2", "layer_norm")
-TRAIN, ALWAYS = "train", "always"          # when a drop acts: in train mode only (nn.Dropout), or always
+TRAIN, ALWAYS = "train", "always"  # when a drop acts: in train mode only (nn.Dropout), or always
 
 
 @dataclass(frozen=True)
 class Variant:
     """A normalization that is not quite a LayerNorm: statistics over other axes, the unbiased variance, another
     eps, or another module's (or no) scale and shift."""
-    over: str                 # "token" (LayerNorm's), "sequence", "tokens" (each feature over the tokens), "batch", "all"
+
+    over: str  # "token" (LayerNorm's), "sequence", "tokens" (each feature over the tokens), "batch", "all"
     eps: float
     unbiased: bool
-    params: str | None        # "norm1", "norm2" or None (no scale and shift)
+    params: str | None  # "norm1", "norm2" or None (no scale and shift)
 
     AXES = {"token": (-1,), "sequence": (-2, -1), "tokens": (-2,), "batch": (0,), "all": None}
 
@@ -47,13 +49,14 @@ class Variant:
 @dataclass
 class Op:
     """One call: `name` applied to the sum `takes` ({node: coefficient}); its output is node `key`."""
+
     name: str
     takes: dict
     key: str
     variant: Variant | None = None
-    scale: float | None = None       # drop: what kept values are multiplied by
-    when: str = TRAIN                # drop: TRAIN or ALWAYS
-    pieces: tuple | None = None      # None: one call on the whole block-shaped value
+    scale: float | None = None  # drop: what kept values are multiplied by
+    when: str = TRAIN  # drop: TRAIN or ALWAYS
+    pieces: tuple | None = None  # None: one call on the whole block-shaped value
 
 
 @dataclass
@@ -61,7 +64,7 @@ class Program:
     ops: list
     out: dict
     name: str = ""
-    notes: dict = field(default_factory=dict)      # free-form facts about how it was made
+    notes: dict = field(default_factory=dict)  # free-form facts about how it was made
 
     def op(self, key: str) -> Op | None:
         return next((op for op in self.ops if op.key == key), None)
@@ -76,6 +79,7 @@ class Program:
 
 
 # --- views ---------------------------------------------------------------------------------------------
+
 
 def substitute(takes: dict, key: str, by: dict) -> dict:
     """`takes` with node `key` replaced by the sum `by`."""
@@ -130,8 +134,16 @@ def canonical(program: Program) -> Program:
     names, ordered, left = {"x": "x"}, [], list(program.ops)
     while left:
         ready = [op for op in left if all(k in names for k in op.takes)]
-        op = min(ready, key=lambda o: (depth[o.key], o.name, sorted((names[k], round(c, 6)) for k, c in o.takes.items()),
-                                       repr(o.variant), o.scale or 0.0))
+        op = min(
+            ready,
+            key=lambda o: (
+                depth[o.key],
+                o.name,
+                sorted((names[k], round(c, 6)) for k, c in o.takes.items()),
+                repr(o.variant),
+                o.scale or 0.0,
+            ),
+        )
         names[op.key] = f"c{len(ordered)}"
         ordered.append(op)
         left.remove(op)
@@ -147,15 +159,20 @@ def signature(program: Program) -> tuple:
 
     steps = []
     for op in program.ops:
-        pieces = None if op.pieces is None else (len(op.pieces), tuple(p.shape for p in op.pieces[:1]),
-                                                  int(sum(p.size for p in op.pieces)))
-        steps.append((op.name, sums(op.takes), op.variant,
-                      round(op.scale, 4) if op.name == "drop" and op.scale else None, pieces))
+        pieces = (
+            None
+            if op.pieces is None
+            else (len(op.pieces), tuple(p.shape for p in op.pieces[:1]), int(sum(p.size for p in op.pieces)))
+        )
+        steps.append(
+            (op.name, sums(op.takes), op.variant, round(op.scale, 4) if op.name == "drop" and op.scale else None, pieces)
+        )
         names[op.key] = f"c{len(steps)}"
     return tuple(steps), sums(program.out)
 
 
 # --- running a program with the grader's components ---------------------------------------------------
+
 
 def component(op: Op, value: torch.Tensor, parts: dict) -> torch.Tensor:
     if op.variant is not None:
@@ -165,8 +182,9 @@ def component(op: Op, value: torch.Tensor, parts: dict) -> torch.Tensor:
     return parts[op.name](value)
 
 
-def run(program: Program, x: torch.Tensor, parts: dict, *, masks: dict | None = None, cut: tuple = (),
-        cut_outputs: tuple = ()) -> tuple[torch.Tensor, dict]:
+def run(
+    program: Program, x: torch.Tensor, parts: dict, *, masks: dict | None = None, cut: tuple = (), cut_outputs: tuple = ()
+) -> tuple[torch.Tensor, dict]:
     """`program` on `x` with `parts` (differentiable). Returns the output and every node's flat value.
 
     `masks`: drop op key -> flat multiplier (what that drop did in a recorded run); a drop without one drops

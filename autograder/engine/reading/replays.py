@@ -6,6 +6,7 @@ it gives the gradients the student's code *should* have produced for the functio
 the profile a stack of such blocks *should* have, and its outputs on inputs the student's code was asked
 about later. The child's answers must agree with these: nothing it claims is taken on trust.
 """
+
 from __future__ import annotations
 
 import copy
@@ -30,16 +31,19 @@ def _trainable(parts: dict, train: bool) -> dict:
     return parts
 
 
-def param_gradients(program: Program, x: np.ndarray, parts: dict, readout: torch.Tensor, masks: dict | None = None,
-                    train: bool = False, **cuts) -> tuple[np.ndarray, dict]:
+def param_gradients(
+    program: Program, x: np.ndarray, parts: dict, readout: torch.Tensor, masks: dict | None = None, train: bool = False, **cuts
+) -> tuple[np.ndarray, dict]:
     """x's gradient and every component parameter's gradient of the read-out loss through `program`."""
     parts = _trainable(parts, train)
     leaf = torch.as_tensor(x, dtype=torch.float32).clone().requires_grad_(True)
     y, _ = run(program, leaf, parts, masks=masks, **cuts)
-    if y.requires_grad:          # a forward that returns a constant has no gradient at all
+    if y.requires_grad:  # a forward that returns a constant has no gradient at all
         (y * readout).sum().backward()
-    grads = {name: (p.grad.numpy().astype(np.float64) if p.grad is not None else np.zeros(tuple(p.shape)))
-             for name, p in part_params(parts).items()}
+    grads = {
+        name: (p.grad.numpy().astype(np.float64) if p.grad is not None else np.zeros(tuple(p.shape)))
+        for name, p in part_params(parts).items()
+    }
     x_grad = leaf.grad.numpy().astype(np.float64) if leaf.grad is not None else np.zeros(x.shape)
     return x_grad, grads
 
@@ -59,6 +63,7 @@ class ReplayedBlock(torch.nn.Module):
 def path_weights(program: Program, x: np.ndarray, parts: dict, readout: torch.Tensor) -> dict:
     """How strongly the output depends on x through attention and through the feed-forward network: the size of
     the read-out's gradient with respect to x that disappears when that branch's outputs are held fixed."""
+
     def grad(**cuts):
         leaf = torch.as_tensor(x, dtype=torch.float32).clone().requires_grad_(True)
         y, _ = run(program, leaf, parts, **cuts)
@@ -93,8 +98,7 @@ class Replays:
     @functools.cached_property
     def readout(self) -> torch.Tensor:
         flow = next(f for f in self.flows.values() if f is not None)
-        return Probing({}, self.kit, Plan(**{**self.plan.__dict__, "device": "cpu"})).randn(flow.x.shape,
-                                                                                             self.plan.readout).cpu()
+        return Probing({}, self.kit, Plan(**{**self.plan.__dict__, "device": "cpu"})).randn(flow.x.shape, self.plan.readout).cpu()
 
     def program(self, mode: str) -> Program:
         flow = self.flows.get(mode)
@@ -113,15 +117,14 @@ class Replays:
         """The recorded run's output as the grader's replay of its program gives it (with that run's masks)."""
         flow = self.flows[mode]
         with torch.no_grad():
-            y, _ = run(self.program(mode), torch.as_tensor(flow.x, dtype=torch.float32), self.parts,
-                       masks=flow.masks())
+            y, _ = run(self.program(mode), torch.as_tensor(flow.x, dtype=torch.float32), self.parts, masks=flow.masks())
         return y.numpy().astype(np.float64)
 
     @functools.cached_property
     def profile(self) -> list[float]:
         """The deep-stack profile of blocks that compute the student's eval-mode program (ValueError: cannot).
         Many students write the same program: it is computed once per program and stack (see `_PROFILES`)."""
-        program = without_dropout(self.program("eval"))    # a stack is measured with dropout off, as in eval mode
+        program = without_dropout(self.program("eval"))  # a stack is measured with dropout off, as in eval mode
         key = (id(self.kit), self.plan.profile_seed, _program_key(program))
         if key not in _PROFILES:
             plan = Plan(**{**self.plan.__dict__, "device": "cpu"})
@@ -129,7 +132,7 @@ class Replays:
                 _PROFILES.clear()
             try:
                 _PROFILES[key] = deep_profile(lambda parts: ReplayedBlock(program, parts), self.kit, plan)
-            except RuntimeError as error:     # a block whose output does not depend on its input, say
+            except RuntimeError as error:  # a block whose output does not depend on its input, say
                 raise ValueError(f"a stack of it has no gradient to measure ({str(error)[:80]})") from None
         return _PROFILES[key]
 
@@ -140,14 +143,14 @@ class Replays:
         too."""
         program = self.program("eval")
         if float32_numbers:
-            single = lambda takes: {k: float(np.float32(c)) for k, c in takes.items()}   # noqa: E731
-            program = Program([replace(op, takes=single(op.takes)) for op in program.ops], single(program.out),
-                              program.name)
+            single = lambda takes: {k: float(np.float32(c)) for k, c in takes.items()}  # noqa: E731
+            program = Program([replace(op, takes=single(op.takes)) for op in program.ops], single(program.out), program.name)
         if any(op.name == "drop" for op in program.ops):
             raise ValueError("your forward is random in eval mode")
         if tuple(x.shape) != tuple(self.flows["eval"].x.shape) and not shape_free(program):
-            raise ValueError("your forward works on pieces of the block the grader cannot carry over to an input of "
-                             "another shape")
+            raise ValueError(
+                "your forward works on pieces of the block the grader cannot carry over to an input of another shape"
+            )
         parts = self._parts(dtype)
         with torch.no_grad():
             y, _ = run(program, torch.as_tensor(x, dtype=dtype), parts)
@@ -171,23 +174,28 @@ class Replays:
     def weights(self) -> dict:
         """How much the eval output depends on x through each branch, as a fraction of Pre-LN's (1: as much)."""
         from autograder.engine.diagnosis.script import PRE_LN, compile_script
+
         flow = self.flows["eval"]
-        reference = path_weights(live(in_mode(compile_script(PRE_LN, self.plan.drop_p), "eval")), flow.x, self.parts,
-                                 self.readout)
+        reference = path_weights(
+            live(in_mode(compile_script(PRE_LN, self.plan.drop_p), "eval")), flow.x, self.parts, self.readout
+        )
         mine = path_weights(self.program("eval"), flow.x, self.parts, self.readout)
         return {name: mine[name] / reference[name] if reference[name] > 0 else 0.0 for name in mine}
 
 
 def without_dropout(program: Program) -> Program:
     """The program with every dropout left out (for a block whose dropout acts even in eval mode)."""
-    return in_mode(Program([replace(op, scale=None) if op.name == "drop" else op for op in program.ops],
-                           dict(program.out), program.name), "eval")
+    return in_mode(
+        Program([replace(op, scale=None) if op.name == "drop" else op for op in program.ops], dict(program.out), program.name),
+        "eval",
+    )
 
 
 def _program_key(program: Program) -> tuple:
     from .program import signature
+
     places = tuple(p.tobytes() for op in program.ops for p in (op.pieces or ()))
     return signature(program), places
 
 
-_PROFILES: dict = {}     # (kit namespace, stack seed, program signature) -> its profile
+_PROFILES: dict = {}  # (kit namespace, stack seed, program signature) -> its profile

@@ -1,2 +1,1 @@
-"""Gradescope: the results.json every front end writes (`results`) and the autograder zip (`bundle`).
-"""
+"""Gradescope: the results.json every front end writes (`results`) and the autograder zip (`bundle`)."""

@@ -17,6 +17,7 @@ This module is also what `run_autograder` calls for the two steps around `python
     python -m autograder.frontends.gradescope.bundle pick SUBMISSION_DIR SOURCE     prints the file to grade, or nothing
     python -m autograder.frontends.gradescope.bundle nothing RESULTS_JSON SOURCE    writes a zero score with a message
 """
+
 from __future__ import annotations
 
 import sys
@@ -31,14 +32,13 @@ FILES = ("requirements.txt", "pyproject.toml")
 EXCLUDED_PARTS = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".mypy_cache"}
 EXCLUDED_SUFFIXES = (".pyc", ".pyo", ".egg-info", ".tmp", ".swp")
 EXECUTABLE, REGULAR = 0o100755, 0o100644
-FIXED_TIME = (1980, 1, 1, 0, 0, 0)      # a reproducible zip: the same tree gives the same bytes
+FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # a reproducible zip: the same tree gives the same bytes
 
-ASSIGNMENT_FILE = "assignment.txt"     # the source notebook graded against, relative to the unpacked folder
+ASSIGNMENT_FILE = "assignment.txt"  # the source notebook graded against, relative to the unpacked folder
 
 
 def no_submission(notebook_name: str = kit.KIT.notebook_name) -> str:
-    return (f"No notebook or .py file was found in your submission: upload your completed {notebook_name} "
-            "(or a .py export of it).")
+    return f"No notebook or .py file was found in your submission: upload your completed {notebook_name} (or a .py export of it)."
 
 
 NO_SUBMISSION = no_submission()
@@ -158,7 +158,7 @@ def _add(archive: zipfile.ZipFile, name: str, data: bytes, mode: int) -> None:
     info = zipfile.ZipInfo(name, date_time=FIXED_TIME)
     info.external_attr = mode << 16
     info.compress_type = zipfile.ZIP_DEFLATED
-    info.create_system = 3          # Unix: Gradescope's unzip then keeps the permission bits
+    info.create_system = 3  # Unix: Gradescope's unzip then keeps the permission bits
     archive.writestr(info, data)
 
 

@@ -6,6 +6,7 @@ penalty), the `output` line, each check's test (an instructor's override include
 answer (graded, or awaiting the instructor). The grader's own findings (each part passed or not, the details)
 stay beside them in `extra_data`, and the standing itself too, so that a results folder's report reads back
 what was written. The command line prints the same `output`."""
+
 from __future__ import annotations
 
 import json
@@ -28,10 +29,16 @@ def summary(result: SubmissionResult, standing: Standing | None = None) -> str:
 
 
 def _written_test(number: int, cell) -> dict:
-    test = {"name": cell.title, "number": str(number), "score": cell.points or 0.0, "max_score": cell.max_points,
-            "output": AWAITING if cell.points is None else (cell.comment or "Graded by your instructor."),
-            "tags": [cell.grade_id], "visibility": "visible",
-            "extra_data": {"written": cell.grade_id, "awaiting": cell.points is None}}
+    test = {
+        "name": cell.title,
+        "number": str(number),
+        "score": cell.points or 0.0,
+        "max_score": cell.max_points,
+        "output": AWAITING if cell.points is None else (cell.comment or "Graded by your instructor."),
+        "tags": [cell.grade_id],
+        "visibility": "visible",
+        "extra_data": {"written": cell.grade_id, "awaiting": cell.points is None},
+    }
     if cell.points is not None:
         test["status"] = "passed" if cell.points >= cell.max_points else "failed"
     return test
@@ -43,21 +50,28 @@ def results_json(result: SubmissionResult, standing: Standing | None = None) -> 
     tests = []
     for number, check in enumerate(result.checks, start=1):
         grade = standing.checks.get(check.check)
-        tests.append({
-            "name": check.title,
-            "number": str(number),
-            "score": (grade.points or 0.0) if grade else check.points,
-            "max_score": grade.max_points if grade else check.max_points,
-            "status": "passed" if check.passed else "failed",
-            "output": check.message,
-            "tags": [check.check],
-            "visibility": check.visibility,
-            "extra_data": {"check": check.check,
-                           "parts": [{"name": s.name, "score": s.points, "max_score": s.max_points,
-                                      "passed": s.passed, "output": s.message} for s in check.subtests],
-                           "details": check.details, "grader_error": check.grader_error,
-                           "manual": bool(grade and grade.manual)},
-        })
+        tests.append(
+            {
+                "name": check.title,
+                "number": str(number),
+                "score": (grade.points or 0.0) if grade else check.points,
+                "max_score": grade.max_points if grade else check.max_points,
+                "status": "passed" if check.passed else "failed",
+                "output": check.message,
+                "tags": [check.check],
+                "visibility": check.visibility,
+                "extra_data": {
+                    "check": check.check,
+                    "parts": [
+                        {"name": s.name, "score": s.points, "max_score": s.max_points, "passed": s.passed, "output": s.message}
+                        for s in check.subtests
+                    ],
+                    "details": check.details,
+                    "grader_error": check.grader_error,
+                    "manual": bool(grade and grade.manual),
+                },
+            }
+        )
     tests += [_written_test(len(tests) + number, cell) for number, cell in enumerate(standing.written, start=1)]
     return {
         "score": standing.score,
@@ -66,12 +80,20 @@ def results_json(result: SubmissionResult, standing: Standing | None = None) -> 
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
-        "extra_data": {"submission": result.submission, "student": result.student, "seed": result.seed,
-                       "grader_errors": list(result.grader_errors),
-                       "device": result.device, "isolation": result.isolation,
-                       "first_divergence": result.first_divergence, "notes": list(result.notes),
-                       "max_score": standing.max_score, "profiles": result.profile, "facts": list(result.facts),
-                       "standing": standing.to_dict()},
+        "extra_data": {
+            "submission": result.submission,
+            "student": result.student,
+            "seed": result.seed,
+            "grader_errors": list(result.grader_errors),
+            "device": result.device,
+            "isolation": result.isolation,
+            "first_divergence": result.first_divergence,
+            "notes": list(result.notes),
+            "max_score": standing.max_score,
+            "profiles": result.profile,
+            "facts": list(result.facts),
+            "standing": standing.to_dict(),
+        },
     }
 
 
@@ -86,8 +108,9 @@ def _finite(value):
     return value
 
 
-def write_results(result: SubmissionResult, path: str | Path, source: str | None = None,
-                  standing: Standing | None = None) -> dict:
+def write_results(
+    result: SubmissionResult, path: str | Path, source: str | None = None, standing: Standing | None = None
+) -> dict:
     """results.json, with the numbers of `standing` (default: the grader's own); `source`: the digest of the source
     notebook graded against (`kit.Assignment.key`). Returns what was written."""
     data = results_json(result, standing)
@@ -105,14 +128,35 @@ def result_from_json(data: dict) -> SubmissionResult:
         more = test.get("extra_data") or {}
         if "written" in more:
             continue
-        parts = tuple(SubTest(p["name"], p["score"] or 0.0, p["max_score"] or 0.0, bool(p["passed"]), p.get("output") or "")
-                      for p in more.get("parts", []))
-        checks.append(CheckResult(more.get("check") or test["tags"][0], test["name"], parts, test.get("output", ""),
-                                  test.get("visibility", "visible"), more.get("details") or {}, more.get("grader_error")))
-    return SubmissionResult(extra.get("submission", ""), tuple(checks), extra.get("seed", 0), extra.get("device", ""),
-                            extra.get("isolation", ""), data.get("execution_time", 0.0), extra.get("first_divergence"),
-                            tuple(extra.get("notes") or ()), extra.get("profiles") or {}, extra.get("student"),
-                            tuple(extra.get("grader_errors") or ()), tuple(extra.get("facts") or ()))
+        parts = tuple(
+            SubTest(p["name"], p["score"] or 0.0, p["max_score"] or 0.0, bool(p["passed"]), p.get("output") or "")
+            for p in more.get("parts", [])
+        )
+        checks.append(
+            CheckResult(
+                more.get("check") or test["tags"][0],
+                test["name"],
+                parts,
+                test.get("output", ""),
+                test.get("visibility", "visible"),
+                more.get("details") or {},
+                more.get("grader_error"),
+            )
+        )
+    return SubmissionResult(
+        extra.get("submission", ""),
+        tuple(checks),
+        extra.get("seed", 0),
+        extra.get("device", ""),
+        extra.get("isolation", ""),
+        data.get("execution_time", 0.0),
+        extra.get("first_divergence"),
+        tuple(extra.get("notes") or ()),
+        extra.get("profiles") or {},
+        extra.get("student"),
+        tuple(extra.get("grader_errors") or ()),
+        tuple(extra.get("facts") or ()),
+    )
 
 
 def standing_from_json(data: dict, result: SubmissionResult) -> Standing:

@@ -7,6 +7,7 @@ SaveAutoGrades reads); `without_score_outputs` then takes that number out again,
 "Out[1]: 3" under a check: the points a person reads are the gradebook's. The whole result goes into the
 notebook's metadata, with the version of the source graded against: the feedback page is drawn from it.
 """
+
 from __future__ import annotations
 
 import base64
@@ -21,16 +22,19 @@ from autograder.frontends.feedback import findings_html
 from autograder.frontends.plots import profile_figure_png
 from .plugins import KIT_KEY, SCORE_OUTPUT
 
-WIDTH = 100        # plain-text lines wrap here: nbgrader shows text outputs preformatted, without wrapping
-FRAGMENT_STYLE = ("<style>.kit-findings ul.parts{list-style:none;margin:4px 0;padding:0}.kit-findings li.passed "
-                  ".mark{color:#1a7f37}.kit-findings li.failed .mark{color:#b3261e}.kit-findings .reason"
-                  "{margin:2px 0 6px 18px}.kit-findings .remark{color:#953800}.kit-findings .muted{color:#57606a}"
-                  "</style>")
+WIDTH = 100  # plain-text lines wrap here: nbgrader shows text outputs preformatted, without wrapping
+FRAGMENT_STYLE = (
+    "<style>.kit-findings ul.parts{list-style:none;margin:4px 0;padding:0}.kit-findings li.passed "
+    ".mark{color:#1a7f37}.kit-findings li.failed .mark{color:#b3261e}.kit-findings .reason"
+    "{margin:2px 0 6px 18px}.kit-findings .remark{color:#953800}.kit-findings .muted{color:#57606a}"
+    "</style>"
+)
 
 
 def _wrap(text: str, indent: str = "") -> str:
-    return textwrap.fill(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "    ",
-                         break_long_words=False, break_on_hyphens=False)
+    return textwrap.fill(
+        text, WIDTH, initial_indent=indent, subsequent_indent=indent + "    ", break_long_words=False, break_on_hyphens=False
+    )
 
 
 def check_text(check: CheckResult, result: SubmissionResult) -> str:
@@ -59,8 +63,9 @@ def _check_html(check: CheckResult, result: SubmissionResult, remark: str | None
         parts += [f'<p class="remark">Note: {escape(note)}</p>' for note in result.notes]
     parts.append(findings_html(check))
     if check.check == "forward_order":
-        parts.append(f'<p class="muted">Hidden inputs drawn from seed {result.seed}: `--seed {result.seed}` '
-                     "reproduces this grade.</p>")
+        parts.append(
+            f'<p class="muted">Hidden inputs drawn from seed {result.seed}: `--seed {result.seed}` reproduces this grade.</p>'
+        )
     return FRAGMENT_STYLE + "".join(parts) + "</div>"
 
 
@@ -68,17 +73,23 @@ def _check_outputs(check: CheckResult, result: SubmissionResult, remark: str | N
     text = check_text(check, result)
     if remark:
         text = _wrap(remark) + "\n" + text
-    outputs = [nbformat.v4.new_output("display_data", data={"text/html": _check_html(check, result, remark),
-                                                            "text/plain": text})]
+    outputs = [nbformat.v4.new_output("display_data", data={"text/html": _check_html(check, result, remark), "text/plain": text})]
     if check.check == "forward_gradients":
         png = profile_figure_png(result.profile)
         if png:
             alt = "Gradient at each block's input: the student's block next to Pre-LN, Post-LN and no shortcuts"
-            outputs.append(nbformat.v4.new_output("display_data", data={
-                "image/png": base64.b64encode(png).decode(), "text/plain": "gradient profile plot"},
-                metadata={"image/png": {"alt": alt}}))
-    outputs.append(nbformat.v4.new_output("execute_result", data={"text/plain": f"{check.points:g}"},
-                                          execution_count=1, metadata={KIT_KEY: SCORE_OUTPUT}))
+            outputs.append(
+                nbformat.v4.new_output(
+                    "display_data",
+                    data={"image/png": base64.b64encode(png).decode(), "text/plain": "gradient profile plot"},
+                    metadata={"image/png": {"alt": alt}},
+                )
+            )
+    outputs.append(
+        nbformat.v4.new_output(
+            "execute_result", data={"text/plain": f"{check.points:g}"}, execution_count=1, metadata={KIT_KEY: SCORE_OUTPUT}
+        )
+    )
     return outputs
 
 
@@ -86,31 +97,38 @@ def _grade_id(cell) -> str:
     return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
 
 
-def annotate(notebook: nbformat.NotebookNode, result: SubmissionResult,
-             assignment: kit.Assignment = kit.KIT) -> nbformat.NotebookNode:
+def annotate(
+    notebook: nbformat.NotebookNode, result: SubmissionResult, assignment: kit.Assignment = kit.KIT
+) -> nbformat.NotebookNode:
     """Write each check's result into its `check_<name>` cell and the whole result into the notebook's metadata;
     put back check cells the student deleted."""
     checks = {f"{HIDDEN_CHECK_PREFIX}{c.check}": c for c in result.checks}
-    edited = [_grade_id(c) for c in notebook.cells
-              if c.get("metadata", {}).get(KIT_KEY, {}).get("edited") and _grade_id(c) not in checks]
-    first_remark = (f"You had edited locked cells ({', '.join(edited)}); they were put back as released before "
-                    "grading.") if edited else None
+    edited = [
+        _grade_id(c)
+        for c in notebook.cells
+        if c.get("metadata", {}).get(KIT_KEY, {}).get("edited") and _grade_id(c) not in checks
+    ]
+    first_remark = (
+        (f"You had edited locked cells ({', '.join(edited)}); they were put back as released before grading.") if edited else None
+    )
     present = set()
     for cell in notebook.cells:
         if cell.cell_type == "code" and _grade_id(cell) in checks:
             present.add(_grade_id(cell))
             remark, first_remark = first_remark, None
             if cell.metadata.get(KIT_KEY, {}).get("edited"):
-                remark = " ".join(filter(None, [remark, "You had edited this locked cell; it was put back as "
-                                                        "released before grading."]))
+                remark = " ".join(
+                    filter(None, [remark, "You had edited this locked cell; it was put back as released before grading."])
+                )
             _fill(cell, checks[_grade_id(cell)], result, remark)
     sources = {c.grade_id: c for c in assignment.cells()}
     for name, check in checks.items():
         if name in present or name not in sources:
             continue
         source = sources[name]
-        cell = nbformat.v4.new_code_cell(source.source, metadata={"nbgrader": dict(source.nbgrader),
-                                                                  "deletable": False, "editable": False})
+        cell = nbformat.v4.new_code_cell(
+            source.source, metadata={"nbgrader": dict(source.nbgrader), "deletable": False, "editable": False}
+        )
         _fill(cell, check, result, "This graded cell was missing from your notebook; it was added back for grading.")
         notebook.cells.append(cell)
     notebook.metadata[KIT_KEY] = {"result": result.to_dict(), "source": assignment.key}
@@ -120,5 +138,9 @@ def annotate(notebook: nbformat.NotebookNode, result: SubmissionResult,
 def _fill(cell, check: CheckResult, result: SubmissionResult, remark: str | None) -> None:
     cell.outputs = _check_outputs(check, result, remark)
     cell.execution_count = 1
-    cell.metadata[KIT_KEY] = {**cell.metadata.get(KIT_KEY, {}), "check": check.check, "title": check.title,
-                              "remark": remark or ""}
+    cell.metadata[KIT_KEY] = {
+        **cell.metadata.get(KIT_KEY, {}),
+        "check": check.check,
+        "title": check.title,
+        "remark": remark or "",
+    }

@@ -6,6 +6,7 @@ rubric's parts share each check cell's points) and annotate the notebook the sam
 (`autograder.frontends.nbgrader.annotate`). `autograder.frontends.nbgrader.preflight` has checked the assignment,
 and chosen between refusing and grading unsafely where nothing isolates, before nbgrader calls the executor.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -53,7 +54,7 @@ def _run_by_command_line(configurable) -> bool:
     """True under `nbgrader autograde`; False inside a long-lived process (formgrader's Autograde button)."""
     from nbgrader.apps.autogradeapp import AutogradeApp
 
-    node = configurable         # `nbgrader autograde` runs an AutogradeApp under the NbGraderApp at the root
+    node = configurable  # `nbgrader autograde` runs an AutogradeApp under the NbGraderApp at the root
     while node is not None:
         if isinstance(node, AutogradeApp):
             return True
@@ -98,25 +99,39 @@ class SandboxedExecute(Execute):
     def preprocess(self, nb, resources, *args, **kwargs):
         source = kit_source(self, resources)
         if source is None:
-            if _has_kit_checks(nb):     # fail closed: a kit notebook is never run in a kernel, whatever went wrong
-                raise RuntimeError("this notebook holds the kit's hidden-check cells, but the course's source of its "
-                                   "assignment is missing or cannot be read as the kit's: not grading it")
+            if _has_kit_checks(nb):  # fail closed: a kit notebook is never run in a kernel, whatever went wrong
+                raise RuntimeError(
+                    "this notebook holds the kit's hidden-check cells, but the course's source of its "
+                    "assignment is missing or cannot be read as the kit's: not grading it"
+                )
             return super().preprocess(nb, resources, *args, **kwargs)
-        assignment = verified(source)      # preflight.KitPreflight refused already, with one line, were it not so
+        assignment = verified(source)  # preflight.KitPreflight refused already, with one line, were it not so
         command_line = _run_by_command_line(self)
         seed = self.seed or int(os.environ.get("AUTOGRADER_SEED", 0)) or (_run_seed() if command_line else new_seed())
         student = resources.get("nbgrader", {}).get("student")
-        record = nb.metadata.get(KIT_KEY, {})      # the kit's intake wrote it (a student's own was dropped there)
+        record = nb.metadata.get(KIT_KEY, {})  # the kit's intake wrote it (a student's own was dropped there)
         if record.get("unreadable"):
-            result = unreadable(assignment.notebook_name, str(record["unreadable"]), seed, self.device, student,
-                                assignment=assignment)
+            result = unreadable(
+                assignment.notebook_name, str(record["unreadable"]), seed, self.device, student, assignment=assignment
+            )
         else:
             reading = read_notebook(nb, assignment.notebook_name)
             with self._server(assignment, command_line, unsafe_allowed(self.config)) as server:
-                result = grade_cells(reading.cells, assignment.notebook_name, server, seed=seed, device=self.device,
-                                     student=student, notes=tuple(map(str, record.get("reading") or ())) + reading.notes)
-        self.log.info("graded %s: the checks give %s (written answers are graded by hand; seed %s)", student,
-                      f"{points_text(result.score)} of their {points_text(result.max_score)} points", seed)
+                result = grade_cells(
+                    reading.cells,
+                    assignment.notebook_name,
+                    server,
+                    seed=seed,
+                    device=self.device,
+                    student=student,
+                    notes=tuple(map(str, record.get("reading") or ())) + reading.notes,
+                )
+        self.log.info(
+            "graded %s: the checks give %s (written answers are graded by hand; seed %s)",
+            student,
+            f"{points_text(result.score)} of their {points_text(result.max_score)} points",
+            seed,
+        )
         return annotate(nb, result, assignment), resources
 
     @contextlib.contextmanager
@@ -130,6 +145,7 @@ class SandboxedExecute(Execute):
 
 
 # --- grade-class into an nbgrader course ------------------------------------------------------------
+
 
 def course_config(course: Path) -> Config:
     """The configuration nbgrader itself would use in this course: the Jupyter config folders (a hub-wide
@@ -145,8 +161,7 @@ def kit_assignments(course: Path, config: Config | None = None) -> list[kit.Assi
     """Every assignment of the course whose source notebook is one of the kit's."""
     coursedir = CourseDirectory(config=config or Config(), root=str(Path(course).resolve()))
     folder = Path(coursedir.format_path(coursedir.source_directory, ".", "."))
-    return [kit.Assignment(path) for path in sorted(folder.glob("*/*.ipynb"))
-            if kit.is_kit_source(path, RUBRIC)]
+    return [kit.Assignment(path) for path in sorted(folder.glob("*/*.ipynb")) if kit.is_kit_source(path, RUBRIC)]
 
 
 def pick_assignment(course: Path, name: str | None = None, config: Config | None = None) -> kit.Assignment:
@@ -154,9 +169,17 @@ def pick_assignment(course: Path, name: str | None = None, config: Config | None
     course = Path(course).resolve()
     found = {a.name: a for a in kit_assignments(course, config or course_config(course))}
     if name is not None and name not in found:
-        raise SystemExit(f"{course}: no assignment '{name}' of the kit in its source folder "
-                         f"(the kit's assignments there: {', '.join(found) or 'none'})")
+        raise SystemExit(
+            f"{course}: no assignment '{name}' of the kit in its source folder "
+            f"(the kit's assignments there: {', '.join(found) or 'none'})"
+        )
     if name is None and len(found) != 1:
-        raise SystemExit(f"{course}: " + (f"several assignments of the kit ({', '.join(found)}); name one with "
-                                          "--assignment" if found else "no assignment of the kit in its source folder"))
+        raise SystemExit(
+            f"{course}: "
+            + (
+                f"several assignments of the kit ({', '.join(found)}); name one with --assignment"
+                if found
+                else "no assignment of the kit in its source folder"
+            )
+        )
     return found[name or next(iter(found))]

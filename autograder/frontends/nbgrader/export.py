@@ -17,6 +17,7 @@ export writes nothing and says so in one line. Other assignments get the gradebo
 them. No cell of either file can run in a spreadsheet (`exports`: a cell that starts with =, +, -, @, a tab or a
 carriage return gets a leading ').
 """
+
 from __future__ import annotations
 
 import sys
@@ -41,8 +42,11 @@ LONG_COLUMNS = ["student", "assignment", "check", "points", "max", "late", "manu
 def cell_columns(assignment) -> dict[tuple[str, str], str]:
     """(notebook, grade_id) -> column name for every graded cell of an assignment."""
     several = len(assignment.notebooks) > 1
-    return {(notebook.name, cell.name): "/".join([assignment.name, *([notebook.name] if several else []), cell.name])
-            for notebook in assignment.notebooks for cell in notebook.grade_cells}
+    return {
+        (notebook.name, cell.name): "/".join([assignment.name, *([notebook.name] if several else []), cell.name])
+        for notebook in assignment.notebooks
+        for cell in notebook.grade_cells
+    }
 
 
 def long_path(to: str | Path) -> Path:
@@ -67,29 +71,37 @@ class PerCheckExport(ExportPlugin):
         missing = wanted - {a.name for a in assignments}
         if missing:
             self.log.error("No assignment %s in the gradebook", ", ".join(sorted(missing)))
-        students = sorted((s for s in gradebook.students if not wanted_students or s.id in wanted_students),
-                          key=lambda s: s.id)
+        students = sorted((s for s in gradebook.students if not wanted_students or s.id in wanted_students), key=lambda s: s.id)
         columns = {a.name: cell_columns(a) for a in assignments}
         self.standings = self._standings(gradebook, assignments)
-        header = STUDENT_COLUMNS + [column for a in assignments for column in
-                                    [f"{a.name}/{field}" for field in PER_ASSIGNMENT] + list(columns[a.name].values())]
+        header = STUDENT_COLUMNS + [
+            column
+            for a in assignments
+            for column in [f"{a.name}/{field}" for field in PER_ASSIGNMENT] + list(columns[a.name].values())
+        ]
         wide, long = [], []
         for student in students:
-            row = {"student_id": student.id, "last_name": student.last_name or "",
-                   "first_name": student.first_name or "", "email": student.email or ""}
+            row = {
+                "student_id": student.id,
+                "last_name": student.last_name or "",
+                "first_name": student.first_name or "",
+                "email": student.email or "",
+            }
             for assignment in assignments:
                 row.update(self._assignment(gradebook, assignment, student, columns[assignment.name], long))
             wide.append(row)
-        self.log.info("Exporting grades to %s (one row per student) and %s (one row per graded cell)",
-                      destination, long_path(destination))
+        self.log.info(
+            "Exporting grades to %s (one row per student) and %s (one row per graded cell)", destination, long_path(destination)
+        )
         _write(destination, header, wide)
         _write(long_path(destination), LONG_COLUMNS, long)
 
     def _standings(self, gradebook, assignments) -> dict:
         """(assignment, student) -> standing, for the kit's assignments; stops, in one line, on any out of date."""
         coursedir = course_directory(self)
-        kits = {path.parent.name: kit.Assignment(path) for path in source_notebooks(coursedir, "*")
-                if kit.is_kit_source(path, RUBRIC)}
+        kits = {
+            path.parent.name: kit.Assignment(path) for path in source_notebooks(coursedir, "*") if kit.is_kit_source(path, RUBRIC)
+        }
         found, stale = {}, {}
         for assignment in assignments:
             if assignment.name not in kits:
@@ -98,8 +110,9 @@ class PerCheckExport(ExportPlugin):
             for submission in self._submissions(gradebook, assignment.name):
                 student = submission.student.id
                 try:
-                    standing = standing_from_gradebook(gradebook, source, student,
-                                                       autograded_notebook(coursedir, source, student), self.config)
+                    standing = standing_from_gradebook(
+                        gradebook, source, student, autograded_notebook(coursedir, source, student), self.config
+                    )
                 except MissingEntry:
                     continue
                 found[(assignment.name, student)] = standing
@@ -119,8 +132,13 @@ class PerCheckExport(ExportPlugin):
 
     def _assignment(self, gradebook, assignment, student, columns, long: list) -> dict:
         name = assignment.name
-        row = {f"{name}/max_score": _number(assignment.max_score), f"{name}/score": 0, f"{name}/timestamp": "",
-               f"{name}/late_penalty": "", f"{name}/awaiting": ""}
+        row = {
+            f"{name}/max_score": _number(assignment.max_score),
+            f"{name}/score": 0,
+            f"{name}/timestamp": "",
+            f"{name}/late_penalty": "",
+            f"{name}/awaiting": "",
+        }
         try:
             submission = gradebook.find_submission(name, student.id)
         except MissingEntry:
@@ -139,31 +157,55 @@ class PerCheckExport(ExportPlugin):
                 column = columns.get((notebook.name, grade.name))
                 if column:
                     row[column] = _number(points)
-                long.append({"student": student.id, "assignment": name, "check": grade.name,
-                             "points": _number(points), "max": _number(grade.max_score), "late": late,
-                             "manual": int(grade.manual_score is not None or bool(grade.extra_credit))})
-        row.update({f"{name}/timestamp": submission.timestamp or "", f"{name}/late_penalty": _number(penalty),
-                    f"{name}/score": _number(max(0.0, submission.score - penalty)),
-                    f"{name}/awaiting": _number(awaiting)})
+                long.append(
+                    {
+                        "student": student.id,
+                        "assignment": name,
+                        "check": grade.name,
+                        "points": _number(points),
+                        "max": _number(grade.max_score),
+                        "late": late,
+                        "manual": int(grade.manual_score is not None or bool(grade.extra_credit)),
+                    }
+                )
+        row.update(
+            {
+                f"{name}/timestamp": submission.timestamp or "",
+                f"{name}/late_penalty": _number(penalty),
+                f"{name}/score": _number(max(0.0, submission.score - penalty)),
+                f"{name}/awaiting": _number(awaiting),
+            }
+        )
         return row
-
 
     @staticmethod
     def _kit_row(name, submission, student: str, standing, columns, long: list) -> dict:
         """A kit assignment's columns: the standing's numbers, nothing else."""
-        row = {f"{name}/timestamp": submission.timestamp or "", f"{name}/late_penalty": _number(standing.late_penalty),
-               f"{name}/score": _number(standing.score), f"{name}/max_score": _number(standing.max_score),
-               f"{name}/awaiting": _number(standing.awaiting)}
+        row = {
+            f"{name}/timestamp": submission.timestamp or "",
+            f"{name}/late_penalty": _number(standing.late_penalty),
+            f"{name}/score": _number(standing.score),
+            f"{name}/max_score": _number(standing.max_score),
+            f"{name}/awaiting": _number(standing.awaiting),
+        }
         late = int(standing.seconds_late > 0)
         by_column = {grade_id: column for (_, grade_id), column in columns.items()}
         for cell in [*standing.checks.values(), *standing.written]:
             if cell.grade_id in by_column:
                 row[by_column[cell.grade_id]] = _number(cell.points)
-            long.append({"student": student, "assignment": name, "check": cell.grade_id,
-                         "points": _number(cell.points), "max": _number(cell.max_points), "late": late,
-                         "manual": int(cell.manual)})
+            long.append(
+                {
+                    "student": student,
+                    "assignment": name,
+                    "check": cell.grade_id,
+                    "points": _number(cell.points),
+                    "max": _number(cell.max_points),
+                    "late": late,
+                    "manual": int(cell.manual),
+                }
+            )
         return row
 
 
 def _write(path: Path, header: list[str], rows: list[dict]) -> None:
-    write_csv(path, header, rows)          # every cell neutralized: student ids and names are the students'
+    write_csv(path, header, rows)  # every cell neutralized: student ids and names are the students'

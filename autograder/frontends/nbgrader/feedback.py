@@ -14,6 +14,7 @@
 * `FormgraderStanding` opens formgrader's view of a kit notebook with the student's standing: the grade the
   student's page shows, which formgrader's own totals (before the late penalty) are not.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -41,8 +42,9 @@ def kit_page(notebook, resources: dict, assignment: kit.Assignment, config=None)
     with Gradebook(info["db_url"]) as gradebook:
         standing = standing_from_gradebook(gradebook, assignment, info["student"], notebook, config)
     if standing.stale:
-        raise KitRefusal(f"Not drawing feedback for {assignment.name}: "
-                         + stale_line(assignment.name, {info["student"]: standing.stale}))
+        raise KitRefusal(
+            f"Not drawing feedback for {assignment.name}: " + stale_line(assignment.name, {info["student"]: standing.stale})
+        )
     return feedback_html(recorded_result(notebook, info["student"]), standing)
 
 
@@ -55,8 +57,7 @@ def refuse_stale_feedback(converter, assignment: kit.Assignment) -> None:
     """Stop a feedback command, in one line, while the grade of any student it would draw is out of date."""
     coursedir = converter.coursedir
     autograded = Path(coursedir.format_path(coursedir.autograded_directory, "*", assignment.name))
-    students = [p.parent.parent.name for p in autograded.parent.parent.glob(f"*/{assignment.name}/"
-                                                                               f"{assignment.notebook_name}")]
+    students = [p.parent.parent.name for p in autograded.parent.parent.glob(f"*/{assignment.name}/{assignment.notebook_name}")]
     students = sorted(s for s in students if fnmatch.fnmatch(s, coursedir.student_id or "*"))
     stale = stale_students(course_standings(coursedir, converter.config, assignment, students))
     if stale:
@@ -71,14 +72,14 @@ class KitFeedbackPage(HTMLExporter):
         converter = self.parent
         assignment = kit_assignment_in(converter.coursedir) if isinstance(converter, GenerateFeedback) else None
         if assignment is not None:
-            converter.force = True       # always from the gradebook as it stands now
+            converter.force = True  # always from the gradebook as it stands now
             refuse_stale_feedback(converter, assignment)
 
     def from_notebook_node(self, nb, resources=None, **kw):
         source = kit_source(self, resources) if resources and "nbgrader" in resources else None
         if source is None:
             return super().from_notebook_node(nb, resources, **kw)
-        notebook, resources = Exporter.from_notebook_node(self, nb, resources, **kw)   # nbgrader's preprocessors
+        notebook, resources = Exporter.from_notebook_node(self, nb, resources, **kw)  # nbgrader's preprocessors
         return kit_page(notebook, resources, kit.Assignment(source), self.config), resources
 
 
@@ -91,7 +92,6 @@ class KitReleaseFeedback(ExchangeReleaseFeedback):
             converter.force = True
             converter.start()
         super().init_src()
-
 
 
 class FormgraderStanding(Preprocessor):
@@ -112,18 +112,21 @@ class FormgraderStanding(Preprocessor):
             return nb, resources
         try:
             with Gradebook(coursedir.db_url) as gradebook:
-                standing = standing_from_gradebook(gradebook, kit.Assignment(source), resources["student"], nb,
-                                                   self.config)
+                standing = standing_from_gradebook(gradebook, kit.Assignment(source), resources["student"], nb, self.config)
         except MissingEntry:
             return nb, resources
         lines = [f"**The grade: {standing.summary()}.** {GRADE_IS}"]
         if standing.stale:
-            lines.append(f"**Out of date:** {stale_line(resources['assignment_id'], {resources['student']: standing.stale})}. "
-                         "No feedback is drawn until then.")
+            lines.append(
+                f"**Out of date:** {stale_line(resources['assignment_id'], {resources['student']: standing.stale})}. "
+                "No feedback is drawn until then."
+            )
         if standing.late_penalty or standing.seconds_late:
-            lines.append(f"Late by {late_text(standing.seconds_late)}: formgrader's own totals, here and in its lists "
-                         f"({points_text(standing.raw_score)}), are before the late penalty "
-                         f"({points_text(standing.late_penalty)}).")
+            lines.append(
+                f"Late by {late_text(standing.seconds_late)}: formgrader's own totals, here and in its lists "
+                f"({points_text(standing.raw_score)}), are before the late penalty "
+                f"({points_text(standing.late_penalty)})."
+            )
         if standing.unisolated:
             lines.insert(0, f"**{UNISOLATED_LINE}**")
         nb.cells.insert(0, nbformat.v4.new_markdown_cell("\n\n".join(lines), metadata={KIT_KEY: "standing"}))

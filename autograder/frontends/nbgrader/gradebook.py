@@ -7,6 +7,7 @@ page explains, the points it was graded against, its isolation) and the course's
 `course_standings` does it for every graded student of an assignment, `stale_students` says whose grades are out
 of date.
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,8 +38,9 @@ def recorded_result(notebook, student: str) -> SubmissionResult:
 
     result = kept_result(notebook)
     if result is None:
-        return unreadable(f"{student}'s notebook", "This notebook has not been graded by the kit's grader yet.",
-                          0, "none", student)
+        return unreadable(
+            f"{student}'s notebook", "This notebook has not been graded by the kit's grader yet.", 0, "none", student
+        )
     remarks = [c.metadata[KIT_KEY].get("remark") for c in notebook.cells if c.get("metadata", {}).get(KIT_KEY)]
     notes = tuple(dict.fromkeys([*filter(None, remarks), *result.notes]))
     return SubmissionResult(**{**result.__dict__, "notes": notes})
@@ -54,27 +56,34 @@ def late_rule(config, student: str):
     return lambda score, seconds: plugin.late_submission_penalty(student, score, seconds)
 
 
-def standing_from_gradebook(gradebook: Gradebook, assignment: kit.Assignment, student: str, notebook=None,
-                            config=None) -> Standing:
+def standing_from_gradebook(
+    gradebook: Gradebook, assignment: kit.Assignment, student: str, notebook=None, config=None
+) -> Standing:
     """The student's standing on a kit assignment as the gradebook holds it now. `notebook`: the autograded one
     (the kit's result and the written answers' text); `config`: the course's (its late-penalty plugin).
     MissingEntry where the student has no submission."""
     submitted = gradebook.find_submission_notebook(assignment.notebook_id, assignment.name, student)
     comments = {c.name: (c.manual_comment or c.auto_comment or "") for c in submitted.comments}
-    grades = {g.name: GradeRecord(g.name, float(g.max_score), g.auto_score, g.manual_score, g.extra_credit,
-                                  comments.get(g.name, "")) for g in submitted.grades}
+    grades = {
+        g.name: GradeRecord(g.name, float(g.max_score), g.auto_score, g.manual_score, g.extra_credit, comments.get(g.name, ""))
+        for g in submitted.grades
+    }
     texts = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in (notebook.cells if notebook else [])}
     seconds = gradebook.find_submission(assignment.name, student).total_seconds_late or 0.0
-    record = Record(grades, float(seconds), {k: v for k, v in comments.items() if k not in grades and v},
-                    {k: v for k, v in texts.items() if k in grades}, kept_result(notebook))
+    record = Record(
+        grades,
+        float(seconds),
+        {k: v for k, v in comments.items() if k not in grades and v},
+        {k: v for k, v in texts.items() if k in grades},
+        kept_result(notebook),
+    )
     from traitlets.config import Config
 
     return standing_from_record(assignment, record, late_rule(config or Config(), student))
 
 
 def autograded_notebook(coursedir, assignment: kit.Assignment, student: str):
-    path = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment.name)) / \
-        assignment.notebook_name
+    path = Path(coursedir.format_path(coursedir.autograded_directory, student, assignment.name)) / assignment.notebook_name
     try:
         return nbformat.read(path, as_version=4)
     except (OSError, ValueError):
@@ -92,10 +101,11 @@ def course_standings(coursedir, config, assignment: kit.Assignment, students=Non
     """student -> standing, for every student the gradebook holds a submission of (or those of `students`)."""
     found = {}
     with Gradebook(coursedir.db_url) as gradebook:
-        for student in (graded_students(gradebook, assignment) if students is None else students):
+        for student in graded_students(gradebook, assignment) if students is None else students:
             try:
-                found[student] = standing_from_gradebook(gradebook, assignment, student,
-                                                         autograded_notebook(coursedir, assignment, student), config)
+                found[student] = standing_from_gradebook(
+                    gradebook, assignment, student, autograded_notebook(coursedir, assignment, student), config
+                )
             except MissingEntry:
                 continue
     return found

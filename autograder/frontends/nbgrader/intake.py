@@ -16,6 +16,7 @@ here instead, and grade-class's course recorder does too:
 The kit's own metadata (`KIT_KEY`) in a submitted file is the student's to forge: it is dropped here, and only
 what this module writes there is trusted later.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,7 +39,7 @@ MINOR = 5
 class Intake:
     notebook: nbformat.NotebookNode
     notes: tuple = ()
-    unreadable: str | None = None        # why nothing could be read (the student's own result)
+    unreadable: str | None = None  # why nothing could be read (the student's own result)
 
 
 def read_submitted(path: str | Path, release: str | Path | None = None) -> Intake:
@@ -55,11 +56,12 @@ def read_submitted(path: str | Path, release: str | Path | None = None) -> Intak
     if not reading.notes:
         try:
             notebook = nbformat.reads(json.dumps(data), as_version=4)
-        except Exception:               # valid for the kit, not for nbformat's reader: rebuilt below
+        except Exception:  # valid for the kit, not for nbformat's reader: rebuilt below
             notebook = None
-        if notebook is not None and not (_valid(notebook) and all(
-                _nbgrader_takes(c) for c in notebook.cells if "nbgrader" in c.metadata)):
-            notebook = None             # ...or not for nbformat's schema or nbgrader's validator
+        if notebook is not None and not (
+            _valid(notebook) and all(_nbgrader_takes(c) for c in notebook.cells if "nbgrader" in c.metadata)
+        ):
+            notebook = None  # ...or not for nbformat's schema or nbgrader's validator
     if notebook is None:
         notebook = rebuilt(data, [c.index for c in reading.cells], {c.index: c for c in reading.cells})
     return Intake(_without_kit_metadata(notebook), reading.notes)
@@ -109,7 +111,7 @@ def rebuilt(data: dict, kept: list[int], cells: dict) -> nbformat.NotebookNode:
         extra.pop("nbgrader", None)
         extra.pop("tags", None)
         extra = _schema_kept(extra, lambda m: _notebook_with({}, [_cell_with(cell.kind, m)]))
-        if _whole(raw, cell):          # nbgrader reads its metadata whole: kept only when nothing of it was odd
+        if _whole(raw, cell):  # nbgrader reads its metadata whole: kept only when nothing of it was odd
             extra["nbgrader"] = _plain(raw["metadata"]["nbgrader"])
         extra.update({"tags": list(cell.tags)} if cell.tags else {})
         new = _cell_with(cell.kind, extra, cell.source)
@@ -137,7 +139,7 @@ def _cell_with(kind: str, metadata: dict, source: str = "") -> nbformat.Notebook
 def _valid(notebook: nbformat.NotebookNode) -> bool:
     try:
         nbformat.validate(notebook)
-    except Exception:           # any way the schema refuses it (nbformat raises more than one kind)
+    except Exception:  # any way the schema refuses it (nbformat raises more than one kind)
         return False
     return True
 
@@ -166,7 +168,7 @@ def _whole(raw: dict, cell) -> bool:
 def _nbgrader_takes(cell: nbformat.NotebookNode) -> bool:
     try:
         MetadataValidatorV3().validate_cell(nbformat.from_dict(json.loads(json.dumps(cell))))
-    except Exception:           # nbgrader's ValidationError, or a KeyError where a field it needs is missing
+    except Exception:  # nbgrader's ValidationError, or a KeyError where a field it needs is missing
         return False
     return True
 

@@ -7,6 +7,7 @@ behaves exactly as the stock nbgrader class it extends. Nothing here imports tor
 not grade stay fast; the sandboxed executor lives in `autograder.frontends.nbgrader.bridge` and is named by string
 in the config.
 """
+
 from __future__ import annotations
 
 import functools
@@ -24,13 +25,14 @@ from autograder.course import kit
 from autograder.course.kit import without_hidden_tests
 from autograder.engine.rubric import RUBRIC
 
-KIT_KEY = "layernorm_kit"     # metadata the kit writes: {"edited": true} on a locked cell put back; {"check": name,
-                              # "title": ..., "remark": ...} on a graded hidden-check cell; {"result": ..., "source":
-                              # digest} on the notebook (autograder.frontends.nbgrader.annotate)
-SCORE_OUTPUT = "score"        # marks the output that hands a check's points to nbgrader's SaveAutoGrades
+KIT_KEY = "layernorm_kit"  # metadata the kit writes: {"edited": true} on a locked cell put back; {"check": name,
+# "title": ..., "remark": ...} on a graded hidden-check cell; {"result": ..., "source":
+# digest} on the notebook (autograder.frontends.nbgrader.annotate)
+SCORE_OUTPUT = "score"  # marks the output that hands a check's points to nbgrader's SaveAutoGrades
 
 
 # --- refusing in one line ------------------------------------------------------------------------------
+
 
 class KitRefusal(NbGraderException, ExchangeError):
     """The kit will not do what was asked, for the reason its message gives in one sentence, which the kit has
@@ -68,6 +70,7 @@ _one_line_in_formgrader()
 
 
 # --- which assignments are the kit's ----------------------------------------------------------------
+
 
 def course_directory(configurable) -> CourseDirectory:
     """The course nbgrader is working on: the converter's own (command line or formgrader), else from config."""
@@ -116,6 +119,7 @@ class KitOnly:
 
 # --- release ----------------------------------------------------------------------------------------
 
+
 class TaskStubs(KitOnly, ClearSolutions):
     """ClearSolutions whose stubs raise NotImplementedError naming the task and the function to write."""
 
@@ -130,6 +134,7 @@ class TaskStubs(KitOnly, ClearSolutions):
 
 
 # --- autograde: sanitizing ---------------------------------------------------------------------------
+
 
 class TellingOverwriteCells(KitOnly, OverwriteCells):
     """nbgrader's OverwriteCells, which on the kit's assignments also
@@ -154,7 +159,7 @@ class TellingOverwriteCells(KitOnly, OverwriteCells):
         original = self._source_cell(nbgrader.get("grade_id"))
         if original is not None and original.locked and cell.source != original.source:
             if cell.source.strip() == without_hidden_tests(original.source).strip():
-                cell.source = original.source         # exactly as released: nothing to report
+                cell.source = original.source  # exactly as released: nothing to report
         before = cell.source
         cell, resources = super().preprocess_cell(cell, resources, cell_index)
         if cell.source != before and nbgrader.get("locked"):
@@ -177,6 +182,7 @@ class TellingOverwriteCells(KitOnly, OverwriteCells):
 
 
 # --- autograde: after the points are saved ---------------------------------------------------------------
+
 
 class WithoutScoreOutputs(Preprocessor):
     """After nbgrader's SaveAutoGrades has read each check's points from its cell: the number goes, so formgrader

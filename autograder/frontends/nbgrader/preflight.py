@@ -18,6 +18,7 @@ sandbox isolates. Elsewhere `c.KitSandbox.when_unisolated` decides, in the cours
 nbgrader_config.py: "refuse" (the default) or "unsafe", which grades without isolation; every result then says
 so (`extra_data.isolation`, the autograded notebook, a note on the student's page, the log).
 """
+
 from __future__ import annotations
 
 import functools
@@ -38,10 +39,15 @@ from .plugins import KIT_KEY, course_directory, kit_source, refuse
 class KitSandbox(Configurable):
     """How the kit grades where it cannot isolate student code (set in a course's or the hub's nbgrader_config.py)."""
 
-    when_unisolated = Enum(["refuse", "unsafe"], default_value="refuse", help=(
-        "Where neither bubblewrap works nor the grader is root, nothing keeps a submission from reading the "
-        "solution and other students' files. 'refuse' (the default) grades nothing there; 'unsafe' grades anyway, "
-        "and every result records that it was not isolated.")).tag(config=True)
+    when_unisolated = Enum(
+        ["refuse", "unsafe"],
+        default_value="refuse",
+        help=(
+            "Where neither bubblewrap works nor the grader is root, nothing keeps a submission from reading the "
+            "solution and other students' files. 'refuse' (the default) grades nothing there; 'unsafe' grades anyway, "
+            "and every result records that it was not isolated."
+        ),
+    ).tag(config=True)
 
 
 def unsafe_allowed(config: Config) -> bool:
@@ -51,16 +57,21 @@ def unsafe_allowed(config: Config) -> bool:
 @functools.lru_cache(maxsize=1)
 def can_isolate() -> bool:
     from autograder.sandbox.parent.client import isolation_available
+
     return isolation_available()
 
 
-ISOLATION_REFUSAL = ("nothing here can isolate student code (bubblewrap does not work and the grader is not root), "
-                     "so a submission could read the solution and other students' files. Install bubblewrap with "
-                     "unprivileged user namespaces, or grade as root (docs/deployment.md, \"On a hub\"); or set "
-                     "c.KitSandbox.when_unisolated = \"unsafe\" in the course's nbgrader_config.py to grade without "
-                     "isolation, which every result then records")
-UNISOLATED_WARNING = ("grading WITHOUT isolation (c.KitSandbox.when_unisolated = \"unsafe\"): submissions can read "
-                      "the solution and other students' files; every result records it")
+ISOLATION_REFUSAL = (
+    "nothing here can isolate student code (bubblewrap does not work and the grader is not root), "
+    "so a submission could read the solution and other students' files. Install bubblewrap with "
+    "unprivileged user namespaces, or grade as root (docs/deployment.md, \"On a hub\"); or set "
+    "c.KitSandbox.when_unisolated = \"unsafe\" in the course's nbgrader_config.py to grade without "
+    "isolation, which every result then records"
+)
+UNISOLATED_WARNING = (
+    "grading WITHOUT isolation (c.KitSandbox.when_unisolated = \"unsafe\"): submissions can read "
+    "the solution and other students' files; every result records it"
+)
 
 
 def source_notebooks(coursedir, assignment_id: str) -> list[Path]:
@@ -95,8 +106,10 @@ def refusal(coursedir, config: Config, assignment_id: str, unsafe: bool = False)
             return f"{path}: " + "; ".join(problems)
         stale = gradebook_disagreements(coursedir.db_url, assignment)
         if stale:
-            return (f"{'; '.join(stale)}: run `nbgrader generate_assignment {assignment.name} --force` first "
-                    "(it records the source's points; submissions are kept)")
+            return (
+                f"{'; '.join(stale)}: run `nbgrader generate_assignment {assignment.name} --force` first "
+                "(it records the source's points; submissions are kept)"
+            )
         if not can_isolate() and not (unsafe or unsafe_allowed(config)):
             return ISOLATION_REFUSAL
         cannot_run = interpreter_refusal()
@@ -127,16 +140,20 @@ class KitPreflight(NotebookExporter):
 
     def from_file(self, file_stream, resources=None, **kw):
         converter = self.parent
-        kit_notebook = isinstance(converter, Autograde) and getattr(converter, "_sanitizing", False) and \
-            resources is not None and "nbgrader" in resources and kit_source(self, resources) is not None
+        kit_notebook = (
+            isinstance(converter, Autograde)
+            and getattr(converter, "_sanitizing", False)
+            and resources is not None
+            and "nbgrader" in resources
+            and kit_source(self, resources) is not None
+        )
         if not kit_notebook:
             return super().from_file(file_stream, resources=resources, **kw)
         from .intake import marked, read_submitted
 
         coursedir = course_directory(converter)
         info = resources["nbgrader"]
-        release = Path(coursedir.format_path(coursedir.release_directory, ".", info["assignment"])) / \
-            f"{info['notebook']}.ipynb"
+        release = Path(coursedir.format_path(coursedir.release_directory, ".", info["assignment"])) / f"{info['notebook']}.ipynb"
         return self.from_notebook_node(marked(read_submitted(file_stream.name, release)), resources=resources, **kw)
 
     def __init__(self, *args, **kwargs):
@@ -154,7 +171,11 @@ class KitPreflight(NotebookExporter):
         if kit_sources and not converter.force:
             stale = graded_with_another_source(coursedir, kit.Assignment(kit_sources[0]))
             if stale:
-                converter.log.warning("%d students were graded against an earlier version of %s (%s); "
-                                      "`nbgrader autograde %s --force` grades them again", len(stale),
-                                      kit_sources[0].name, ", ".join(stale[:5]) + (", ..." if len(stale) > 5 else ""),
-                                      coursedir.assignment_id)
+                converter.log.warning(
+                    "%d students were graded against an earlier version of %s (%s); "
+                    "`nbgrader autograde %s --force` grades them again",
+                    len(stale),
+                    kit_sources[0].name,
+                    ", ".join(stale[:5]) + (", ..." if len(stale) > 5 else ""),
+                    coursedir.assignment_id,
+                )

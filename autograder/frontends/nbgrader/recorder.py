@@ -9,6 +9,7 @@ scores in the gradebook, with nbgrader's late penalty. After the class (`CourseR
 GenerateFeedback for the assignment (every page drawn again, from the gradebook) and each student's standing read
 back from the gradebook.
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,7 +33,7 @@ from .intake import read_submitted
 from .plugins import without_score_outputs
 from .preflight import refusal
 
-COPIED = ("timestamp.txt", "submission_secret.txt")     # what nbgrader's feedback and release read beside a notebook
+COPIED = ("timestamp.txt", "submission_secret.txt")  # what nbgrader's feedback and release read beside a notebook
 
 
 class CourseRecorder:
@@ -49,15 +50,16 @@ class CourseRecorder:
             try:
                 gradebook.find_assignment(self.assignment.name)
             except MissingEntry:
-                raise SystemExit(f"{self.course}: the gradebook has no assignment '{self.assignment.name}'; run "
-                                 "`nbgrader generate_assignment` there first") from None
+                raise SystemExit(
+                    f"{self.course}: the gradebook has no assignment '{self.assignment.name}'; run "
+                    "`nbgrader generate_assignment` there first"
+                ) from None
         why = refusal(self.coursedir, self.config, self.assignment.name, unsafe=unsafe)
         if why:
             raise SystemExit(f"Not grading {self.assignment.name}: {why}.")
 
     def folder(self, kind: str, student: str) -> Path:
-        return Path(self.coursedir.format_path(getattr(self.coursedir, f"{kind}_directory"), student,
-                                               self.assignment.name))
+        return Path(self.coursedir.format_path(getattr(self.coursedir, f"{kind}_directory"), student, self.assignment.name))
 
     def __call__(self, submission, result: SubmissionResult) -> None:
         student = submission.student
@@ -69,7 +71,7 @@ class CourseRecorder:
         autograded = self.folder("autograded", student)
         path = autograded / self.assignment.notebook_name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.unlink(missing_ok=True)        # nbgrader leaves its autograded copies read-only
+        path.unlink(missing_ok=True)  # nbgrader leaves its autograded copies read-only
         nbformat.write(notebook, path)
         if submission.path is not None:
             for name in COPIED:
@@ -83,7 +85,7 @@ class CourseRecorder:
         coursedir = CourseDirectory(config=self.config, root=str(self.course))
         coursedir.assignment_id = self.assignment.name
         quiet = logging.getLogger("autograder.course")
-        quiet.setLevel(logging.CRITICAL)          # nbgrader logs a warning for every late penalty it shows
+        quiet.setLevel(logging.CRITICAL)  # nbgrader logs a warning for every late penalty it shows
         converter = GenerateFeedback(coursedir=coursedir, config=self.config, log=quiet)
         converter.force = True
         try:
@@ -117,7 +119,7 @@ class CourseRecorder:
 
     def _annotated(self, submission, result: SubmissionResult) -> nbformat.NotebookNode:
         notebook = None
-        if submission.path is not None and submission.path.suffix == ".ipynb":     # read inside the kit's fence
+        if submission.path is not None and submission.path.suffix == ".ipynb":  # read inside the kit's fence
             intake = read_submitted(submission.path, self.folder("release", ".") / self.assignment.notebook_name)
             notebook = intake.notebook if intake.unreadable is None else None
         return annotate(notebook or nbformat.v4.new_notebook(), result, self.assignment)
@@ -132,8 +134,8 @@ class CourseRecorder:
         name, notebook_id = self.assignment.name, self.assignment.notebook_id
         cells = {c.metadata["nbgrader"]["grade_id"]: c for c in notebook.cells if is_grade(c)}
         with Gradebook(self.db_url, self.coursedir.course_id) as gradebook:
-            for grade_id, cell in cells.items():     # as nbgrader's OverwriteCells: the course's points, whatever
-                try:                                 # the notebook was released with, and the source's checksum
+            for grade_id, cell in cells.items():  # as nbgrader's OverwriteCells: the course's points, whatever
+                try:  # the notebook was released with, and the source's checksum
                     cell.metadata.nbgrader["points"] = gradebook.find_grade_cell(grade_id, notebook_id, name).max_score
                     cell.metadata.nbgrader["checksum"] = gradebook.find_source_cell(grade_id, notebook_id, name).checksum
                 except MissingEntry:
@@ -146,8 +148,7 @@ class CourseRecorder:
                 grade.auto_score = determine_grade(cell)[0] if cell is not None else None
                 grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
             gradebook.db.commit()
-        resources = {"nbgrader": {"notebook": notebook_id, "assignment": name, "student": student,
-                                  "db_url": self.db_url}}
+        resources = {"nbgrader": {"notebook": notebook_id, "assignment": name, "student": student, "db_url": self.db_url}}
         AssignLatePenalties(config=self.config).preprocess(notebook, resources)
 
 
@@ -159,8 +160,11 @@ def course_rows(course: Path, name: str | None = None) -> tuple[str, list]:
     assignment = pick_assignment(course, name, config)
     coursedir = CourseDirectory(config=config, root=str(course))
     folder = Path(coursedir.format_path(coursedir.autograded_directory, "*", assignment.name))
-    notebooks = {path.parent.parent.name: nbformat.read(path, as_version=4)
-                 for path in sorted(folder.parent.parent.glob(f"*/{assignment.name}/{assignment.notebook_name}"))}
+    notebooks = {
+        path.parent.parent.name: nbformat.read(path, as_version=4)
+        for path in sorted(folder.parent.parent.glob(f"*/{assignment.name}/{assignment.notebook_name}"))
+    }
     standings = course_standings(coursedir, config, assignment, sorted(notebooks))
-    return assignment.name, [(student, recorded_result(notebooks[student], student), standing)
-                             for student, standing in standings.items()]
+    return assignment.name, [
+        (student, recorded_result(notebooks[student], student), standing) for student, standing in standings.items()
+    ]

@@ -1,6 +1,7 @@
 """One sandboxed child: its descriptors, CUDA when asked for, its confinement, then the job, which the questions'
 module the server was started with runs (see `Setup.questions`), reporting through a `Reporter`.
 """
+
 from __future__ import annotations
 
 import os

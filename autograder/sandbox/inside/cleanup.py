@@ -9,6 +9,7 @@ from every place others can write. Key rings need no cleanup: no child can make 
 refuses every key-ring call), and each child has a session ring and, where the kernel allows, a user namespace
 of its own (`fresh`).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -28,7 +29,7 @@ def _problem(path: str, error: OSError) -> str:
 
 
 def _open_dir(fd: int, name: str, mode: int) -> int:
-    if mode & 0o700 != 0o700:          # made unreadable or unwritable by the job: make it the remover's again
+    if mode & 0o700 != 0o700:  # made unreadable or unwritable by the job: make it the remover's again
         os.chmod(name, 0o700, dir_fd=fd)
     return os.open(name, _DIR, dir_fd=fd)
 
@@ -111,6 +112,7 @@ def remove_tree(path: str) -> list[str]:
 
 # --- the job's user's leftovers in places others can write (permissions alone) ----------------------------
 
+
 def remove_files_of(uid: int, places) -> list[str]:
     """Remove every entry owned by `uid` in `places` and in the world-writable folders below them (the only
     folders a job's user of its own can write in). Returns the problems met."""
@@ -156,11 +158,13 @@ def _ipc_ids(kind: str, uid: int) -> list[int]:
 def remove_ipc_of(uid: int) -> list[str]:
     """Remove the System V IPC objects and POSIX message queues `uid` owns; the problems met."""
     problems = []
-    for kind, remove in (("shm", lambda i: _libc.shmctl(i, IPC_RMID, None)),
-                         ("msg", lambda i: _libc.msgctl(i, IPC_RMID, None)),
-                         ("sem", lambda i: _libc.semctl(i, 0, IPC_RMID))):
+    for kind, remove in (
+        ("shm", lambda i: _libc.shmctl(i, IPC_RMID, None)),
+        ("msg", lambda i: _libc.msgctl(i, IPC_RMID, None)),
+        ("sem", lambda i: _libc.semctl(i, 0, IPC_RMID)),
+    ):
         for ident in _ipc_ids(kind, uid):
-            if remove(ident) != 0 and ctypes.get_errno() not in (22, 43):     # EINVAL, EIDRM: already gone
+            if remove(ident) != 0 and ctypes.get_errno() not in (22, 43):  # EINVAL, EIDRM: already gone
                 problems.append(f"cleanup: could not remove System V {kind} {ident} of the job")
     if os.path.ismount("/dev/mqueue"):
         problems += remove_files_of(uid, ["/dev/mqueue"])
@@ -200,7 +204,7 @@ def shared_places(budget_s: float = 10.0) -> tuple[str, ...]:
             except OSError:
                 continue
             if mode & stat.S_IWOTH:
-                found.add(entry.path)      # its own world-writable subfolders are walked by remove_files_of
+                found.add(entry.path)  # its own world-writable subfolders are walked by remove_files_of
             else:
                 todo.append(entry.path)
     return tuple(sorted(found))

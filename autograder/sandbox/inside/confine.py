@@ -15,6 +15,7 @@ be made before the memory limit and the user switch), then `confine`:
    permission changes only with namespaces or Landlock);
 7. a clean environment and no grading modules on the import path.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -49,12 +50,12 @@ class NoGradingCode:
 
     def __init__(self, kit_root: str | None, packages: tuple):
         self.kit_root, self.packages = kit_root, tuple(packages)
-        self.allowed = (*(os.path.dirname(os.path.abspath(sys.modules[p].__file__)) for p in self.packages),
-                        sys.prefix)
+        self.allowed = (*(os.path.dirname(os.path.abspath(sys.modules[p].__file__)) for p in self.packages), sys.prefix)
 
     def find_spec(self, name, path=None, target=None):
-        if (name == "autograder" or name.startswith("autograder.")) and \
-                not any(name == p or name.startswith(p + ".") for p in self.packages):
+        if (name == "autograder" or name.startswith("autograder.")) and not any(
+            name == p or name.startswith(p + ".") for p in self.packages
+        ):
             raise ImportError("the grader's modules are not available to submissions")
         if self.kit_root:
             spec = importlib.machinery.PathFinder.find_spec(name, path)
@@ -92,8 +93,8 @@ def drop_capabilities() -> None:
     """No capability left in any set (inside bubblewrap's user namespace the server keeps CAP_SYS_ADMIN to
     make each child's namespaces; the child itself must not keep it)."""
     _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    header = (ctypes.c_uint32 * 2)(0x20080522, 0)          # _LINUX_CAPABILITY_VERSION_3, this process
-    data = (ctypes.c_uint32 * 6)()                           # effective, permitted, inheritable: all empty
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: all empty
     number = seccomp.number("capset")
     if number is None or _libc.syscall(number, header, data) != 0:
         raise OSError(ctypes.get_errno(), "capset")
@@ -110,13 +111,17 @@ def confine(workdir: str | None, setup, uid: int | None, device: str = "cpu") ->
     os.setsid()
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
         signal.signal(number, signal.SIG_DFL)
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)       # an over-long write fails instead of killing
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-long write fails instead of killing
     with open("/proc/self/status") as status:
         vm_size_kb = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
     memory = vm_size_kb * 1024 + limits["memory_mb"] * 2**20
-    for kind, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, limits["file_mb"] * 2**20),
-                        (resource.RLIMIT_NOFILE, 256), (resource.RLIMIT_AS, memory),
-                        (resource.RLIMIT_CPU, int(limits["job_s"]) + 5)):
+    for kind, value in (
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_FSIZE, limits["file_mb"] * 2**20),
+        (resource.RLIMIT_NOFILE, 256),
+        (resource.RLIMIT_AS, memory),
+        (resource.RLIMIT_CPU, int(limits["job_s"]) + 5),
+    ):
         resource.setrlimit(kind, (value, value))
     os.umask(0o077)
     if uid is not None:
@@ -128,23 +133,20 @@ def confine(workdir: str | None, setup, uid: int | None, device: str = "cpu") ->
     else:
         nproc = setup.nproc_base + limits["processes"]
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-    _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)     # its own memory is its own to read (the supervisor's is not)
+    _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # its own memory is its own to read (the supervisor's is not)
     if setup.user_namespace:
         fresh.own_user_namespace()
     drop_capabilities()
     fresh.new_session_keyring()
     if setup.landlock:
-        landlock.restrict(readable_places(setup.keep), [workdir, *writable],
-                          [*DEVICES, *gpu_devices()])
+        landlock.restrict(readable_places(setup.keep), [workdir, *writable], [*DEVICES, *gpu_devices()])
     seccomp.install(setup.programs[device])
     os.chdir(workdir)
     os.environ.clear()
-    os.environ.update(HOME=workdir, TMPDIR=workdir, PATH="/usr/bin:/bin", LANG="C.UTF-8",
-                      MPLBACKEND="Agg", OMP_NUM_THREADS="1")
+    os.environ.update(HOME=workdir, TMPDIR=workdir, PATH="/usr/bin:/bin", LANG="C.UTF-8", MPLBACKEND="Agg", OMP_NUM_THREADS="1")
     tempfile.tempdir = workdir
-    if setup.hide_root:      # the grader's folder leaves the path; Python's own environment stays, even inside it
+    if setup.hide_root:  # the grader's folder leaves the path; Python's own environment stays, even inside it
         environments = [e for e in (sys.prefix, sys.base_prefix) if not inside(setup.hide_root, e)]
-        sys.path[:] = [p for p in sys.path if p and (not inside(p, setup.hide_root)
-                                                     or any(inside(p, e) for e in environments))]
+        sys.path[:] = [p for p in sys.path if p and (not inside(p, setup.hide_root) or any(inside(p, e) for e in environments))]
     sys.meta_path.insert(0, NoGradingCode(setup.hide_root, (__package__, setup.questions.__package__)))
     return workdir

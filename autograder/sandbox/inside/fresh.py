@@ -14,6 +14,7 @@
 * environment and limits: the child's environment is replaced whole and its limits set (`confine`), the
   server's environment is the one the parent chose, and it dumps no core.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -46,8 +47,13 @@ def session_keyring_serial() -> int | None:
     """The serial number of this process's session key ring (None without key rings)."""
     nr = seccomp.number("keyctl")
     KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING = 0, -3
-    serial = _libc.syscall(ctypes.c_long(nr), ctypes.c_long(KEYCTL_GET_KEYRING_ID),
-                           ctypes.c_long(KEY_SPEC_SESSION_KEYRING), ctypes.c_long(0)) if nr is not None else -1
+    serial = (
+        _libc.syscall(
+            ctypes.c_long(nr), ctypes.c_long(KEYCTL_GET_KEYRING_ID), ctypes.c_long(KEY_SPEC_SESSION_KEYRING), ctypes.c_long(0)
+        )
+        if nr is not None
+        else -1
+    )
     return serial if serial >= 0 else None
 
 

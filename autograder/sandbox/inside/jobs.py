@@ -7,6 +7,7 @@ controllers; on hosts that still mount cgroup v1 (memory, pids, cpuacct) those a
 be written, there are no jobs: the server then falls back to per-process limits and to killing by the
 sandbox user, and the isolation string says so.
 """
+
 from __future__ import annotations
 
 import os
@@ -135,7 +136,7 @@ class Job:
                 continue
             self.folders[kind] = folder
             if kind == "v2":
-                controllers = (Path(base) / "cgroup.controllers")
+                controllers = Path(base) / "cgroup.controllers"
                 available = controllers.read_text().split() if controllers.exists() else []
                 for controller in ("memory", "pids"):
                     if controller in available:

@@ -10,6 +10,7 @@ ABI 6 on, it cannot reach abstract Unix sockets or signal processes made outside
 Linux 5.13 and newer with Landlock enabled; `abi()` is 0 where it is missing (or refused by a container's
 seccomp profile), and the other layers then do without it (`autograder.sandbox.parent.client` names what holds).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -27,7 +28,7 @@ EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 REMOVE_DIR, REMOVE_FILE, MAKE_CHAR, MAKE_DIR, MAKE_REG = 1 << 4, 1 << 5, 1 << 6, 1 << 7, 1 << 8
 MAKE_SOCK, MAKE_FIFO, MAKE_BLOCK, MAKE_SYM = 1 << 9, 1 << 10, 1 << 11, 1 << 12
 REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
-FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV      # what a rule on a file may grant
+FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # what a rule on a file may grant
 NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 
@@ -42,15 +43,14 @@ def _number(name: str) -> int:
 def abi() -> int:
     """The kernel's Landlock ABI version, or 0 when it has none (or libseccomp does not know its calls)."""
     try:
-        version = _libc.syscall(_number("create_ruleset"), None, ctypes.c_size_t(0),
-                                ctypes.c_uint32(CREATE_RULESET_VERSION))
+        version = _libc.syscall(_number("create_ruleset"), None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
     except OSError:
         return 0
     return max(0, version)
 
 
 def handled_fs(version: int) -> int:
-    rights = (1 << 13) - 1                                   # ABI 1: EXECUTE .. MAKE_SYM
+    rights = (1 << 13) - 1  # ABI 1: EXECUTE .. MAKE_SYM
     rights |= REFER if version >= 2 else 0
     rights |= TRUNCATE if version >= 3 else 0
     rights |= IOCTL_DEV if version >= 5 else 0
@@ -71,8 +71,12 @@ def restrict(read: list[str], write: list[str], devices: list[str] = ()) -> int:
     if version < 1:
         raise OSError("Landlock is not available")
     handled = handled_fs(version)
-    attr = struct.pack("QQQ", handled, NET_BIND_TCP | NET_CONNECT_TCP if version >= 4 else 0,
-                       SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if version >= 6 else 0)
+    attr = struct.pack(
+        "QQQ",
+        handled,
+        NET_BIND_TCP | NET_CONNECT_TCP if version >= 4 else 0,
+        SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if version >= 6 else 0,
+    )
     size = 8 if version < 4 else 16 if version < 6 else 24
     buffer = ctypes.create_string_buffer(attr[:size], size)
     ruleset = _syscall(_number("create_ruleset"), buffer, ctypes.c_size_t(size), ctypes.c_uint32(0))
@@ -84,13 +88,12 @@ def restrict(read: list[str], write: list[str], devices: list[str] = ()) -> int:
             try:
                 handle = os.open(path, os.O_PATH | os.O_CLOEXEC)
             except OSError:
-                continue                                     # not on this machine: nothing to allow
+                continue  # not on this machine: nothing to allow
             try:
                 if not os.path.isdir(f"/proc/self/fd/{handle}"):
                     rights &= FILE_RIGHTS
                 beneath = ctypes.create_string_buffer(struct.pack("=Qi", rights & handled, handle), 12)
-                _syscall(_number("add_rule"), ctypes.c_int(ruleset), ctypes.c_int(RULE_PATH_BENEATH), beneath,
-                         ctypes.c_uint32(0))
+                _syscall(_number("add_rule"), ctypes.c_int(ruleset), ctypes.c_int(RULE_PATH_BENEATH), beneath, ctypes.c_uint32(0))
             finally:
                 os.close(handle)
         if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:

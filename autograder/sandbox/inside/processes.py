@@ -1,4 +1,5 @@
 """Watching and ending processes: how the server makes sure nothing a submission started outlives it."""
+
 from __future__ import annotations
 
 import os
@@ -52,8 +53,11 @@ def kill_everything_from(child: int, sandbox_uid: int | None) -> None:
     """SIGKILL the child's session, orphans handed to us (we are a subreaper) and the sandbox user's processes."""
     me = os.getpid()
     for _ in range(200):
-        victims = [pid for pid, ppid, sid, uid in processes()
-                   if pid != me and (sid == child or ppid == me or (sandbox_uid is not None and uid == sandbox_uid))]
+        victims = [
+            pid
+            for pid, ppid, sid, uid in processes()
+            if pid != me and (sid == child or ppid == me or (sandbox_uid is not None and uid == sandbox_uid))
+        ]
         for pid in victims:
             try:
                 os.kill(pid, signal.SIGKILL)

@@ -8,6 +8,7 @@ socket: one JSON message per packet, with at most one file descriptor beside it 
 `receive_message`). That is how a job's own channel reaches the process that runs the job without its data
 ever passing through the server.
 """
+
 from __future__ import annotations
 
 import array
@@ -19,8 +20,8 @@ import socket
 
 
 MAX_FRAME_BYTES = 16_000_000
-MAX_MESSAGE_BYTES = 1 << 20          # one control message (the kit's public code is the largest)
-MAX_ANSWER_BYTES = 24 << 20          # what one submission's children report in all (the solution's answers: 0.3 MB)
+MAX_MESSAGE_BYTES = 1 << 20  # one control message (the kit's public code is the largest)
+MAX_ANSWER_BYTES = 24 << 20  # what one submission's children report in all (the solution's answers: 0.3 MB)
 
 
 class ProtocolError(Exception):
@@ -82,8 +83,8 @@ class FrameReader:
                 raise ProtocolError(f"frame of {size} bytes is over the limit")
             if len(self.buffer) < 4 + size:
                 break
-            body = bytes(self.buffer[4:4 + size])
-            del self.buffer[:4 + size]
+            body = bytes(self.buffer[4 : 4 + size])
+            del self.buffer[: 4 + size]
             try:
                 frames.append(json.loads(body))
             except (ValueError, UnicodeDecodeError, RecursionError):
@@ -130,15 +131,28 @@ def encoded_answer(observation: dict) -> dict:
     try:
         return encode_observation(observation)
     except Unencodable as problem:
-        return {"ok": False, "error": {"type": "ProbeFailure", "where": None, "message":
-                                       f"your code produced {problem}; the grader reads real numbers only"}}
+        return {
+            "ok": False,
+            "error": {
+                "type": "ProbeFailure",
+                "where": None,
+                "message": f"your code produced {problem}; the grader reads real numbers only",
+            },
+        }
     except Exception as error:
-        return {"ok": False, "error": {"type": "EncoderError", "where": None, "message":
-                                       f"the grader could not encode this answer (a grader error, reported: "
-                                       f"{type(error).__name__}: {str(error)[:200]})"}}
+        return {
+            "ok": False,
+            "error": {
+                "type": "EncoderError",
+                "where": None,
+                "message": f"the grader could not encode this answer (a grader error, reported: "
+                f"{type(error).__name__}: {str(error)[:200]})",
+            },
+        }
 
 
 # --- the control channel: one message per packet, a descriptor beside it --------------------------------
+
 
 def control_pair() -> tuple[socket.socket, socket.socket]:
     return socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -155,8 +169,12 @@ def send_message(sock: socket.socket, obj, fd: int | None = None) -> None:
 def receive_message(sock: socket.socket) -> tuple[object, int | None]:
     """(message, descriptor or None); (None, None) when the other side has gone."""
     data, ancillary, flags, _ = sock.recvmsg(MAX_MESSAGE_BYTES, socket.CMSG_SPACE(4 * 4))
-    fds = [fd for level, kind, payload in ancillary if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS
-           for fd in array.array("i", payload[: len(payload) - len(payload) % 4])]
+    fds = [
+        fd
+        for level, kind, payload in ancillary
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS
+        for fd in array.array("i", payload[: len(payload) - len(payload) % 4])
+    ]
     if not data:
         for fd in fds:
             os.close(fd)

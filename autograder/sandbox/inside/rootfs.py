@@ -15,6 +15,7 @@ do not exist for it, no world-writable place of the host is reachable, its Syste
 queues and abstract Unix sockets are its own, and everything it wrote vanishes with its namespaces when it
 ends, however deep or large the tree.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -25,17 +26,25 @@ from . import seccomp
 _libc = ctypes.CDLL(None, use_errno=True)
 CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUTS = 0x00020000, 0x40000000, 0x08000000, 0x04000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
-MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21      # the same bits as statvfs's ST_* flags
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21  # the same bits as statvfs's ST_* flags
 MNT_DETACH = 2
 SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 PRIVATE_PLACES = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
-STAGE = "/tmp"          # where the new root is assembled (in the child's own mount namespace)
+STAGE = "/tmp"  # where the new root is assembled (in the child's own mount namespace)
 
 
 def _mount(source, target: str, fstype, flags: int, data: str | None = None) -> None:
-    if _libc.mount(source.encode() if source else None, target.encode(), fstype.encode() if fstype else None,
-                   flags, data.encode() if data else None) != 0:
+    if (
+        _libc.mount(
+            source.encode() if source else None,
+            target.encode(),
+            fstype.encode() if fstype else None,
+            flags,
+            data.encode() if data else None,
+        )
+        != 0
+    ):
         error = ctypes.get_errno()
         raise OSError(error, f"mount {target}: {os.strerror(error)}")
 
@@ -88,7 +97,7 @@ def private_root(keep: list[str], tmp_mb: int, devices: list[str] = (), network:
                 _bind(f"/proc/self/fd/{handles[path]}", new + path)
         for path in ("/dev", "/proc", "/run", "/var"):
             os.makedirs(new + path, mode=0o755, exist_ok=True)
-        for place in PRIVATE_PLACES:      # before Python is put back: a checkout under /tmp keeps its venv
+        for place in PRIVATE_PLACES:  # before Python is put back: a checkout under /tmp keeps its venv
             _tmpfs(new + place, tmp_mb)
         for path in keep:
             if not any(path == s or path.startswith(s + "/") for s in SYSTEM if s not in links):
@@ -98,14 +107,18 @@ def private_root(keep: list[str], tmp_mb: int, devices: list[str] = (), network:
                 _bind(f"/dev/{name}", f"{new}/dev/{name}", read_only=False)
         for device in devices:
             _bind(f"/proc/self/fd/{handles[device]}", new + device, read_only=False)
-        for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
-                             ("stderr", "/proc/self/fd/2")):
+        for name, target in (
+            ("fd", "/proc/self/fd"),
+            ("stdin", "/proc/self/fd/0"),
+            ("stdout", "/proc/self/fd/1"),
+            ("stderr", "/proc/self/fd/2"),
+        ):
             os.symlink(target, f"{new}/dev/{name}")
         os.symlink("/run/lock", new + "/var/lock")
         os.makedirs(new + "/.old", mode=0o700)
-        try:        # its own /proc, showing its own user's processes only ...
+        try:  # its own /proc, showing its own user's processes only ...
             _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
-        except OSError:   # ... or, where a user namespace may not mount one (inside bubblewrap), the server's
+        except OSError:  # ... or, where a user namespace may not mount one (inside bubblewrap), the server's
             _mount("/proc", new + "/proc", None, MS_BIND | MS_REC)
     finally:
         for handle in handles.values():

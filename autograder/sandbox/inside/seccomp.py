@@ -15,6 +15,7 @@ System-call numbers come from libseccomp (`number`), resolved by name for the ar
 On a GPU (`device="cuda"`) ioctl is not checked: NVIDIA's driver and its unified memory use request codes of
 their own, and Landlock (which allows device ioctls only on the listed device files) keeps them to the GPU.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -32,8 +33,8 @@ EPERM, ENOSYS = 1, 38
 X32_BIT = 0x40000000
 NR, ARCH_OFFSET = 0, 4
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}      # AUDIT_ARCH_*, which are also libseccomp's tokens
-GPU_ONLY = ("get_mempolicy",)                              # CUDA's host allocations read the NUMA policy
+ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}  # AUDIT_ARCH_*, which are also libseccomp's tokens
+GPU_ONLY = ("get_mempolicy",)  # CUDA's host allocations read the NUMA policy
 
 
 @functools.lru_cache(maxsize=1)
@@ -41,8 +42,10 @@ def _libseccomp():
     try:
         lib = ctypes.CDLL("libseccomp.so.2")
     except OSError as error:
-        raise OSError("libseccomp (libseccomp.so.2) is needed for the sandbox's system-call filter: on Debian and "
-                      "Ubuntu, apt-get install libseccomp2") from error
+        raise OSError(
+            "libseccomp (libseccomp.so.2) is needed for the sandbox's system-call filter: on Debian and "
+            "Ubuntu, apt-get install libseccomp2"
+        ) from error
     lib.seccomp_syscall_resolve_name_arch.argtypes = [ctypes.c_uint32, ctypes.c_char_p]
     lib.seccomp_syscall_resolve_name_arch.restype = ctypes.c_int
     lib.seccomp_syscall_resolve_num_arch.argtypes = [ctypes.c_uint32, ctypes.c_int]
@@ -99,11 +102,13 @@ def _checks(name: str, grants, device: str) -> list[bytes] | None:
         mask = 0
         for flag in syscalls.NAMESPACE_FLAGS.values():
             mask |= flag
-        return [_op(LOAD, 0, 0, _argument(0)), _op(JSET, 0, 1, mask), _op(RET, 0, 0, ERRNO | EPERM),
-                _op(RET, 0, 0, ALLOW)]
+        return [_op(LOAD, 0, 0, _argument(0)), _op(JSET, 0, 1, mask), _op(RET, 0, 0, ERRNO | EPERM), _op(RET, 0, 0, ALLOW)]
     if name == "ioctl":
-        return None if device == "cuda" else [_op(LOAD, 0, 0, _argument(1)), *_one_of(syscalls.IOCTLS.values()),
-                                               _op(RET, 0, 0, ALLOW)]
+        return (
+            None
+            if device == "cuda"
+            else [_op(LOAD, 0, 0, _argument(1)), *_one_of(syscalls.IOCTLS.values()), _op(RET, 0, 0, ALLOW)]
+        )
     if name == "prctl":
         return [_op(LOAD, 0, 0, _argument(0)), *_one_of(syscalls.PRCTLS.values()), _op(RET, 0, 0, ALLOW)]
     if name == "socket":
@@ -135,9 +140,13 @@ def build(grants=(), device: str = "cpu", arch: str | None = None) -> bytes:
     unknown = set(grants) - set(syscalls.GRANTS)
     if unknown:
         raise ValueError(f"unknown grants {sorted(unknown)}")
-    program = [_op(LOAD, 0, 0, ARCH_OFFSET), _op(JEQ, 1, 0, ARCH[arch]), _op(RET, 0, 0, KILL_PROCESS),   # the ABI
-               _op(LOAD, 0, 0, NR)]                                                                    # the number
-    if arch == "x86_64":                                # x32 calls carry the same audit arch: refused by bit
+    program = [
+        _op(LOAD, 0, 0, ARCH_OFFSET),
+        _op(JEQ, 1, 0, ARCH[arch]),
+        _op(RET, 0, 0, KILL_PROCESS),  # the ABI
+        _op(LOAD, 0, 0, NR),
+    ]  # the number
+    if arch == "x86_64":  # x32 calls carry the same audit arch: refused by bit
         program += [_op(JGE, 0, 1, X32_BIT), _op(RET, 0, 0, KILL_PROCESS)]
     seen = set()
     for name in allowed_names(grants, device):
@@ -170,6 +179,8 @@ def install(program: bytes) -> None:
     """Load `program` (from `build`) for this process and all it starts. Raises OSError where seccomp is refused."""
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _Fprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_char_p))
-    if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
-            _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+    if (
+        _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+        or _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0
+    ):
         raise OSError(ctypes.get_errno(), "seccomp refused")

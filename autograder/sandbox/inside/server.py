@@ -23,6 +23,7 @@ children do (`try_layers`).
 The server knows nothing of the questions: `init["questions"]` names the module a child runs its job with
 (`ready`, `run_job`, `PROBES`, `FORWARD_PROBES`; the grader's is `autograder.engine.questions.job`).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -43,9 +44,28 @@ from .supervisor import Setup, Supervisor
 
 # Imported once by the server so that children need not: what graded cells commonly import (not matplotlib:
 # the notebook's figures are in experiment cells, which graders skip; a child that needs it imports it).
-PRELOAD = ("math", "random", "itertools", "functools", "collections", "typing", "dataclasses", "copy", "time",
-           "json", "re", "statistics", "fractions", "decimal", "operator", "string", "textwrap", "warnings",
-           "numpy", "torch.nn.functional")
+PRELOAD = (
+    "math",
+    "random",
+    "itertools",
+    "functools",
+    "collections",
+    "typing",
+    "dataclasses",
+    "copy",
+    "time",
+    "json",
+    "re",
+    "statistics",
+    "fractions",
+    "decimal",
+    "operator",
+    "string",
+    "textwrap",
+    "warnings",
+    "numpy",
+    "torch.nn.functional",
+)
 PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE = 36, 4
 NOBODY = 65534
 
@@ -115,29 +135,47 @@ class Server:
             except ImportError:
                 pass
         torch.set_num_threads(1)
-        kit = questions.ready(init["kit_code"])     # lazy loading happens here, once, not in every child
+        kit = questions.ready(init["kit_code"])  # lazy loading happens here, once, not in every child
         libc = ctypes.CDLL(None, use_errno=True)
         self.subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         view, abi, grants, user_namespace = layers_that_work(init, tries)
         programs = {device: seccomp.build(grants, device) for device in ("cpu", "cuda")} if grants is not None else {}
         nproc_base = 0 if init.get("sandbox_users") else task_count(os.getuid())
-        self.setup = Setup(questions, kit, init["limits"], init.get("hide_root"), init.get("groups") or {}, tuple(init["keep"]),
-                           view, init.get("scratch"), abi, grants, programs, user_namespace, nproc_base)
+        self.setup = Setup(
+            questions,
+            kit,
+            init["limits"],
+            init.get("hide_root"),
+            init.get("groups") or {},
+            tuple(init["keep"]),
+            view,
+            init.get("scratch"),
+            abi,
+            grants,
+            programs,
+            user_namespace,
+            nproc_base,
+        )
         gc.collect()
-        gc.freeze()      # what the server holds stays put: a child's garbage collector never touches (and so
+        gc.freeze()  # what the server holds stays put: a child's garbage collector never touches (and so
         #                  never copies) those pages, which makes each fork's copy-on-write far cheaper
 
     @property
     def layers(self) -> dict:
         """What this server could actually set up, for the parent to name (and to refuse to grade without)."""
         setup = self.setup
-        return {"namespaces": setup.view is not None, "landlock": setup.landlock,
-                "seccomp": "allowlist" if setup.programs else None,
-                "granted": list(setup.grants) if setup.grants is not None else [],
-                "no_sockets": setup.view is not None or (bool(setup.programs) and "sockets" not in setup.grants),
-                "user_namespace": setup.user_namespace, "session_keyring": SESSION_KEYRING["fresh"],
-                "cgroups": sorted(setup.groups), "subreaper": self.subreaper}
+        return {
+            "namespaces": setup.view is not None,
+            "landlock": setup.landlock,
+            "seccomp": "allowlist" if setup.programs else None,
+            "granted": list(setup.grants) if setup.grants is not None else [],
+            "no_sockets": setup.view is not None or (bool(setup.programs) and "sockets" not in setup.grants),
+            "user_namespace": setup.user_namespace,
+            "session_keyring": SESSION_KEYRING["fresh"],
+            "cgroups": sorted(setup.groups),
+            "subreaper": self.subreaper,
+        }
 
     def serve(self, control: socket.socket) -> None:
         """Hand every job the parent announces to a supervisor, until the parent closes the channel. The next
@@ -163,7 +201,7 @@ class Server:
                 continue
             try:
                 send_message(spare, {"job": number, "uid": uid}, channel)
-            except OSError:                    # the spare is gone: one made now takes the job
+            except OSError:  # the spare is gone: one made now takes the job
                 spare.close()
                 spare = self._fork_spare(control)
                 send_message(spare, {"job": number, "uid": uid}, channel)
@@ -210,10 +248,10 @@ def main() -> None:
     control = socket.socket(fileno=os.dup(0))
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
-    os.dup2(null, 1)                  # anything printed by libraries goes nowhere near a channel
+    os.dup2(null, 1)  # anything printed by libraries goes nowhere near a channel
     fresh.close_inherited((control.fileno(),))
     fresh.no_core()
-    try:                              # the key ring the grader was started with stays behind
+    try:  # the key ring the grader was started with stays behind
         SESSION_KEYRING["fresh"] = fresh.new_session_keyring()
     except OSError:
         pass

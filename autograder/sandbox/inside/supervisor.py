@@ -7,6 +7,7 @@ run (after a crash or a time-out the next child goes on where the last stopped),
 (`watch.Run`), kills it and everything it started when its time is up, removes what it wrote, and writes one
 reply on the channel. Cleanup problems are the grader's, reported in the reply as such.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -25,26 +26,27 @@ from .protocol import ProtocolError, frame, read_frame
 from .watch import Run, blamed_cell, failure
 
 PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE = 36, 4
-CUDA_FAILED = 71          # the child's exit status when CUDA could not start: the grader's fault, not the student's
-CONFINE_FAILED = 72       # ... when the child could not be confined: the grader's fault too
+CUDA_FAILED = 71  # the child's exit status when CUDA could not start: the grader's fault, not the student's
+CONFINE_FAILED = 72  # ... when the child could not be confined: the grader's fault too
 
 
 @dataclass(frozen=True)
 class Setup:
     """What the server worked out once, before any job: the public kit, the limits and the layers that work."""
-    questions: object          # the module a child runs its job with (see server.py)
+
+    questions: object  # the module a child runs its job with (see server.py)
     kit: dict
     limits: dict
     hide_root: str | None
     groups: dict
-    keep: tuple                # what a child must read besides the system: Python, its packages
-    view: dict | None          # a private root per child (namespaces, or inside bubblewrap), or None
-    scratch: str | None        # without one: the folder the jobs' working directories go in (the parent's)
-    landlock: int              # the Landlock ABI the children restrict themselves with (0: none)
-    grants: tuple | None       # what the seccomp allowlist grants besides its own calls (see syscalls.GRANTS)
-    programs: dict             # the seccomp program per device ("cpu", "cuda"); empty where seccomp does not work
-    user_namespace: bool       # each child makes a user namespace of its own
-    nproc_base: int            # threads the grader's own user runs already (no sandbox user: RLIMIT_NPROC counts them)
+    keep: tuple  # what a child must read besides the system: Python, its packages
+    view: dict | None  # a private root per child (namespaces, or inside bubblewrap), or None
+    scratch: str | None  # without one: the folder the jobs' working directories go in (the parent's)
+    landlock: int  # the Landlock ABI the children restrict themselves with (0: none)
+    grants: tuple | None  # what the seccomp allowlist grants besides its own calls (see syscalls.GRANTS)
+    programs: dict  # the seccomp program per device ("cpu", "cuda"); empty where seccomp does not work
+    user_namespace: bool  # each child makes a user namespace of its own
+    nproc_base: int  # threads the grader's own user runs already (no sandbox user: RLIMIT_NPROC counts them)
 
 
 class Supervisor:
@@ -55,9 +57,9 @@ class Supervisor:
         """Read the job, run it, reply, clean up. Called in the freshly forked supervisor; never returns."""
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)     # its memory (this student's) is no child's to read
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # its memory (this student's) is no child's to read
         try:
-            fresh.new_session_keyring()             # the job's own key ring, shared with no other job
+            fresh.new_session_keyring()  # the job's own key ring, shared with no other job
         except OSError:
             pass
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -69,7 +71,7 @@ class Supervisor:
             reply = self.grade(job) if isinstance(job, dict) else {"grader_error": "the job did not arrive whole"}
             view = memoryview(frame(reply))
             while view:
-                view = view[os.write(channel, view):]
+                view = view[os.write(channel, view) :]
 
     def grade(self, job: dict) -> dict:
         """Run all of the job's probes, in as many children as crashes and time-outs make necessary.
@@ -83,11 +85,20 @@ class Supervisor:
         while pending:
             run = self._run_child({**job, "skipped": skipped}, pending, budget, output)
             runs.append(run["cause"])
-            for code, what in ((CUDA_FAILED, "CUDA could not be started in the sandbox (is the GPU visible to it?)"),
-                               (CONFINE_FAILED, "the sandbox could not confine the child (limits, user or namespaces)")):
-                if run["status"] == f"exit {code}" and not run["reported"]:   # not a student's os._exit(71)
-                    return {"observations": {}, "loaded": None, "runs": runs, "output": "", "seconds": 0.0,
-                            "grader_error": what, "cleanup": budget["problems"]}
+            for code, what in (
+                (CUDA_FAILED, "CUDA could not be started in the sandbox (is the GPU visible to it?)"),
+                (CONFINE_FAILED, "the sandbox could not confine the child (limits, user or namespaces)"),
+            ):
+                if run["status"] == f"exit {code}" and not run["reported"]:  # not a student's os._exit(71)
+                    return {
+                        "observations": {},
+                        "loaded": None,
+                        "runs": runs,
+                        "output": "",
+                        "seconds": 0.0,
+                        "grader_error": what,
+                        "cleanup": budget["problems"],
+                    }
             loaded = loaded or run["loaded"]
             observations.update(run["observations"])
             if run["done"]:
@@ -96,8 +107,9 @@ class Supervisor:
             if run["cause"] == "over budget":
                 observations.update({p: failure("over budget", "", 0, limits) for p in left})
                 break
-            out_of_time = (time.monotonic() >= budget["deadline"] or budget["cpu"] >= limits["job_s"]
-                           or len(runs) >= limits["max_runs"])
+            out_of_time = (
+                time.monotonic() >= budget["deadline"] or budget["cpu"] >= limits["job_s"] or len(runs) >= limits["max_runs"]
+            )
             if run["loaded"] is None:
                 cell = run["cell"]
                 if out_of_time or cell is None or not 0 <= cell < len(job["cells"]) or cell in dict(skipped):
@@ -114,8 +126,13 @@ class Supervisor:
             left.remove(victim)
             forward = self.setup.questions.FORWARD_PROBES
             if run["cause"] in ("timeout", "waiting") and victim in forward:
-                skipped_probe = {"ok": False, "error": {"type": "Skipped", "message":
-                                 "not run: an earlier call of your forward did not finish within the time limit"}}
+                skipped_probe = {
+                    "ok": False,
+                    "error": {
+                        "type": "Skipped",
+                        "message": "not run: an earlier call of your forward did not finish within the time limit",
+                    },
+                }
                 observations.update({p: skipped_probe for p in left if p in forward})
                 left = [p for p in left if p not in forward]
             if out_of_time and left:
@@ -123,9 +140,16 @@ class Supervisor:
                 observations.update({p: failed for p in left})
                 break
             pending = left
-        return {"observations": observations, "loaded": loaded, "runs": runs, "cpu_s": budget["cpu"],
-                "memory_peak": budget.get("memory_peak"), "output": output.decode("utf-8", "replace"),
-                "seconds": time.monotonic() - started, "cleanup": budget["problems"]}
+        return {
+            "observations": observations,
+            "loaded": loaded,
+            "runs": runs,
+            "cpu_s": budget["cpu"],
+            "memory_peak": budget.get("memory_peak"),
+            "output": output.decode("utf-8", "replace"),
+            "seconds": time.monotonic() - started,
+            "cleanup": budget["problems"],
+        }
 
     def _run_child(self, job: dict, probes: list, budget: dict, output: bytearray) -> dict:
         """One child: runs until it is done, crashes, or spends its phase's CPU time (or, for code that only
@@ -137,16 +161,20 @@ class Supervisor:
         scratch = self.setup.scratch if self.setup.scratch and os.path.isdir(self.setup.scratch) else None
         workdir = None if self.setup.view else tempfile.mkdtemp(prefix="submission-", dir=scratch)
         self.runs += 1
-        group = Job(self.setup.groups, f"job-{self.number}-{self.runs}", limits["memory_mb"] * 2**20,
-                    limits["processes"]) if self.setup.groups else None
+        group = (
+            Job(self.setup.groups, f"job-{self.number}-{self.runs}", limits["memory_mb"] * 2**20, limits["processes"])
+            if self.setup.groups
+            else None
+        )
         pid = os.fork()
         if pid == 0:
             start_child(self.setup, self.uid, {**job, "probes": probes}, workdir, report_w, out_w, group)
         os.close(report_w)
         os.close(out_w)
-        ended = exit_watch(pid)   # the run ends when the child does, even if something it started holds its pipes
-        clock = (lambda: group.cpu_seconds()) if group is not None and group.cpu_seconds() is not None else \
-            (lambda: cpu_seconds(pid))
+        ended = exit_watch(pid)  # the run ends when the child does, even if something it started holds its pipes
+        clock = (
+            (lambda: group.cpu_seconds()) if group is not None and group.cpu_seconds() is not None else (lambda: cpu_seconds(pid))
+        )
         run = Run(limits, clock, budget, output, report_r, self.setup.questions.PROBES)
         cause, open_fds = None, [report_r, out_r]
         while cause is None:
@@ -174,18 +202,25 @@ class Supervisor:
             budget["memory_peak"] = max(budget.get("memory_peak") or 0, group.memory_peak() or 0)
             group.end()
         kill_everything_from(pid, self.uid)
-        if cause is not None:       # killed: what it reports no longer counts, what it printed still shows
+        if cause is not None:  # killed: what it reports no longer counts, what it printed still shows
             open_fds = [fd for fd in open_fds if fd != report_r]
-        run.drain(open_fds)         # what it wrote before it ended
+        run.drain(open_fds)  # what it wrote before it ended
         if cause is None and run.garbage:
             cause = "over budget" if run.over_budget else "protocol"
         for fd in (report_r, out_r) + ((ended,) if ended is not None else ()):
             os.close(fd)
         if workdir is not None:
             budget["problems"] += cleanup.remove_tree(workdir)
-        return {"loaded": run.loaded, "observations": run.observations, "in_flight": run.in_flight,
-                "done": run.done, "reported": run.reported, "cell": blamed_cell(run.cells, cause, stopped),
-                "cause": cause or ("finished" if run.done else status), "status": status}
+        return {
+            "loaded": run.loaded,
+            "observations": run.observations,
+            "in_flight": run.in_flight,
+            "done": run.done,
+            "reported": run.reported,
+            "cell": blamed_cell(run.cells, cause, stopped),
+            "cause": cause or ("finished" if run.done else status),
+            "status": status,
+        }
 
 
 def _wait(pid: int, deadline: float) -> str:
@@ -201,4 +236,3 @@ def _wait(pid: int, deadline: float) -> str:
     if os.WIFSIGNALED(status):
         return f"signal {signal.Signals(os.WTERMSIG(status)).name}"
     return f"exit {os.WEXITSTATUS(status)}"
-

@@ -3,6 +3,7 @@
 Everything a child writes is untrusted. `Run` keeps only what the grader can use (which cell was loading,
 which probe was in flight, bounded answers), and the messages here say what happened in the student's terms.
 """
+
 from __future__ import annotations
 
 import os
@@ -11,10 +12,11 @@ import time
 
 from .protocol import MAX_ANSWER_BYTES, FrameReader, ProtocolError
 
-MAX_DEPTH = 12            # nesting of one observation (the answers need 6)
-MAX_ITEMS = 200_000       # values in one observation
-OVER_BUDGET = (f"your code sent the grader more than {MAX_ANSWER_BYTES >> 20} MB of answers in all "
-               "(the grader's answers need far less)")
+MAX_DEPTH = 12  # nesting of one observation (the answers need 6)
+MAX_ITEMS = 200_000  # values in one observation
+OVER_BUDGET = (
+    f"your code sent the grader more than {MAX_ANSWER_BYTES >> 20} MB of answers in all (the grader's answers need far less)"
+)
 
 
 class Run:
@@ -25,7 +27,7 @@ class Run:
 
     def __init__(self, limits: dict, clock, budget: dict, output: bytearray, report_fd: int, probes):
         self.limits, self.clock, self.budget, self.output, self.report_fd = limits, clock, budget, output, report_fd
-        self.probes = tuple(probes)      # the probe names a child may report (see server.py's questions)
+        self.probes = tuple(probes)  # the probe names a child may report (see server.py's questions)
         self.reader = FrameReader()
         self.loaded = None
         self.observations: dict = {}
@@ -50,7 +52,7 @@ class Run:
         if fd != self.report_fd:
             self.output.extend(data[: max(0, self.limits["output_kb"] * 1024 - len(self.output))])
         elif not self.garbage:
-            self.reported = True      # run_job's first frame comes before any student code runs
+            self.reported = True  # run_job's first frame comes before any student code runs
             self.budget["answer_bytes"] = self.budget.get("answer_bytes", 0) + len(data)
             if self.budget["answer_bytes"] > MAX_ANSWER_BYTES:
                 self.garbage = self.over_budget = True
@@ -78,16 +80,27 @@ class Run:
         if event == "cell" and type(item.get("index")) is int:
             self.cells.append((item["index"], now))
         elif event == "loaded":
-            self.loaded = {"cell_errors": _cell_errors(item.get("cell_errors")),
-                           "defined": [n for n in _list(item.get("defined")) if isinstance(n, str)][:20]}
+            self.loaded = {
+                "cell_errors": _cell_errors(item.get("cell_errors")),
+                "defined": [n for n in _list(item.get("defined")) if isinstance(n, str)][:20],
+            }
             self.phase("probe_s")
         elif event == "start" and probe:
             self.in_flight = probe
             self.phase("probe_s")
         elif event == "result" and probe:
             observation = item.get("observation")
-            self.observations[probe] = observation if _bounded(observation) else {"ok": False, "error": {
-                "type": "ProtocolError", "message": "your code sent the grader an answer nested too deeply or too large"}}
+            self.observations[probe] = (
+                observation
+                if _bounded(observation)
+                else {
+                    "ok": False,
+                    "error": {
+                        "type": "ProtocolError",
+                        "message": "your code sent the grader an answer nested too deeply or too large",
+                    },
+                }
+            )
             self.in_flight = None
         elif event == "done":
             self.done = True
@@ -143,8 +156,9 @@ def _cell_errors(value) -> list[dict]:
     errors = []
     for error in _list(value)[:20]:
         if isinstance(error, dict):
-            errors.append({key: str(error[key])[:500] for key in ("cell", "type", "message", "where")
-                           if error.get(key) is not None})
+            errors.append(
+                {key: str(error[key])[:500] for key in ("cell", "type", "message", "where") if error.get(key) is not None}
+            )
     return errors
 
 
@@ -153,18 +167,30 @@ def failure(cause: str, when: str, limit: float, limits: dict) -> dict:
     if cause == "timeout":
         kind, message = "Timeout", f"your code did not finish within {limit:g} s of computing time {when} (an endless loop?)"
     elif cause == "waiting":
-        kind, message = "Timeout", (f"your code did not finish within {limit * limits['wall_factor']:g} s {when}, "
-                                    "most of it spent waiting (an endless sleep, or a read that never returns?)")
+        kind, message = (
+            "Timeout",
+            (
+                f"your code did not finish within {limit * limits['wall_factor']:g} s {when}, "
+                "most of it spent waiting (an endless sleep, or a read that never returns?)"
+            ),
+        )
     elif cause == "protocol":
         kind, message = "Crashed", f"your code wrote garbage into the grader's channel {when}"
     elif cause == "over budget":
         kind, message = "ProtocolError", f"{OVER_BUDGET} {when}"
     elif cause.startswith("exit"):
-        kind, message = "Crashed", (f"your code ended the grading process {when} ({cause}: sys.exit(), os._exit() "
-                                    "or an exception that escaped)")
+        kind, message = (
+            "Crashed",
+            (f"your code ended the grading process {when} ({cause}: sys.exit(), os._exit() or an exception that escaped)"),
+        )
     elif cause == "signal SIGSEGV":
-        kind, message = "Crashed", (f"the grading process crashed {when} (signal SIGSEGV: a crash in native code, "
-                                    "often a stack overflow from very deep recursion)")
+        kind, message = (
+            "Crashed",
+            (
+                f"the grading process crashed {when} (signal SIGSEGV: a crash in native code, "
+                "often a stack overflow from very deep recursion)"
+            ),
+        )
     elif cause == "signal SIGKILL":
         kind, message = "Crashed", f"the grading process was killed {when} (memory or process limit reached?)"
     elif cause == "signal SIGSYS":

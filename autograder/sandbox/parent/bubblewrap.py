@@ -5,6 +5,7 @@ Inside it, each child then makes namespaces and a root of its own (`inside.rootf
 root's capabilities for that; any other user's runs in a user namespace of its own with CAP_SYS_ADMIN added
 there (it gives no power outside the sandbox, and every child drops it before any student code runs).
 """
+
 from __future__ import annotations
 
 import functools
@@ -48,24 +49,48 @@ def user_caps() -> list[str]:
 
 def command(tmp_mb: int, groups: dict) -> list[str]:
     """A new root holding only the system, Python, the virtual environment and the sandbox's own code package."""
-    command = ["bwrap", "--die-with-parent", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-pid",
-               *user_caps(), "--dev", "/dev", "--proc", "/proc", "--size", str(tmp_mb * 2**20), "--tmpfs", "/tmp",
-               "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+    command = [
+        "bwrap",
+        "--die-with-parent",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-pid",
+        *user_caps(),
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--size",
+        str(tmp_mb * 2**20),
+        "--tmpfs",
+        "/tmp",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--ro-bind",
+        "/etc",
+        "/etc",
+    ]
     for name in ("bin", "sbin", "lib", "lib32", "lib64"):
         path = Path("/") / name
         if path.is_symlink():
             command += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             command += ["--ro-bind", str(path), str(path)]
-    devices = sorted(glob.glob("/dev/nvidia*"))     # nvidiactl, nvidia0..., nvidia-uvm(-tools), nvidia-caps/
+    devices = sorted(glob.glob("/dev/nvidia*"))  # nvidiactl, nvidia0..., nvidia-uvm(-tools), nvidia-caps/
     for device in devices:
         command += ["--dev-bind", device, device]
-    if devices:     # CUDA reads the PCI topology under /sys; some images keep the driver in /usr/local/nvidia
+    if devices:  # CUDA reads the PCI topology under /sys; some images keep the driver in /usr/local/nvidia
         command += ["--ro-bind-try", "/sys", "/sys", "--ro-bind-try", "/usr/local/nvidia", "/usr/local/nvidia"]
-    for folder in groups.values():                  # the server makes its children's job groups in these
+    for folder in groups.values():  # the server makes its children's job groups in these
         command += ["--bind", folder, folder]
-    keep = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), Path(sys.executable).resolve().parent,
-            *containment.child_code()}
+    keep = {
+        Path(sys.prefix).resolve(),
+        Path(sys.base_prefix).resolve(),
+        Path(sys.executable).resolve().parent,
+        *containment.child_code(),
+    }
     made = set()
     for path in sorted(keep):
         if not any(parent in keep for parent in path.parents) and not str(path).startswith(("/usr/", "/etc/")):

@@ -29,6 +29,7 @@ Layers of isolation, the strongest available used, and named in every result (`e
 A non-root grader without bubblewrap could keep none of these promises: it refuses to grade, unless asked
 with `unsafe=True`, and then every result says so.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,8 +48,7 @@ from autograder.sandbox.inside.protocol import MAX_ANSWER_BYTES, control_pair, h
 from . import bubblewrap, containment, hostperms
 
 # what CUDA needs from the grader's environment to find the driver and the right GPU
-PASSED_ENV = ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES",
-              "CUDA_MODULE_LOADING")
+PASSED_ENV = ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "CUDA_MODULE_LOADING")
 # Root runs each job as a user of its own: a block of JOB_UIDS uids per server, from this base plus the
 # server's process id (unique among live processes), so concurrent graders never share (or kill) each other's.
 SANDBOX_UID_BASE = 200_000
@@ -65,16 +65,16 @@ class IsolationUnavailable(Exception):
 
 @dataclass(frozen=True)
 class Limits:
-    load_s: float = 20.0        # CPU seconds to execute the submission's cells
-    probe_s: float = 10.0       # CPU seconds for any one check's run of the student's code
-    job_s: float = 60.0         # CPU seconds for everything of one submission
-    wall_factor: float = 5.0    # code that waits instead of computing gets this many times as long, in wall time
-    memory_mb: int = 2048       # for everything the submission starts together (per process where no cgroup)
+    load_s: float = 20.0  # CPU seconds to execute the submission's cells
+    probe_s: float = 10.0  # CPU seconds for any one check's run of the student's code
+    job_s: float = 60.0  # CPU seconds for everything of one submission
+    wall_factor: float = 5.0  # code that waits instead of computing gets this many times as long, in wall time
+    memory_mb: int = 2048  # for everything the submission starts together (per process where no cgroup)
     processes: int = 64
     file_mb: int = 16
-    tmp_mb: int = 64            # each private writable place (/tmp, /var/tmp, /dev/shm, /run/lock)
-    output_kb: int = 64         # printed output kept (the rest is read and dropped)
-    max_runs: int = 20          # fresh children after crashes
+    tmp_mb: int = 64  # each private writable place (/tmp, /var/tmp, /dev/shm, /run/lock)
+    output_kb: int = 64  # printed output kept (the rest is read and dropped)
+    max_runs: int = 20  # fresh children after crashes
 
     @property
     def wall_s(self) -> float:
@@ -99,9 +99,17 @@ class SandboxServer:
     (a class's submissions, the results). `bubblewrap`, `namespaces` and `landlock` ("auto" or "off") choose
     layers; tests switch them off to check what holds without them."""
 
-    def __init__(self, limits: Limits = Limits(), bubblewrap: str | None = None, start: bool = True,
-                 assignment: kit.Assignment = kit.KIT, private=(), namespaces: str | None = None,
-                 unsafe: bool = False, landlock: str | None = None):
+    def __init__(
+        self,
+        limits: Limits = Limits(),
+        bubblewrap: str | None = None,
+        start: bool = True,
+        assignment: kit.Assignment = kit.KIT,
+        private=(),
+        namespaces: str | None = None,
+        unsafe: bool = False,
+        landlock: str | None = None,
+    ):
         self.limits, self.assignment, self.unsafe = limits, assignment, unsafe
         self.root = os.geteuid() == 0
         choice = _choice(bubblewrap, "AUTOGRADER_BUBBLEWRAP")
@@ -110,7 +118,8 @@ class SandboxServer:
             raise IsolationUnavailable(
                 "refusing to grade: bubblewrap does not work here and the grader is not root, so a submission could "
                 "read the solution and other students' files. Install bubblewrap (Debian: apt-get install "
-                "bubblewrap), or grade as root, or pass --unsafe to grade anyway (every result will say so).")
+                "bubblewrap), or grade as root, or pass --unsafe to grade anyway (every result will say so)."
+            )
         self.namespaces = _choice(namespaces, "AUTOGRADER_NAMESPACES")
         self.landlock = _choice(landlock, "AUTOGRADER_LANDLOCK")
         self.extra_private, self.keep = tuple(private), containment.keep_folders()
@@ -154,15 +163,28 @@ class SandboxServer:
         command = [sys.executable, "-m", "autograder.sandbox.inside.server"]
         if self.use_bubblewrap:
             command = bubblewrap.command(self.limits.tmp_mb, self.groups) + command
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
-               "OMP_NUM_THREADS": "1", "PYTHONPATH": str(kit.ROOT), "PYTHONDONTWRITEBYTECODE": "1",
-               **{name: os.environ[name] for name in PASSED_ENV if name in os.environ}}
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LANG": "C.UTF-8",
+            "MPLBACKEND": "Agg",
+            "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": str(kit.ROOT),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            **{name: os.environ[name] for name in PASSED_ENV if name in os.environ},
+        }
         groups = list(self.groups.values())
         self.control, theirs = control_pair()
         try:
-            self.process = subprocess.Popen(command, stdin=theirs.fileno(), stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.DEVNULL, env=env, cwd="/", start_new_session=True,
-                                            preexec_fn=(lambda: _join(groups)) if groups else None)
+            self.process = subprocess.Popen(
+                command,
+                stdin=theirs.fileno(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                cwd="/",
+                start_new_session=True,
+                preexec_fn=(lambda: _join(groups)) if groups else None,
+            )
         finally:
             theirs.close()
 
@@ -173,17 +195,30 @@ class SandboxServer:
             self.spawn()
         self.private = containment.private_folders(self.assignment, self.extra_private)
         keep = [*self.keep, *map(str, containment.child_code())]
-        view = {"tmp_mb": self.limits.tmp_mb, "network": not self.use_bubblewrap} \
-            if self.use_bubblewrap or (self.root and self.namespaces != "off") else None
-        if view is None and self.scratch is None:    # the jobs' folders on the host: all removed at `close`
+        view = (
+            {"tmp_mb": self.limits.tmp_mb, "network": not self.use_bubblewrap}
+            if self.use_bubblewrap or (self.root and self.namespaces != "off")
+            else None
+        )
+        if view is None and self.scratch is None:  # the jobs' folders on the host: all removed at `close`
             self.scratch = tempfile.mkdtemp(prefix=f"layernorm-kit-{os.getpid()}-")
             os.chmod(self.scratch, 0o711)
-        send_message(self.control, {"questions": kit.QUESTIONS, "kit_code": self.assignment.public_code(),
-                                    "limits": asdict(self.limits),
-                                    "hide_root": str(kit.ROOT), "groups": self.groups, "keep": keep, "view": view,
-                                    "landlock": self.landlock != "off", "sandbox_users": self.root,
-                                    "user_namespace": self.namespaces != "off",
-                                    "scratch": self.scratch})
+        send_message(
+            self.control,
+            {
+                "questions": kit.QUESTIONS,
+                "kit_code": self.assignment.public_code(),
+                "limits": asdict(self.limits),
+                "hide_root": str(kit.ROOT),
+                "groups": self.groups,
+                "keep": keep,
+                "view": view,
+                "landlock": self.landlock != "off",
+                "sandbox_users": self.root,
+                "user_namespace": self.namespaces != "off",
+                "scratch": self.scratch,
+            },
+        )
 
     def wait_until_ready(self) -> None:
         ready = self._control_reply(timeout=300)
@@ -192,11 +227,13 @@ class SandboxServer:
             raise RuntimeError("the sandbox server did not start")
         self.layers = ready.get("layers") or {}
         if self.root and not self.use_bubblewrap and not self.layers.get("namespaces") and self.lease is None:
-            self.lease = hostperms.Lease(containment.lock_plan(self.private, self.keep,
-                                                               lock=not self.layers.get("landlock")))
+            self.lease = hostperms.Lease(containment.lock_plan(self.private, self.keep, lock=not self.layers.get("landlock")))
             if self.lease.changed:
-                print(f"sandbox: no namespaces here; changed the permissions of {len(self.lease.changed)} paths "
-                      "for as long as grading runs", file=sys.stderr)
+                print(
+                    f"sandbox: no namespaces here; changed the permissions of {len(self.lease.changed)} paths "
+                    "for as long as grading runs",
+                    file=sys.stderr,
+                )
 
     def _control_reply(self, timeout: float):
         return receive_within(self.control, timeout)
@@ -220,10 +257,17 @@ class SandboxServer:
                     return reply
                 self.close()
                 self.start()
-                if spawned:       # a job that started and then lost its worker is not run twice
+                if spawned:  # a job that started and then lost its worker is not run twice
                     break
-            return {"observations": {}, "loaded": None, "runs": ["worker lost"], "output": "", "seconds": 0.0,
-                    "grader_error": "the grading worker stopped responding", "cleanup": problems}
+            return {
+                "observations": {},
+                "loaded": None,
+                "runs": ["worker lost"],
+                "output": "",
+                "seconds": 0.0,
+                "grader_error": "the grading worker stopped responding",
+                "cleanup": problems,
+            }
 
     def _run_job(self, number: int, uid: int | None, job: dict) -> tuple[bool, object]:
         return hand_over(self.control, {"job": number, "uid": uid}, job, self.limits.wall_s + 60, REPLY_LIMIT)

@@ -14,6 +14,7 @@ available first (see `autograder.sandbox.parent.client`):
 
 `private_folders` names the folders; `keep_folders` names what the child needs (Python, its packages).
 """
+
 from __future__ import annotations
 
 import os
@@ -38,7 +39,7 @@ def course_of(assignment: kit.Assignment) -> Path:
 SHARED = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock", "/home", "/root", "/srv", "/opt", "/mnt")
 
 
-INSIDE = "autograder.sandbox.inside"      # the package the sandbox's own processes run: server, supervisors, children
+INSIDE = "autograder.sandbox.inside"  # the package the sandbox's own processes run: server, supervisors, children
 
 
 def child_code() -> list[Path]:
@@ -78,8 +79,13 @@ def own_folder(path) -> Path:
 
 def keep_folders() -> list[str]:
     """What the child needs to read: Python and its packages (the virtual environment, the base install)."""
-    return sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)))
-                   if os.path.isdir(p)})
+    return sorted(
+        {
+            os.path.realpath(p)
+            for p in (sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)))
+            if os.path.isdir(p)
+        }
+    )
 
 
 def lock_plan(private: list[str], keep: list[str], lock: bool = True) -> dict[str, int]:
@@ -103,13 +109,13 @@ def _plan_lock(folder: str, keep: list[str], plan: dict) -> None:
     if any(os.path.realpath(folder) == k for k in keep):
         return
     mode = stat.S_IMODE(os.stat(folder).st_mode)
-    wanted = mode & ~0o007 if not keep else (mode & ~0o007) | stat.S_IXOTH      # with keep: a way through, no listing
+    wanted = mode & ~0o007 if not keep else (mode & ~0o007) | stat.S_IXOTH  # with keep: a way through, no listing
     if wanted != mode:
         plan[folder] = wanted
     for entry in os.scandir(folder) if keep else []:
         if entry.is_dir(follow_symlinks=False):
             _plan_lock(entry.path, [k for k in keep if inside(k, entry.path)], plan)
-        elif entry.is_file(follow_symlinks=False):      # reachable by name through the way kept open: closed too
+        elif entry.is_file(follow_symlinks=False):  # reachable by name through the way kept open: closed too
             file_mode = stat.S_IMODE(entry.stat(follow_symlinks=False).st_mode)
             if file_mode & 0o007:
                 plan[entry.path] = file_mode & ~0o007

@@ -9,6 +9,7 @@ someone changed the mode meanwhile. A holder that died without giving its lease 
 noticed by the next grader to start, which gives the mode back then. Other users of the same install keep
 working as soon as no root grader is running.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -14,6 +14,7 @@ order:
 
 `start` is `launch` then `wait_until_ready`, for a caller with nothing to do meanwhile.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,8 +28,7 @@ class ServerPool:
     """`count` sandbox servers with the same limits, isolation layers and `unsafe`; `isolation` passes layer choices
     to each server (`bubblewrap`, `namespaces`, `landlock`: tests switch them off)."""
 
-    def __init__(self, count: int = 1, *, limits: Limits = Limits(), unsafe: bool = False,
-                 isolation: dict | None = None):
+    def __init__(self, count: int = 1, *, limits: Limits = Limits(), unsafe: bool = False, isolation: dict | None = None):
         self.limits, self.unsafe, self.isolation = limits, unsafe, dict(isolation or {})
         self.servers: list[SandboxServer] = []
         self.idle: queue.Queue = queue.Queue()
@@ -39,8 +39,10 @@ class ServerPool:
         extras, self.servers = self.servers[count:], self.servers[:count]
         for server in extras:
             server.close()
-        self.servers += [SandboxServer(limits=self.limits, unsafe=self.unsafe, start=False, **self.isolation)
-                         for _ in range(count - len(self.servers))]
+        self.servers += [
+            SandboxServer(limits=self.limits, unsafe=self.unsafe, start=False, **self.isolation)
+            for _ in range(count - len(self.servers))
+        ]
 
     def spawn(self) -> ServerPool:
         """Start every server's process now (see `SandboxServer.spawn`: call from a long-lived thread)."""

@@ -7,6 +7,7 @@ are swapped", "Post-LN") are hypotheses, named only by `diagnosis` once a replay
 take their messages from these findings, so a part is explained in one place, the same way, wherever it
 costs points.
 """
+
 from __future__ import annotations
 
 from .additions import AdditionFinder

@@ -1,4 +1,5 @@
 """Steps 5 and 10: each shortcut addition, the branch added unscaled to the value its half started from."""
+
 from __future__ import annotations
 
 from autograder.engine.reading.dataflow import coefficient_text
@@ -21,22 +22,37 @@ class AdditionFinder(Halves):
                 return Finding(add, f"what happens to {s['out']} cannot be followed: {flow.why_not_replayable()}")
             return Finding(add, f"{s['out']} does not reach what your forward returns")
         if h.start is None:
-            return Finding(add, f"{s['what']} received a value that is not a sum of the block's earlier values, so "
-                                "the value its half started from cannot be told")
+            return Finding(
+                add,
+                f"{s['what']} received a value that is not a sum of the block's earlier values, so "
+                "the value its half started from cannot be told",
+            )
         where = "what your forward returned" if h.added_in == "y" else f"the input of {flow.producer(h.added_in).name}"
         branch = "attention" if side == "att" else "feed-forward"
         if h.coefficient != 1.0:
-            return Finding(add, f"the {branch} branch went into {where} with coefficient "
-                                f"{coefficient_text(h.coefficient)} (Pre-LN adds it unscaled)")
+            return Finding(
+                add,
+                f"the {branch} branch went into {where} with coefficient "
+                f"{coefficient_text(h.coefficient)} (Pre-LN adds it unscaled)",
+            )
         rest = h.added_to
         if close(flow, flow.value(rest), flow.value(h.start)):
             return None
         if not rest:
-            return Finding(add, f"{where} is {flow.describe({h.out_key: 1.0})} alone: nothing was added to the "
-                                f"{branch} branch; Pre-LN adds it to {s['start']}")
+            return Finding(
+                add,
+                f"{where} is {flow.describe({h.out_key: 1.0})} alone: nothing was added to the "
+                f"{branch} branch; Pre-LN adds it to {s['start']}",
+            )
         if h.norm is not None:
-            return Finding(add, f"the {branch} branch was added to {self._say(rest)} (in {where}), but the value "
-                                f"{h.norm.name} normalized in front of {s['what']} was {self._say(h.start)}; Pre-LN adds "
-                                "the branch to the value its half normalizes")
-        return Finding(add, f"the {branch} branch was added to {self._say(rest)} (in {where}), but {s['what']} "
-                            f"received {self._say(h.start)}; Pre-LN adds the branch to the value its half starts from")
+            return Finding(
+                add,
+                f"the {branch} branch was added to {self._say(rest)} (in {where}), but the value "
+                f"{h.norm.name} normalized in front of {s['what']} was {self._say(h.start)}; Pre-LN adds "
+                "the branch to the value its half normalizes",
+            )
+        return Finding(
+            add,
+            f"the {branch} branch was added to {self._say(rest)} (in {where}), but {s['what']} "
+            f"received {self._say(h.start)}; Pre-LN adds the branch to the value its half starts from",
+        )

@@ -1,6 +1,7 @@
 """The two halves of a student's block, read from a named run (`dataflow.Flow`): for each branch, what it received,
 the dropouts on its output, and what its result was added to. Every step family's finder reads these.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,10 +11,22 @@ import numpy as np
 from autograder.engine.reading.dataflow import H_LEGEND, H_NAME, Flow, Step
 
 PRE_LN_H = {"eval": ("x + att(norm1(x))",), "train": ("x + drop_shortcut(att(norm1(x)))", "x + dropout(att(norm1(x)))")}
-SIDE = {"att": {"norm": "norm1", "what": "attention", "out": "attention's output", "steps": (2, 3, 4, 5),
-                "start": "the block input x"},
-        "ff": {"norm": "norm2", "what": "the feed-forward network", "out": "the feed-forward output",
-               "steps": (7, 8, 9, 10), "start": "h"}}
+SIDE = {
+    "att": {
+        "norm": "norm1",
+        "what": "attention",
+        "out": "attention's output",
+        "steps": (2, 3, 4, 5),
+        "start": "the block input x",
+    },
+    "ff": {
+        "norm": "norm2",
+        "what": "the feed-forward network",
+        "out": "the feed-forward output",
+        "steps": (7, 8, 9, 10),
+        "start": "h",
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -37,14 +50,15 @@ def close(flow: Flow, a: np.ndarray, b: np.ndarray, scale: float = 10.0) -> bool
 @dataclass
 class Half:
     """One branch (attention or feed-forward) and the values around it, as the student wrote it."""
+
     branch: Step
-    norm: Step | None            # the norm-like call whose output the branch received, if any
-    start: dict | None           # the value the half started from (what was normalized, or the branch input)
-    drops: list                  # dropouts applied to the branch's output, in order (each on the previous)
-    added_to: dict | None        # what the branch's final value was added to, where it was first used
-    coefficient: float           # the branch's coefficient in that sum
-    added_in: str | None         # where that sum went: a step's key or "y"
-    out_key: str = ""            # the branch's final value: after its dropouts and any call that took it alone
+    norm: Step | None  # the norm-like call whose output the branch received, if any
+    start: dict | None  # the value the half started from (what was normalized, or the branch input)
+    drops: list  # dropouts applied to the branch's output, in order (each on the previous)
+    added_to: dict | None  # what the branch's final value was added to, where it was first used
+    coefficient: float  # the branch's coefficient in that sum
+    added_in: str | None  # where that sum went: a step's key or "y"
+    out_key: str = ""  # the branch's final value: after its dropouts and any call that took it alone
 
     @property
     def result(self) -> dict | None:
@@ -68,8 +82,8 @@ def half(flow: Flow, name: str) -> Half | None:
         return None
     norm = norm_in_front(flow, branch)
     start = norm.takes if norm is not None else branch.takes
-    while start is not None and len(start) == 1 and next(iter(start.values())) == 1.0:    # norm of a norm: the
-        before = flow.producer(next(iter(start)))                                            # half starts before both
+    while start is not None and len(start) == 1 and next(iter(start.values())) == 1.0:  # norm of a norm: the
+        before = flow.producer(next(iter(start)))  # half starts before both
         if before is None or not before.is_norm:
             break
         start = before.takes
@@ -77,8 +91,8 @@ def half(flow: Flow, name: str) -> Half | None:
     other = flow.first("ff" if name == "att" else "att")
     others = set() if other is None else {other.key, *(n.key for n in [norm_in_front(flow, other)] if n is not None)}
     drops, further, current = [], [], branch.key
-    for step in live:          # the branch goes on through every call that takes its value alone, up to the
-        if step.index > branch.index and step.takes == {current: 1.0}:         # other half's norm or branch
+    for step in live:  # the branch goes on through every call that takes its value alone, up to the
+        if step.index > branch.index and step.takes == {current: 1.0}:  # other half's norm or branch
             if step.key in others:
                 break
             (drops if step.is_dropout and not further else further).append(step)
@@ -98,9 +112,10 @@ def half(flow: Flow, name: str) -> Half | None:
 @dataclass
 class Halves:
     """Both halves of one run, and what every step family's finder reads them with."""
+
     flow: Flow
     parts: dict
-    mode: str                  # "eval" or "train"
+    mode: str  # "eval" or "train"
     drop_p: float
 
     def __post_init__(self):
@@ -127,19 +142,31 @@ class Halves:
         s, h = SIDE[side], getattr(self, side)
         branch = h.branch
         if branch.whole:
-            return None if branch.pieces is None else Finding(
-                s["steps"][1], f"{s['what']} was called {len(branch.pieces)} times on pieces of shape "
-                               f"{tuple(branch.pieces[0].shape)}, and together they give other values than "
-                               f"{s['what']} on the whole block's sequences")
+            return (
+                None
+                if branch.pieces is None
+                else Finding(
+                    s["steps"][1],
+                    f"{s['what']} was called {len(branch.pieces)} times on pieces of shape "
+                    f"{tuple(branch.pieces[0].shape)}, and together they give other values than "
+                    f"{s['what']} on the whole block's sequences",
+                )
+            )
         calls = "in one call" if len(branch.calls) == 1 else f"in {len(branch.calls)} calls"
         made = sum(1 for call in self.flow.calls if call.name == side and call.kind != "manual")
-        if not branch.covers.any() or made > len(branch.calls):   # not all it received is placed: say what is
+        if not branch.covers.any() or made > len(branch.calls):  # not all it received is placed: say what is
             held = "its recorded call" if made == 1 else f"its {made} recorded calls"
-            return Finding(s["steps"][1], f"of what {s['what']} received in {held}, the grader "
-                                          f"can place {int(branch.covers.sum())} of the block's "
-                                          f"{branch.covers.size} values")
-        return Finding(s["steps"][1], f"{s['what']} ran on only {int(branch.covers.sum())} of the block's "
-                                      f"{branch.covers.size} values ({calls}): it ran on only some of the tokens")
+            return Finding(
+                s["steps"][1],
+                f"of what {s['what']} received in {held}, the grader "
+                f"can place {int(branch.covers.sum())} of the block's "
+                f"{branch.covers.size} values",
+            )
+        return Finding(
+            s["steps"][1],
+            f"{s['what']} ran on only {int(branch.covers.sum())} of the block's "
+            f"{branch.covers.size} values ({calls}): it ran on only some of the tokens",
+        )
 
     def _dropout_before(self, side: str) -> Finding | None:
         """Dropout applied to the branch's input (the normalized value) instead of its output."""
@@ -151,5 +178,8 @@ class Halves:
         norm = self.flow.producer(next(iter(source.takes)))
         if norm is None or not norm.is_norm:
             return None
-        return Finding(s["steps"][1], f"{s['what']} received {source.name}({norm.name}(...)): a dropout acted on "
-                                      f"{norm.name}'s output before {s['what']}; Pre-LN applies dropout to {s['out']}")
+        return Finding(
+            s["steps"][1],
+            f"{s['what']} received {source.name}({norm.name}(...)): a dropout acted on "
+            f"{norm.name}'s output before {s['what']}; Pre-LN applies dropout to {s['out']}",
+        )

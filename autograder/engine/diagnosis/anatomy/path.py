@@ -1,4 +1,5 @@
 """Steps 1, 6 and 10: the path between the halves and to the output, with nothing in between."""
+
 from __future__ import annotations
 
 from .halves import Finding, Halves, close
@@ -22,8 +23,11 @@ class PathFinder(Halves):
         if second.start is None:
             return Finding(6, "the value the second half started from is not a sum of the block's earlier values")
         if not close(flow, flow.value(second.start), flow.value(first.result)):
-            return Finding(6, f"the second half started from {flow.describe(second.start)}, not from the first "
-                              f"half's result {flow.describe(first.result)}")
+            return Finding(
+                6,
+                f"the second half started from {flow.describe(second.start)}, not from the first "
+                f"half's result {flow.describe(first.result)}",
+            )
         return self.output()
 
     def output(self) -> Finding | None:
@@ -38,10 +42,14 @@ class PathFinder(Halves):
         last = max([second.branch.index] + [d.index for d in second.drops])
         extra = next((st for st in flow.live if st.index > last), None)
         if extra is not None:
-            return Finding(10, f"after the second branch your forward still ran {extra.name} on "
-                               f"{self._say(extra.takes)}, and returned {self._say(flow.y_takes)}; Pre-LN returns "
-                               "the second sum itself")
+            return Finding(
+                10,
+                f"after the second branch your forward still ran {extra.name} on "
+                f"{self._say(extra.takes)}, and returned {self._say(flow.y_takes)}; Pre-LN returns "
+                "the second sum itself",
+            )
         if not close(flow, flow.value(flow.y_takes), flow.value(second.result)):
-            return Finding(10, f"the block returned {self._say(flow.y_takes)} instead of the second sum "
-                               f"{self._say(second.result)}")
+            return Finding(
+                10, f"the block returned {self._say(flow.y_takes)} instead of the second sum {self._say(second.result)}"
+            )
         return None
