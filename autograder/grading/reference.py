@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import random
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -75,10 +76,34 @@ class Reference:
     profiles: dict  # curve name -> deep-stack profile, for the feedback plot
 
 
-@functools.lru_cache(maxsize=16)
+_computing = threading.Lock()  # one computation at a time: a caller that comes while it runs waits for its answer
+
+
 def reference(seed: int, device: str, assignment: kit.Assignment) -> Reference:
     """The reference solution and the named wrong arrangements, through the very same probes and reader
-    (once per seed, device and assignment: a class shares it)."""
+    (once per seed, device and assignment: a class shares it). Any thread may ask; one computes."""
+    with _computing:
+        return _reference(seed, device, assignment)
+
+
+def reference_in_background(seed: int, device: str, assignment: kit.Assignment) -> threading.Thread:
+    """Start computing the reference's answers while this thread goes on (the sandbox's child answers meanwhile).
+    Whoever asks for them next waits for them; a failure here is not kept, so that asking again raises it there.
+    The caller joins the thread before it returns (torch left running in a thread at exit aborts the process)."""
+
+    def compute() -> None:
+        try:
+            reference(seed, device, assignment)
+        except Exception:  # asked again where the failure is reported (a grader error, in its part)
+            pass
+
+    thread = threading.Thread(target=compute, name="reference")
+    thread.start()
+    return thread
+
+
+@functools.lru_cache(maxsize=16)
+def _reference(seed: int, device: str, assignment: kit.Assignment) -> Reference:
     ref, plan = reference_namespace(assignment), Plan.draw(seed, device)
     expect = expected_shapes(plan, trusted_parts(assignment, plan))
     threads = torch.get_num_threads()
@@ -97,3 +122,6 @@ def reference(seed: int, device: str, assignment: kit.Assignment) -> Reference:
     if broken or any(v is None for v in (*named.values(), *profiles.values())):
         raise RuntimeError(f"the reference solution failed the grader's own questions: {broken or 'arrangements'}")
     return Reference(answers, named, profiles)
+
+
+reference.cache_clear = _reference.cache_clear  # type: ignore[attr-defined]  # a benchmark times it anew

@@ -1,7 +1,8 @@
 """Grading one submission on a sandbox server of its own (the command line's `grade`, Gradescope's autograder).
 
-The server starts first: it imports torch and warms up on its own while this process imports the grader and
-computes the reference's answers. Nothing here imports torch before the server has started.
+The server starts first: it imports torch and warms up on its own while this process imports the grader. The
+reference's answers are computed here while the server's child answers the questions; evaluating the answers
+waits for them. Nothing here imports torch before the server has started.
 """
 
 from __future__ import annotations
@@ -24,13 +25,15 @@ def grade_one(submission: Path, *, options: GradingOptions) -> SubmissionResult:
     with ServerPool(limits=options.limits, unsafe=options.unsafe, isolation=options.isolation) as servers:
         servers.launch(options.assignment, private=(submission.resolve().parent, *options.private))
         options = options.resolved()
-        from .reference import reference
+        from .reference import reference_in_background
         from .submission import grade_file, grader_failure
 
+        computing = reference_in_background(options.seed, options.device, options.assignment)  # as the child answers
         try:
-            reference(options.seed, options.device, options.assignment)  # meanwhile: the reference's answers
             servers.wait_until_ready()
             with servers.lend() as server:
                 return grade_file(submission, server, seed=options.seed, device=options.device)
         except Exception as error:  # never a traceback for a submission: the grader's failure is a result
             return grader_failure(submission.name, error, options.seed, options.device, assignment=options.assignment)
+        finally:
+            computing.join()  # torch must not be left running in a thread as the interpreter exits

@@ -87,3 +87,50 @@ def test_an_answer_the_grader_cannot_read_costs_only_the_parts_that_need_it(prob
     assert any(probe in error for error in found.grader_errors)
     if probe in ("train", "robust_double", "profile"):
         assert lost, "an answer a part needs was missing, yet every part passed"
+
+
+def test_a_reference_that_fails_in_the_background_is_a_grader_failure_of_the_result(monkeypatch, tmp_path, capsys):
+    """`grade` computes the reference's answers while the child answers; when they cannot be computed, the result
+    says so as the grader's failure, and nothing is printed as a traceback from the thread that tried first."""
+    from autograder.grading import reference
+    from autograder.grading.single import grade_one
+
+    tried = []
+
+    def broken(*args):
+        tried.append(args)
+        raise RuntimeError("the reference solution failed to load: a broken source")
+
+    monkeypatch.setattr(reference, "_reference", broken)
+    path = tmp_path / "submission.py"
+    path.write_text(submission())
+    result = grade_one(path, options=GradingOptions(seed=5, device="cpu"))
+    assert result.score == 0 and result.grader_errors and "a broken source" in result.grader_errors[0]
+    assert all("grader itself failed" in c.message for c in result.checks)
+    assert len(tried) == 2  # in the background, then where the answers are needed: that one is reported
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_the_reference_is_computed_once_however_many_threads_ask(monkeypatch):
+    import threading
+    import time
+
+    from autograder.grading import reference
+
+    calls = []
+
+    def slow(seed, device, assignment):
+        calls.append(seed)
+        time.sleep(0.2)
+        return ("answers", seed)
+
+    cached = reference.functools.lru_cache(maxsize=16)(slow)
+    monkeypatch.setattr(reference, "_reference", cached)
+    reference.reference_in_background(3, "cpu", None)
+    seen = []
+    askers = [threading.Thread(target=lambda: seen.append(reference.reference(3, "cpu", None))) for _ in range(4)]
+    for thread in askers:
+        thread.start()
+    for thread in askers:
+        thread.join()
+    assert calls == [3] and seen == [("answers", 3)] * 4
