@@ -158,15 +158,8 @@ class Unknown(Fact):
     calls: int | None = None
 
     def text(self) -> str:
-        if self.component is None:
-            return (
-                f"your forward returned a value that is not {self.value} and that the grader cannot express in "
-                "the block's earlier values"
-            )
-        return (
-            f"{_call(self.component, self.call, self.calls)} received a value that is not {self.value} and that "
-            "the grader cannot express in the block's earlier values"
-        )
+        who = "your forward returned" if self.component is None else f"{_call(self.component, self.call, self.calls)} received"
+        return f"{who} a value that is not {self.value} and that the grader cannot express in the block's earlier values"
 
 
 @dataclass(frozen=True)
@@ -275,21 +268,6 @@ class Dropped(Fact):
             f"{self.shortcut} plus the branch: the shortcut is right, and the branch changed on its way into the "
             "sum"
         )
-
-
-@dataclass(frozen=True)
-class Gradient(Fact):
-    """The gradient autograd computed for `of` ("x" or a component's parameters) is (`derivative`) or is not the
-    derivative of what the forward returns, in that run."""
-
-    kind: ClassVar[str] = "gradient"
-    of: str
-    derivative: bool
-
-    def text(self) -> str:
-        what = "the block input x" if self.of == "x" else f"{what_of(self.of)}'s parameters"
-        verb = "is" if self.derivative else "is not"
-        return f"the gradient autograd computed for {what} {verb} the derivative of what your forward returns"
 
 
 @dataclass(frozen=True)

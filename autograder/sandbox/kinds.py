@@ -1,5 +1,5 @@
-"""Every kind of state a sandboxed child can create or reach, and how each layer closes it: one table (and the
-isolation string every result carries, `describe`).
+"""Every kind of state a sandboxed child can create or reach, and how each layer closes it: one table (the
+isolation string every result carries is `isolation.describe`).
 
 A row is a kind of kernel object (files, processes, IPC, key rings, cgroups...), a column a layer (see
 `autograder.sandbox.parent.client`). Each cell says how the layer closes that kind, as a `Closed`:
@@ -240,48 +240,6 @@ def layer_table() -> str:
         shown = [text if i == 0 or text != texts[i - 1] else "same" for i, text in enumerate(texts)]
         lines.append(f"| {kind.title} | " + " | ".join(shown) + " |")
     return "\n".join(lines) + "\n"
-
-
-UNSAFE = "UNSAFE: not isolated (no bubblewrap, not root): the submission could read the grading files"
-
-
-def describe(layers: dict, bubblewrap: bool, root: bool) -> str:
-    """The isolation a server gives, as every result names it."""
-    if not (bubblewrap or root):
-        return UNSAFE
-    parts = [
-        "fresh child per submission, forked from a server that never holds student data",
-        "CPU-time, memory, process, output and answer-size limits",
-        "a seccomp allowlist (only the system calls grading needs)"
-        if layers.get("seccomp") == "allowlist"
-        else "NO SECCOMP FILTER",
-        "a new session key ring per server, job and child"
-        if layers.get("session_keyring")
-        else "the session key ring inherited by the server",
-    ]
-    if root:
-        parts.append("an unprivileged user of its own per submission")
-    if layers.get("user_namespace"):
-        parts.append("a user namespace of its own per child")
-    if layers.get("cgroups"):
-        parts.append("one control group per submission")
-    if bubblewrap:
-        parts.append("bubblewrap: no network")
-    if layers.get("namespaces"):
-        parts.append(
-            "namespaces: a root of its own per child (only the system, Python and the sandbox's own code; own /tmp, "
-            "IPC and network)"
-        )
-    if layers.get("landlock"):
-        parts.append("Landlock: reads only the system, Python and the sandbox's own code, writes only its own folder")
-    if not (bubblewrap or layers.get("namespaces")):
-        if not layers.get("landlock"):
-            parts.append(
-                "grading folders closed to other users by permissions while grading (other files the "
-                "world may read stay readable)"
-            )
-        parts.append("sockets and IPC refused (seccomp)" if layers.get("no_sockets") else "NETWORK OPEN")
-    return "; ".join(parts)
 
 
 BEGIN = "<!-- the layer table: generated from autograder/sandbox/kinds.py (python -m autograder.sandbox.kinds) -->"

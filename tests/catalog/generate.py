@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from autograder.engine.diagnosis.edits import Edit, single_edits
-from autograder.engine.diagnosis.script import PRE_LN, Line
+from autograder.engine.diagnosis.edits import single_edits
+from autograder.engine.diagnosis.script import PRE_LN, Edit, Line
 from autograder.engine.questions.parts import make_parts
 from autograder.engine.questions.plan import GRADING_CFG
 from autograder.engine.reading.program import ALWAYS, Variant, canonical, in_mode, live, numpy_run, signature

@@ -138,42 +138,11 @@ class Evidence:
         flow = self.flows.get("eval")
         if flow is not None and flow.replayable:
             return self.replays.weights
-        responded = self.responded()
+        responded = weights_from_values(self)
         if responded is not None:
             return responded
         why = flow.why_not_replayable() if flow is not None else "your forward's run could not be read"
         return f"the grader cannot follow your forward ({why}), so it cannot measure the work its branches do"
-
-    def responded(self) -> dict | None:
-        """The branches' weights from values alone (None: the answers needed are missing): how much the eval output
-        moves when the grader changes a branch's output (the `respond` question), as a fraction of how much a
-        Pre-LN block's moves under the same change; 0 for a branch whose input does not change with x (its recorded
-        inputs on another input, the `eval_other` question, are the same), or that never ran; None for one that ran
-        with no call of it recorded."""
-        mine, theirs, run, other = (
-            self.obs("respond"),
-            self.reference.get("respond") or {},
-            self.obs("eval"),
-            self.obs("eval_other"),
-        )
-        if not (mine["ok"] and theirs.get("ok") and run["ok"]):
-            return None
-        weights = {}
-        for side in ("att", "ff"):
-            moved = float(np.linalg.norm(mine[side]["y"] - run["y"]))
-            base = float(np.linalg.norm(theirs[side]["y"] - self.reference["eval"]["y"]))
-            inputs = [c["input"] for c in run["calls"] if c["name"] == side]
-            if not inputs and self.flows.get("eval") is not None and times_ran(self.flows["eval"], side):
-                weights[side] = None  # it ran, through its own layers or unrecorded: the grader's change of its
-                continue  # output touched nothing, and says nothing of its work
-            elsewhere = [c["input"] for c in other["calls"] if c["name"] == side] if other["ok"] else None
-            fixed = (
-                elsewhere is not None
-                and len(elsewhere) == len(inputs)
-                and all(a.shape == b.shape and np.allclose(a, b) for a, b in zip(inputs, elsewhere))
-            )
-            weights[side] = 0.0 if not inputs or fixed or base == 0 else moved / base
-        return weights
 
     def half_work(self, side: str) -> str | None:
         """None when the output depends on x through the branch `side` with real weight; else why not."""
@@ -246,12 +215,10 @@ class Evidence:
         """PASS when the half `side` does real work in the eval-mode output (a train-mode part is about work the
         block does: a block whose branches count only in train mode does none)."""
         why = self.half_work(side)
-        return (
-            PASS
-            if why is None
-            else fail(
-                f"Not credited: {why}, and this part counts only for a half whose branch does real work in the block's output."
-            )
+        if why is None:
+            return PASS
+        return fail(
+            f"Not credited: {why}, and this part counts only for a half whose branch does real work in the block's output."
         )
 
     def gate(self, outcome: Outcome) -> Outcome:
@@ -265,6 +232,34 @@ class Evidence:
 
 
 NAMES = {"att": "attention", "ff": "the feed-forward network"}
+
+
+def weights_from_values(evidence: Evidence) -> dict | None:
+    """The branches' weights from values alone (None: the answers needed are missing): how much the eval output
+    moves when the grader changes a branch's output (the `respond` question), as a fraction of how much a
+    Pre-LN block's moves under the same change; 0 for a branch whose input does not change with x (its recorded
+    inputs on another input, the `eval_other` question, are the same), or that never ran; None for one that ran
+    with no call of it recorded."""
+    mine, run, other = evidence.obs("respond"), evidence.obs("eval"), evidence.obs("eval_other")
+    theirs = evidence.reference.get("respond") or {}
+    if not (mine["ok"] and theirs.get("ok") and run["ok"]):
+        return None
+    weights = {}
+    for side in ("att", "ff"):
+        moved = float(np.linalg.norm(mine[side]["y"] - run["y"]))
+        base = float(np.linalg.norm(theirs[side]["y"] - evidence.reference["eval"]["y"]))
+        inputs = [c["input"] for c in run["calls"] if c["name"] == side]
+        if not inputs and evidence.flows.get("eval") is not None and times_ran(evidence.flows["eval"], side):
+            weights[side] = None  # it ran, through its own layers or unrecorded: the grader's change of its
+            continue  # output touched nothing, and says nothing of its work
+        elsewhere = [c["input"] for c in other["calls"] if c["name"] == side] if other["ok"] else None
+        fixed = (
+            elsewhere is not None
+            and len(elsewhere) == len(inputs)
+            and all(a.shape == b.shape and np.allclose(a, b) for a, b in zip(inputs, elsewhere))
+        )
+        weights[side] = 0.0 if not inputs or fixed or base == 0 else moved / base
+    return weights
 
 
 def times_ran(flow, component: str) -> int:

@@ -21,7 +21,7 @@ import numpy as np
 
 from autograder.engine.facts import Gave, Ran, Received, Shortcut, Sum, Unknown
 from .moves import shortcut_intact
-from .sums import Sums
+from .sums import Sums, grader_change
 from .values import DROPS, NORMS, VALUE, Found, Seen, close, express, locate
 
 
@@ -60,7 +60,7 @@ class Walk(Sums):
         ):
             return found
         total = self.placed(sums[0]) if first else self.y
-        change = self._change(half, sums[0] if first else "out")
+        change = grader_change(self, half, sums[0] if first else "out")
         if change is None:
             return found
         shortcut = total - branches[0].output.reshape(-1)

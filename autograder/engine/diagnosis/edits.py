@@ -1,40 +1,22 @@
 """Single-step mistakes: every one-step change to the Pre-LN script (`script`).
 
-The script is the lesson's forward, one value per line. An `Edit` changes one thing in it: what one call or
-one addition receives, a call removed, repeated or scaled, a normalization inserted on an edge, the halves
-swapped, a dropout moved or given another p, a LayerNorm that is a near miss. Each edit knows the step of
-the lesson it breaks and says what it changed in the lesson's words. The diagnosis (`diagnosis`) uses edits
-as hypotheses: it names a cause only when replaying Pre-LN with that one edit reproduces the student's own
-values. The test corpus uses the same list to generate every single-step mutant of Pre-LN.
+The script is the lesson's forward, one value per line. An `Edit` (`script`) changes one thing in it: what one
+call or one addition receives, a call removed, repeated or scaled, a normalization inserted on an edge, the halves
+swapped, a dropout moved or given another p, a LayerNorm that is a near miss (the edits of the block's structure
+are made in `structure`). Each edit knows the step of the lesson it breaks and says what it changed in the
+lesson's words. The diagnosis (`diagnosis`) uses edits as hypotheses: it names a cause only when replaying Pre-LN
+with that one edit reproduces the student's own values. The test corpus uses the same list to generate every
+single-step mutant of Pre-LN.
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from autograder.engine.reading.program import ALWAYS, Program, Variant
-from .script import COMPONENT, NAMES, PRE_LN, Line, compile_script
-
-
-@dataclass(frozen=True)
-class Edit:
-    """One change to the Pre-LN script; `step` is the lesson's step it breaks, `text` what it changed. `local`,
-    when given, says only what the change does where it first shows (its other consequences unsaid): the
-    diagnosis uses it when the change explains a run only that far."""
-
-    kind: str
-    step: int
-    text: str
-    lines: tuple
-    local: str = ""
-
-    @property
-    def first_sign(self) -> str:
-        return self.local or self.text
-
-    def program(self, drop_p: float) -> Program:
-        return compile_script(self.lines, drop_p, self.kind)
+from autograder.engine.reading.program import ALWAYS, Variant
+from . import structure
+from .script import COMPONENT, NAMES, PRE_LN, Edit, Line, on_value
 
 
 # --- the steps of edges ----------------------------------------------------------------------------------
@@ -206,25 +188,6 @@ def _call_edits(variants: tuple, drop_ps: tuple):
             yield Edit("rename", step, f"{COMPONENT[other]} ran where Pre-LN runs {what}", _with(PRE_LN, line.target, name=other))
 
 
-def _on_value(lines: tuple, value: str, line: Line) -> tuple:
-    """`line` (a call on `value`) inserted right after `value`, every later use of `value` taking its output."""
-    out = []
-    for current in lines:
-        if out and out[-1].target == value:
-            out.append(line)
-        if (
-            current.target != line.target
-            and any(v == value for v, _ in current.terms)
-            and value != "x"
-            and any(o.target == line.target for o in out)
-        ):
-            current = replace(current, terms=tuple((line.target if v == value else v, c) for v, c in current.terms))
-        out.append(current)
-    if out[-1].target == value:
-        out.append(line)
-    return tuple(out)
-
-
 def _moved(drop: Line, half: str):
     """The dropout taken off its branch output and put on another edge, or on a whole sum."""
     base = tuple(Line(line.target, "sum", line.terms) if line.target == drop.target else line for line in PRE_LN)
@@ -235,7 +198,7 @@ def _moved(drop: Line, half: str):
             "move_drop",
             4 if drop.target == "d1" else (6 if value == "h" else 9),
             f"the dropout that belongs on {half} was applied to the {which} sum, shortcut included",
-            _on_value(base, value, moved),
+            on_value(base, value, moved),
             f"a dropout was applied to the {which} sum, shortcut included",
         )
     for line in PRE_LN:
@@ -260,82 +223,12 @@ def _scaled_sums(factors: tuple):
     for value, step, what in (("h", 5, "the first sum (the first half's result h)"), ("y", 10, "the second sum")):
         for factor in factors:
             scaled = Line(f"{value}_scaled", "sum", ((value, factor),))
-            yield Edit("scale_sum", step, f"{what} was scaled by {factor:.6g}", _on_value(PRE_LN, value, scaled))
-
-
-def _structural():
-    norm_h = Line("hn", "call", (("h", 1.0),), "norm1")
-    yield Edit(
-        "norm_on_path",
-        6,
-        "a LayerNorm (norm1) was applied to the first half's sum, and the second half "
-        "started from its output: a LayerNorm sits on the shortcut path",
-        _on_value(PRE_LN, "h", norm_h),
-        "a LayerNorm (norm1) was applied to the first half's sum, and norm2 received its output",
-    )
-    for norm in ("norm1", "norm2", "layer_norm"):
-        out = Line("yn", "call", (("y", 1.0),), norm)
-        yield Edit("norm_output", 10, f"{COMPONENT[norm]} was applied to the second sum before it was returned", PRE_LN + (out,))
-    swapped = (
-        Line("n2", "call", (("x", 1.0),), "norm2"),
-        Line("f", "call", (("n2", 1.0),), "ff"),
-        Line("d2", "call", (("f", 1.0),), "drop"),
-        Line("h", "sum", (("x", 1.0), ("d2", 1.0))),
-        Line("n1", "call", (("h", 1.0),), "norm1"),
-        Line("a", "call", (("n1", 1.0),), "att"),
-        Line("d1", "call", (("a", 1.0),), "drop"),
-        Line("y", "sum", (("h", 1.0), ("d1", 1.0))),
-    )
-    yield Edit(
-        "swap",
-        2,
-        "the two halves ran in the opposite order: the feed-forward half (norm2, ff) first, then the attention half (norm1, att)",
-        swapped,
-        "the feed-forward half (norm2, ff) ran first, on the block input x",
-    )
-    for norm, branch, add, step in (("norm1", "a", "h", 2), ("norm2", "f", "y", 7)):
-        yield Edit(
-            "move_norm",
-            step,
-            f"{norm} was moved from {COMPONENT[branch_of(branch)]}'s input to after the "
-            f"{'first' if add == 'h' else 'second'} addition: that half is arranged Post-LN",
-            _post_ln_half(norm, add),
-            f"{COMPONENT[branch_of(branch)]} received the value its half started from, without {norm}",
-        )
-
-
-def branch_of(key: str) -> str:
-    return {"a": "att", "f": "ff"}[key]
-
-
-def _post_ln_half(norm: str, add: str) -> tuple:
-    """One half arranged Post-LN: its branch reads the half's input directly, its LayerNorm follows the addition."""
-    source = "n1" if norm == "norm1" else "n2"
-    lines = tuple(Line(line.target, "sum", line.terms) if line.target == source else line for line in PRE_LN)
-    return _on_value(lines, add, Line(f"{add}_{norm}", "call", ((add, 1.0),), norm))
-
-
-def arrangements(drop_p: float) -> list:
-    """Whole wrong arrangements the lesson names, as hypotheses for the diagnosis (not single-step edits)."""
-    post = _on_value(_post_ln_half("norm1", "h"), "y", Line("y_norm2", "call", (("y", 1.0),), "norm2"))
-    post = tuple(Line(line.target, "sum", line.terms) if line.target == "n2" else line for line in post)
-    none = tuple(replace(line, terms=line.terms[1:]) if line.target in ("h", "y") else line for line in PRE_LN)
-    return [
-        Edit(
-            "arrangement",
-            2,
-            "the block is arranged Post-LN: attention and the feed-forward network receive "
-            "the values their halves start from, without normalization, and each LayerNorm "
-            "follows its addition",
-            post,
-        ),
-        Edit("arrangement", 5, "neither shortcut is added back: each half returns its branch alone", none),
-    ]
+            yield Edit("scale_sum", step, f"{what} was scaled by {factor:.6g}", on_value(PRE_LN, value, scaled))
 
 
 def single_edits(*, factors: tuple = (0.5, 2.0), variants: tuple = (), drop_ps: tuple = ()) -> list:
     """Every single-step change to Pre-LN, with the parameters given (coefficients, near-miss LayerNorms, p)."""
-    return list(itertools.chain(_structural(), _scaled_sums(factors), _call_edits(variants, drop_ps), _term_edits(factors)))
+    return list(itertools.chain(structure.edits(), _scaled_sums(factors), _call_edits(variants, drop_ps), _term_edits(factors)))
 
 
 def describe_variant(variant: Variant, reference_eps: float) -> str:

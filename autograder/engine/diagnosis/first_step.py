@@ -23,7 +23,7 @@ from autograder.engine.facts import Received, Said, Sum, Unknown
 from autograder.engine.reading.dataflow import Flow
 from autograder.engine.reading.program import ALWAYS, Program, canonical, in_mode, live, run, signature
 from autograder.engine.steps import step_text
-from . import edits
+from . import edits, structure
 from .boundaries import Walk
 from .script import PRE_LN, compile_script
 
@@ -177,7 +177,7 @@ def _candidates(drop_p: float, factors: tuple, variants: tuple, drop_ps: tuple, 
     """Every edit (and named arrangement) with its programs' calls in each mode; the same for every student whose
     programs show the same parameters, so computed once for a class."""
     found = []
-    for edit in edits.single_edits(factors=factors, variants=variants, drop_ps=drop_ps) + edits.arrangements(drop_p):
+    for edit in edits.single_edits(factors=factors, variants=variants, drop_ps=drop_ps) + structure.arrangements(drop_p):
         program = edit.program(drop_p)
         found.append((edit, {m: _ops(canonical(live(in_mode(program, m)))) for m in modes}))
     return tuple(found)

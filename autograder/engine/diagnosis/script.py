@@ -1,11 +1,12 @@
 """The Pre-LN forward as a script: the lesson's ten steps, one value per line, and the program a script computes.
 
-`edits` changes one line of it at a time; the test corpus renders scripts as forwards.
+An `Edit` is one change to the script, made by `edits` (one line at a time) and `structure` (the block's
+structure); `on_value` puts a call on a value wherever it is used. The test corpus renders scripts as forwards.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from autograder.engine.reading.program import TRAIN, Op, Program, Variant
 
@@ -80,3 +81,42 @@ def compile_script(lines: tuple, drop_p: float, name: str = "") -> Program:
         ops.append(Op(line.name, total, line.target, line.variant, scale, line.when))
         env[line.target] = {line.target: 1.0}
     return Program(ops, env[lines[-1].target], name)
+
+
+def on_value(lines: tuple, value: str, line: Line) -> tuple:
+    """`line` (a call on `value`) inserted right after `value`, every later use of `value` taking its output."""
+    out = []
+    for current in lines:
+        if out and out[-1].target == value:
+            out.append(line)
+        if (
+            current.target != line.target
+            and any(v == value for v, _ in current.terms)
+            and value != "x"
+            and any(o.target == line.target for o in out)
+        ):
+            current = replace(current, terms=tuple((line.target if v == value else v, c) for v, c in current.terms))
+        out.append(current)
+    if out[-1].target == value:
+        out.append(line)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One change to the Pre-LN script; `step` is the lesson's step it breaks, `text` what it changed. `local`,
+    when given, says only what the change does where it first shows (its other consequences unsaid): the
+    diagnosis uses it when the change explains a run only that far."""
+
+    kind: str
+    step: int
+    text: str
+    lines: tuple
+    local: str = ""
+
+    @property
+    def first_sign(self) -> str:
+        return self.local or self.text
+
+    def program(self, drop_p: float) -> Program:
+        return compile_script(self.lines, drop_p, self.kind)

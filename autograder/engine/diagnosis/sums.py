@@ -1,5 +1,6 @@
 """The second half of the walk and the sums (`Sums`): what norm2 and the feed-forward network received, each
-sum's shortcut and branch, and what the block returned."""
+sum's shortcut and branch, and what the block returned; and how a value moved when the grader changed a
+component's output (`grader_change`)."""
 
 from __future__ import annotations
 
@@ -156,7 +157,7 @@ class Sums(Dropouts):
         if step is not None:
             facts.extend(told)
             return step
-        change = self._change(half, "out" if call is None else call)
+        change = grader_change(self, half, "out" if call is None else call)
         if change is None:
             return None
         facts.append(change)
@@ -164,28 +165,6 @@ class Sums(Dropouts):
         # branch was changed on its way in, or the sum after it was made, or both it and the shortcut: the values
         # cannot tell which, and no step is named.
         return rule["replaced"] if change.exactly else None
-
-    def _change(self, component: str, where) -> Changes | None:
-        """Did the value at `where` (a call's input, or "out": what the block returned) change by exactly the change
-        the grader made to `component`'s output, in the eval run with that output changed?"""
-        response = self.responses.get(component)
-        if response is None or self.mode != "eval":
-            return None
-        before = [c for c in self.calls if c.name == component]
-        after = [c for c in response["calls"] if c["name"] == component]
-        if len(before) != len(after) or not before or any(tuple(b.output.shape) != tuple(self.shape) for b in before):
-            return None
-        delta = sum(np.asarray(a["output"], dtype=np.float64).reshape(-1) - b.output.reshape(-1) for a, b in zip(after, before))
-        if where == "out":
-            moved = np.asarray(response["y"], dtype=np.float64).reshape(-1) - self.y
-        else:
-            twin = [c for c in response["calls"] if c["name"] == where.name]
-            if len(twin) < where.number or tuple(np.shape(twin[where.number - 1]["input"])) != tuple(self.shape):
-                return None
-            moved = np.asarray(twin[where.number - 1]["input"], dtype=np.float64).reshape(-1) - where.input.reshape(-1)
-        if not np.any(delta):
-            return None
-        return Changes(self.mode, component, None if where == "out" else where.name, close(moved, delta, self.tol))
 
     def _feed_forward(self, ff: Seen, h: np.ndarray, n2: np.ndarray, norm2: Seen) -> Found:
         """The feed-forward network did not receive norm2(h): step 7 when h was not normalized by norm2 (left as it
@@ -265,3 +244,26 @@ def second_shortcut(walk) -> np.ndarray | None:
             return None
         branch = drop.output.reshape(-1)
     return walk.y - branch
+
+
+def grader_change(walk, component: str, where) -> Changes | None:
+    """Did the value at `where` (a call's input, or "out": what the block returned) change by exactly the change
+    the grader made to `component`'s output, in the eval run with that output changed?"""
+    response = walk.responses.get(component)
+    if response is None or walk.mode != "eval":
+        return None
+    before = [c for c in walk.calls if c.name == component]
+    after = [c for c in response["calls"] if c["name"] == component]
+    if len(before) != len(after) or not before or any(tuple(b.output.shape) != tuple(walk.shape) for b in before):
+        return None
+    delta = sum(np.asarray(a["output"], dtype=np.float64).reshape(-1) - b.output.reshape(-1) for a, b in zip(after, before))
+    if where == "out":
+        moved = np.asarray(response["y"], dtype=np.float64).reshape(-1) - walk.y
+    else:
+        twin = [c for c in response["calls"] if c["name"] == where.name]
+        if len(twin) < where.number or tuple(np.shape(twin[where.number - 1]["input"])) != tuple(walk.shape):
+            return None
+        moved = np.asarray(twin[where.number - 1]["input"], dtype=np.float64).reshape(-1) - where.input.reshape(-1)
+    if not np.any(delta):
+        return None
+    return Changes(walk.mode, component, None if where == "out" else where.name, close(moved, delta, walk.tol))

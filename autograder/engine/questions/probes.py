@@ -7,6 +7,8 @@ believed on its own.
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import torch
 
 from . import chains as chains_
@@ -52,13 +54,7 @@ class Probing:
         """The input of a later question (see FRESH): like x, of its own shape, from its own seed."""
         cfg = self.plan.cfg
         tokens, emb = cfg["context_length"], cfg["emb_dim"]
-        shape = {
-            "repeat": (BATCH, tokens, emb),
-            "small": (1, tokens - 3, emb),
-            "batch": (BIG_BATCH, tokens, emb),
-            "double": (BATCH, tokens, emb),
-            "other": (BATCH, tokens, emb),
-        }[which]
+        shape = {"small": (1, tokens - 3, emb), "batch": (BIG_BATCH, tokens, emb)}.get(which, (BATCH, tokens, emb))
         return 1.5 * self.randn(shape, self.plan.fresh[FRESH.index(which)], dtype) + 0.3
 
     def call(self, block, x, rng: int | None = None):
@@ -105,19 +101,7 @@ def _recorded_run(
     recorder.block_input = given = leaf.clone()  # a copy: writing into its input must not alter the leaf
     with recorder.mode():
         y = p.call(block, given)
-    calls = [
-        {
-            "name": c.name,
-            "kind": c.kind,
-            "input": c.input,
-            "output": c.output,
-            "training": c.training,
-            "via": c.via,
-            "where": c.where,
-            "no_grad": c.no_grad,
-        }
-        for c in recorder.calls
-    ]
+    calls = [{field.name: getattr(c, field.name) for field in fields(c)} for c in recorder.calls]  # each `Call` as data
     counts = dict(recorder.counts)
     result = {"y": y.detach(), "calls": calls, "notes": list(p.notes), "counts": counts, "layers": recorder.layers}
     if not gradients:
@@ -197,9 +181,8 @@ def deep_profile(make_block, kit: dict, plan: Plan) -> list[float]:
     modules, and the grader can rebuild the very same stack around its own reading of the student's forward."""
     cfg = plan.cfg
     drawn = _drawn_stack(kit, tuple(sorted(cfg.items())), plan.profile_seed, plan.device)
-    stack = torch.nn.Sequential(*[make_block({name: source[name] for name in PART_NAMES}).eval() for source in drawn]).to(
-        plan.device
-    )
+    blocks = [make_block({name: source[name] for name in PART_NAMES}).eval() for source in drawn]
+    stack = torch.nn.Sequential(*blocks).to(plan.device)
     generator = torch.Generator().manual_seed(plan.profile_seed)
     x = torch.randn(BATCH, cfg["context_length"], cfg["emb_dim"], generator=generator).to(plan.device)
     tensor_out(stack[0](x.clone()), x)
@@ -214,14 +197,11 @@ def _drawn_stack(kit: dict, cfg: tuple, seed: int, device: str):
     if key not in _STACKS:
         if len(_STACKS) >= 4:
             _STACKS.clear()
-        _STACKS[key] = (
-            kit,
-            kit["make_stack"](
-                lambda: torch.nn.ModuleDict(make_parts(kit, dict(cfg), 0, random_norms=False, draw=False)),
-                PROFILE_DEPTH,
-                seed=seed,
-            ),
-        )
+
+        def bare_parts():
+            return torch.nn.ModuleDict(make_parts(kit, dict(cfg), 0, random_norms=False, draw=False))
+
+        _STACKS[key] = (kit, kit["make_stack"](bare_parts, PROFILE_DEPTH, seed=seed))
     return _STACKS[key][1]
 
 

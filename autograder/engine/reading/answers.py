@@ -1,32 +1,25 @@
 """The child's answers, read strictly: every probe's answer must have exactly the form the plan asks for.
 
 Everything the sandbox sends is untrusted. `read_answer` walks only the fields a probe's answer may have,
-with the types, shapes and sizes the plan fixes; it never recurses into whatever else was sent. Anything
-else (a missing field, an extra call, a tensor of the wrong shape, a list too long) makes that probe's
-answer a protocol error: 0 for what depends on it, with a message, and never an exception in the parent.
+with the types, shapes and sizes the plan fixes (each piece read by `strict`); it never recurses into whatever
+else was sent. Anything else (a missing field, an extra call, a tensor of the wrong shape, a list too long)
+makes that probe's answer a protocol error: 0 for what depends on it, with a message, and never an exception in
+the parent.
 """
 
 from __future__ import annotations
 
-import base64
 import math
 from dataclasses import dataclass
-
-import numpy as np
 
 from autograder.engine.questions.plan import BATCH, BIG_BATCH, MOVED_RUNS, PROFILE_DEPTH, RESPONDING, Plan
 from autograder.engine.questions.probes import PROBES
 from autograder.engine.questions.recording import DEVICE_MOVES, MAX_CALLS, MAX_EVENTS, MAX_LAYER_CALLS, RESPONSE_CALLS
+from .strict import Malformed, _dict, _field, _number, _optional_tensor, _short_list, _text, error_info, tensor
 
 CALL_NAMES = {"norm1", "norm2", "att", "ff", "drop_shortcut", "dropout", "layer_norm"}
 LAYERED = {"norm1", "norm2", "att", "ff", "drop_shortcut"}  # components with layers of their own
 EVENT_OPS = {"detach", ".data", "inplace", "factory", *DEVICE_MOVES}
-_DTYPES = {"float32": np.float32, "float64": np.float64}
-_TEXT = 500
-
-
-class Malformed(Exception):
-    """One answer broke the protocol; the message says where."""
 
 
 @dataclass(frozen=True)
@@ -58,71 +51,6 @@ class Expect:
     @property
     def numel(self) -> int:
         return math.prod(self.x)
-
-
-def _field(value: dict, key: str, where: str):
-    if key not in value:
-        raise Malformed(f"{where}.{key} is missing")
-    return value[key]
-
-
-def _dict(value, where: str, allowed: set) -> dict:
-    if not isinstance(value, dict):
-        raise Malformed(f"{where} is not an object")
-    extra = set(value) - allowed
-    if extra:
-        raise Malformed(f"{where} has unexpected fields ({', '.join(sorted(map(str, extra))[:3])})")
-    return value
-
-
-def _text(value, where: str, optional: bool = True) -> str | None:
-    if value is None and optional:
-        return None
-    if not isinstance(value, str):
-        raise Malformed(f"{where} is not text")
-    return value[:_TEXT]
-
-
-def tensor(value, where: str, shape: tuple | None = None, max_numel: int | None = None) -> np.ndarray:
-    """An encoded tensor: dtype, shape and raw bytes that agree, within the size the plan allows."""
-    payload = _dict(value, where, {"__tensor__", "dtype", "shape", "data"})
-    if payload.get("__tensor__") is not True or payload.get("dtype") not in ("float32", "float64"):
-        raise Malformed(f"{where} is not a float tensor")
-    dims = payload.get("shape")
-    if not isinstance(dims, list) or len(dims) > 6 or not all(type(n) is int and 0 <= n <= 1 << 20 for n in dims):
-        raise Malformed(f"{where} has a bad shape")
-    if shape is not None and tuple(dims) != tuple(shape):
-        raise Malformed(f"{where} has shape {tuple(dims)}, not {tuple(shape)}")
-    if max_numel is not None and math.prod(dims) > max_numel:
-        raise Malformed(f"{where} has {math.prod(dims)} elements, more than {max_numel}")
-    data = payload.get("data")
-    dtype = np.dtype(_DTYPES[payload["dtype"]])
-    if not isinstance(data, str) or len(data) > 4 * (math.prod(dims) * dtype.itemsize + 3) // 3 + 4:
-        raise Malformed(f"{where} has data that does not match its shape")
-    try:
-        raw = base64.b64decode(data, validate=True)
-    except ValueError:
-        raise Malformed(f"{where} has data that is not base64") from None
-    if len(raw) != math.prod(dims) * dtype.itemsize:
-        raise Malformed(f"{where} has data that does not match its shape")
-    return np.frombuffer(raw, dtype=dtype).reshape(dims).astype(np.float64)
-
-
-def _optional_tensor(value, where: str, shape: tuple) -> np.ndarray | None:
-    return None if value is None else tensor(value, where, shape)
-
-
-def error_info(value, where: str = "error") -> dict:
-    info = _dict(value, where, {"type", "message", "where"})
-    return {key: _text(info.get(key), f"{where}.{key}") or "" for key in ("type", "message")} | {
-        "where": _text(info.get("where"), f"{where}.where")
-    }
-
-
-def _number(value, where: str) -> float:
-    if type(value) is bool or not isinstance(value, (int, float)):
-        raise Malformed(f"{where} is not a number")
-    return float(value)
 
 
 def _calls(value, expect: Expect, most: int = MAX_CALLS) -> list[dict]:
@@ -242,12 +170,6 @@ def _counts(value, where: str) -> dict:
     if not all(type(n) is int and 0 <= n <= 1 << 20 for n in counts.values()):
         raise Malformed(f"{where} holds something other than counts")
     return dict(counts)
-
-
-def _short_list(value, where: str, limit: int) -> list:
-    if not isinstance(value, list) or len(value) > limit:
-        raise Malformed(f"{where} is not a list of at most {limit} entries")
-    return value
 
 
 def _attempt(value, where: str, read) -> dict:

@@ -73,6 +73,17 @@ def server_groups(tag: str) -> dict[str, str]:
     return groups
 
 
+def join_groups(folders: list[str]) -> None:
+    """In the server's process, before it runs: into the groups its children's job groups will live in (those of
+    `server_groups`)."""
+    for folder in folders:
+        try:
+            with open(os.path.join(folder, "cgroup.procs"), "w") as procs:
+                procs.write(str(os.getpid()))
+        except OSError:
+            pass
+
+
 def _write(path: Path, value: str) -> bool:
     try:
         path.write_text(value)

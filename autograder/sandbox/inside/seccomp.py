@@ -1,4 +1,4 @@
-"""The child's seccomp filter: an allowlist (`syscalls.ALLOWED`), everything else refused, in every layer.
+"""The child's seccomp filter: an allowlist (`allowlist.ALLOWED`), everything else refused, in every layer.
 
 The program, classic BPF, made once by the server and loaded by every child before any student code runs:
 
@@ -24,7 +24,7 @@ import platform
 import struct
 import sys
 
-from . import syscalls
+from . import allowlist, syscalls
 
 _libc = ctypes.CDLL(None, use_errno=True)
 LOAD, AND, JEQ, JGT, JGE, JSET, RET = 0x20, 0x54, 0x15, 0x25, 0x35, 0x45, 0x06
@@ -124,7 +124,7 @@ def _checks(name: str, grants, device: str) -> list[bytes] | None:
 
 def allowed_names(grants=(), device: str = "cpu") -> list[str]:
     """The calls allowed without argument checks, in the order the program tests them."""
-    names = [name for group in syscalls.ALLOWED.values() for name in group]
+    names = [name for group in allowlist.ALLOWED.values() for name in group]
     names += [name for grant in sorted(grants) if grant != "sockets" for name in syscalls.GRANTS[grant]]
     return names + (list(GPU_ONLY) + ["ioctl"] if device == "cuda" else [])
 

@@ -41,12 +41,14 @@ import threading
 from dataclasses import asdict, dataclass
 
 from autograder.course import kit
-from autograder.sandbox.kinds import UNSAFE, describe  # noqa: F401  (UNSAFE: named here for the grader)
+from autograder.sandbox.isolation import UNSAFE, describe  # noqa: F401  (UNSAFE: named here for the grader)
 from autograder.sandbox.inside import cleanup, jobs
 from autograder.sandbox.inside.processes import kill_user
 from autograder.sandbox.inside.protocol import MAX_ANSWER_BYTES, control_pair, hand_over, receive_within, send_message
 from . import bubblewrap, containment, hostperms
 
+# the server's whole environment, with PATH, PYTHONPATH and PASSED_ENV
+SERVER_ENV = {"LANG": "C.UTF-8", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 # what CUDA needs from the grader's environment to find the driver and the right GPU
 PASSED_ENV = ("LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "CUDA_MODULE_LOADING")
 # Root runs each job as a user of its own: a block of JOB_UIDS uids per server, from this base plus the
@@ -163,15 +165,8 @@ class SandboxServer:
         command = [sys.executable, "-m", "autograder.sandbox.inside.server"]
         if self.use_bubblewrap:
             command = bubblewrap.command(self.limits.tmp_mb, self.groups) + command
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "LANG": "C.UTF-8",
-            "MPLBACKEND": "Agg",
-            "OMP_NUM_THREADS": "1",
-            "PYTHONPATH": str(kit.ROOT),
-            "PYTHONDONTWRITEBYTECODE": "1",
-            **{name: os.environ[name] for name in PASSED_ENV if name in os.environ},
-        }
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(kit.ROOT), **SERVER_ENV}
+        env |= {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
         groups = list(self.groups.values())
         self.control, theirs = control_pair()
         try:
@@ -183,7 +178,7 @@ class SandboxServer:
                 env=env,
                 cwd="/",
                 start_new_session=True,
-                preexec_fn=(lambda: _join(groups)) if groups else None,
+                preexec_fn=(lambda: jobs.join_groups(groups)) if groups else None,
             )
         finally:
             theirs.close()
@@ -195,11 +190,8 @@ class SandboxServer:
             self.spawn()
         self.private = containment.private_folders(self.assignment, self.extra_private)
         keep = [*self.keep, *map(str, containment.child_code())]
-        view = (
-            {"tmp_mb": self.limits.tmp_mb, "network": not self.use_bubblewrap}
-            if self.use_bubblewrap or (self.root and self.namespaces != "off")
-            else None
-        )
+        own_root = self.use_bubblewrap or (self.root and self.namespaces != "off")
+        view = {"tmp_mb": self.limits.tmp_mb, "network": not self.use_bubblewrap} if own_root else None
         if view is None and self.scratch is None:  # the jobs' folders on the host: all removed at `close`
             self.scratch = tempfile.mkdtemp(prefix=f"layernorm-kit-{os.getpid()}-")
             os.chmod(self.scratch, 0o711)
@@ -221,7 +213,7 @@ class SandboxServer:
         )
 
     def wait_until_ready(self) -> None:
-        ready = self._control_reply(timeout=300)
+        ready = receive_within(self.control, 300)
         if not (isinstance(ready, dict) and ready.get("ready")):
             self.close()
             raise RuntimeError("the sandbox server did not start")
@@ -234,9 +226,6 @@ class SandboxServer:
                     "for as long as grading runs",
                     file=sys.stderr,
                 )
-
-    def _control_reply(self, timeout: float):
-        return receive_within(self.control, timeout)
 
     def grade(self, cells: list, plan: dict, probes: list) -> dict:
         """Observations of the student's cells under `plan`; never raises for anything the student did. A
@@ -259,15 +248,8 @@ class SandboxServer:
                 self.start()
                 if spawned:  # a job that started and then lost its worker is not run twice
                     break
-            return {
-                "observations": {},
-                "loaded": None,
-                "runs": ["worker lost"],
-                "output": "",
-                "seconds": 0.0,
-                "grader_error": "the grading worker stopped responding",
-                "cleanup": problems,
-            }
+            lost = {"observations": {}, "loaded": None, "runs": ["worker lost"], "output": "", "seconds": 0.0}
+            return lost | {"grader_error": "the grading worker stopped responding", "cleanup": problems}
 
     def _run_job(self, number: int, uid: int | None, job: dict) -> tuple[bool, object]:
         return hand_over(self.control, {"job": number, "uid": uid}, job, self.limits.wall_s + 60, REPLY_LIMIT)
@@ -310,13 +292,3 @@ class SandboxServer:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def _join(folders: list[str]) -> None:
-    """In the server's process, before it runs: into the groups its children's job groups will live in."""
-    for folder in folders:
-        try:
-            with open(os.path.join(folder, "cgroup.procs"), "w") as procs:
-                procs.write(str(os.getpid()))
-        except OSError:
-            pass

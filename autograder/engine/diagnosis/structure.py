@@ -1,0 +1,81 @@
+"""Edits of the block's structure: a LayerNorm put on the shortcut path or on the output, the halves swapped, a
+LayerNorm moved after its addition (one half arranged Post-LN); and the whole wrong arrangements the lesson names
+(Post-LN, no shortcuts), hypotheses for the diagnosis that are not single-step edits (`arrangements`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .script import COMPONENT, PRE_LN, Edit, Line, on_value
+
+
+def edits():
+    """The single-step edits of the block's structure (among `edits.single_edits`)."""
+    norm_h = Line("hn", "call", (("h", 1.0),), "norm1")
+    yield Edit(
+        "norm_on_path",
+        6,
+        "a LayerNorm (norm1) was applied to the first half's sum, and the second half "
+        "started from its output: a LayerNorm sits on the shortcut path",
+        on_value(PRE_LN, "h", norm_h),
+        "a LayerNorm (norm1) was applied to the first half's sum, and norm2 received its output",
+    )
+    for norm in ("norm1", "norm2", "layer_norm"):
+        out = Line("yn", "call", (("y", 1.0),), norm)
+        yield Edit("norm_output", 10, f"{COMPONENT[norm]} was applied to the second sum before it was returned", PRE_LN + (out,))
+    swapped = (
+        Line("n2", "call", (("x", 1.0),), "norm2"),
+        Line("f", "call", (("n2", 1.0),), "ff"),
+        Line("d2", "call", (("f", 1.0),), "drop"),
+        Line("h", "sum", (("x", 1.0), ("d2", 1.0))),
+        Line("n1", "call", (("h", 1.0),), "norm1"),
+        Line("a", "call", (("n1", 1.0),), "att"),
+        Line("d1", "call", (("a", 1.0),), "drop"),
+        Line("y", "sum", (("h", 1.0), ("d1", 1.0))),
+    )
+    yield Edit(
+        "swap",
+        2,
+        "the two halves ran in the opposite order: the feed-forward half (norm2, ff) first, then the attention half (norm1, att)",
+        swapped,
+        "the feed-forward half (norm2, ff) ran first, on the block input x",
+    )
+    for norm, branch, add, step in (("norm1", "a", "h", 2), ("norm2", "f", "y", 7)):
+        yield Edit(
+            "move_norm",
+            step,
+            f"{norm} was moved from {COMPONENT[branch_of(branch)]}'s input to after the "
+            f"{'first' if add == 'h' else 'second'} addition: that half is arranged Post-LN",
+            post_ln_half(norm, add),
+            f"{COMPONENT[branch_of(branch)]} received the value its half started from, without {norm}",
+        )
+
+
+def branch_of(key: str) -> str:
+    return {"a": "att", "f": "ff"}[key]
+
+
+def post_ln_half(norm: str, add: str) -> tuple:
+    """One half arranged Post-LN: its branch reads the half's input directly, its LayerNorm follows the addition."""
+    source = "n1" if norm == "norm1" else "n2"
+    lines = tuple(Line(line.target, "sum", line.terms) if line.target == source else line for line in PRE_LN)
+    return on_value(lines, add, Line(f"{add}_{norm}", "call", ((add, 1.0),), norm))
+
+
+def arrangements(drop_p: float) -> list:
+    """Whole wrong arrangements the lesson names, as hypotheses for the diagnosis (not single-step edits)."""
+    post = on_value(post_ln_half("norm1", "h"), "y", Line("y_norm2", "call", (("y", 1.0),), "norm2"))
+    post = tuple(Line(line.target, "sum", line.terms) if line.target == "n2" else line for line in post)
+    none = tuple(replace(line, terms=line.terms[1:]) if line.target in ("h", "y") else line for line in PRE_LN)
+    return [
+        Edit(
+            "arrangement",
+            2,
+            "the block is arranged Post-LN: attention and the feed-forward network receive "
+            "the values their halves start from, without normalization, and each LayerNorm "
+            "follows its addition",
+            post,
+        ),
+        Edit("arrangement", 5, "neither shortcut is added back: each half returns its branch alone", none),
+    ]
