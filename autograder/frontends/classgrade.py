@@ -108,9 +108,8 @@ def discover(root: Path, assignment: kit.Assignment = kit.KIT) -> list[Submissio
 def _is_fresh(results: Path, submission: Submission, assignment: kit.Assignment) -> bool:
     """Graded after the submission was last changed, against the source as it is now (its points, say)."""
     try:
-        fresh = (
-            results.is_file() and submission.path is not None and results.stat().st_mtime >= os.lstat(submission.path).st_mtime
-        )
+        graded = results.is_file() and submission.path is not None
+        fresh = graded and results.stat().st_mtime >= os.lstat(submission.path).st_mtime
         return fresh and json.loads(results.read_text()).get("extra_data", {}).get("source") == assignment.key
     except (OSError, ValueError):
         return False
@@ -251,10 +250,8 @@ def _grade_all(
         pool.wait_until_ready()
         with concurrent.futures.ThreadPoolExecutor(len(pool.servers)) as executor:
             futures = [executor.submit(grade_student, s, pool=pool, out=out, options=options, course=course) for s in todo]
-            bar = tqdm(
-                concurrent.futures.as_completed(futures), total=len(futures), unit="student", desc="grading", disable=not progress
-            )
-            for future in bar:
+            done = concurrent.futures.as_completed(futures)
+            for future in tqdm(done, total=len(futures), unit="student", desc="grading", disable=not progress):
                 future.result()
     finally:
         computing.join()  # torch must not be left running in a thread as the interpreter exits
