@@ -618,9 +618,8 @@ def _task2_test(name, checks, graded=False):
 
 
 def _named(test, name, checks):
-    """The test under its own name, with the checks it runs in `test.checks` and in its help text."""
-    test.__name__ = test.__qualname__ = name
-    test.__doc__ = "Runs the checks " + ", ".join(check.__name__ for check in checks) + "."
+    """The test, with the checks it runs in `test.checks` and in its help text."""
+    test.__doc__ = f"{name}: runs the checks " + ", ".join(check.__name__ for check in checks) + "."
     test.checks = checks
     return test
 
