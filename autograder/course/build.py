@@ -4,7 +4,9 @@
 * `solutions/` is the release with every solution cell of the notebook solved (same cells, same metadata, the
   same files beside it);
 * `lesson_text.txt`, beside the source notebook and released with it, is the lesson's Markdown above the training
-  experiment: the text the notebook's language model trains on.
+  experiment: the text the notebook's language model trains on;
+* the reference numbers in the source `visible_tests.py` are computed from the solution (`reference_numbers.py`)
+  before the file is released.
 
 nbgrader itself makes the release (`nbgrader generate_assignment`, with the kit's configuration), in a
 scratch copy of the course so the build never touches the instructor's gradebook.
@@ -23,6 +25,7 @@ import nbformat
 
 from . import kit
 from .notebook import read_cells
+from .reference_numbers import write_reference_numbers
 
 
 def solved(release: nbformat.NotebookNode, source: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -85,8 +88,9 @@ def build(template_dir: Path = kit.TEMPLATE_DIR, solutions_dir: Path = kit.SOLUT
     """Regenerate the release and solution views and, from them, the sample class."""
     from .sample_class import SAMPLE_DIR, build_sample_class
 
-    if template_dir == kit.TEMPLATE_DIR:  # the kit's own views: the source folder's copy of the text too
+    if template_dir == kit.TEMPLATE_DIR:  # the kit's own views: the source folder's text and numbers too
         (kit.SOURCE_NOTEBOOK.parent / LESSON_TEXT).write_text(lesson_text(), encoding="utf-8")
+        write_reference_numbers()
     with tempfile.TemporaryDirectory(prefix="kit-build-") as scratch:
         released = release(scratch=Path(scratch))
         files = {p.name: p.read_bytes() for p in sorted(released.iterdir()) if p.is_file()}

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.course import kit
+from autograder.course import kit, reference_numbers
 from autograder.course.notebook import cells_from_python
 from autograder.engine.checks import compounding
 from autograder.engine.questions.probes import ProbeFailure, float_list
@@ -247,6 +247,36 @@ def test_a_numpy_array_from_magnitude_by_formula_passes_locally_and_in_grading(g
 
 def test_the_visible_tests_and_the_grader_ask_the_same_exactness():
     assert released.EXACT == compounding.EXACT
+
+
+def test_the_reference_numbers_are_the_reference_solution_s_on_the_checks_examples():
+    """The four fingerprint lists are what the build's step computes now, with the grader's own reference block
+    too, and writing them leaves the source file as it is."""
+    from autograder.grading.reference import reference_namespace
+
+    source = reference_numbers.load_visible_tests()
+    numbers = reference_numbers.computed(source, *reference_numbers.reference_block())
+    in_the_file = {name: getattr(released, name) for name in reference_numbers.NAMES}
+    assert numbers == in_the_file, "the reference numbers are stale: run `python -m autograder build`"
+    ref = reference_namespace()
+    assert reference_numbers.computed(source, ref["TransformerBlock"], ref["GPT_CONFIG_TINY"]) == numbers
+    text = reference_numbers.VISIBLE_TESTS.read_text(encoding="utf-8")
+    assert reference_numbers.written(text, numbers) == text
+
+
+def test_the_build_s_step_rewrites_reference_numbers_that_were_changed(tmp_path):
+    text = reference_numbers.VISIBLE_TESTS.read_text(encoding="utf-8")
+
+    def other_digits(match: re.Match) -> str:  # every digit one up: other numbers, the same line widths
+        return match.group().translate(str.maketrans("0123456789", "1234567890"))
+
+    changed, count = re.subn(r"^\w+_NUMBERS = \[[^\]]*\]", other_digits, text, flags=re.MULTILINE)
+    assert count == len(reference_numbers.NAMES) and changed != text
+    copy = tmp_path / "visible_tests.py"
+    copy.write_text(changed, encoding="utf-8")
+    assert reference_numbers.write_reference_numbers(copy)
+    assert copy.read_text(encoding="utf-8") == text  # the numbers back, each comment where it was
+    assert not reference_numbers.write_reference_numbers(copy)
 
 
 def test_while_nbgrader_validates_the_graded_cells_run_every_visible_check(monkeypatch):
