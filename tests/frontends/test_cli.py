@@ -137,3 +137,29 @@ def test_the_interpreter_check_names_the_closed_folder():
         assert f"{closed / 'python'}: {closed} is closed to them" in line and own == "None"
     finally:
         shutil.rmtree(closed)
+
+
+def test_the_process_ends_with_the_commands_status_and_says_everything_first(tmp_path):
+    """`python -m autograder` skips the interpreter's teardown once a command is done (see autograder/__main__.py),
+    and still ends as a normal exit would: the status, a refusal's text and every line it printed."""
+    (tmp_path / "submitted").mkdir()
+    runs = {
+        "refused": [
+            "grade",
+            str(kit.SOLUTIONS_DIR / kit.KIT.notebook_name),
+            "--results",
+            str(tmp_path / "r.json"),
+            "--device",
+            "nope",
+        ],
+        "no course": ["grade-class", str(tmp_path / "submitted"), "--out", str(tmp_path / "out"), "--course", str(tmp_path)],
+        "help": ["--help"],
+    }
+    done = {
+        name: subprocess.run([sys.executable, "-m", "autograder", *argv], capture_output=True, text=True, timeout=300)
+        for name, argv in runs.items()
+    }
+    assert done["refused"].returncode == 2 and "--device" in done["refused"].stderr
+    assert done["no course"].returncode == 1, done["no course"].stderr
+    assert done["no course"].stderr.strip() == f"{tmp_path}: no assignment of the kit in its source folder"
+    assert done["help"].returncode == 0 and "grade-class" in done["help"].stdout
