@@ -239,7 +239,9 @@ def test_without_normalization_the_gradient_explodes_depending_on_the_gain(lesso
     every = factors(lesson, 1.0, "no normalization") + factors(lesson, 1.3, "no normalization")
     assert round(100 * float(np.mean(np.array(every) > 1))) == 99 and min(every) < 1
     assert round(float(np.median(growths(lesson, 1.0, "no normalization"))), 1) == 5.7
-    assert round(float(np.median(growths(lesson, 1.3, "no normalization"))), -2) == 5800
+    # "about": float32 sums differ in their last bits between processors (their vector code paths), and over 24
+    # blocks at gain 1.3 the explosion makes that a couple of per cent (5,708 on an AMD EPYC with AVX2)
+    assert abs(float(np.median(growths(lesson, 1.3, "no normalization"))) / 5800 - 1) < 0.03
     _no_normalization_explodes(lesson)
 
 
