@@ -29,7 +29,7 @@ from autograder.engine.results import SubmissionResult, points_text
 from autograder.engine.rubric import RUBRIC
 from autograder.frontends.gradescope.results import result_from_json, standing_from_json, write_results
 from autograder.grading.options import GradingOptions
-from autograder.grading.reference import reference_in_background
+from autograder.grading.reference import reference_meanwhile
 from autograder.grading.submission import grade_file, grader_failure, unreadable
 from autograder.sandbox.parent.containment import own_folder
 from autograder.sandbox.parent.pool import ServerPool
@@ -245,16 +245,13 @@ def _grade_all(
 ) -> None:
     """Every submission of `todo`, one worker per server of the pool."""
     pool.launch(options.assignment, private=(root, out, *options.private))  # the servers warm up on their own
-    computing = reference_in_background(options.seed, options.device, options.assignment)  # once, for every worker
-    try:  # to share; the first children answer meanwhile
+    with reference_meanwhile(options.seed, options.device, options.assignment):  # once, for every worker to share
         pool.wait_until_ready()
         with concurrent.futures.ThreadPoolExecutor(len(pool.servers)) as executor:
             futures = [executor.submit(grade_student, s, pool=pool, out=out, options=options, course=course) for s in todo]
             done = concurrent.futures.as_completed(futures)
             for future in tqdm(done, total=len(futures), unit="student", desc="grading", disable=not progress):
                 future.result()
-    finally:
-        computing.join()  # torch must not be left running in a thread as the interpreter exits
 
 
 def grade_student(

@@ -4,6 +4,7 @@ answers (with the named wrong arrangements') to a plan, read by the very reader 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import random
 import threading
@@ -86,10 +87,11 @@ def reference(seed: int, device: str, assignment: kit.Assignment) -> Reference:
         return _reference(seed, device, assignment)
 
 
-def reference_in_background(seed: int, device: str, assignment: kit.Assignment) -> threading.Thread:
-    """Start computing the reference's answers while this thread goes on (the sandbox's child answers meanwhile).
-    Whoever asks for them next waits for them; a failure here is not kept, so that asking again raises it there.
-    The caller joins the thread before it returns (torch left running in a thread at exit aborts the process)."""
+@contextlib.contextmanager
+def reference_meanwhile(seed: int, device: str, assignment: kit.Assignment):
+    """The reference's answers computed in a thread while the body runs (the sandbox's child answers meanwhile).
+    Whoever asks for them waits for them; a failure there is not kept, so that asking again raises it where it is
+    reported. The thread is joined when the body ends: torch left running in a thread at exit aborts the process."""
 
     def compute() -> None:
         try:
@@ -99,7 +101,10 @@ def reference_in_background(seed: int, device: str, assignment: kit.Assignment) 
 
     thread = threading.Thread(target=compute, name="reference")
     thread.start()
-    return thread
+    try:
+        yield
+    finally:
+        thread.join()
 
 
 @functools.lru_cache(maxsize=16)

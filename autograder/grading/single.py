@@ -25,15 +25,13 @@ def grade_one(submission: Path, *, options: GradingOptions) -> SubmissionResult:
     with ServerPool(limits=options.limits, unsafe=options.unsafe, isolation=options.isolation) as servers:
         servers.launch(options.assignment, private=(submission.resolve().parent, *options.private))
         options = options.resolved()
-        from .reference import reference_in_background
+        from .reference import reference_meanwhile
         from .submission import grade_file, grader_failure
 
-        computing = reference_in_background(options.seed, options.device, options.assignment)  # as the child answers
         try:
-            servers.wait_until_ready()
-            with servers.lend() as server:
-                return grade_file(submission, server, seed=options.seed, device=options.device)
+            with reference_meanwhile(options.seed, options.device, options.assignment):  # as the child answers
+                servers.wait_until_ready()
+                with servers.lend() as server:
+                    return grade_file(submission, server, seed=options.seed, device=options.device)
         except Exception as error:  # never a traceback for a submission: the grader's failure is a result
             return grader_failure(submission.name, error, options.seed, options.device, assignment=options.assignment)
-        finally:
-            computing.join()  # torch must not be left running in a thread as the interpreter exits

@@ -4,7 +4,9 @@ that does no work), never reject a correct block, and explain each failure by it
 
 import contextlib
 import io
+import os
 import re
+import subprocess
 import sys
 
 import numpy as np
@@ -84,8 +86,6 @@ def test_the_solution_passes_on_every_code_path_of_the_processor(capability, tmp
     """A laptop without AVX2 (an ARM Mac, say) takes torch's plain CPU code path, where float32 random draws and
     sums differ in their last bits: the fixed examples are drawn in float64, the same everywhere, so a correct
     block passes there too, float64 check included. Run in a process of its own, as torch picks its path once."""
-    import subprocess
-
     (tmp_path / "submission.py").write_text(submission())
     script = (
         "import sys; sys.path[:0] = sys.argv[1:3]\n"
@@ -101,7 +101,7 @@ def test_the_solution_passes_on_every_code_path_of_the_processor(capability, tmp
             str(kit.ROOT / "tests" / "course"),
             str(tmp_path / "submission.py"),
         ],
-        env={**__import__("os").environ, "ATEN_CPU_CAPABILITY": capability},
+        env={**os.environ, "ATEN_CPU_CAPABILITY": capability},
         capture_output=True,
         text=True,
         timeout=600,

@@ -126,11 +126,11 @@ def test_the_reference_is_computed_once_however_many_threads_ask(monkeypatch):
 
     cached = reference.functools.lru_cache(maxsize=16)(slow)
     monkeypatch.setattr(reference, "_reference", cached)
-    reference.reference_in_background(3, "cpu", None)
     seen = []
     askers = [threading.Thread(target=lambda: seen.append(reference.reference(3, "cpu", None))) for _ in range(4)]
-    for thread in askers:
-        thread.start()
-    for thread in askers:
-        thread.join()
+    with reference.reference_meanwhile(3, "cpu", None):
+        for thread in askers:
+            thread.start()
+        for thread in askers:
+            thread.join()
     assert calls == [3] and seen == [("answers", 3)] * 4
