@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from autograder.engine.diagnosis.boundaries import Walk
-from autograder.engine.diagnosis.values import express, locate, masked
+from autograder.engine.diagnosis.location import locate
+from autograder.engine.diagnosis.values import express, masked
 from autograder.engine.facts import KINDS, Dropout, Dropped, Ran, Received, Sum, Unknown
 from autograder.engine.replayed import Changes
 from autograder.engine.questions.parts import make_parts

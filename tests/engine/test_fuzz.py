@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from collections import Counter
 
 import pytest
@@ -136,15 +137,33 @@ def test_the_corpus(tmp_path):
     assert tally["located right"] >= LOCATED_RATE * tally["located"], dict(tally)
     assert tally["valued right"] >= VALUED_RATE * tally["valued"], dict(tally)
     if FORWARDS == 500:
-        from autograder.course import kit
+        _the_documented_counts_hold(tally)
 
-        text = " ".join(kit.documentation().split())
-        claim = (
-            f"none wrong at full marks, no false fact among the {tally['facts true']} it could evaluate "
-            f"({tally['facts unevaluated']} more it cannot), and the first step named right for "
-            f"{tally['valued right']} of the {tally['valued']} whose first change shows in values "
-            f"({tally['valued right'] / tally['valued']:.0%}), {tally['located right']} of the {tally['located']} "
-            f"whose first change sits at boundaries the grader records "
-            f"({tally['located right'] / tally['located']:.0%})"
+
+def _the_documented_counts_hold(tally: Counter) -> None:
+    """docs/development.md's sentence on the corpus: its zeros exactly, its counts to within 2 % (another processor's
+    float32 sums move a few facts and steps), its rates as they round here."""
+    from autograder.course import kit
+
+    text = " ".join(kit.documentation("development.md").split())
+    pattern = (
+        r"none wrong at full marks, no false fact among the (\d+) it could evaluate \((\d+) more it cannot\), and the "
+        r"first step named right for (\d+) of the (\d+) whose first change shows in values \((\d+)%\), (\d+) of the "
+        r"(\d+) whose first change sits at boundaries the grader records \((\d+)%\)"
+    )
+    found = re.search(pattern, text)
+    assert found, "docs/development.md no longer states the corpus's counts in the words this test reads"
+    stated = dict(
+        zip(
+            ("facts true", "facts unevaluated", "valued right", "valued", "valued %", "located right", "located", "located %"),
+            map(int, found.groups()),
         )
-        assert claim in text, claim
+    )
+    measured = {
+        **{name: tally[name] for name in stated if not name.endswith("%")},
+        "valued %": round(100 * tally["valued right"] / tally["valued"]),
+        "located %": round(100 * tally["located right"] / tally["located"]),
+    }
+    for name, value in stated.items():
+        slack = 1 if name.endswith("%") else max(2, round(0.02 * value))
+        assert abs(measured[name] - value) <= slack, (name, value, measured[name])

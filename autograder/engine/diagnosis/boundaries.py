@@ -22,7 +22,8 @@ import numpy as np
 from autograder.engine.facts import Gave, Ran, Received, Shortcut, Sum, Unknown
 from .moves import shortcut_intact
 from .sums import Sums, grader_change
-from .values import DROPS, NORMS, VALUE, Found, Seen, close, express, locate
+from .location import locate
+from .values import DROPS, NORMS, VALUE, Found, Seen, close, express
 
 
 class Walk(Sums):

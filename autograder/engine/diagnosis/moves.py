@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from autograder.engine.replayed import Moved
-from .values import HALVES, close, locate_padded, whole_tokens
+from .location import locate_padded, whole_tokens
+from .values import HALVES, close
 
 HELD = ("att", "ff")
 MOVES = {"att": ("x", "att"), "ff": ("att", "ff")}  # half -> (the run that moves its shortcut, its branch)
@@ -69,7 +70,7 @@ def _passes_h(runs: dict, delta: np.ndarray, features: int, near: float) -> bool
     ):
         return False
     moved = np.concatenate([_flat(a["input"]) - _flat(b["input"]) for a, b in zip(after, before)])
-    return _placed(_positions(moved, delta, near), features)
+    return _placed(_positions(moved, delta, near, features), features)
 
 
 def moves(moved: dict | None, half: str, where, shape: tuple, tol: float) -> dict | None:
@@ -90,11 +91,11 @@ def moves(moved: dict | None, half: str, where, shape: tuple, tol: float) -> dic
     name, call = (None, None) if where == "out" else (where.name, where.number)
     whole = base.size == delta.size
     branch_moved, shortcut_moved = read[branch_run] - base, read[shortcut_run] - base
-    layout = _positions(branch_moved, delta, 10 * tol)
+    layout = _positions(branch_moved, delta, 10 * tol, shape[-1])
     facts = {
         "branch": Moved("eval", half, "branch", name, call, whole and close(branch_moved, delta, tol)),
         "placed": _placed(layout, shape[-1]),
-        "shortcut rearranged": _placed(_positions(shortcut_moved, delta, 10 * tol), shape[-1]),
+        "shortcut rearranged": _placed(_positions(shortcut_moved, delta, 10 * tol, shape[-1]), shape[-1]),
         "scaled in layout": _scaled(_in_block(shortcut_moved, layout, delta), delta, tol),
     }
     facts["shortcut scaled"] = _scaled(shortcut_moved, delta, tol) if whole else facts["scaled in layout"]
@@ -115,10 +116,12 @@ def moves(moved: dict | None, half: str, where, shape: tuple, tol: float) -> dic
     return facts
 
 
-def _positions(moved: np.ndarray, delta: np.ndarray, near: float) -> np.ndarray | None:
+def _positions(moved: np.ndarray, delta: np.ndarray, near: float, features: int) -> np.ndarray | None:
     """Where each element of `moved` sits in the amount (flat, -1 for padding), where `moved` is all of the amount,
-    rearranged and padded; None where it is not."""
-    where = locate_padded(moved, delta, near)
+    rearranged and padded (in whole token vectors where it can be); None where it is not."""
+    where = locate_padded(moved, delta, near, features)
+    if where is None:
+        where = locate_padded(moved, delta, near)
     if where is None:
         return None
     flat = where.reshape(-1)

@@ -9,7 +9,8 @@ import torch
 
 from autograder.engine.facts import Received, Sum, Unknown
 from .own_layers import passes
-from .values import DROPS, VALUE, Seen, close, fewest, locate, locate_padded, whole_tokens
+from .location import locate, locate_padded
+from .values import DROPS, VALUE, Seen, close, fewest
 
 
 class Recording:
@@ -57,9 +58,7 @@ class Recording:
         calls = self.calls_of(*names)
         positions, covered, outputs = [], np.zeros(expected.size, dtype=bool), np.full(expected.size, np.nan)
         for call in calls:
-            where = locate_padded(call.input, expected, self.near)
-            if where is not None and call.name not in DROPS and not whole_tokens(where, self.shape[-1]):
-                where = None  # the same numbers, but not the same token vectors
+            where = self.located(call, expected)
             positions.append(where)
             if where is not None:  # what it gave, where it gave a value of its input's shape (else unknown)
                 flat, kept = where.reshape(-1), where.reshape(-1) >= 0
@@ -67,6 +66,14 @@ class Recording:
                 if call.output.shape == call.input.shape:
                     outputs[flat[kept]] = call.output.reshape(-1)[kept]
         return Seen(calls, positions, bool(covered.all()), outputs if covered.all() else None, expected.size)
+
+    def located(self, call, value: np.ndarray) -> np.ndarray | None:
+        """Where `call`'s input sits in `value` (padded; a component's input in whole token vectors, the same
+        numbers moved within or across tokens being another value; a dropout's element by element)."""
+        where = locate_padded(call.input, value, self.near, features=self.shape[-1])
+        if where is None and call.name in DROPS:
+            where = locate_padded(call.input, value, self.near)
+        return where
 
     def placed(self, call) -> np.ndarray | None:
         """A call's input in block positions, where it has the block's shape (None: it has not)."""
@@ -77,8 +84,7 @@ class Recording:
         token vectors: the same numbers moved within a token are another value)."""
         for call in self.calls:
             if (names is None or call.name in names) and call not in besides and call.output.size >= np.size(value):
-                where = locate(value, call.output, self.near)
-                if where is not None and (np.size(value) % self.shape[-1] == 0 and whole_tokens(where, self.shape[-1])):
+                if locate(value, call.output, self.near, features=self.shape[-1]) is not None:
                     return call
         return None
 
@@ -122,10 +128,7 @@ class Recording:
         name = VALUE.get(value, value)
         known = self.values.get(name)
         if known is not None:
-            where = locate_padded(call.input, known, self.near)
-            if where is not None and call.name not in DROPS and not whole_tokens(where, self.shape[-1]):
-                where = None
-            equal = where is not None
+            equal = self.located(call, known) is not None
         return Received(self.mode, call.name, call.number, name, equal, call.total)
 
     def said(self, call, value: str) -> list:

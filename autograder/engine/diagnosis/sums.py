@@ -11,7 +11,8 @@ from autograder.engine.replayed import Changes
 from autograder.engine.reading.placement import tidy
 from .dropouts import Dropouts
 from .moves import moved_step
-from .values import DROPS, HALVES, NORMS, Found, Seen, close, express, locate, masked
+from .location import locate
+from .values import DROPS, HALVES, NORMS, Found, Seen, close, express, masked
 
 
 class Sums(Dropouts):

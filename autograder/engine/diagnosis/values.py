@@ -1,6 +1,6 @@
-"""Values at Pre-LN's component boundaries: where one value sits in another (whole, in pieces, rearranged or
-padded), sums of known values with as few terms as will do, masks a dropout drew, and what a component's recorded
-calls show at one boundary (`Seen`) or where a run first differs (`Found`). Pure numpy over recorded values."""
+"""Values at Pre-LN's component boundaries (where one value sits in another is `location`'s): sums of known values
+with as few terms as will do, masks a dropout drew, and what a component's recorded calls show at one boundary
+(`Seen`) or where a run first differs (`Found`). Pure numpy over recorded values."""
 
 from __future__ import annotations
 
@@ -18,58 +18,6 @@ HALVES = {  # the two sums: what each half is made of, and the steps its values 
     "att": {"shortcut": "x", "left out": 2, "sum": 5, "replaced": 1, "drop": 4, "branch": 3, "inner": "att(norm1(x))"},
     "ff": {"shortcut": "h", "left out": 7, "sum": 10, "replaced": 6, "drop": 9, "branch": 8, "inner": "ff(norm2(h))"},
 }
-
-
-def locate(value: np.ndarray, reference: np.ndarray, tol: float) -> np.ndarray | None:
-    """Where in `reference` (flat) each element of `value` sits, when `value` is a piece or a rearrangement of it
-    (every element equal, within tolerance, to a distinct element of `reference`); None when it is not."""
-    v, r = np.asarray(value, dtype=np.float64).reshape(-1), np.asarray(reference, dtype=np.float64).reshape(-1)
-    if v.size == 0 or v.size > r.size or not np.all(np.isfinite(v)) or not np.all(np.isfinite(r)):
-        return None
-    order = np.argsort(r, kind="stable")
-    ordered = r[order]
-    right = np.clip(np.searchsorted(ordered, v), 0, r.size - 1)
-    left = np.clip(right - 1, 0, r.size - 1)
-    pick = np.where(np.abs(ordered[left] - v) <= np.abs(ordered[right] - v), left, right)
-    positions = order[pick]
-    if np.any(np.abs(r[positions] - v) > tol * max(float(np.max(np.abs(r))), 1.0)):
-        return None
-    if np.unique(positions).size != positions.size:
-        return None
-    return positions.reshape(np.shape(value))
-
-
-def locate_padded(value: np.ndarray, reference: np.ndarray, tol: float) -> np.ndarray | None:
-    """`locate`, allowing zeros that are no element of `reference` (padding): their positions are -1."""
-    found = locate(value, reference, tol)
-    if found is not None:
-        return found
-    v = np.asarray(value, dtype=np.float64)
-    pads = v == 0
-    if not pads.any() or pads.all():
-        return None
-    inner = locate(v[~pads], reference, tol)
-    if inner is None:
-        return None
-    positions = np.full(v.shape, -1, dtype=np.int64)
-    positions[~pads] = inner
-    return positions
-
-
-def whole_tokens(positions: np.ndarray, features: int) -> bool:
-    """Do `positions` (flat block positions, -1 for padding) move whole token vectors, each in its own order? A
-    LayerNorm, attention and the feed-forward network act on token vectors: a rearrangement of a value that keeps
-    them whole (tokens reordered, chunked, transposed, padded) hands a component the same vectors, one that moves
-    elements within or across them (sorted, flipped features) does not."""
-    flat = np.asarray(positions).reshape(-1)
-    if flat.size % features:
-        return False
-    rows = flat.reshape(-1, features)
-    pads = (rows < 0).all(axis=1)
-    kept = rows[~pads]
-    if np.any(kept < 0):
-        return False
-    return bool(np.all(kept[:, 0] % features == 0) and np.all(np.diff(kept, axis=1) == 1))
 
 
 def close(a, b, tol: float) -> bool:
