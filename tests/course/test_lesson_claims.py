@@ -239,9 +239,10 @@ def test_without_normalization_the_gradient_explodes_depending_on_the_gain(lesso
     every = factors(lesson, 1.0, "no normalization") + factors(lesson, 1.3, "no normalization")
     assert round(100 * float(np.mean(np.array(every) > 1))) == 99 and min(every) < 1
     assert round(float(np.median(growths(lesson, 1.0, "no normalization"))), 1) == 5.7
-    # "about": float32 sums differ in their last bits between processors (their vector code paths), and over 24
-    # blocks at gain 1.3 the explosion makes that a couple of per cent (5,708 on an AMD EPYC with AVX2)
-    assert abs(float(np.median(growths(lesson, 1.3, "no normalization"))) / 5800 - 1) < 0.03
+    # "about": the depth experiment's input and initial weights are float32 draws, and float32 sums differ in their
+    # last bits between processors' vector code paths; over 24 exploding blocks at gain 1.3 that moves the median by
+    # a few per cent (5,708 on an AMD EPYC with AVX2, 5,551 on an Intel Xeon with AVX-512)
+    assert abs(float(np.median(growths(lesson, 1.3, "no normalization"))) / 5800 - 1) < 0.05
     _no_normalization_explodes(lesson)
 
 
@@ -427,17 +428,25 @@ def _table_runs(seed: int) -> dict[str, list[float]]:
     return {label: SPREAD["losses"][label][index] for label in SETTINGS}
 
 
+def post_ln_stalls(post: list[float], entropy: float) -> list[str]:
+    """What training_reading says of deep Post-LN without warm-up on each seed of the table, and of most others
+    ("usual, not certain"): the sentences that fail on one run."""
+    failed = []
+    averaged = np.array(moving_average(post))
+    if not (np.abs(averaged[:50] - entropy).min() < 0.1 and abs(np.mean(post[49:]) - entropy) <= 0.1):
+        failed.append("Post-LN comes down to the line within 50 steps, and from step 50 on its mean is within 0.1 of it")
+    if abs(_final(post) - entropy) > 0.15:
+        failed.append(f"Post-LN's last 20 steps within 0.15 of the line (ends at {_final(post):.3f})")
+    return failed
+
+
 def claims_of_every_seed(runs: dict[str, list[float]], entropy: float) -> list[str]:
     """What training_reading says of every seed, checked on the five runs of one seed: the sentences that fail."""
     failed = []
     pre, post, warmed = (runs[label] for label in SETTINGS[:3])
     if not (np.mean(pre[100:]) < np.mean(pre[50:100]) and 2.5 <= _final(pre) <= 2.8):
         failed.append(f"Pre-LN's loss keeps falling, to between 2.5 and 2.8 (ends at {_final(pre):.3f})")
-    averaged = np.array(moving_average(post))
-    if not (np.abs(averaged[:50] - entropy).min() < 0.1 and abs(np.mean(post[49:]) - entropy) <= 0.1):
-        failed.append("Post-LN comes down to the line within 50 steps, and from step 50 on its mean is within 0.1 of it")
-    if abs(_final(post) - entropy) > 0.15:
-        failed.append(f"Post-LN's last 20 steps within 0.15 of the line (ends at {_final(post):.3f})")
+    failed += post_ln_stalls(post, entropy)
     if not _final(pre) < _final(warmed) <= entropy + 0.1:
         failed.append(f"with the warm-up, above Pre-LN and at worst stalled at the line ({_final(warmed):.3f})")
     two = [_final(runs[label]) for label in SETTINGS[3:]]
@@ -512,13 +521,16 @@ def test_the_training_settings_are_the_ones_stated():
 @slow
 def test_the_notebooks_run_on_seed_0_is_the_tables(lesson):
     """The table was made by the notebook's code as it is now: the solved notebook's runs on seed 0 are the table's,
-    step by step (a change to the code or to the lesson's text changes every batch, and so the first steps)."""
+    step by step over the first 20 steps (a change to the code or to the lesson's text changes every batch, and so
+    the first steps). Later steps are not compared: float32 sums differ in their last bits between processors, and
+    150 steps of training make that visible (a final loss 0.07 off the table's on an Intel Xeon with AVX-512, whose
+    table was made on an AMD EPYC with AVX2). What the lesson says of every seed holds of the notebook's own run."""
     assert set(lesson["training_losses"]) == set(SETTINGS)
     for label, run in lesson["training_losses"].items():
         table = _table_runs(0)[label]
         assert len(run) == 150 and np.abs(np.array(run[:20]) - table[:20]).max() < 0.005, label
-        assert abs(_final(run) - _final(table)) < 0.05, label
         assert lesson["final_losses"][label] == round(_final(run), 2)
+    assert claims_of_every_seed(lesson["training_losses"], _letter_entropy()) == []
 
 
 @slow
@@ -569,12 +581,37 @@ FRESH_SEEDS = 3  # trained in each run of the tests: about 20 s of CPU each on t
 
 @slow
 def test_what_the_lesson_says_of_every_seed_holds_on_fresh_seeds():
-    """Seeds nobody chose (outside the table): every sentence training_reading says of every seed."""
+    """Seeds nobody chose (outside the table): every sentence training_reading says of every seed, on each; that deep
+    Post-LN stalls without warm-up, which the lesson calls usual and not certain, on most of them (a run in which it
+    escapes came once in about 25 fresh seeds: two of three is then missed about once in 200 test runs)."""
     seeds = _fresh_seeds("LESSON_TRAINING_SEEDS", FRESH_SEEDS)
     trained = training_spread.train(seeds)
     entropy = _letter_entropy()
-    failures = {seed: claims_of_every_seed({label: trained[label][seed] for label in SETTINGS}, entropy) for seed in seeds}
+    runs = {seed: {label: trained[label][seed] for label in SETTINGS} for seed in seeds}
+    stalled = {seed: post_ln_stalls(run[SETTINGS[1]], entropy) for seed, run in runs.items()}
+    failures = {seed: [s for s in claims_of_every_seed(run, entropy) if s not in stalled[seed]] for seed, run in runs.items()}
     assert not any(failures.values()), {seed: failed for seed, failed in failures.items() if failed}
+    assert sum(not failed for failed in stalled.values()) > len(seeds) / 2, stalled
+
+
+@slow
+def test_deep_post_ln_now_and_then_gets_below_the_line_without_warm_up():
+    says(
+        "training_reading",
+        "Seeds outside the table show that this is usual, not certain: now and then deep Post-LN gets below the line "
+        "without a warm-up too (on seed 1594473549 its last 20 steps average 2.99)",
+    )
+    lesson = training_spread.lesson_training()
+    block, depth, warmup = lesson["TRAINING_SETTINGS"][SETTINGS[1]]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the notebook trains (training_spread.train)
+    try:
+        run = lesson["train_characters"](block, depth, 1594473549, warmup)
+    finally:
+        torch.set_num_threads(threads)
+    # 2.990 on an AMD EPYC with AVX2, 2.985 on an Intel Xeon with AVX-512
+    assert abs(_final(run) - 2.99) < 0.02 and _final(run) < _letter_entropy() - 0.15
+    assert post_ln_stalls(run, _letter_entropy())  # what the lesson says of the table's seeds fails here
 
 
 # --- the plain network ----------------------------------------------------------------------------------
