@@ -73,24 +73,28 @@ def _check_outputs(check: CheckResult, result: SubmissionResult, remark: str | N
     text = check_text(check, result)
     if remark:
         text = _wrap(remark) + "\n" + text
-    outputs = [nbformat.v4.new_output("display_data", data={"text/html": _check_html(check, result, remark), "text/plain": text})]
+    outputs = [_output("display_data", data={"text/html": _check_html(check, result, remark), "text/plain": text})]
     if check.check == "forward_gradients":
         png = profile_figure_png(result.profile)
         if png:
             alt = "Gradient at each block's input: the student's block next to Pre-LN, Post-LN and no shortcuts"
             outputs.append(
-                nbformat.v4.new_output(
+                _output(
                     "display_data",
                     data={"image/png": base64.b64encode(png).decode(), "text/plain": "gradient profile plot"},
                     metadata={"image/png": {"alt": alt}},
                 )
             )
     outputs.append(
-        nbformat.v4.new_output(
-            "execute_result", data={"text/plain": f"{check.points:g}"}, execution_count=1, metadata={KIT_KEY: SCORE_OUTPUT}
-        )
+        _output("execute_result", data={"text/plain": f"{check.points:g}"}, execution_count=1, metadata={KIT_KEY: SCORE_OUTPUT})
     )
     return outputs
+
+
+def _output(output_type: str, data: dict, metadata: dict | None = None, **fields) -> nbformat.NotebookNode:
+    """An output as `nbformat.v4.new_output` makes it, without validating each one on its own: the notebook it goes
+    into is validated whole when it is written."""
+    return nbformat.from_dict({"output_type": output_type, "data": data, "metadata": metadata or {}, **fields})
 
 
 def _grade_id(cell) -> str:

@@ -1,13 +1,13 @@
 """The kit's feedback page, made by nbgrader's own feedback commands, always from the gradebook as it stands.
 
 * `KitFeedbackPage` is the exporter of `nbgrader generate_feedback` (and formgrader's Generate Feedback button).
-  For a notebook of the kit's assignments it runs nbgrader's feedback preprocessors and then draws the kit's page
-  (`feedback.feedback_html`): the grader's findings, kept in the autograded notebook, with the student's standing
-  (`gradebook.standing_from_gradebook`: every number from the gradebook, the late penalty as the course's plugin
-  gives it now). Every other assignment gets nbgrader's own page, untouched. Pages of the kit's assignments are
-  always drawn again (nbgrader would skip a student whose page exists), so an override or a regrade reaches the
-  page. While any student's grade is out of date (the course's points changed since they were graded), it draws
-  nothing and says so in one line.
+  For a notebook of the kit's assignments it draws the kit's page (`feedback.feedback_html`; nbgrader's
+  preprocessors, which prepare nbconvert's page, do not run): the grader's findings, kept in the autograded
+  notebook, with the student's standing (`gradebook.standing_from_gradebook`: every number from the gradebook,
+  the late penalty as the course's plugin gives it now). Every other assignment gets nbgrader's own page,
+  untouched. Pages of the kit's assignments are always drawn again (nbgrader would skip a student whose page
+  exists), so an override or a regrade reaches the page. While any student's grade is out of date (the course's
+  points changed since they were graded), it draws nothing and says so in one line.
 * `KitReleaseFeedback` draws the kit's pages again before `nbgrader release_feedback` hands them out, so what a
   student fetches agrees with the gradebook even when nobody ran generate_feedback after a change (and nothing
   is handed out while a grade is out of date).
@@ -21,7 +21,7 @@ import fnmatch
 from pathlib import Path
 
 import nbformat
-from nbconvert.exporters import Exporter, HTMLExporter
+from nbconvert.exporters import HTMLExporter
 from nbconvert.preprocessors import Preprocessor
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.converters import GenerateFeedback
@@ -37,10 +37,13 @@ from .plugins import KIT_KEY, KitRefusal, course_directory, kit_source, refuse
 from .preflight import source_notebooks
 
 
-def kit_page(notebook, resources: dict, assignment: kit.Assignment, config=None) -> str:
+def kit_page(notebook, resources: dict, assignment: kit.Assignment, config=None, standing=None) -> str:
+    """The kit's page of one student; `standing`: theirs, read from the gradebook for this very run of the
+    exporter (read here when not given)."""
     info = resources["nbgrader"]
-    with Gradebook(info["db_url"]) as gradebook:
-        standing = standing_from_gradebook(gradebook, assignment, info["student"], notebook, config)
+    if standing is None:
+        with Gradebook(info["db_url"]) as gradebook:
+            standing = standing_from_gradebook(gradebook, assignment, info["student"], notebook, config)
     if standing.stale:
         raise KitRefusal(
             f"Not drawing feedback for {assignment.name}: " + stale_line(assignment.name, {info["student"]: standing.stale})
@@ -53,15 +56,18 @@ def kit_assignment_in(coursedir) -> kit.Assignment | None:
     return kit.Assignment(found[0]) if found else None
 
 
-def refuse_stale_feedback(converter, assignment: kit.Assignment) -> None:
-    """Stop a feedback command, in one line, while the grade of any student it would draw is out of date."""
+def refuse_stale_feedback(converter, assignment: kit.Assignment) -> dict:
+    """Stop a feedback command, in one line, while the grade of any student it would draw is out of date; else
+    the standing of each of them (student -> Standing), read once for the whole command."""
     coursedir = converter.coursedir
     autograded = Path(coursedir.format_path(coursedir.autograded_directory, "*", assignment.name))
     students = [p.parent.parent.name for p in autograded.parent.parent.glob(f"*/{assignment.name}/{assignment.notebook_name}")]
     students = sorted(s for s in students if fnmatch.fnmatch(s, coursedir.student_id or "*"))
-    stale = stale_students(course_standings(coursedir, converter.config, assignment, students))
+    standings = course_standings(coursedir, converter.config, assignment, students)
+    stale = stale_students(standings)
     if stale:
         raise refuse(converter.log, f"Not drawing feedback for {assignment.name}", stale_line(assignment.name, stale))
+    return standings
 
 
 class KitFeedbackPage(HTMLExporter):
@@ -71,16 +77,21 @@ class KitFeedbackPage(HTMLExporter):
         super().__init__(*args, **kwargs)
         converter = self.parent
         assignment = kit_assignment_in(converter.coursedir) if isinstance(converter, GenerateFeedback) else None
+        self.standings: dict = {}  # student -> standing, read from the gradebook once, as the command starts
         if assignment is not None:
             converter.force = True  # always from the gradebook as it stands now
-            refuse_stale_feedback(converter, assignment)
+            self.standings = refuse_stale_feedback(converter, assignment)
 
     def from_notebook_node(self, nb, resources=None, **kw):
         source = kit_source(self, resources) if resources and "nbgrader" in resources else None
         if source is None:
             return super().from_notebook_node(nb, resources, **kw)
-        notebook, resources = Exporter.from_notebook_node(self, nb, resources, **kw)  # nbgrader's preprocessors
-        return kit_page(notebook, resources, kit.Assignment(source), self.config), resources
+        # The kit's page is drawn from the gradebook and from what the grader kept in the notebook: nbgrader's
+        # preprocessors (GetGrades, the CSS header, a course's own) shape a copy of the notebook for nbconvert's
+        # page, which is not drawn here, and cost most of the time of a page.
+        resources = self._init_resources(resources)
+        standing = self.standings.get(resources["nbgrader"]["student"])
+        return kit_page(nb, resources, kit.Assignment(source), self.config, standing), resources
 
 
 class KitReleaseFeedback(ExchangeReleaseFeedback):

@@ -14,7 +14,8 @@ import logging
 from pathlib import Path
 
 import nbformat
-from nbgrader.api import Gradebook, MissingEntry
+from sqlalchemy.orm import joinedload, selectinload, undefer
+from nbgrader.api import Assignment, Comment, Grade, Gradebook, MissingEntry, Notebook, SubmittedNotebook
 from nbgrader.preprocessors import AssignLatePenalties
 
 from autograder.course import kit
@@ -97,10 +98,29 @@ def graded_students(gradebook: Gradebook, assignment: kit.Assignment) -> list[st
         return []
 
 
+def load_submissions(gradebook: Gradebook, assignment: kit.Assignment) -> list:
+    """Every submitted notebook of the assignment, with its grades, comments, their cells and its submission, in
+    a few queries: the session then holds them, and reading each student's rows asks nothing more of the database
+    (read one by one, a student's standing took some thirty queries)."""
+    return (
+        gradebook.db.query(SubmittedNotebook)
+        .join(Notebook, SubmittedNotebook.notebook_id == Notebook.id)
+        .join(Assignment, Notebook.assignment_id == Assignment.id)
+        .filter(Notebook.name == assignment.notebook_id, Assignment.name == assignment.name)
+        .options(
+            selectinload(SubmittedNotebook.grades).options(joinedload(Grade.cell), undefer(Grade.max_score)),
+            selectinload(SubmittedNotebook.comments).joinedload(Comment.cell),
+            joinedload(SubmittedNotebook.assignment),
+        )
+        .all()
+    )
+
+
 def course_standings(coursedir, config, assignment: kit.Assignment, students=None) -> dict[str, Standing]:
     """student -> standing, for every student the gradebook holds a submission of (or those of `students`)."""
     found = {}
     with Gradebook(coursedir.db_url) as gradebook:
+        held = load_submissions(gradebook, assignment)  # noqa: F841  (kept in the session while the rows are read)
         for student in graded_students(gradebook, assignment) if students is None else students:
             try:
                 found[student] = standing_from_gradebook(

@@ -19,6 +19,7 @@ what this module writes there is trusted later.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,8 +167,19 @@ def _whole(raw: dict, cell) -> bool:
 
 
 def _nbgrader_takes(cell: nbformat.NotebookNode) -> bool:
+    """Does nbgrader's own validator take the cell (its verdict reads the cell's type and nbgrader metadata alone)?"""
+    metadata = cell.get("metadata", {})
+    ours = json.dumps(metadata.get("nbgrader"), sort_keys=True) if "nbgrader" in metadata else None
+    return _takes(str(cell.get("cell_type")), ours)
+
+
+@functools.lru_cache(maxsize=4096)
+def _takes(cell_type: str, nbgrader_metadata: str | None) -> bool:
+    """nbgrader's verdict on one kind of cell, kept: a class's notebooks carry the same metadata cell by cell, and
+    the validator checks its own schema on every call (once most of the time of reading a submission)."""
+    metadata = {} if nbgrader_metadata is None else {"nbgrader": json.loads(nbgrader_metadata)}
     try:
-        MetadataValidatorV3().validate_cell(nbformat.from_dict(json.loads(json.dumps(cell))))
+        MetadataValidatorV3().validate_cell(nbformat.from_dict({"cell_type": cell_type, "metadata": metadata, "source": ""}))
     except Exception:  # nbgrader's ValidationError, or a KeyError where a field it needs is missing
         return False
     return True

@@ -45,6 +45,11 @@ class CourseRecorder:
         self.coursedir = CourseDirectory(config=self.config, root=str(self.course))
         self.db_url = self.coursedir.db_url
         self.lock = threading.Lock()
+        self.course_cells: dict | None = None
+        quiet = logging.getLogger("autograder.late")
+        quiet.setLevel(logging.CRITICAL)  # nbgrader's plugin logs every late submission it looks at
+        self.late = AssignLatePenalties(config=self.config, log=quiet)
+        self.late.init_plugin()
         self.assignment = pick_assignment(self.course, assignment_name, self.config)
         with Gradebook(self.db_url) as gradebook:
             try:
@@ -92,7 +97,11 @@ class CourseRecorder:
             converter.start()
         finally:
             self._hand_back(students)
-        self.standings = course_standings(self.coursedir, self.config, self.assignment, students)
+        drawn = getattr(converter.exporter, "standings", {})  # what the pages were drawn with, read once
+        if all(student in drawn for student in students):
+            self.standings = {student: drawn[student] for student in students}
+        else:
+            self.standings = course_standings(self.coursedir, self.config, self.assignment, students)
         return self.standings
 
     def stale(self, students: list[str]) -> dict[str, str]:
@@ -134,12 +143,10 @@ class CourseRecorder:
         name, notebook_id = self.assignment.name, self.assignment.notebook_id
         cells = {c.metadata["nbgrader"]["grade_id"]: c for c in notebook.cells if is_grade(c)}
         with Gradebook(self.db_url, self.coursedir.course_id) as gradebook:
+            course_cells = self._course_cells(gradebook)
             for grade_id, cell in cells.items():  # as nbgrader's OverwriteCells: the course's points, whatever
-                try:  # the notebook was released with, and the source's checksum
-                    cell.metadata.nbgrader["points"] = gradebook.find_grade_cell(grade_id, notebook_id, name).max_score
-                    cell.metadata.nbgrader["checksum"] = gradebook.find_source_cell(grade_id, notebook_id, name).checksum
-                except MissingEntry:
-                    continue
+                if grade_id in course_cells:  # the notebook was released with, and the source's checksum
+                    cell.metadata.nbgrader["points"], cell.metadata.nbgrader["checksum"] = course_cells[grade_id]
             gradebook.update_or_create_student(student)
             gradebook.update_or_create_submission(name, student, **({"timestamp": timestamp} if timestamp else {}))
             for grade in gradebook.find_submission_notebook(notebook_id, name, student).grades:
@@ -148,8 +155,31 @@ class CourseRecorder:
                 grade.auto_score = determine_grade(cell)[0] if cell is not None else None
                 grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
             gradebook.db.commit()
-        resources = {"nbgrader": {"notebook": notebook_id, "assignment": name, "student": student, "db_url": self.db_url}}
-        AssignLatePenalties(config=self.config).preprocess(notebook, resources)
+            self._late_penalty(gradebook, student)
+
+    def _course_cells(self, gradebook: Gradebook) -> dict:
+        """grade id -> (points, checksum) of the course's graded cells, read once per run (the same for everyone)."""
+        if self.course_cells is None:
+            name, notebook_id, found = self.assignment.name, self.assignment.notebook_id, {}
+            for cell in gradebook.find_notebook(notebook_id, name).grade_cells:
+                try:
+                    found[cell.name] = (cell.max_score, gradebook.find_source_cell(cell.name, notebook_id, name).checksum)
+                except MissingEntry:
+                    continue
+            self.course_cells = found
+        return self.course_cells
+
+    def _late_penalty(self, gradebook: Gradebook, student: str) -> None:
+        """nbgrader's AssignLatePenalties in this session: the course's plugin's penalty for a late submission,
+        kept between 0 and the notebook's score, and none for one on time."""
+        submission = gradebook.find_submission(self.assignment.name, student)
+        notebook = gradebook.find_submission_notebook(self.assignment.notebook_id, self.assignment.name, student)
+        notebook.late_submission_penalty = None
+        if submission.total_seconds_late > 0:
+            penalty = self.late.plugin_inst.late_submission_penalty(student, notebook.score, submission.total_seconds_late)
+            if penalty is not None:
+                notebook.late_submission_penalty = self.late._check_late_penalty(notebook, penalty)
+        gradebook.db.commit()
 
 
 def course_rows(course: Path, name: str | None = None) -> tuple[str, list]:
