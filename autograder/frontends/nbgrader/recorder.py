@@ -46,6 +46,7 @@ class CourseRecorder:
         self.db_url = self.coursedir.db_url
         self.lock = threading.Lock()
         self.course_cells: dict | None = None
+        self.gradebook: Gradebook | None = None  # the recording's own, from the first student to `finish`
         quiet = logging.getLogger("autograder.late")
         quiet.setLevel(logging.CRITICAL)  # nbgrader's plugin logs every late submission it looks at
         self.late = AssignLatePenalties(config=self.config, log=quiet)
@@ -87,6 +88,9 @@ class CourseRecorder:
     def finish(self, students: list[str]) -> dict[str, object]:
         """Draw every page of the assignment again with nbgrader's feedback exporter; the standing of each of
         `students` as the gradebook holds it now (student -> Standing)."""
+        if self.gradebook is not None:
+            self.gradebook.close()
+            self.gradebook = None
         coursedir = CourseDirectory(config=self.config, root=str(self.course))
         coursedir.assignment_id = self.assignment.name
         quiet = logging.getLogger("autograder.course")
@@ -142,7 +146,10 @@ class CourseRecorder:
     def _record(self, student: str, notebook: nbformat.NotebookNode, timestamp) -> None:
         name, notebook_id = self.assignment.name, self.assignment.notebook_id
         cells = {c.metadata["nbgrader"]["grade_id"]: c for c in notebook.cells if is_grade(c)}
-        with Gradebook(self.db_url, self.coursedir.course_id) as gradebook:
+        if self.gradebook is None:  # one engine for the run: SQLAlchemy compiles each statement once per engine
+            self.gradebook = Gradebook(self.db_url, self.coursedir.course_id)
+        gradebook = self.gradebook
+        try:
             course_cells = self._course_cells(gradebook)
             for grade_id, cell in cells.items():  # as nbgrader's OverwriteCells: the course's points, whatever
                 if grade_id in course_cells:  # the notebook was released with, and the source's checksum
@@ -154,8 +161,10 @@ class CourseRecorder:
                 # nbgrader's own rule (SaveAutoGrades): a check cell's value, None for a written answer
                 grade.auto_score = determine_grade(cell)[0] if cell is not None else None
                 grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
-            gradebook.db.commit()
             self._late_penalty(gradebook, student)
+            gradebook.db.commit()
+        finally:
+            gradebook.db.remove()  # this thread's session, closed; the engine stays for the next student
 
     def _course_cells(self, gradebook: Gradebook) -> dict:
         """grade id -> (points, checksum) of the course's graded cells, read once per run (the same for everyone)."""
@@ -172,14 +181,15 @@ class CourseRecorder:
     def _late_penalty(self, gradebook: Gradebook, student: str) -> None:
         """nbgrader's AssignLatePenalties in this session: the course's plugin's penalty for a late submission,
         kept between 0 and the notebook's score, and none for one on time."""
+        gradebook.db.flush()  # the grades just set, then the score computed from them
         submission = gradebook.find_submission(self.assignment.name, student)
         notebook = gradebook.find_submission_notebook(self.assignment.notebook_id, self.assignment.name, student)
+        gradebook.db.refresh(notebook, ["score"])
         notebook.late_submission_penalty = None
         if submission.total_seconds_late > 0:
             penalty = self.late.plugin_inst.late_submission_penalty(student, notebook.score, submission.total_seconds_late)
             if penalty is not None:
                 notebook.late_submission_penalty = self.late._check_late_penalty(notebook, penalty)
-        gradebook.db.commit()
 
 
 def course_rows(course: Path, name: str | None = None) -> tuple[str, list]:
