@@ -7,9 +7,7 @@ to the instructor, and never the student's lost points.
 
 from __future__ import annotations
 
-import traceback
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -27,6 +25,7 @@ from autograder.engine.reading.naming import analyse
 from autograder.engine.reading.replays import Replays
 from autograder.engine.results import CheckResult, SubTest
 from autograder.engine.rubric import RUBRIC
+from .errors import grader_error_text
 from .reference import expected_shapes, reference, reference_namespace, trusted_parts
 
 CHECKS = (order, shortcuts, prenorm, dropout, gradients, robustness, compounding)
@@ -56,13 +55,6 @@ class Evaluation:
     profiles: dict
     grader_errors: tuple[str, ...]
     facts: tuple = ()  # every fact the feedback states, as dicts (`engine.facts`)
-
-
-def grader_error_text(where: str, error: BaseException) -> str:
-    line = traceback.format_exception_only(type(error), error)[-1].strip()
-    frame = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
-    at = f" at {Path(frame.filename).name}:{frame.lineno}" if frame else ""
-    return f"{where}: {line}{at}"
 
 
 GRADER_MARK = "the grader could not read its own question's answer"

@@ -8,6 +8,7 @@ error, visible to the instructor, and never turned into the student's lost point
 
 from __future__ import annotations
 
+import concurrent.futures
 import sys
 import time
 from pathlib import Path
@@ -16,10 +17,11 @@ from autograder.course import kit
 from autograder.course.fence import name_text
 from autograder.course.notebook import SubmissionError, read_submission, student_code
 from autograder.engine.questions.plan import Plan
+from autograder.engine.questions.probes import PROBES
 from autograder.engine.results import CheckResult, SubmissionResult, SubTest
 from autograder.engine.rubric import RUBRIC
 from autograder.sandbox.parent.client import UNSAFE, SandboxServer
-from .evaluation import ALL_PROBES, evaluate, grader_error_text
+from .errors import grader_error_text
 
 
 def unreadable(
@@ -89,7 +91,11 @@ def grade_cells(
         plan = Plan.draw(seed, device)
         cells, restored = assignment.restore_locked_cells(cells)
         code = student_code(cells)
-        raw = server.grade(code, plan.to_dict(), list(ALL_PROBES))
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="asking") as asking:
+            answered = asking.submit(server.grade, code, plan.to_dict(), list(PROBES))
+            from .evaluation import evaluate  # the checks, imported (once) while the child answers
+
+            raw = answered.result()
         cleanup = tuple(raw.get("cleanup") or ())  # the sandbox's own problems: the grader's, never the student's
         if raw.get("grader_error"):  # the grader's own failure (CUDA would not start): never scored as a 0
             raise RuntimeError("; ".join([f"on {device}: {raw['grader_error']}", *cleanup]))

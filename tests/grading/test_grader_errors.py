@@ -10,7 +10,7 @@ from autograder.engine.checks import prenorm
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
 from autograder.frontends.classgrade import grade_class
 from autograder.frontends.gradescope.results import results_json
-from autograder.grading import submission as grading_one
+from autograder.grading import evaluation
 from autograder.grading.options import GradingOptions
 from catalog.build import submission
 
@@ -40,7 +40,7 @@ def test_a_check_that_crashes_is_a_grader_error_not_a_lost_point(broken_check, g
 
 
 def test_a_grader_failure_of_a_whole_submission_is_a_result(monkeypatch, grade_source):
-    monkeypatch.setattr(grading_one, "evaluate", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(evaluation, "evaluate", lambda *a, **k: 1 / 0)
     result = grade_source(submission())
     assert result.score == 0 and result.grader_errors and "ZeroDivisionError" in result.grader_errors[0]
     assert all("grader itself failed" in c.message for c in result.checks)

@@ -16,12 +16,14 @@ GRADED_NAMES = ("TransformerBlock", "magnitude_by_formula", "magnitude_by_autogr
 __all__ = ["FORWARD_PROBES", "PROBES", "ready", "run_job"]
 
 
-def ready(kit_code: list) -> dict:
-    """The public kit's definitions from its (label, code) cells, with every probe run once on them."""
+def ready(kit_code: list, warm_up: bool = True) -> dict:
+    """The public kit's definitions from its (label, code) cells, with every probe run once on them (`warm_up`:
+    for a server with many jobs ahead; one job pays torch's lazy loading once either way)."""
     kit, errors = load_cells([(f"kit {label}", code) for label, code in kit_code])
     if errors:
         raise RuntimeError(f"the kit's own code failed to load: {errors[0]}")
-    _warm_up(kit)
+    if warm_up:
+        _warm_up(kit)
     return kit
 
 

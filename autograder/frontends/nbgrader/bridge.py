@@ -139,8 +139,8 @@ class SandboxedExecute(Execute):
         if command_line:
             with _command_line_server(assignment, unsafe).lend() as server:
                 yield server
-        else:
-            with ServerPool(unsafe=unsafe).start(assignment) as servers, servers.lend() as server:
+        else:  # one notebook (formgrader's button): a server for one job skips the warm-up
+            with ServerPool(unsafe=unsafe, warm_up=False).start(assignment) as servers, servers.lend() as server:
                 yield server
 
 

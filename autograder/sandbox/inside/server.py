@@ -135,7 +135,8 @@ class Server:
             except ImportError:
                 pass
         torch.set_num_threads(1)
-        kit = questions.ready(init["kit_code"])  # lazy loading happens here, once, not in every child
+        warm = init.get("warm_up", True)  # lazy loading happens here, once, not in every child (a server of
+        kit = questions.ready(init["kit_code"], warm_up=warm)  # one job skips it: its child pays it once instead)
         libc = ctypes.CDLL(None, use_errno=True)
         self.subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
@@ -157,7 +158,8 @@ class Server:
             user_namespace,
             nproc_base,
         )
-        gc.collect()
+        if warm:
+            gc.collect()  # what the warm-up left behind (80 ms with torch loaded: not worth it for one job)
         gc.freeze()  # what the server holds stays put: a child's garbage collector never touches (and so
         #                  never copies) those pages, which makes each fork's copy-on-write far cheaper
 

@@ -97,9 +97,9 @@ def isolation_available() -> bool:
 class SandboxServer:
     """One warmed server process. `grade` is thread-safe for one caller at a time (use one per worker).
 
-    `private`: folders besides the kit's checkout and the assignment's course that submissions must not read
-    (a class's submissions, the results). `bubblewrap`, `namespaces` and `landlock` ("auto" or "off") choose
-    layers; tests switch them off to check what holds without them."""
+    `private`: folders besides the kit's checkout and the assignment's course that submissions must not read (a
+    class's submissions, the results). `bubblewrap`, `namespaces` and `landlock` ("auto"/"off") choose layers (tests
+    switch them off). `warm_up`: every question run once before the first job (one server, one job: skipped)."""
 
     def __init__(
         self,
@@ -111,8 +111,9 @@ class SandboxServer:
         namespaces: str | None = None,
         unsafe: bool = False,
         landlock: str | None = None,
+        warm_up: bool = True,
     ):
-        self.limits, self.assignment, self.unsafe = limits, assignment, unsafe
+        self.limits, self.assignment, self.unsafe, self.warm_up = limits, assignment, unsafe, warm_up
         self.root = os.geteuid() == 0
         choice = _choice(bubblewrap, "AUTOGRADER_BUBBLEWRAP")
         self.use_bubblewrap = choice == "on" or (choice == "auto" and bubblewrap_works())
@@ -209,6 +210,7 @@ class SandboxServer:
                 "sandbox_users": self.root,
                 "user_namespace": self.namespaces != "off",
                 "scratch": self.scratch,
+                "warm_up": self.warm_up,
             },
         )
 

@@ -26,10 +26,18 @@ from .client import Limits, SandboxServer
 
 class ServerPool:
     """`count` sandbox servers with the same limits, isolation layers and `unsafe`; `isolation` passes layer choices
-    to each server (`bubblewrap`, `namespaces`, `landlock`: tests switch them off)."""
+    to each server (`bubblewrap`, `namespaces`, `landlock`: tests switch them off); `warm_up`: see `SandboxServer`."""
 
-    def __init__(self, count: int = 1, *, limits: Limits = Limits(), unsafe: bool = False, isolation: dict | None = None):
-        self.limits, self.unsafe, self.isolation = limits, unsafe, dict(isolation or {})
+    def __init__(
+        self,
+        count: int = 1,
+        *,
+        limits: Limits = Limits(),
+        unsafe: bool = False,
+        isolation: dict | None = None,
+        warm_up: bool = True,
+    ):
+        self.limits, self.unsafe, self.isolation, self.warm_up = limits, unsafe, dict(isolation or {}), warm_up
         self.servers: list[SandboxServer] = []
         self.idle: queue.Queue = queue.Queue()
         self.resize(count)
@@ -40,7 +48,7 @@ class ServerPool:
         for server in extras:
             server.close()
         self.servers += [
-            SandboxServer(limits=self.limits, unsafe=self.unsafe, start=False, **self.isolation)
+            SandboxServer(limits=self.limits, unsafe=self.unsafe, start=False, warm_up=self.warm_up, **self.isolation)
             for _ in range(count - len(self.servers))
         ]
 
