@@ -28,6 +28,7 @@ def arranged(draw):
         i, j = rng.integers(flat.size, size=2)
         if i != j:
             flat[j] = flat[i] + rng.uniform(-0.2, 0.2) * bound
+    bound = TOL * max(float(np.abs(flat).max()), 1.0)  # the grader's, now: a copy may have replaced the largest
     rows = np.arange(batch * tokens)
     kept = rng.permutation(rows)[: draw(st.integers(1, rows.size))] if draw(st.booleans()) else rows
     kept = kept if not draw(st.booleans()) else rng.permutation(kept)
