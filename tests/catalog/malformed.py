@@ -70,6 +70,7 @@ def shapes() -> list[Shape]:
         Shape("a_number_among_the_cells", _changed(lambda nb: nb["cells"].insert(3, 7)), READ,
               "it is a number, not a cell"),
         Shape("cell_type_a_number", _changed(set_("walkthrough", "cell_type", 3)), READ, "its type is a number"),
+        Shape("an_output_that_is_null", _changed(set_("check_forward_gradients", "outputs", [None])), READ, ""),
         Shape("points_an_object", _changed(set_("check_forward_order", "metadata", "nbgrader", "points", {"a": 1})),
               READ, "points is an object"),
         Shape("huge_float", _changed(set_("intro", "metadata", "size", 1e308)).replace(b"1e+308", b"1e999999"), READ,

@@ -118,7 +118,7 @@ def rebuilt(data: dict, kept: list[int], cells: dict) -> nbformat.NotebookNode:
         new = _cell_with(cell.kind, extra, cell.source)
         if cell.kind == "code" and isinstance(raw.get("outputs"), list):
             new.outputs = raw["outputs"]
-            if not _valid(nbformat.v4.new_notebook(cells=[new])):
+            if not _valid(_notebook_with({}, [new])):  # built unvalidated: _valid asks the schema
                 new.outputs = []
         notebook.cells.append(new)
     if not _valid(notebook):
