@@ -16,13 +16,16 @@ $(STAMP): requirements.txt pyproject.toml
 demo: $(STAMP)   ## the main job: the whole instructor pipeline on the bundled sample class
 	$(PY) -m autograder demo
 
+# The suite runs on every core (pytest-xdist): a module, or a group of modules (tests/conftest.py), to a worker.
+XDIST := -n auto --dist loadscope --no-loadscope-reorder
+
 test: $(STAMP)   ## the kit's own test suite, after the linter (pyflakes and the line length) and the formatter's check (see pyproject.toml); ends with the 25 slowest tests
 	$(VENV)/bin/ruff check autograder tests benchmarks
 	$(VENV)/bin/ruff format --check autograder tests benchmarks
-	$(PY) -m pytest --durations=25
+	$(PY) -m pytest $(XDIST) --durations=25
 
 test-quick: $(STAMP)   ## the inner loop: a fast tier touching every wing (about a minute and a half)
-	$(PY) -m pytest -m "quick and not slow"
+	$(PY) -m pytest $(XDIST) -m "quick and not slow"
 
 build: $(STAMP)  ## regenerate student_template/ and solutions/ from assignments/source/
 	$(PY) -m autograder build

@@ -7,6 +7,69 @@ from layers import LAYERS, layer_available
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+# `make test` spreads the suite over the machine's cores (pytest-xdist): a module is one unit of work, so that its
+# fixtures (a hub, a server per layer) are made once, and a group of modules is one unit too.
+GROUPS = {
+    # they look, after a hostile corpus, for what it left in the machine's shared tables (keys, System V objects,
+    # /tmp, processes of sandbox users): one corpus at a time, each module after the other on one worker
+    "kernel": (
+        "sandbox/test_hostile.py",
+        "sandbox/test_classmates.py",
+        "sandbox/test_keyrings.py",
+        "sandbox/test_kinds.py",
+        "sandbox/test_containment.py",
+    ),
+    # they share the session's solved_run (the solved notebook run once in a kernel)
+    "solved": ("course/test_assignment.py", "course/test_lesson_claims.py"),
+}
+# The longest units start first (their minutes, serially, on two cores), so that no worker is left with one at
+# the end; the rest follow in the order pytest collects them.
+FIRST = (
+    "frontends/test_exchange.py",
+    "kernel",
+    "engine/test_fuzz.py",
+    "engine/test_corpus.py",
+    "solved",
+    "frontends/test_course.py",
+    "frontends/test_course_states.py",
+    "frontends/test_install.py",
+    "frontends/test_untrusted_class.py",
+    "course/test_student_setup.py",
+)
+
+
+def unit(nodeid: str) -> str:
+    """The unit of work a test belongs to: its module (relative to tests/), or the group holding that module."""
+    module = nodeid.split("::", 1)[0].removeprefix("tests/")
+    return next((group for group, modules in GROUPS.items() if module in modules), module)
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: FIRST.index(unit(item.nodeid)) if unit(item.nodeid) in FIRST else len(FIRST))  # stable
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's scheduling by scope, with `unit` as the scope (xdist's own groups, set by marks, are not
+    seen by this pytest)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit(nodeid)
+
+    return ByUnit(config, log)
+
+
+def pytest_configure(config):
+    """One grading seed for the whole run, every worker's (the seed fixture reads it); and, where the run is spread
+    over workers, one thread for torch in each (two workers of two threads each on two cores wait on each other)."""
+    if not os.environ.get("GRADER_TEST_SEED") and not os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ["GRADER_TEST_SEED"] = str(random.randrange(1, 2**31))
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        import torch
+
+        torch.set_num_threads(1)
+
 
 @pytest.fixture(scope="session")
 def server():

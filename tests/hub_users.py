@@ -14,6 +14,8 @@ from it in a mount namespace of its own (an unreadable install, as that user see
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import hashlib
 import json
@@ -23,6 +25,8 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
@@ -33,13 +37,42 @@ PREFIX = "u19-"
 KEEP_OUT = {".git", ".venv", ".venv-users", "__pycache__", ".pytest_cache", ".hypothesis", "demo-out"}
 
 
+# The users and the copies are the machine's, shared by every test process (pytest-xdist's workers, another run):
+# each is made, checked and changed under one lock, held by one process at a time (re-entered by its holder).
+_LOCK = Path(tempfile.gettempdir()) / "u19-hub-users.lock"
+_held = 0
+# the copy of the checkout is made once per run (every worker of one run shares it)
+_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID") or uuid.uuid4().hex
+
+
+@contextlib.contextmanager
+def _machine_lock():
+    global _held
+    if _held:
+        _held += 1
+        try:
+            yield
+        finally:
+            _held -= 1
+        return
+    with open(_LOCK, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        _held = 1
+        try:
+            yield
+        finally:
+            _held = 0
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def user(name: str) -> str:
     """The Unix user `u19-<name>`, created (with a home folder) if missing."""
     login = f"{PREFIX}{name}"
     if os.geteuid() != 0:
         pytest.skip("acting as other users needs root, to create them")
-    if subprocess.run(["id", "-u", login], capture_output=True).returncode != 0:
-        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", login], check=True, capture_output=True)
+    with _machine_lock():
+        if subprocess.run(["id", "-u", login], capture_output=True).returncode != 0:
+            subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", login], check=True, capture_output=True)
     return login
 
 
@@ -104,6 +137,11 @@ def shared() -> Path:
 
 def interpreter_for(login: str) -> Path:
     """This interpreter build, with its standard library and no packages, where `login` can run it."""
+    with _machine_lock():
+        return _interpreter_for(login)
+
+
+def _interpreter_for(login: str) -> Path:
     base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
     if runs(login, base, imports=""):
         return base
@@ -129,13 +167,18 @@ def kit_root_for(login: str) -> Path:
 
 @functools.lru_cache(maxsize=1)
 def _kit_copy() -> Path:
-    """The checkout as it is now, hard-linked (made again once per test session: the work tree may have moved on)."""
+    """The checkout as it is now, hard-linked (made again once per test run: the work tree may have moved on)."""
     place = shared() / "kit"
-    shutil.rmtree(place, ignore_errors=True)
-    place.mkdir(parents=True)
-    for entry in kit.ROOT.iterdir():
-        if entry.name not in KEEP_OUT and not entry.name.endswith(".egg-info"):
-            subprocess.run(["cp", "-al", str(entry), str(place / entry.name)], check=True)
+    stamp = shared() / ".kit-made-for"
+    with _machine_lock():
+        if not (stamp.is_file() and stamp.read_text() == _RUN):
+            stamp.unlink(missing_ok=True)
+            shutil.rmtree(place, ignore_errors=True)
+            place.mkdir(parents=True)
+            for entry in kit.ROOT.iterdir():
+                if entry.name not in KEEP_OUT and not entry.name.endswith(".egg-info"):
+                    subprocess.run(["cp", "-al", str(entry), str(place / entry.name)], check=True)
+            stamp.write_text(_RUN)
     return place
 
 
@@ -144,6 +187,11 @@ def python_for(login: str, with_kit: bool = True) -> Path:
     that `login` can run. Skips the test, saying why, where there is none."""
     if with_kit and runs(login, sys.executable):
         return Path(sys.executable)
+    with _machine_lock():
+        return _python_for(login, with_kit)
+
+
+def _python_for(login: str, with_kit: bool) -> Path:
     interpreter = interpreter_for(login)
     place = shared() / ("env" if with_kit else "env-without-kit")
     stamp = place / ".made-from"
@@ -167,9 +215,10 @@ def python_for(login: str, with_kit: bool = True) -> Path:
         stamp.write_text(made_from)
     site = place / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
     pth = site / "layernorm-kit.pth"
-    pth.unlink(missing_ok=True)
-    if with_kit:
+    if with_kit and not (pth.is_file() and pth.read_text() == f"{kit_root_for(login)}\n"):
         pth.write_text(f"{kit_root_for(login)}\n")
+    elif not with_kit:
+        pth.unlink(missing_ok=True)
     python = place / "bin" / "python"
     if not runs(login, python, "torch, nbgrader, autograder" if with_kit else "nbgrader"):
         pytest.skip(f"{login} cannot run {sys.executable}, nor a copy of its environment in {place}")
