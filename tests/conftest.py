@@ -45,7 +45,8 @@ def unit(nodeid: str) -> str:
 
 
 def pytest_collection_modifyitems(items):
-    items.sort(key=lambda item: FIRST.index(unit(item.nodeid)) if unit(item.nodeid) in FIRST else len(FIRST))  # stable
+    rank = {name: place for place, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(unit(item.nodeid), len(FIRST)))  # stable: each unit keeps its order
 
 
 def pytest_xdist_make_scheduler(config, log):

@@ -56,11 +56,14 @@ def sandbox_key_owners() -> dict[int, str]:
     return owners
 
 
+def is_sandbox_server(pid: int | str) -> bool:
+    """Is process `pid` a sandbox server (raises OSError where there is no such process)?"""
+    return re.search(rb"autograder\.[\w.]*server", Path(f"/proc/{pid}/cmdline").read_bytes()) is not None
+
+
 def _live_server(uid: int) -> bool:
     """Is the server whose jobs run as `uid` (its uids follow from its process id) running?"""
-    pid = (uid - sandbox.SANDBOX_UID_BASE) // sandbox.JOB_UIDS
     try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        return is_sandbox_server((uid - sandbox.SANDBOX_UID_BASE) // sandbox.JOB_UIDS)
     except OSError:
         return False
-    return re.search(rb"autograder\.[\w.]*server", command) is not None

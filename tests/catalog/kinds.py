@@ -14,7 +14,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,14 +162,15 @@ def _holding(paths, mark) -> list[str]:
 def orphaned_sandbox_processes() -> list[str]:
     """Processes of sandbox users that no sandbox server holds any more (a live child of another grading run on
     this machine has a server or another child of its job as its parent)."""
+    from session_ring import is_sandbox_server
+
     orphans = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             if os.stat(f"/proc/{pid}").st_uid < sandbox.SANDBOX_UID_BASE:
                 continue
             parent = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
-            held = os.stat(f"/proc/{parent}").st_uid >= sandbox.SANDBOX_UID_BASE or \
-                re.search(rb"autograder\.[\w.]*server", Path(f"/proc/{parent}/cmdline").read_bytes()) is not None
+            held = os.stat(f"/proc/{parent}").st_uid >= sandbox.SANDBOX_UID_BASE or is_sandbox_server(parent)
         except OSError:
             continue
         if not held:
