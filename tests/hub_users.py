@@ -1,12 +1,13 @@
 """Unprivileged Unix users, and the one way every test that runs as another user starts its commands: an instructor
 and students who are not root, each given a Python they can run.
 
-Creating users needs root; a test that needs them is skipped with the reason otherwise. Where this environment's
-interpreter, or the checkout itself, lies somewhere other users cannot reach (a pyenv build under /root, mode
-0700; a clone in a private folder), the user gets copies made of hard links (no data copied) in a place every
-user can enter: this very interpreter build (`interpreter_for`: a system Python of the same minor version may be
-an older patch release the packages do not run on), the virtual environment on top of it (`python_for`), with
-the kit (a hard-linked copy of the checkout where the checkout is closed) or without it (a student's
+Creating users needs root; a test that needs them is skipped with the reason otherwise. A user never reads the
+checkout itself: a root grader without namespaces or Landlock closes it to every other user for as long as it runs
+(`containment.lock_plan`), and another test may be running one at the same moment. Each user gets copies, made of
+hard links where the file system allows (no data copied), in a place outside the checkout that every user can
+enter (`shared`): this very interpreter build where the user cannot run it (`interpreter_for`: a system Python of
+the same minor version may be an older patch release the packages do not run on), the virtual environment on top
+of it (`python_for`), with a copy of the checkout as the kit (`kit_root_for`) or without it (a student's
 environment). Hard-linked files are never written: changed ones are replaced. `command_as` is how a command
 starts as the user (setpriv, from a shell already running as them), `run_as` runs one, `cover` hiding folders
 from it in a mount namespace of its own (an unreadable install, as that user sees one).
@@ -34,7 +35,7 @@ import pytest
 from autograder.course import kit
 
 PREFIX = "u19-"
-KEEP_OUT = {".git", ".venv", ".venv-users", "__pycache__", ".pytest_cache", ".hypothesis", "demo-out"}
+KEEP_OUT = {".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis", "demo-out"}
 
 
 # The users and the copies are the machine's, shared by every test process (pytest-xdist's workers, another run):
@@ -119,20 +120,25 @@ def runs(login: str, python: str | Path, imports: str = "torch, nbgrader, autogr
     return done.returncode == 0
 
 
-def _open_to_all(path: Path) -> bool:
-    """Every folder on the way to `path`, and `path`, may be passed through by any user."""
-    path = Path(os.path.realpath(path))
-    return all(os.stat(p).st_mode & stat.S_IXOTH for p in [*path.parents, path])
-
-
 @functools.lru_cache(maxsize=1)
 def shared() -> Path:
-    """Where the copies go: beside the kit's .venv where every user can enter it, else a folder of its own in /tmp
-    (one per environment)."""
-    beside = Path(sys.prefix).parent / ".venv-users"
-    if _open_to_all(beside.parent):
-        return beside
-    return Path("/tmp") / f"layernorm-kit-users-{hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]}"
+    """Where the copies go (one folder per environment): never inside the checkout, which a root grader may close
+    for as long as it runs. Root's own folder, open to every user; made again if anyone else made it."""
+    place = Path("/var/tmp") / f"layernorm-kit-users-{hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]}"
+    with _machine_lock():
+        info = os.lstat(place) if os.path.lexists(place) else None
+        if info is not None and not (stat.S_ISDIR(info.st_mode) and info.st_uid == 0):
+            subprocess.run(["rm", "-rf", str(place)], check=True)
+        place.mkdir(mode=0o755, exist_ok=True)
+        place.chmod(0o755)
+    return place
+
+
+def _copy(source: Path, target: Path) -> None:
+    """`source` copied to `target` as hard links, or as a real copy where they lie on different file systems."""
+    if subprocess.run(["cp", "-al", str(source), str(target)], capture_output=True).returncode != 0:
+        subprocess.run(["rm", "-rf", str(target)], check=True)
+        subprocess.run(["cp", "-a", str(source), str(target)], check=True)
 
 
 def interpreter_for(login: str) -> Path:
@@ -161,13 +167,15 @@ def _interpreter_for(login: str) -> Path:
 
 
 def kit_root_for(login: str) -> Path:
-    """Where `python_for(login)` imports the kit from: the checkout, or a copy of it where the checkout is closed."""
-    return kit.ROOT if _open_to_all(kit.ROOT) else _kit_copy()
+    """Where `python_for(login)` imports the kit from: a copy of the checkout, never the checkout itself."""
+    return _kit_copy()
 
 
 @functools.lru_cache(maxsize=1)
 def _kit_copy() -> Path:
-    """The checkout as it is now, hard-linked (made again once per test run: the work tree may have moved on)."""
+    """The checkout as it is now (made again once per test run: the work tree may have moved on): its folders
+    hard-linked, its top-level files copied (the permissions layer closes those of the checkout, where the virtual
+    environment lies inside it, and a hard link shares its mode)."""
     place = shared() / "kit"
     stamp = shared() / ".kit-made-for"
     with _machine_lock():
@@ -177,16 +185,17 @@ def _kit_copy() -> Path:
             place.mkdir(parents=True)
             for entry in kit.ROOT.iterdir():
                 if entry.name not in KEEP_OUT and not entry.name.endswith(".egg-info"):
-                    subprocess.run(["cp", "-al", str(entry), str(place / entry.name)], check=True)
+                    if entry.is_dir() and not entry.is_symlink():
+                        _copy(entry, place / entry.name)
+                    else:
+                        subprocess.run(["cp", "-a", str(entry), str(place / entry.name)], check=True)
             stamp.write_text(_RUN)
     return place
 
 
 def python_for(login: str, with_kit: bool = True) -> Path:
-    """A Python with the kit's packages (and the kit itself, unless `with_kit` is false: a student's environment)
-    that `login` can run. Skips the test, saying why, where there is none."""
-    if with_kit and runs(login, sys.executable):
-        return Path(sys.executable)
+    """A Python with the kit's packages (and a copy of the kit, unless `with_kit` is false: a student's environment)
+    that `login` can run, outside the checkout. Skips the test, saying why, where there is none."""
     with _machine_lock():
         return _python_for(login, with_kit)
 
@@ -198,7 +207,7 @@ def _python_for(login: str, with_kit: bool) -> Path:
     made_from = f"{sys.prefix} {os.stat(Path(sys.prefix) / 'pyvenv.cfg').st_mtime_ns} {interpreter}"
     if not (stamp.is_file() and stamp.read_text() == made_from):
         shutil.rmtree(place, ignore_errors=True)
-        subprocess.run(["cp", "-al", sys.prefix, str(place)], check=True)
+        _copy(Path(sys.prefix), place)
         version = f"python{sys.version_info.major}.{sys.version_info.minor}"
         for name in ("pyvenv.cfg", "bin/python", "bin/python3", f"bin/{version}"):
             (place / name).unlink(missing_ok=True)  # never written in place: they are hard links
@@ -236,8 +245,7 @@ def _copy_interpreter(place: Path) -> None:
     stdlib = base / sys.platlibdir / version
     links = [path for path in (base / sys.platlibdir).glob("libpython*") if path.is_file() or path.is_symlink()]
     for source, target in [(stdlib, place / "lib" / version), *((path, place / "lib" / path.name) for path in links)]:
-        if subprocess.run(["cp", "-al", str(source), str(target)], capture_output=True).returncode != 0:
-            subprocess.run(["cp", "-a", str(source), str(target)], check=True)  # another file system
+        _copy(source, target)
     shutil.rmtree(place / "lib" / version / "site-packages", ignore_errors=True)
     (place / "lib" / version / "site-packages").mkdir()
     executable = Path(os.path.realpath(base / "bin" / version))

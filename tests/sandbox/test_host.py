@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import nbformat
@@ -53,36 +54,52 @@ def _watched(*extra) -> list[Path]:
     return sorted(paths)
 
 
+SLOW_CELL = "import time\ntime.sleep(25)"
+
+
+def _closed_to_others(path: Path) -> bool:
+    return not os.stat(path).st_mode & stat.S_IROTH
+
+
 @pytest.mark.skipif(not bubblewrap_works(), reason="the other user grades with bubblewrap, which is not here")
-def test_after_root_grades_without_namespaces_another_user_imports_the_kit_and_grades(tmp_path, instructor):
-    """Root grades a class in the layer that changes the most (no namespaces, no Landlock: grading folders
-    closed for as long as it runs); then every permission is as it was, and an unprivileged instructor on the
-    same install grades a submission."""
+def test_while_and_after_root_grades_without_namespaces_another_user_grades(tmp_path, instructor):
+    """Root grades a class in the layer that changes the most (no namespaces, no Landlock: the checkout and the
+    grading folders closed to other users for as long as it runs). Meanwhile an unprivileged instructor grades
+    with their own copy of the kit (`hub_users`: no user reads the checkout); afterwards every permission is as
+    it was."""
     root, out = tmp_path / "class", tmp_path / "graded"
     root.mkdir()
     (root / "ada.py").write_text(submission())
+    (root / "cy.py").write_text(submission(extra=SLOW_CELL))  # the checkout stays closed while she waits
     before = _modes(_watched(root, out))
-    done = subprocess.run(
+    grading = subprocess.Popen(
         [sys.executable, "-m", "autograder", "grade-class", str(root), "--out", str(out), "--seed", "3", "--workers", "1"],
         env={**os.environ, **ROOT_ONLY_LAYER},
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=600,
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "closed to other users by permissions" in (out / "ada" / "results.json").read_text()
-    after = _modes(_watched(root, out))
-    assert {p: (before[p], after.get(p)) for p in before if before[p] != after.get(p)} == {}
-
-    login, python, home = instructor
-    (home / "ben.py").write_text(submission())
-    shutil.chown(home / "ben.py", login, login)
-    graded = hub_users.run_as(
-        login, [python, "-m", "autograder", "grade", "ben.py", "--results", "ben.json", "--seed", "3"], cwd=home
-    )
+    try:
+        while grading.poll() is None and not _closed_to_others(kit.ROOT):
+            time.sleep(0.05)
+        closed = _closed_to_others(kit.ROOT)
+        login, python, home = instructor
+        (home / "ben.py").write_text(submission())
+        shutil.chown(home / "ben.py", login, login)
+        graded = hub_users.run_as(
+            login, [python, "-m", "autograder", "grade", "ben.py", "--results", "ben.json", "--seed", "3"], cwd=home
+        )
+        stdout, stderr = grading.communicate(timeout=600)
+    finally:
+        grading.kill()
+    assert closed, "the root grader never closed the checkout to other users"
     assert graded.returncode == 0, graded.stderr[-3000:]
     results = json.loads((home / "ben.json").read_text())
     assert results["score"] == TOTAL_POINTS and "bubblewrap" in results["extra_data"]["isolation"]
+    assert grading.returncode == 0, stderr[-3000:]
+    assert "closed to other users by permissions" in (out / "ada" / "results.json").read_text()
+    after = _modes(_watched(root, out))
+    assert {p: (before[p], after.get(p)) for p in before if before[p] != after.get(p)} == {}
 
 
 CANARY_CELL = "open({path!r}, 'w').write('a kernel ran this student notebook')"
