@@ -14,8 +14,8 @@ components before it believes it.
 
 from __future__ import annotations
 
+import linecache
 import sys
-import traceback
 from dataclasses import dataclass
 
 import torch
@@ -50,11 +50,15 @@ MAX_LAYER_CALLS = 48  # a component's own layers, called by the forward itself
 
 
 def student_line() -> str | None:
-    """The innermost line of student code on the stack (cells are compiled as `<cell N ...>`)."""
-    for frame in reversed(traceback.extract_stack()):
-        if frame.filename.startswith("<cell"):
-            line = (frame.line or "").strip()
-            return f"{frame.filename.strip('<>')}, line {frame.lineno}" + (f": {line}" if line else "")
+    """The innermost line of student code on the stack (cells are compiled as `<cell N ...>`, their text in
+    linecache). Walks the frames outwards and reads one line: called on every recorded call."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.startswith("<cell"):
+            line = linecache.getline(filename, frame.f_lineno).strip() if frame.f_lineno else ""
+            return f"{filename.strip('<>')}, line {frame.f_lineno}" + (f": {line}" if line else "")
+        frame = frame.f_back
     return None
 
 
