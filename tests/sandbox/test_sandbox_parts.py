@@ -153,7 +153,11 @@ def test_the_control_channel_carries_one_descriptor_beside_each_message():
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="permission leases are root's")
-def test_a_permission_lease_is_given_back_even_when_its_holder_was_killed(tmp_path):
+def test_a_permission_lease_is_given_back_even_when_its_holder_was_killed(tmp_path, monkeypatch):
+    """With a journal of its own: every root grader that starts elsewhere on the machine (another test's, meanwhile)
+    gives back what dead holders of the machine's journal held, which would be this test's lease."""
+    journal = tmp_path / "journal"
+    monkeypatch.setattr(hostperms, "JOURNAL_DIR", journal)
     folder = tmp_path / "closed"
     folder.mkdir(mode=0o700)
     folder.chmod(0o700)
@@ -163,7 +167,9 @@ def test_a_permission_lease_is_given_back_even_when_its_holder_was_killed(tmp_pa
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     holder = textwrap.dedent(f"""
         import os, sys
+        from pathlib import Path
         from autograder.sandbox.parent import hostperms
+        hostperms.JOURNAL_DIR = Path({str(journal)!r})
         hostperms.Lease({{{str(folder)!r}: 0o701}})
         os.kill(os.getpid(), 9)
         """)
