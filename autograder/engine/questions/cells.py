@@ -47,13 +47,19 @@ def reset_torch_state() -> None:
         pass
 
 
+def cell_where(filename: str, lineno: int | None) -> str:
+    """`cell N, line L: its text` for a line of a cell compiled as `<cell N>` (its text is in linecache, put there
+    by `load_cells`)."""
+    line = linecache.getline(filename, lineno).strip() if lineno else ""
+    return f"{filename.strip('<>')}, line {lineno}" + (f": {line}" if line else "")
+
+
 def describe_error(error: BaseException) -> dict:
     """Type, message and the innermost line of student code involved (cells are compiled as `<cell N>`)."""
     where = None
     for frame in reversed(traceback.extract_tb(error.__traceback__)):
         if frame.filename.startswith("<cell"):
-            line = (frame.line or "").strip()
-            where = f"{frame.filename.strip('<>')}, line {frame.lineno}" + (f": {line}" if line else "")
+            where = cell_where(frame.filename, frame.lineno)
             break
     message = str(error)
     if isinstance(error, MemoryError) and not message:

@@ -14,12 +14,13 @@ components before it believes it.
 
 from __future__ import annotations
 
-import linecache
 import sys
 from dataclasses import dataclass
 
 import torch
 from torch.overrides import TorchFunctionMode
+
+from .cells import cell_where
 
 DEVICE_MOVES = ("cpu", "cuda", "to", "numpy", "item", "tolist")
 # Tensor factories: without a device= they make CPU tensors, wherever the block's input lives.
@@ -56,8 +57,7 @@ def student_line() -> str | None:
     while frame is not None:
         filename = frame.f_code.co_filename
         if filename.startswith("<cell"):
-            line = linecache.getline(filename, frame.f_lineno).strip() if frame.f_lineno else ""
-            return f"{filename.strip('<>')}, line {frame.f_lineno}" + (f": {line}" if line else "")
+            return cell_where(filename, frame.f_lineno)
         frame = frame.f_back
     return None
 
