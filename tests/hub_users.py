@@ -35,7 +35,8 @@ import pytest
 from autograder.course import kit
 
 PREFIX = "u19-"
-KEEP_OUT = {".git", ".venv", "__pycache__", ".pytest_cache", ".hypothesis", "demo-out"}
+# .venv-users: where checkouts of earlier rounds kept the users' copies (still in .gitignore)
+KEEP_OUT = {".git", ".venv", ".venv-users", "__pycache__", ".pytest_cache", ".hypothesis", "demo-out"}
 
 
 # The users and the copies are the machine's, shared by every test process (pytest-xdist's workers, another run):

@@ -89,7 +89,7 @@ def test_while_and_after_root_grades_without_namespaces_another_user_grades(tmp_
         graded = hub_users.run_as(
             login, [python, "-m", "autograder", "grade", "ben.py", "--results", "ben.json", "--seed", "3"], cwd=home
         )
-        stdout, stderr = grading.communicate(timeout=600)
+        _, stderr = grading.communicate(timeout=600)
     finally:
         grading.kill()
     assert closed, "the root grader never closed the checkout to other users"
