@@ -2,6 +2,7 @@
 users of the same install keep working), and an nbgrader course stops, running nothing, when the kit cannot
 be loaded."""
 
+import fcntl
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ import pytest
 
 from autograder.course import kit
 from autograder.engine.rubric import TOTAL_POINTS
+from autograder.sandbox.parent import hostperms
 from autograder.sandbox.parent.client import bubblewrap_works
 from catalog.build import submission
 import hub_users
@@ -45,6 +47,26 @@ def _modes(paths) -> dict:
     return {str(p): stat.S_IMODE(os.lstat(p).st_mode) for p in paths if os.path.lexists(p)}
 
 
+def _at_rest(paths) -> dict:
+    """Each path's mode as it is when no root grader runs. Graders of other tests may run meanwhile (xdist's
+    other worker) and hold a change to a shared path (/root, where Python lives): for a path a live process
+    holds in the journal, its original mode, read with the modes under the journal's lock. A path only dead
+    graders hold (one that never gave its change back) keeps the mode it has, so a leftover shows."""
+    journal = hostperms.JOURNAL_DIR / "permissions.json"
+    if not journal.exists():
+        return _modes(paths)
+    with open(journal) as handle:
+        fcntl.flock(handle, fcntl.LOCK_SH)
+        text, modes = handle.read(), _modes(paths)
+    entries = json.loads(text) if text.strip() else {}
+    held = {
+        path: entry["original"]
+        for path, entry in entries.items()
+        if any(os.path.exists(f"/proc/{token.split(':')[0]}") for token in entry["holders"])
+    }
+    return {path: held.get(path, mode) for path, mode in modes.items()}
+
+
 def _watched(*extra) -> list[Path]:
     """Every path the permissions layer could change: the kit's checkout and its folders, Python's folders
     and their ancestors, and the folders of the class being graded."""
@@ -71,7 +93,7 @@ def test_while_and_after_root_grades_without_namespaces_another_user_grades(tmp_
     root.mkdir()
     (root / "ada.py").write_text(submission())
     (root / "cy.py").write_text(submission(extra=SLOW_CELL))  # the checkout stays closed while she waits
-    before = _modes(_watched(root, out))
+    before = _at_rest(_watched(root, out))
     grading = subprocess.Popen(
         [sys.executable, "-m", "autograder", "grade-class", str(root), "--out", str(out), "--seed", "3", "--workers", "1"],
         env={**os.environ, **ROOT_ONLY_LAYER},
@@ -98,7 +120,7 @@ def test_while_and_after_root_grades_without_namespaces_another_user_grades(tmp_
     assert results["score"] == TOTAL_POINTS and "bubblewrap" in results["extra_data"]["isolation"]
     assert grading.returncode == 0, stderr[-3000:]
     assert "closed to other users by permissions" in (out / "ada" / "results.json").read_text()
-    after = _modes(_watched(root, out))
+    after = _at_rest(_watched(root, out))
     assert {p: (before[p], after.get(p)) for p in before if before[p] != after.get(p)} == {}
 
 
