@@ -21,7 +21,7 @@ from autograder.sandbox.inside import seccomp
 
 from .build import submission
 from .hostile import POST_LN, TASK2_SOLUTION, cell, template
-from .kinds import PATTERN, PREFIX, PRELUDE, PROBES
+from .kinds import MOVED_AHEAD, PATTERN, PREFIX, PRELUDE, PROBES
 
 
 NUMBERS = ("add_key", "keyctl", "request_key", "inotify_init1", "fanotify_init", "clock_settime", "sethostname",
@@ -37,7 +37,7 @@ def new_marker() -> str:
 
 def _prelude(private, port: int, seconds: float) -> str:
     return PRELUDE.format(pattern=PATTERN, private=[str(p) for p in private], port=port, seconds=seconds,
-                          numbers={name: seccomp.number(name) for name in NUMBERS}, now=int(time.time()),
+                          numbers={name: seccomp.number(name) for name in NUMBERS}, now=int(time.time()), ahead=MOVED_AHEAD,
                           shared=["/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock"])
 
 

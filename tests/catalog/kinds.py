@@ -27,6 +27,7 @@ SHARED = ["/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/var/lock"]
 OTHER = ["/root", "/srv", "/opt", "/etc", "/home", "/usr/local"]    # places no job may write in
 STRAY = Path("/srv") / f"layernorm-kit-stray-{os.getpid()}" / "notes.txt"    # an instructor's, world-readable
 KEY = "forward-source"
+MOVED_AHEAD = 30 * 24 * 3600  # the realtime clock moved further ahead than this: the victim's year (clock_settime)
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ import ctypes, ctypes.util, errno, os, re, signal, socket, struct, sys, time
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.shmat.restype = ctypes.c_void_p
 _PATTERN = re.compile({pattern!r}.encode())
-_PRIVATE, _PORT, _NUMBERS, _NOW = {private!r}, {port!r}, {numbers!r}, {now!r}
+_PRIVATE, _PORT, _NUMBERS, _NOW, _AHEAD = {private!r}, {port!r}, {numbers!r}, {now!r}, {ahead!r}
 _SHARED = {shared!r} + [os.getcwd(), os.path.expanduser("~")]
 _HELD = []
 
@@ -236,9 +237,9 @@ def _cgroups(context) -> list[str]:
 
 def _clock(context) -> list[str]:
     found = _holding(_files_in(SHARED, "victim-timer-"), context.mark)
-    offset = time.time() - time.monotonic()
-    if abs(offset - context.clock_offset) > 5:
-        found.append(f"the realtime clock moved by {offset - context.clock_offset:.1f} s")
+    moved = time.time() - time.monotonic() - context.clock_offset
+    if moved > MOVED_AHEAD:  # a virtual machine's own steps of its clock are seconds (32 s seen in CI)
+        found.append(f"the realtime clock moved ahead by {moved / 86400:.0f} days")
     return found
 
 
@@ -521,7 +522,7 @@ for folder in _SHARED:
                 found |= _scan(open(entry.path, "rb").read())
     except OSError:
         pass
-if time.time() > _NOW + 30 * 24 * 3600:
+if time.time() > _NOW + _AHEAD:
     found.add("the realtime clock was moved ahead")
 return found''',
         leftovers=_clock),
