@@ -403,6 +403,8 @@ def test_what_the_initialization_experiments_say_of_every_seed_holds_on_fresh_se
         _plain_networks,
     ):
         claim(fresh)
+    seed_1420, _ = fresh["mlp_weight_gradients"](list(fresh["MLP_KINDS"])[1], 1420)  # the seed mlp_reading names
+    assert round(max(seed_1420) / min(seed_1420), 1) == 5.1
 
 
 # --- training ----------------------------------------------------------------------------------------------
@@ -620,9 +622,9 @@ def test_deep_post_ln_now_and_then_gets_below_the_line_without_warm_up():
 def _plain_networks(lesson):
     plain, shortcuts, normalized = (lesson["mlp_gradients"][kind] for kind in lesson["MLP_KINDS"])
     within([g[0] / g[-1] for g in plain], 1e-12, 1e-8)
-    for runs, low, high in ((shortcuts, 10, 50_000), (normalized, 0.5, 4)):
+    for runs, low, high, flat in ((shortcuts, 10, 50_000, 6), (normalized, 0.5, 4, 4)):  # flat: of any seed
         within(runs, low, high)
-        within([max(g) / min(g) for g in runs], 1, 4)
+        within([max(g) / min(g) for g in runs], 1, flat)
     plain, shortcuts, normalized = (lesson["mlp_output_sizes"][kind] for kind in lesson["MLP_KINDS"])
     within(shortcuts, 10, 100)  # the values themselves, never rounded
     within(normalized, 2.5, 3.5)
@@ -636,12 +638,14 @@ def test_the_plain_network_experiment(lesson):
     says(
         "mlp_reading",
         "layer 1's weight gradient is between $10^{-12}$ and $10^{-8}$ times layer 20's",
-        "the largest layer gradient is at most 4 times the smallest), but every weight gradient lies between 10 "
-        "and 50,000 (the median is about 1,300)",
+        "within each of these seeds, the largest layer gradient is at most 4 times the smallest; other seeds rarely "
+        "go past 4 and stay below 6: seed 1420 reaches 5.1), but every weight gradient lies between 10 and 50,000 "
+        "(the median is about 1,300)",
         "just as flat (at most 4 times), and every weight gradient lies between 0.5 and 4 (the median is 1.5)",
     )
     says("question_mlp_level", "around $10^3$", "stays near 1", "the experiment prints how large the output of each version is")
     _plain_networks(lesson)
+    within([max(g) / min(g) for g in lesson["mlp_gradients"][list(lesson["MLP_KINDS"])[1]]], 1, 4)  # these ten seeds
     shortcuts, normalized = (np.median(lesson["mlp_gradients"][kind]) for kind in list(lesson["MLP_KINDS"])[1:])
     assert round(float(shortcuts), -2) == 1300 and round(float(normalized), 1) == 1.5
 
