@@ -57,6 +57,14 @@ def browser(tmp_path_factory):
     browser.close()
 
 
+# A submission's view is ready once formgrader's script has fetched its grades and comments and made their boxes:
+# only then does each score box hold its autograded points as a placeholder, and save what is typed into it.
+VIEW_READY = (
+    "window.formgrader?.grades?.loaded && window.formgrader?.comments?.loaded"
+    " && !!document.querySelector('input.score#check_forward_order')"
+)
+
+
 def gradebook(course):
     return Gradebook(f"sqlite:///{course / 'gradebook.db'}")
 
@@ -90,7 +98,7 @@ def test_the_autograde_button_grades_and_leaves_no_process(autograded):
 
 def test_submission_view_shows_the_standing_each_check_and_no_score_outputs(course, server, browser, autograded, tmp_path):
     _, base = server
-    browser.open(f"{base}/formgrader/submissions/{autograded['id']}", "document.querySelector('input.score#check_forward_order')")
+    browser.open(f"{base}/formgrader/submissions/{autograded['id']}", VIEW_READY)
     text = browser.js("document.body.innerText")
     score = f"{autograded['score']:g} / {FULL:g}"
     assert f"The grade: Score: {score}" in text
@@ -112,7 +120,7 @@ def test_submission_view_shows_the_standing_each_check_and_no_score_outputs(cour
 
 def test_a_manual_override_changes_the_total_and_the_regenerated_feedback(course, server, browser, autograded, tmp_path):
     process, base = server
-    browser.open(f"{base}/formgrader/submissions/{autograded['id']}", "document.querySelector('input.score#check_forward_order')")
+    browser.open(f"{base}/formgrader/submissions/{autograded['id']}", VIEW_READY)
     browser.type_into("input.score#check_forward_order", "2")
 
     def overridden():
@@ -168,7 +176,7 @@ def test_after_a_points_change_every_view_says_the_gradebooks_numbers(course, se
     Shell()("nbgrader", "generate_assignment", NAME, "--force", cwd=course)
 
     view = f"{base}/formgrader/submissions/{autograded['id']}"
-    browser.open(view, "document.querySelector('input.score#check_forward_order')")
+    browser.open(view, VIEW_READY)
     text = browser.js("document.body.innerText")
     assert "Out of date" in text and "check_forward_shortcuts was graded out of 3 points, the course gives 6" in text
     browser.screenshot(folder / "formgrader-out-of-date.png")
@@ -191,7 +199,7 @@ def test_after_a_points_change_every_view_says_the_gradebooks_numbers(course, se
     standing = course_standings(CourseDirectory(config=config, root=str(course)), config, kit.Assignment(source))[STUDENT]
     assert not standing.stale and standing.checks["forward_order"].points == 2 and standing.max_score == FULL + 3
     score = f"{standing.score:g} / {standing.max_score:g}"
-    browser.open(view, "document.querySelector('input.score#check_forward_order')")
+    browser.open(view, VIEW_READY)
     text = browser.js("document.body.innerText")
     assert f"The grade: Score: {score}" in text and "Out of date" not in text
     browser.screenshot(folder / "formgrader-after-regrade.png")
