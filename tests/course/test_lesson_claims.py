@@ -619,10 +619,12 @@ def test_deep_post_ln_now_and_then_gets_below_the_line_without_warm_up():
 # --- the plain network ----------------------------------------------------------------------------------
 
 
-def _plain_networks(lesson):
+def _plain_networks(lesson, shortcuts_flat=6):
+    """`shortcuts_flat`: how far the shortcuts network's largest layer gradient may be from its smallest (6 on any
+    seed, 4 on the table's ten)."""
     plain, shortcuts, normalized = (lesson["mlp_gradients"][kind] for kind in lesson["MLP_KINDS"])
     within([g[0] / g[-1] for g in plain], 1e-12, 1e-8)
-    for runs, low, high, flat in ((shortcuts, 10, 50_000, 6), (normalized, 0.5, 4, 4)):  # flat: of any seed
+    for runs, low, high, flat in ((shortcuts, 10, 50_000, shortcuts_flat), (normalized, 0.5, 4, 4)):
         within(runs, low, high)
         within([max(g) / min(g) for g in runs], 1, flat)
     plain, shortcuts, normalized = (lesson["mlp_output_sizes"][kind] for kind in lesson["MLP_KINDS"])
@@ -644,8 +646,7 @@ def test_the_plain_network_experiment(lesson):
         "just as flat (at most 4 times), and every weight gradient lies between 0.5 and 4 (the median is 1.5)",
     )
     says("question_mlp_level", "around $10^3$", "stays near 1", "the experiment prints how large the output of each version is")
-    _plain_networks(lesson)
-    within([max(g) / min(g) for g in lesson["mlp_gradients"][list(lesson["MLP_KINDS"])[1]]], 1, 4)  # these ten seeds
+    _plain_networks(lesson, shortcuts_flat=4)  # these ten seeds
     shortcuts, normalized = (np.median(lesson["mlp_gradients"][kind]) for kind in list(lesson["MLP_KINDS"])[1:])
     assert round(float(shortcuts), -2) == 1300 and round(float(normalized), 1) == 1.5
 
