@@ -39,3 +39,25 @@ def test_a_server_that_skips_its_warm_up_grades_as_a_warmed_one(layer, seed):
     for name, (_, one), (_, other) in zip(SAMPLES, cold, warmed):
         assert not one["grader_errors"], (name, one["grader_errors"])
         assert one == other, name
+
+
+def test_the_warm_up_never_runs_autograd_s_engine(monkeypatch):
+    """On a machine with a GPU, autograd's engine starts a thread per GPU on its first backward pass (asking CUDA
+    for the count), and torch then refuses every backward pass in a forked child and CUDA cannot start there: a
+    server that ran one before forking lost every child's gradient checks, and could not grade on the GPU at all
+    (seen on an H200). So the warm-up runs only the questions that need no backward pass. Both ways: the engine's
+    entry point is watched, and a backward pass through it is seen."""
+    import torch
+
+    from autograder.engine.questions import job
+    from autograder.engine.questions.probes import PROBES
+
+    runs = []
+    engine = torch.autograd._engine_run_backward
+    monkeypatch.setattr(torch.autograd, "_engine_run_backward", lambda *a, **k: runs.append(a) or engine(*a, **k))
+    job.ready(kit.KIT.public_code(), warm_up=True)
+    assert runs == []
+    assert set(job.BACKWARD_PROBES) < set(PROBES)  # the warm-up still runs the others
+    leaf = torch.ones(2, requires_grad=True)
+    (2 * leaf).sum().backward()
+    assert len(runs) == 1 and leaf.grad.tolist() == [2.0, 2.0]

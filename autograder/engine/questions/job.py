@@ -27,8 +27,17 @@ def ready(kit_code: list, warm_up: bool = True) -> dict:
     return kit
 
 
+# The probes that run autograd's engine (a backward pass). The warm-up leaves them out: on a machine with a GPU the
+# engine's first run starts a thread per GPU, asking CUDA for the count, and from then on torch refuses every
+# backward pass in a forked child ("Unable to handle autograd's threading in combination with fork-based
+# multiprocessing") and CUDA cannot start there: every child of the server would lose its gradient checks,
+# and could not grade on the GPU at all. A child's first backward pass starts the engine in the child instead.
+BACKWARD_PROBES = ("eval", "train", "profile")
+
+
 def _warm_up(kit: dict) -> None:
-    """Run every probe once on a public arrangement, so lazy loading happens here, once, not in every child."""
+    """Run every probe that needs no backward pass once on a public arrangement, so lazy loading happens here,
+    once, not in every child (see BACKWARD_PROBES)."""
 
     class WarmUpBlock(kit["TransformerBlock"]):
         def forward(self, x):
@@ -42,7 +51,8 @@ def _warm_up(kit: dict) -> None:
     }
     probing = Probing(names, kit, Plan.draw(0), sources=[])
     for name in PROBES:
-        run_probe(name, probing)
+        if name not in BACKWARD_PROBES:
+            run_probe(name, probing)
 
 
 def run_job(kit: dict, job: dict, report) -> None:
