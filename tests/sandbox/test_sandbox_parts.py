@@ -256,3 +256,115 @@ def test_a_private_root_shows_what_is_kept_even_below_tmp_and_nothing_else(tmp_p
             os._exit(2)
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0
+
+
+# --- the order of a child's confinement: what needs one thread comes before CUDA's threads ------------------
+
+
+def _in_a_child(steps) -> str:
+    """Run `steps` in a forked child; what it said: "ok", or its error as "Type: message"."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            steps()
+            said = "ok"
+        except BaseException as error:
+            said = f"{type(error).__name__}: {error}"
+        os.write(write, said.encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read, "rb") as stream:
+        return stream.read().decode()
+
+
+def _driver_thread() -> None:
+    """A thread of the process's own, as CUDA's driver starts when a child asks for the GPU."""
+    threading.Thread(target=threading.Event().wait, args=(30,), daemon=True).start()
+
+
+def _setup(**changes):
+    from types import SimpleNamespace
+
+    from autograder.sandbox.inside import seccomp
+    from autograder.sandbox.inside.supervisor import Setup
+
+    grants = ("permissions",)
+    fields = dict(
+        questions=SimpleNamespace(__package__="autograder.engine.questions"),
+        kit={},
+        limits={"file_mb": 16, "memory_mb": 2048, "job_s": 30, "processes": 64},
+        hide_root=None,
+        groups={},
+        keep=(),
+        view=None,
+        scratch=None,
+        landlock=0,
+        grants=grants,
+        programs={"cpu": seccomp.build(grants, "cpu")},
+        user_namespace=True,
+        nproc_base=0,
+    )
+    return Setup(**{**fields, **changes})
+
+
+def test_a_child_confined_in_the_grader_s_order_may_have_threads_between_entering_and_its_limits(tmp_path):
+    """The child's own user namespace needs a process of one thread, and CUDA's driver starts threads: so a child
+    makes its namespaces and credentials first (`enter`), then CUDA, then the rest (`confine`). Both ways: a
+    thread started before `enter` makes its user namespace fail, as CUDA's made every GPU job fail before."""
+    from autograder.sandbox.inside import fresh
+    from autograder.sandbox.inside.confine import confine, enter
+
+    alone = _in_a_child(fresh.own_user_namespace)
+    if alone != "ok":
+        pytest.skip(f"this kernel makes no user namespace for a child at all: {alone}")
+    setup = _setup()
+
+    def in_order():
+        workdir = enter(str(tmp_path), setup, None)
+        _driver_thread()
+        confine(workdir, setup, None, "cpu")
+        assert os.getcwd() == str(tmp_path) and os.environ["HOME"] == str(tmp_path)
+
+    def thread_first():
+        _driver_thread()
+        enter(str(tmp_path), setup, None)
+
+    assert _in_a_child(in_order) == "ok"
+    assert _in_a_child(thread_first) == "OSError: [Errno 22] unshare(CLONE_NEWUSER): Invalid argument"
+
+
+def test_a_child_s_limits_are_lowered_to_what_it_was_given_never_raised(tmp_path):
+    """`confine` runs after the user switch, where no limit can be raised: a hard limit below the grader's own
+    stays as it was (and the child is confined all the same)."""
+    import resource
+
+    from autograder.sandbox.inside.confine import confine, enter
+
+    setup = _setup(user_namespace=False)
+
+    def lowered():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))  # below the 256 the grader sets
+        confine(enter(str(tmp_path), setup, None), setup, None, "cpu")
+        assert resource.getrlimit(resource.RLIMIT_NOFILE) == (64, 64)
+        assert resource.getrlimit(resource.RLIMIT_AS)[1] != resource.RLIM_INFINITY
+
+    assert _in_a_child(lowered) == "ok"
+
+
+def test_a_child_whose_set_up_failed_says_why_in_the_grader_error():
+    """What a child writes before any student code when its set-up fails (CUDA, confinement): its reason first,
+    then what it printed before (torch's warnings), on one bounded line; nothing where it wrote no reason."""
+    from autograder.sandbox.inside.supervisor import WHY, WHY_LIMIT, said_why
+
+    printed = b"UserWarning: CUDA initialization: no driver\n  warnings.warn(\n"
+    reason = f"{WHY}RuntimeError: CUDA error: initialization error\n".encode()
+    assert said_why(printed + reason) == (
+        "RuntimeError: CUDA error: initialization error (printed before: UserWarning: CUDA initialization: no driver "
+        "warnings.warn()"
+    )
+    assert said_why(reason) == "RuntimeError: CUDA error: initialization error"
+    assert said_why(printed) is None and said_why(b"") is None
+    assert len(said_why(printed * 50 + reason)) == WHY_LIMIT

@@ -1,19 +1,21 @@
 """Confining a child before it runs any student code.
 
-Everything here runs in the freshly forked child, in this order: CUDA first when asked for (its context must
-be made before the memory limit and the user switch), then `confine`:
+Everything here runs in the freshly forked child, in this order:
 
 1. join the job's control groups (done by the caller: one memory and process limit, one CPU clock);
-2. where the server can make namespaces: a private root of its own (`rootfs.private_root`: only the system,
+2. `enter`, while the child is still one thread (a user namespace, and a mount namespace made for one thread
+   alone, need that; credentials and namespaces are each thread's own, and threads started later inherit them):
+   where the server can make namespaces, a private root of its own (`rootfs.private_root`: only the system,
    Python and the sandbox's own code; own /tmp, /var/tmp, /dev/shm, /run/lock; own network, IPC and host name);
-3. a new session, resource limits, umask 077, its working directory;
-4. the job's own sandbox user (as root), then, where the kernel allows it, a user namespace of its own
-   (`fresh.own_user_namespace`), every capability dropped, and a new session key ring (`fresh`);
-5. Landlock where the kernel has it (`landlock.restrict`: reads only below the system, Python and the sandbox's
-   own code, writes only below its own places);
-6. the seccomp allowlist (`seccomp`: only the calls grading needs; sockets and IPC only with namespaces;
-   permission changes only with namespaces or Landlock);
-7. a clean environment and no grading modules on the import path.
+   a new session, umask 077, its working directory; the job's own sandbox user (as root), then, where the
+   kernel allows it, a user namespace of its own (`fresh.own_user_namespace`), every capability dropped, and a
+   new session key ring (`fresh`);
+3. CUDA, when the job asks for it (`start_cuda`: its driver starts threads of its own, and maps tens of GB of
+   address space, which the memory limit counts from);
+4. `confine`: resource limits; Landlock where the kernel has it (`landlock.restrict`: reads only below the
+   system, Python and the sandbox's own code, writes only below its own places); the seccomp allowlist
+   (`seccomp`: only the calls grading needs; sockets and IPC only with namespaces; permission changes only with
+   namespaces or Landlock); a clean environment and no grading modules on the import path.
 """
 
 from __future__ import annotations
@@ -66,12 +68,13 @@ class NoGradingCode:
 
 
 def start_cuda(limits: dict) -> None:
-    """CUDA's context (and cuBLAS) in the child, before its limits, its user switch and any student code.
+    """CUDA's context (and cuBLAS) in the child, after `enter` and before `confine` and any student code.
 
     CUDA maps tens of GB of address space when it starts, which the RLIMIT_AS set next would refuse; started
-    first, that mapping is part of the size the limit is added to (and the GPU's device files are opened
-    while still allowed). A CUDA context does not survive fork, so the server itself never touches CUDA,
-    not even `torch.cuda.is_available()`.
+    first, that mapping is part of the size the limit is added to. Its driver starts threads, after which no
+    user namespace can be made: hence after `enter`. Neither a CUDA context nor autograd's engine, once it has
+    started its threads for a GPU, survives fork: the server itself never touches CUDA, not even
+    `torch.cuda.is_available()`, and never runs a backward pass (`questions.job.BACKWARD_PROBES`).
     """
     torch.cuda.init()
     a = torch.ones(8, 8, device="cuda")
@@ -100,44 +103,48 @@ def drop_capabilities() -> None:
         raise OSError(ctypes.get_errno(), "capset")
 
 
-def confine(workdir: str | None, setup, uid: int | None, device: str = "cpu") -> str:
-    """Confine this (child) process for good as set out above; returns its working directory."""
-    limits, view = setup.limits, setup.view
-    writable = []
+def enter(workdir: str | None, setup, uid: int | None) -> str:
+    """Steps 2 of the above, in a child that is still one thread; returns its working directory."""
+    view = setup.view
     if view is not None:
         private_root(setup.keep, view["tmp_mb"], gpu_devices(), network=view.get("network", True))
         workdir = tempfile.mkdtemp(prefix="submission-", dir="/tmp")
-        writable = [place for place in PRIVATE_PLACES if os.path.isdir(place)]
     os.setsid()
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
         signal.signal(number, signal.SIG_DFL)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-long write fails instead of killing
-    with open("/proc/self/status") as status:
-        vm_size_kb = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
-    memory = vm_size_kb * 1024 + limits["memory_mb"] * 2**20
-    for kind, value in (
-        (resource.RLIMIT_CORE, 0),
-        (resource.RLIMIT_FSIZE, limits["file_mb"] * 2**20),
-        (resource.RLIMIT_NOFILE, 256),
-        (resource.RLIMIT_AS, memory),
-        (resource.RLIMIT_CPU, int(limits["job_s"]) + 5),
-    ):
-        resource.setrlimit(kind, (value, value))
     os.umask(0o077)
     if uid is not None:
         os.chown(workdir, uid, uid)
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
-        nproc = limits["processes"]
-    else:
-        nproc = setup.nproc_base + limits["processes"]
-    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # its own memory is its own to read (the supervisor's is not)
     if setup.user_namespace:
         fresh.own_user_namespace()
     drop_capabilities()
     fresh.new_session_keyring()
+    return workdir
+
+
+def confine(workdir: str, setup, uid: int | None, device: str = "cpu") -> str:
+    """Step 4 of the above, after `enter` (and CUDA): confine this child for good; returns its working directory."""
+    limits = setup.limits
+    writable = [place for place in PRIVATE_PLACES if os.path.isdir(place)] if setup.view is not None else []
+    with open("/proc/self/status") as status:
+        vm_size_kb = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+    nproc = limits["processes"] if uid is not None else setup.nproc_base + limits["processes"]
+    for kind, value in (
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_FSIZE, limits["file_mb"] * 2**20),
+        (resource.RLIMIT_NOFILE, 256),
+        (resource.RLIMIT_AS, vm_size_kb * 1024 + limits["memory_mb"] * 2**20),
+        (resource.RLIMIT_CPU, int(limits["job_s"]) + 5),
+        (resource.RLIMIT_NPROC, nproc),
+    ):
+        hard = resource.getrlimit(kind)[1]  # no longer root: a limit can be lowered, never raised
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(kind, (value, value))
     if setup.landlock:
         landlock.restrict(readable_places(setup.keep), [workdir, *writable], [*DEVICES, *gpu_devices()])
     seccomp.install(setup.programs[device])

@@ -28,6 +28,7 @@ from .watch import Run, blamed_cell, failure
 PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE = 36, 4
 CUDA_FAILED = 71  # the child's exit status when CUDA could not start: the grader's fault, not the student's
 CONFINE_FAILED = 72  # ... when the child could not be confined: the grader's fault too
+WHY, WHY_LIMIT = "sandbox set-up failed: ", 300  # the line such a child writes first, saying why (`said_why`)
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ class Supervisor:
         budget = {"cpu": 0.0, "deadline": started + limits["job_s"] * limits["wall_factor"], "problems": []}
         pending, observations, runs, output, loaded, skipped = list(job["probes"]), {}, [], bytearray(), None, []
         while pending:
+            mark = len(output)
             run = self._run_child({**job, "skipped": skipped}, pending, budget, output)
             runs.append(run["cause"])
             for code, what in (
@@ -90,13 +92,14 @@ class Supervisor:
                 (CONFINE_FAILED, "the sandbox could not confine the child (limits, user or namespaces)"),
             ):
                 if run["status"] == f"exit {code}" and not run["reported"]:  # not a student's os._exit(71)
+                    why = said_why(bytes(output[mark:]))
                     return {
                         "observations": {},
                         "loaded": None,
                         "runs": runs,
                         "output": "",
                         "seconds": 0.0,
-                        "grader_error": what,
+                        "grader_error": what + (f": {why}" if why else ""),
                         "cleanup": budget["problems"],
                     }
             loaded = loaded or run["loaded"]
@@ -221,6 +224,18 @@ class Supervisor:
             "cause": cause or ("finished" if run.done else status),
             "status": status,
         }
+
+
+def said_why(output: bytes) -> str | None:
+    """What a child whose set-up failed said of why (its line that starts with WHY), then what it printed before,
+    as one line of at most WHY_LIMIT characters; None where it wrote no such line. Only the failed child's own output is read:
+    it failed before it loaded any student code, so everything there is the grader's (torch's warnings, say)."""
+    text = output.decode("utf-8", "replace")
+    if WHY not in text:
+        return None
+    said = " ".join(text[: text.rindex(WHY)].split())
+    reason = " ".join(text[text.rindex(WHY) + len(WHY) :].split())
+    return (f"{reason} (printed before: {said})" if said else reason)[:WHY_LIMIT]
 
 
 def _wait(pid: int, deadline: float) -> str:
