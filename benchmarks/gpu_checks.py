@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TOTAL_BUDGET_S = 540  # stay well inside a 10-minute device call, whatever the steps take
 SOLUTION = ROOT / "solutions" / "layernorm.ipynb"
 SAMPLE_CLASS = ROOT / "assignments" / "sample_class"
+SAMPLE_ASSIGNMENT = "layernorm"  # the folder each sample student's notebook is in
 
 
 class Log:
@@ -152,7 +153,9 @@ def grade_one(device: str, seed: int, scratch: Path, budget: float, log: Log) ->
             score=data["score"],
             execution_time=data["execution_time"],
             device_used=data["extra_data"]["device"],
-            lost={t["name"]: t["output"] for t in data["tests"] if t["status"] != "passed"},
+            # a written answer has no status: it awaits an instructor, and is neither passed nor lost
+            lost={t["name"]: t["output"] for t in data["tests"] if t.get("status") == "failed"},
+            awaiting=[t["name"] for t in data["tests"] if "status" not in t],
         )
     else:
         log(output[-3000:])
@@ -167,8 +170,9 @@ def class_folder(scratch: Path) -> Path:
     """The sample class and the solution, as one folder of submissions."""
     folder = scratch / "class"
     shutil.copytree(SAMPLE_CLASS, folder)
-    (folder / "zz_solution").mkdir()
-    shutil.copy(SOLUTION, folder / "zz_solution" / SOLUTION.name)
+    # nbgrader's layout, as the sample class has it: a student's folder without the assignment's folder is left out
+    (folder / "zz_solution" / SAMPLE_ASSIGNMENT).mkdir(parents=True)
+    shutil.copy(SOLUTION, folder / "zz_solution" / SAMPLE_ASSIGNMENT / SOLUTION.name)
     return folder
 
 
@@ -200,6 +204,7 @@ def grade_class(device: str, seed: int, folder: Path, scratch: Path, budget: flo
                 results = json.loads((out / row["student"] / "results.json").read_text())
                 row["execution_time"] = results["execution_time"]
                 row["device_used"] = results["extra_data"]["device"]
+                row["lost"] = {t["name"]: t["output"] for t in results["tests"] if t.get("status") == "failed"}
                 rows[row["student"]] = row
     else:
         log(output[-3000:])
@@ -215,7 +220,7 @@ def compare(runs: dict, log: Log) -> list[str]:
         return [f"grade-class did not finish on {', '.join(d for d in devices if not rows[d])}"]
     students = sorted(set().union(*rows.values()))
     problems = [] if len({frozenset(r) for r in rows.values()}) == 1 else ["not the same students graded on each device"]
-    skip = {"student", "submission", "first_divergence", "seed", "execution_time", "device_used"}
+    skip = {"student", "submission", "first_divergence", "seed", "execution_time", "device_used", "lost", "grader_errors"}
     log("   " + f"{'student':26}" + "".join(f" {d + ' score':>10} {d + ' s':>7}" for d in devices) + "  same")
     for student in students:
         got = {device: rows[device].get(student) for device in devices}
@@ -223,6 +228,7 @@ def compare(runs: dict, log: Log) -> list[str]:
         if "cpu" in got and "cuda" in got and got["cpu"] and got["cuda"]:
             a, b = got["cpu"], got["cuda"]
             differing = [key for key in a if key not in skip and float(a[key] or 0) != float(b.get(key) or 0)]
+            differing += ["grader errors"] if a.get("grader_errors") != b.get("grader_errors") else []
             if b["device_used"] != "cuda":
                 differing.append(f"graded on {b['device_used']}")
             if differing:
@@ -239,9 +245,15 @@ def compare(runs: dict, log: Log) -> list[str]:
         )
     for device in devices:
         solution = rows[device].get("zz_solution")
+        if not solution:
+            problems.append(f"the solution was not graded on {device}")
         # outside a course the written answers are in max_score, awaiting an instructor
-        if solution and float(solution["score"]) != float(solution["max_score"]) - float(solution.get("awaiting") or 0):
-            problems.append(f"the solution got {solution['score']} / {solution['max_score']} on {device}")
+        elif float(solution["score"]) != float(solution["max_score"]) - float(solution.get("awaiting") or 0):
+            problems.append(f"the solution got {solution['score']} / {solution['max_score']} on {device}: {solution['lost']}")
+    for device in devices:
+        for student, row in rows[device].items():
+            if row.get("grader_errors"):
+                problems.append(f"grader error for {student} on {device}: {row['grader_errors']}")
     return problems
 
 

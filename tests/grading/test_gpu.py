@@ -3,6 +3,7 @@
 machine without CUDA must do when CUDA is asked for, and always run."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -192,4 +193,46 @@ def test_cli_device_auto_grades_on_cuda(tmp_path, seed):
     assert run.exit_code == 0, run.output
     written = json.loads(results.read_text())
     assert written["extra_data"]["device"] == "cuda"
-    assert written["score"] == TOTAL_POINTS, [t["output"] for t in written["tests"] if t["status"] != "passed"]
+    assert written["score"] == TOTAL_POINTS, [t["output"] for t in written["tests"] if t.get("status") == "failed"]
+
+
+# --- benchmarks/gpu_checks.py, the one script a session with a GPU runs ----------------------------------------
+
+
+def _gpu_checks():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_checks", kit.ROOT / "benchmarks" / "gpu_checks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@no_gpu
+def test_the_gpu_checks_script_passes_its_cpu_half_here(tmp_path):
+    """Its dry run (--allow-no-gpu) on this machine: a GPU session finds the script working, not its own bugs (it
+    once read a status that written answers do not have, and graded a class without the solution in it)."""
+    done = subprocess.run(
+        [sys.executable, str(kit.ROOT / "benchmarks" / "gpu_checks.py"), "--allow-no-gpu"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OUT": str(tmp_path)},
+    )
+    summary = json.loads((tmp_path / "gpu_checks.json").read_text())
+    assert done.returncode == 0 and summary["problems"] == [], done.stdout[-3000:] + done.stderr[-3000:]
+    assert summary["solution"]["cpu"]["score"] == TOTAL_POINTS and not summary["solution"]["cpu"]["lost"]
+    rows = summary["grade_class"]["cpu"]["rows"]
+    assert float(rows["zz_solution"]["score"]) == TOTAL_POINTS and len(rows) == 8  # the sample class and the solution
+
+
+def test_the_gpu_checks_script_says_when_the_solution_is_missing_or_below_full_marks():
+    checks = _gpu_checks()
+    row = {"student": "ada", "score": "24", "max_score": "30", "awaiting": "6", "execution_time": 1.0}
+    runs = {"cpu": {"rows": {"ada": row}, "wall_s": 1.0}}
+    assert checks.compare(runs, lambda text="": None) == ["the solution was not graded on cpu"]
+    lost = {"Gradient behaviour": "raised RuntimeError"}
+    runs["cpu"]["rows"]["zz_solution"] = {**row, "student": "zz_solution", "score": "20", "lost": lost}
+    assert checks.compare(runs, lambda text="": None) == [f"the solution got 20 / 30 on cpu: {lost}"]
+    runs["cpu"]["rows"]["zz_solution"]["score"] = "24"
+    assert checks.compare(runs, lambda text="": None) == []
