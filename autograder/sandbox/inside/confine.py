@@ -104,7 +104,7 @@ def drop_capabilities() -> None:
 
 
 def enter(workdir: str | None, setup, uid: int | None) -> str:
-    """Steps 2 of the above, in a child that is still one thread; returns its working directory."""
+    """Step 2 of the above, in a child that is still one thread; returns its working directory."""
     view = setup.view
     if view is not None:
         private_root(setup.keep, view["tmp_mb"], gpu_devices(), network=view.get("network", True))

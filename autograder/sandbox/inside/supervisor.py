@@ -28,7 +28,7 @@ from .watch import Run, blamed_cell, failure
 PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE = 36, 4
 CUDA_FAILED = 71  # the child's exit status when CUDA could not start: the grader's fault, not the student's
 CONFINE_FAILED = 72  # ... when the child could not be confined: the grader's fault too
-WHY, WHY_LIMIT = "sandbox set-up failed: ", 300  # the line such a child writes first, saying why (`said_why`)
+WHY, WHY_LIMIT = "sandbox set-up failed: ", 300  # how such a child begins its line saying why (`said_why`)
 
 
 @dataclass(frozen=True)
