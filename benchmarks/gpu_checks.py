@@ -153,9 +153,7 @@ def grade_one(device: str, seed: int, scratch: Path, budget: float, log: Log) ->
             score=data["score"],
             execution_time=data["execution_time"],
             device_used=data["extra_data"]["device"],
-            # a written answer has no status: it awaits an instructor, and is neither passed nor lost
-            lost={t["name"]: t["output"] for t in data["tests"] if t.get("status") == "failed"},
-            awaiting=[t["name"] for t in data["tests"] if "status" not in t],
+            lost=lost_checks(data),
         )
     else:
         log(output[-3000:])
@@ -164,6 +162,12 @@ def grade_one(device: str, seed: int, scratch: Path, budget: float, log: Log) ->
         + (f", lost: {row['lost']}" if row.get("lost") else "")
     )
     return row
+
+
+def lost_checks(results: dict) -> dict:
+    """The checks a results.json says were failed, by title, with their messages (a written answer has no status:
+    it awaits an instructor, and is neither passed nor lost)."""
+    return {t["name"]: t["output"] for t in results["tests"] if t.get("status") == "failed"}
 
 
 def class_folder(scratch: Path) -> Path:
@@ -204,7 +208,7 @@ def grade_class(device: str, seed: int, folder: Path, scratch: Path, budget: flo
                 results = json.loads((out / row["student"] / "results.json").read_text())
                 row["execution_time"] = results["execution_time"]
                 row["device_used"] = results["extra_data"]["device"]
-                row["lost"] = {t["name"]: t["output"] for t in results["tests"] if t.get("status") == "failed"}
+                row["lost"] = lost_checks(results)
                 rows[row["student"]] = row
     else:
         log(output[-3000:])

@@ -25,21 +25,11 @@ class Reporter:
         write_frame(self.fd, event)
 
 
-def _say_why(prefix: str, error: BaseException) -> None:
-    """The grader's own failure, before any student code ran in this child: one line on the child's output,
-    where the supervisor reads it into the grader error (`supervisor.said_why`)."""
-    text = " ".join(f"{type(error).__name__}: {error}".split())
-    try:
-        os.write(2, f"{prefix}{text}\n".encode("utf-8", "replace"))
-    except OSError:
-        pass
-
-
 def start_child(setup, uid: int | None, job: dict, workdir: str | None, report_w: int, out_w: int, group) -> None:
     """In a freshly forked child of a job's supervisor: the channel on fd 3, output on 1 and 2, nothing else
     open; CUDA when the plan asks for it; confinement; then the job. Never returns."""
     from .confine import confine, enter, start_cuda
-    from .supervisor import CONFINE_FAILED, CUDA_FAILED, WHY
+    from .supervisor import CONFINE_FAILED, CUDA_FAILED, say_why
 
     try:
         os.dup2(report_w, 200)
@@ -56,18 +46,18 @@ def start_child(setup, uid: int | None, job: dict, workdir: str | None, report_w
                 group.join()
             workdir = enter(workdir, setup, uid)
         except BaseException as error:
-            _say_why(WHY, error)
+            say_why(error)
             os._exit(CONFINE_FAILED)
         if device == "cuda":
             try:
                 start_cuda(setup.limits)
             except BaseException as error:
-                _say_why(WHY, error)
+                say_why(error)
                 os._exit(CUDA_FAILED)
         try:
             confine(workdir, setup, uid, device)
         except BaseException as error:
-            _say_why(WHY, error)
+            say_why(error)
             os._exit(CONFINE_FAILED)
         setup.questions.run_job(setup.kit, job, Reporter(3))
         sys.stdout.flush()

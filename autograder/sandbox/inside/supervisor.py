@@ -28,7 +28,7 @@ from .watch import Run, blamed_cell, failure
 PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE = 36, 4
 CUDA_FAILED = 71  # the child's exit status when CUDA could not start: the grader's fault, not the student's
 CONFINE_FAILED = 72  # ... when the child could not be confined: the grader's fault too
-WHY, WHY_LIMIT = "sandbox set-up failed: ", 300  # how such a child begins its line saying why (`said_why`)
+WHY, WHY_LIMIT = "sandbox set-up failed: ", 300  # how such a child begins its line saying why (`say_why`)
 
 
 @dataclass(frozen=True)
@@ -224,6 +224,16 @@ class Supervisor:
             "cause": cause or ("finished" if run.done else status),
             "status": status,
         }
+
+
+def say_why(error: BaseException) -> None:
+    """In a child whose set-up failed, before it loaded any student code: one line on its output saying why,
+    which `said_why` reads into the grader error."""
+    text = " ".join(f"{type(error).__name__}: {error}".split())
+    try:
+        os.write(2, f"{WHY}{text}\n".encode("utf-8", "replace"))
+    except OSError:
+        pass
 
 
 def said_why(output: bytes) -> str | None:
