@@ -41,7 +41,7 @@ def _notes(raw: dict, student: dict) -> tuple[str, ...]:
         if isinstance(error, dict):
             notes.append(f"{error.get('cell')} raised {error.get('type')}: {error.get('message')}")
     for note in (student["eval"].get("notes") or [])[:2] if student["eval"]["ok"] else []:
-        notes.append(f"{note}; your forward was graded with the kit's components.")
+        notes.append(f"{note}.")
     return tuple(str(n)[:500] for n in notes)
 
 

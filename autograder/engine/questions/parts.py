@@ -1,11 +1,17 @@
-"""Blocks the grader can reason about: the student's class, wired to the kit's five components.
+"""Blocks the grader can reason about: the student's own block, with the grader's weights loaded in place.
 
-The student's `__init__` runs as written; then the kit replaces the five components with its own copies
-(the public classes from the notebook) whose weights come from a seed. Only `forward` is the student's.
-Every value a graded block computes is therefore determined by the seed and the student's `forward`.
+The student's `__init__` runs as written. The grader then loads the weights of its own five components (the
+public classes from the notebook, weights drawn from a seed) into the student's very modules, through their
+state dicts, and sets drop_shortcut's rate on the student's own dropout. No attribute is ever replaced: a
+block that reaches its components through lists, dicts, aliases, closures, `get_submodule` or `_modules` runs
+the modules the grader loaded, and is graded as it runs. Where the grader cannot load a component (a module of
+another shape, or none of that name), it says so: a missing one is added, one it cannot load is left as the
+student made it, and the block is graded by its values alone.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import torch
 import torch.nn as nn
@@ -54,16 +60,68 @@ def make_parts(
     return parts
 
 
-def install_parts(block: nn.Module, parts: dict[str, nn.Module]) -> None:
-    """Put `parts` on `block`, also where its `__init__` kept extra references (lists, dicts, Sequentials)."""
-    originals = {name: block._modules.get(name) for name in PART_NAMES}
-    for container in list(block.modules()):
-        for key, child in list(container._modules.items()):
-            for name, original in originals.items():
-                if original is not None and child is original:
-                    container._modules[key] = parts[name]
-    for name, part in parts.items():
-        setattr(block, name, part)
+def _loadable(mine: nn.Module, theirs: nn.Module) -> dict | None:
+    """`theirs`'s state as `mine` names it: by name where every parameter's name and shape agree, else by
+    position where the parameters' shapes agree in order (an `nn.LayerNorm`'s weight and bias for the kit's
+    scale and shift); buffers of another shape (an attention mask for a longer context) stay the student's.
+    None: `mine` cannot take these weights."""
+    own, given = mine.state_dict(), theirs.state_dict()
+    params = [name for name, _ in theirs.named_parameters()]
+    mine_params = [name for name, _ in mine.named_parameters()]
+    if all(name in own and own[name].shape == given[name].shape for name in params) and len(mine_params) == len(params):
+        pairs = {name: name for name in given if name in own}
+    elif [tuple(own[n].shape) for n in mine_params] == [tuple(given[n].shape) for n in params]:
+        pairs = dict(zip(params, mine_params))
+    else:
+        return None
+    return {pairs[name]: value for name, value in given.items() if name in pairs and own[pairs[name]].shape == value.shape}
+
+
+# A student's module whose parameters the grader loaded by position: the grader's names of its parameters, by the
+# student's ("norm1.weight" -> "norm1.scale"), so that every answer names them as the grader's components do.
+RENAMED: "weakref.WeakKeyDictionary[nn.Module, dict]" = weakref.WeakKeyDictionary()
+
+
+def load_parts(block: nn.Module, parts: dict[str, nn.Module], notes: list | None = None) -> None:
+    """The grader's components' weights, loaded into the student's own modules where they stand (see the module
+    docstring); drop_shortcut's rate and the components' inner dropouts' rates set on the student's own dropouts.
+    A component the block lacks is added; one it cannot take the weights of stays as it is, and `notes` say so."""
+    seen: dict[int, str] = {}
+    for name in PART_NAMES:
+        theirs, mine = parts[name], block._modules.get(name)
+        if mine is None:
+            setattr(block, name, theirs)
+            continue
+        if id(mine) in seen:
+            _note(notes, f"your block's {name} is the very module {seen[id(mine)]} is: one set of weights serves both")
+        seen[id(mine)] = name
+        if name == "drop_shortcut":
+            if isinstance(getattr(mine, "p", None), (int, float)):
+                mine.p = theirs.p
+            else:
+                _note(notes, f"the grader could not set the rate of your drop_shortcut ({type(mine).__name__})")
+            continue
+        state = _loadable(mine, theirs)
+        if state is None:
+            _note(
+                notes,
+                f"the grader could not load its weights into your {name} ({type(mine).__name__} of other "
+                "parameters than the notebook's); your block was graded by its values alone",
+            )
+            continue
+        with torch.no_grad():
+            mine.load_state_dict(state, strict=False)
+        names = dict(zip((n for n, _ in mine.named_parameters()), (n for n, _ in theirs.named_parameters())))
+        if any(a != b for a, b in names.items()):
+            RENAMED.setdefault(block, {}).update({f"{name}.{a}": f"{name}.{b}" for a, b in names.items()})
+        for inner in mine.modules():
+            if isinstance(inner, nn.Dropout):
+                inner.p = 0.0  # the grader's components have no dropout of their own
+
+
+def _note(notes: list | None, text: str) -> None:
+    if notes is not None and text not in notes:
+        notes.append(text)
 
 
 def build_block(block_class, cfg: dict, notes: list | None = None) -> nn.Module:
@@ -73,8 +131,8 @@ def build_block(block_class, cfg: dict, notes: list | None = None) -> nn.Module:
     try:
         return block_class(cfg)
     except Exception as error:  # the student's constructor: grade forward anyway, and say so
-        if notes is not None:
-            notes.append(f"TransformerBlock.__init__(cfg) raised {type(error).__name__}: {error}")
+        why = f"TransformerBlock.__init__(cfg) raised {type(error).__name__}: {error}"
+        _note(notes, f"{why}; your forward was graded with the kit's components")
         block = block_class.__new__(block_class)
         nn.Module.__init__(block)
         return block
@@ -82,5 +140,5 @@ def build_block(block_class, cfg: dict, notes: list | None = None) -> nn.Module:
 
 def graded_block(block_class, kit: dict, cfg: dict, seed: int, notes: list | None = None, **part_options):
     block = build_block(block_class, cfg, notes)
-    install_parts(block, make_parts(kit, cfg, seed, **part_options))
+    load_parts(block, make_parts(kit, cfg, seed, **part_options), notes)
     return block

@@ -13,7 +13,7 @@ import torch
 
 from . import chains as chains_
 from .cells import describe_error, reset_torch_state
-from .parts import PART_NAMES, build_block, graded_block, install_parts, make_parts
+from .parts import PART_NAMES, RENAMED, build_block, graded_block, load_parts, make_parts
 from .plan import BATCH, BIG_BATCH, FRESH, PROFILE_DEPTH, RESPONDING, Plan
 from .moving import change, hold, moved_runs
 from .recording import MAX_CALLS, RESPONSE_CALLS, Recorder
@@ -72,9 +72,17 @@ def tensor_out(value, like=None):
 
 
 def part_params(block) -> dict:
-    """The parameters of a block's five components (or of a dict of them), by dotted name."""
-    parts = block if isinstance(block, dict) else {name: getattr(block, name) for name in PART_NAMES}
-    return {f"{name}.{pname}": param for name in PART_NAMES for pname, param in parts[name].named_parameters()}
+    """The parameters of a block's five components (or of a dict of them), by dotted name, as the grader's own
+    components name them (a student's module loaded by position: `parts.RENAMED`)."""
+    parts = block if isinstance(block, dict) else {name: block._modules.get(name) for name in PART_NAMES}
+    renamed = {} if isinstance(block, dict) else RENAMED.get(block, {})
+    found = {
+        f"{name}.{pname}": param
+        for name in PART_NAMES
+        if parts[name] is not None
+        for pname, param in parts[name].named_parameters()
+    }
+    return {renamed.get(key, key): param for key, param in found.items()}
 
 
 def _recorded_run(
@@ -167,7 +175,7 @@ def probe_profile(p):
 
     def student_block(parts: dict):
         block = build_block(cls, cfg)
-        install_parts(block, parts)  # also where the student's __init__ kept references to the components
+        load_parts(block, parts)  # into the student's own modules, wherever its __init__ keeps them
         return block
 
     return {"profile": deep_profile(student_block, kit, p.plan)}
