@@ -1,6 +1,6 @@
 """Calibrate the deep-stack gradient check (checks/gradients.py: SEVERE_FACTOR, MILD_FACTOR, MAX_GROWTH).
 
-Builds 24-block stacks exactly as the grader does (`engine.questions.probes.deep_profile`: the notebook's `make_stack`
+Builds 24-block stacks exactly as the grader does (`engine.questions.stack.deep_profile`: the notebook's `make_stack`
 and `gradient_profile`, the kit's components with neutral LayerNorms, the same read-out loss) for the plans
 of many run seeds, for a Pre-LN block and for the Post-LN, no-shortcut and no-normalization arrangements, and
 prints per arrangement the range of the two statistics the check uses:
@@ -20,14 +20,15 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autograder.engine.checks.gradients import MAX_GROWTH, MILD_FACTOR, SEVERE_FACTOR, profile_verdict  # noqa: E402
-from autograder.engine.questions.parts import build_block, install_parts  # noqa: E402
+from autograder.engine.questions.parts import build_block, load_parts  # noqa: E402
 from autograder.engine.questions.plan import GRADING_CFG, Plan
-from autograder.engine.questions.probes import deep_profile  # noqa: E402
+from autograder.engine.questions.stack import deep_profile  # noqa: E402
 from autograder.grading.reference import reference_namespace  # noqa: E402
 
 CALIBRATION_SEEDS = range(1, 201)
@@ -43,14 +44,15 @@ def arrangements(ns: dict) -> dict:
 
 
 def profile(ns: dict, block, seed: int) -> list[float]:
-    """The grader's measurement (probes.probe_profile) for one arrangement, on the plan of run seed `seed`."""
+    """The grader's measurement (probes.probe_profile) for one arrangement, on a stack drawn from `seed` (a grade
+    measures the stack of `plan.PROFILE_SEED`; the thresholds must hold on every stack)."""
 
     def make(parts: dict):
         made = build_block(ns["TransformerBlock"] if block == "no-norm" else block, GRADING_CFG)
-        install_parts(made, parts)
+        load_parts(made, parts)
         return ns["without_norms"](made) if block == "no-norm" else made
 
-    return deep_profile(make, ns, Plan.draw(seed))
+    return deep_profile(make, ns, replace(Plan.draw(seed), profile_seed=seed))
 
 
 def statistics(values: list[float]) -> tuple[float, float, float]:

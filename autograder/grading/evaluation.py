@@ -223,8 +223,17 @@ def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list) 
         else (*([FirstStep(divergence.mode, divergence.step)] if divergence.step is not None else []), *divergence.facts)
     )
     facts = tuple(dict.fromkeys(f for f in (*told, *evidence.facts)))
-    facts = tuple(f.to_dict() for f in facts)
+    facts = tuple(f.to_dict() for f in sorted(facts, key=_smallest_input_first))
     return Evaluation(checks, divergence.text() if divergence else None, notes, profiles, tuple(errors), facts)
+
+
+def _smallest_input_first(fact) -> int:
+    """Facts in the order stated, but the sweep's inputs the block differs on smallest first (the page names the
+    first); `sorted` is stable."""
+    if fact.kind != "differs":
+        return 0
+    data = dict(fact.input)
+    return data.get("tokens", 0) * data.get("batch", 0) * data.get("emb_dim", 0)
 
 
 def _student_profile(evidence: Evidence, student: dict):

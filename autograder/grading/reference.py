@@ -67,6 +67,7 @@ REFERENCE_PROBES = (
     "robust_small",
     "robust_batch",
     "robust_double",
+    "sweep",
 )
 
 

@@ -275,6 +275,11 @@ class Run:
         got = self._matches(mode, fact["component"], fact["call"], fact["value"])
         return None if got is None else (got == fact["equal"] and self._count_ok(mode, fact))
 
+    def _differs(self, mode, fact):
+        """A difference on an input of the grader's sweep (another configuration, size, rate or call): this run
+        records the grader's main input only. The region generator (`catalog/regions.py`) evaluates these facts."""
+        return None
+
     def _unknown(self, mode, fact):
         if fact["component"] is None:
             value = self.value(mode, "pre_ln") if fact["value"].startswith("h + ") else self.value(mode, fact["value"])

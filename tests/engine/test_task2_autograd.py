@@ -63,9 +63,23 @@ def test_the_drawn_layers_keep_the_magnitudes_in_a_comparable_range():
 def test_a_plan_keeps_its_layers_through_json():
     plan = Plan.draw(12345)
     again = Plan.from_dict(json.loads(json.dumps(plan.to_dict())))
-    assert again.layers == plan.layers and len(plan.layers) == 7
-    assert sum(not terms for (_, terms), _ in plan.layers) == 4  # the constant factors of the formula part
+    assert again.layers == plan.layers and len(plan.layers) == 16
+    assert sum(not terms for (_, terms), _ in plan.layers) == 12  # the constant factors of the formula part, and more
     assert Plan.draw(12345).layers == plan.layers != Plan.draw(12346).layers
+
+
+@pytest.mark.parametrize("seed", [1, 2, 12345, 2**31 - 1])
+def test_every_function_is_asked_over_its_whole_domain(seed):
+    """Factors of 0, 1 and -1, a tiny and a huge magnitude, depths of 0 and 1, for every function that takes them."""
+    plan = Plan.draw(seed)
+    constants = [(spec[0], n) for spec, n in plan.layers if not spec[1]]
+    for cases in (list(plan.chains), constants):
+        factors = {factor for factor, n in cases if n > 0}
+        assert {0.0, 1.0, -1.0} <= factors
+        assert any(0 < abs(f) < 1e-2 for f in factors) and any(abs(f) > 1e2 for f in factors)
+        assert {0, 1} <= {n for _, n in cases}
+    assert {0.0, 1.0, -1.0} <= set(plan.factors)
+    assert any(0 < abs(f) < 1e-2 for f in plan.factors) and any(abs(f) > 1e2 for f in plan.factors)
 
 
 @pytest.fixture(scope="module")

@@ -30,6 +30,11 @@ from autograder.engine.diagnosis.script import PRE_LN, compile_script
 from autograder.engine.reading.dataflow import arrays_close
 from autograder.engine.reading.program import in_mode, live
 from autograder.engine.reading.replays import param_gradients, per_instance
+from autograder.engine.reading.masks import read_masks
+from autograder.engine.reading.sweep import Miss, Reader
+
+from .regions import sweep_parts
+from .work import times_ran, weights_from_values
 
 # Tolerance tiers for comparing float32 results with the reference: CUDA kernels reorder sums.
 TOLERANCES = {"cpu": (1e-5, 1e-6), "cuda": (2e-3, 2e-4)}
@@ -117,15 +122,35 @@ class Evidence:
     @functools.cached_property
     def train_gradients(self):
         """Pre-LN's gradients under the masks the student's train run drew, where that run holds Pre-LN's values
-        boundary by boundary (None where it does not, or the run failed)."""
+        boundary by boundary (None where it does not, or the run failed). The masks are read from the values at the
+        boundary between the halves, as the sweep reads them (`reading/sweep.py`: each element exactly dropped or
+        kept and scaled, whatever the draw), or, where that reading finds no such masks (norm2 received h in pieces
+        it cannot join), the walk's (each element's ratio of values, which rounding blurs where a branch is near 0)."""
         flow = self.flows.get("train")
         if flow is None or not self.obs("train")["ok"]:
             return None
-        walk = Walk(flow, self.parts, "train", self.drop_p)
-        if walk.first() is not None or walk.masks is None:
+        run = self.obs("train")
+        pieces = [call["input"] for call in run["calls"] if call["name"] == "norm2"]
+        masks = read_masks(self.x, pieces, run["y"], self.parts, self.drop_p)
+        if masks is None:
+            walk = Walk(flow, self.parts, "train", self.drop_p)
+            masks = walk.masks if walk.first() is None else None
+        if masks is None:
             return None
         program = live(in_mode(compile_script(PRE_LN, self.drop_p), "train"))
-        return param_gradients(program, flow.x, self.parts, self.replays.readout, walk.masks, train=True)
+        return param_gradients(program, flow.x, self.parts, self.replays.readout, masks, train=True)
+
+    # --- right on every valid input -----------------------------------------------------------------
+    @functools.cached_property
+    def sweep(self) -> list:
+        """Every call of the sweep where the block differs from Pre-LN, smallest input first (`reading/sweep.py`)."""
+        mine, theirs = self.obs("sweep"), (self.reference or {}).get("sweep")
+        if theirs is None or not theirs.get("ok") or self.plan is None or not self.plan.sweep:
+            return []
+        if not mine["ok"]:
+            words = "on the grader's other inputs (other configurations, sizes, dropout rates and modes)"
+            return [Miss(mode, 0, 0, "config", "error", None, 0, words, error_text(mine)) for mode in ("eval", "train")]
+        return Reader(self.plan, self.replays.kit, self.close).misses(mine, theirs)
 
     # --- credit only for work done ------------------------------------------------------------------
     @functools.cached_property
@@ -231,42 +256,19 @@ class Evidence:
         )
 
 
+def swept(evidence: Evidence, part: str, outcome: Outcome) -> Outcome:
+    """`outcome`, unless it passed and the sweep shows the block differs on an input that part is about: then
+    the smallest such input is named."""
+    if not outcome.passed:
+        return outcome
+    for miss in evidence.sweep:
+        if part in sweep_parts(miss):
+            evidence.facts.append(miss)
+            return fail(f"Not on every valid input: {miss.where}, {miss.detail}.")
+    return outcome
+
+
 NAMES = {"att": "attention", "ff": "the feed-forward network"}
-
-
-def weights_from_values(evidence: Evidence) -> dict | None:
-    """The branches' weights from values alone (None: the answers needed are missing): how much the eval output
-    moves when the grader changes a branch's output (the `respond` question), as a fraction of how much a
-    Pre-LN block's moves under the same change; 0 for a branch whose input does not change with x (its recorded
-    inputs on another input, the `eval_other` question, are the same), or that never ran; None for one that ran
-    with no call of it recorded."""
-    mine, run, other = evidence.obs("respond"), evidence.obs("eval"), evidence.obs("eval_other")
-    theirs = evidence.reference.get("respond") or {}
-    if not (mine["ok"] and theirs.get("ok") and run["ok"]):
-        return None
-    weights = {}
-    for side in ("att", "ff"):
-        moved = float(np.linalg.norm(mine[side]["y"] - run["y"]))
-        base = float(np.linalg.norm(theirs[side]["y"] - evidence.reference["eval"]["y"]))
-        inputs = [c["input"] for c in run["calls"] if c["name"] == side]
-        if not inputs and evidence.flows.get("eval") is not None and times_ran(evidence.flows["eval"], side):
-            weights[side] = None  # it ran, through its own layers or unrecorded: the grader's change of its
-            continue  # output touched nothing, and says nothing of its work
-        elsewhere = [c["input"] for c in other["calls"] if c["name"] == side] if other["ok"] else None
-        fixed = (
-            elsewhere is not None
-            and len(elsewhere) == len(inputs)
-            and all(a.shape == b.shape and np.allclose(a, b) for a, b in zip(inputs, elsewhere))
-        )
-        weights[side] = 0.0 if not inputs or fixed or base == 0 else moved / base
-    return weights
-
-
-def times_ran(flow, component: str) -> int:
-    """How many times `component` ran in a run: its recorded calls (not the ones the reading made itself, such as a
-    padded call's slice), or the child's count where that is more (calls inside vmap, its own layers called)."""
-    recorded = sum(1 for call in flow.calls if call.name == component and call.kind != "manual")
-    return max(recorded, (getattr(flow, "counts", None) or {}).get(component, 0))
 
 
 def difference(a, b) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from autograder.engine.diagnosis.boundaries import Walk
 from autograder.engine.facts import Output, Said
 
-from . import PASS, Evidence, error_text, fail
+from . import Evidence, PASS, error_text, fail, swept
 
 NAME = "forward_dropout"
 ATT, FF, EVAL = ("dropout on attention's output", "dropout on the feed-forward output", "dropout is off in eval mode")
@@ -74,6 +74,8 @@ def evaluate(evidence: Evidence) -> dict:
         message = f"In train mode: {error_text(train)}."
         return {ATT: fail(message), FF: fail(message), EVAL: fail(message)}
     placed = {ATT: _placed(evidence, "att"), FF: _placed(evidence, "ff")}
+    if evidence.matches("train"):  # other rates, shapes and call sequences, judged against Pre-LN's own values
+        placed = {part: swept(evidence, part, outcome) for part, outcome in placed.items()}
     unexplained = _train_only(evidence) if all(o.passed for o in placed.values()) else None
     if unexplained is not None:
         placed[unexplained[0]] = fail(unexplained[1])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from autograder.engine.diagnosis.cuts import gradient_cause
-from . import PASS, Evidence, Outcome, error_text, fail
+from . import Evidence, Outcome, PASS, error_text, fail, swept
 
 NAME = "forward_gradients"
 INPUT, PARAMS, TRAIN, PROFILE = (
@@ -181,4 +181,7 @@ def evaluate(evidence: Evidence) -> dict:
         TRAIN: _gradients(evidence, "train", "all"),
         PROFILE: _profile(evidence, in_eval.passed),
     }
+    for part, mode in ((INPUT, "eval"), (TRAIN, "train")):
+        if evidence.matches(mode):  # the grader's other inputs, judged against Pre-LN's own values
+            outcomes[part] = swept(evidence, part, outcomes[part])
     return {part: evidence.gate(outcome) for part, outcome in outcomes.items()}

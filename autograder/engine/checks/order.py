@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import PASS, Evidence, difference, error_text, fail
+from . import Evidence, PASS, difference, error_text, fail, swept
 
 NAME = "forward_order"
 PART = "output matches a Pre-LN block"
@@ -28,7 +28,7 @@ def evaluate(evidence: Evidence) -> dict:
         return {PART: fail(error_text(run))}
     expected = evidence.reference["eval"]["y"]
     if evidence.close(run["y"], expected):
-        return {PART: PASS}
+        return {PART: swept(evidence, PART, PASS)}
     parts = [f"Your block's output differs from a Pre-LN block's ({difference(run['y'], expected)})."]
     named = arrangement(evidence)
     if named:

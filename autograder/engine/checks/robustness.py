@@ -23,7 +23,7 @@ import torch
 
 from autograder.engine.questions.plan import Plan
 from autograder.engine.questions.probes import Probing
-from . import PASS, Evidence, difference, error_text, fail
+from . import Evidence, PASS, difference, error_text, fail, swept
 
 NAME = "forward_robustness"
 SMALL, BATCH, DOUBLE, REPEAT = (
@@ -157,4 +157,6 @@ def evaluate(evidence: Evidence) -> dict:
         DOUBLE: _part(evidence, "robust_double", "double", "After block.double() with a float64 input", torch.float64),
         REPEAT: _part(evidence, "eval_seeds", "repeat", "Called twice in eval mode on the same new input tensor"),
     }
+    if evidence.matches("eval"):  # the grader's other inputs, judged against Pre-LN's own values
+        outcomes = {part: swept(evidence, part, outcome) for part, outcome in outcomes.items()}
     return {part: evidence.gate(outcome) for part, outcome in outcomes.items()}

@@ -1,5 +1,5 @@
-"""Turning cells into definitions, and what student code leaves behind: its errors, said in its own terms, and
-torch's global state, reset after every cell and before every probe.
+"""Turning cells into definitions, and what student code leaves behind: its errors, said in its own terms, what
+it returned that a probe cannot use, and torch's global state, reset after every cell and before every probe.
 
 The trusted parent loads the kit and the reference the same way, so every side turns notebook cells into
 definitions alike.
@@ -47,6 +47,15 @@ def reset_torch_state() -> None:
         pass
 
 
+def seed_random(seed: int, device: str = "cpu") -> None:
+    """Seed torch's global random numbers before a call of the student's forward, for the device it runs on (the
+    CPU's generator, and CUDA's on a GPU). `torch.manual_seed` would also queue a seed for CUDA on a machine
+    without it, and record the call's stack for that: a few milliseconds each time, on every probe."""
+    torch.default_generator.manual_seed(int(seed))
+    if str(device).startswith("cuda"):
+        torch.cuda.manual_seed(int(seed))
+
+
 def cell_where(filename: str, lineno: int | None) -> str:
     """`cell N, line L: its text` for a line of a cell compiled as `<cell N>` (its text is in linecache, put there
     by `load_cells`)."""
@@ -89,3 +98,15 @@ def load_cells(cells, namespace: dict | None = None) -> tuple[dict, list[dict]]:
             errors.append({"cell": label, **describe_error(error)})
         reset_torch_state()
     return namespace, errors
+
+
+class ProbeFailure(Exception):
+    """The student's code returned something a probe cannot use (wrong type, wrong shape...)."""
+
+
+def tensor_out(value, like=None):
+    if not isinstance(value, torch.Tensor):
+        raise ProbeFailure(f"forward returned {type(value).__name__}, not a tensor")
+    if like is not None and tuple(value.shape) != tuple(like.shape):
+        raise ProbeFailure(f"forward returned shape {tuple(value.shape)}, expected {tuple(like.shape)}")
+    return value

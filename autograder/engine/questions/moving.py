@@ -1,6 +1,7 @@
 """Components whose outputs the grader sets: changed by a seeded amount (the `respond` question), or held at values
 of the grader's (the `moved` question: the block run in eval mode with attention's and the feed-forward network's
-outputs held, as it is and with one value moved by an amount; `diagnosis/moves.py` reads it)."""
+outputs held, as it is and with one value moved by an amount; `diagnosis/moves.py` reads it); and the block input with
+one token of each sequence given other content (the `token` question)."""
 
 from __future__ import annotations
 
@@ -66,3 +67,22 @@ def moved_runs(plan: Plan, x: torch.Tensor) -> list:
 def moved_seed(plan: Plan) -> int:
     """The `moved` question's seed: one of its own, from the plan's (no draw of the plan's changes for it)."""
     return plan.respond + 7919
+
+
+def token_changed(x: torch.Tensor, seed: int) -> torch.Tensor:
+    """`x` with one token of each sequence (drawn from `seed`) given other content: a change orthogonal to the
+    token's mean and to the token itself, half its size, so that the token's mean and (nearly) its spread stay.
+    A branch that sees only means (the input's global mean, a token's mean) cannot see it."""
+    generator = torch.Generator().manual_seed(int(seed))
+    changed = x.detach().clone()
+    for row in range(x.shape[0]):
+        token = int(torch.randint(x.shape[1], (1,), generator=generator))
+        own = changed[row, token].double()
+        centred = own - own.mean()
+        basis = torch.stack([torch.ones_like(own), centred])
+        q, _ = torch.linalg.qr(basis.T)
+        delta = torch.randn(own.shape, generator=generator, dtype=torch.float64)
+        delta = delta - q @ (q.T @ delta)
+        delta = 0.5 * delta * float(centred.norm()) / max(float(delta.norm()), 1e-12)
+        changed[row, token] = (own + delta).to(x.dtype)
+    return changed

@@ -1,8 +1,8 @@
 """Blocks the grader can reason about: the student's own block, with the grader's weights loaded in place.
 
 The student's `__init__` runs as written. The grader then loads the weights of its own five components (the
-public classes from the notebook, weights drawn from a seed) into the student's very modules, through their
-state dicts, and sets drop_shortcut's rate on the student's own dropout. No attribute is ever replaced: a
+public classes from the notebook, weights drawn from a seed) into the student's very modules, parameter by
+parameter and buffer by buffer, and sets drop_shortcut's rate on the student's own dropout. No attribute is ever replaced: a
 block that reaches its components through lists, dicts, aliases, closures, `get_submodule` or `_modules` runs
 the modules the grader loaded, and is graded as it runs. Where the grader cannot load a component (a module of
 another shape, or none of that name), it says so: a missing one is added, one it cannot load is left as the
@@ -60,21 +60,24 @@ def make_parts(
     return parts
 
 
-def _loadable(mine: nn.Module, theirs: nn.Module) -> dict | None:
-    """`theirs`'s state as `mine` names it: by name where every parameter's name and shape agree, else by
-    position where the parameters' shapes agree in order (an `nn.LayerNorm`'s weight and bias for the kit's
-    scale and shift); buffers of another shape (an attention mask for a longer context) stay the student's.
-    None: `mine` cannot take these weights."""
-    own, given = mine.state_dict(), theirs.state_dict()
-    params = [name for name, _ in theirs.named_parameters()]
-    mine_params = [name for name, _ in mine.named_parameters()]
-    if all(name in own and own[name].shape == given[name].shape for name in params) and len(mine_params) == len(params):
-        pairs = {name: name for name in given if name in own}
-    elif [tuple(own[n].shape) for n in mine_params] == [tuple(given[n].shape) for n in params]:
-        pairs = dict(zip(params, mine_params))
+def _pairs(mine: nn.Module, theirs: nn.Module) -> list | None:
+    """(the student's tensor, the grader's) for every parameter of `theirs`: by name where every name and shape
+    agree, else by position where the shapes agree in order (an `nn.LayerNorm`'s weight and bias for the kit's scale
+    and shift); then each buffer of the same name and shape (one of another shape, an attention mask for a longer
+    context, stays the student's). None: `mine` cannot take these weights."""
+    own, given = dict(mine.named_parameters()), list(theirs.named_parameters())
+    if len(own) != len(given):
+        return None
+    if all(name in own and own[name].shape == value.shape for name, value in given):
+        pairs = [(own[name], value) for name, value in given]
+    elif all(a.shape == b.shape for a, (_, b) in zip(own.values(), given)):
+        pairs = list(zip(own.values(), (value for _, value in given)))
     else:
         return None
-    return {pairs[name]: value for name, value in given.items() if name in pairs and own[pairs[name]].shape == value.shape}
+    buffers = dict(mine.named_buffers())
+    return pairs + [
+        (buffers[name], value) for name, value in theirs.named_buffers() if name in buffers and buffers[name].shape == value.shape
+    ]
 
 
 # A student's module whose parameters the grader loaded by position: the grader's names of its parameters, by the
@@ -101,8 +104,8 @@ def load_parts(block: nn.Module, parts: dict[str, nn.Module], notes: list | None
             else:
                 _note(notes, f"the grader could not set the rate of your drop_shortcut ({type(mine).__name__})")
             continue
-        state = _loadable(mine, theirs)
-        if state is None:
+        pairs = _pairs(mine, theirs)
+        if pairs is None:
             _note(
                 notes,
                 f"the grader could not load its weights into your {name} ({type(mine).__name__} of other "
@@ -110,7 +113,8 @@ def load_parts(block: nn.Module, parts: dict[str, nn.Module], notes: list | None
             )
             continue
         with torch.no_grad():
-            mine.load_state_dict(state, strict=False)
+            for yours, ours in pairs:
+                yours.copy_(ours)
         names = dict(zip((n for n, _ in mine.named_parameters()), (n for n, _ in theirs.named_parameters())))
         if any(a != b for a, b in names.items()):
             RENAMED.setdefault(block, {}).update({f"{name}.{a}": f"{name}.{b}" for a, b in names.items()})

@@ -10,6 +10,7 @@ import random
 from dataclasses import asdict, dataclass, field
 
 from . import chains as chains_
+from . import sweep as sweep_
 
 GRADING_CFG = {
     "vocab_size": 101,
@@ -21,6 +22,10 @@ GRADING_CFG = {
     "qkv_bias": False,
 }
 PROFILE_DEPTH = 24
+# The deep stack's weights and input: the same for every grade. The profile is judged by thresholds on a measured
+# quantity, so its verdict must not depend on the grade's seed: every grade of one submission measures the very same
+# stack (the block's own values are checked on fresh inputs by every other question).
+PROFILE_SEED = 7
 BATCH = 3
 BIG_BATCH = 5
 # The inputs of the questions asked after the recorded runs, each drawn from a seed of its own: the answers
@@ -45,12 +50,13 @@ class Plan:
     readout: int = 3  # the read-out whose gradient the probes report
     rng: tuple = (4, 5, 6)  # torch's global seed before a call: the forward's own, then two for eval_seeds
     drop_p: float = 0.5
-    profile_seed: int = 7  # the deep stack's weights and input
+    profile_seed: int = PROFILE_SEED  # the deep stack's weights and input (one for every grade)
     fresh: tuple = (8, 9, 10, 11, 12)  # the inputs of the later questions (see FRESH)
     respond: int = 13  # the changes the `respond` question makes to each component's output
     chains: tuple = ((2.0, 10),)  # Task 2: (factor, n_layers) for magnitude_by_formula
     layers: tuple = (((2.0, ()), 10),)  # Task 2: (layer spec, n_layers) for magnitude_by_autograd (chains.py)
     factors: tuple = (2.0,)  # Task 2: factors for classify_factor
+    sweep: tuple = ()  # the blocks and calls drawn from the whole space of inputs (sweep.py)
 
     @classmethod
     def draw(cls, seed: int, device: str = "cpu") -> "Plan":
@@ -82,15 +88,25 @@ class Plan:
             -round(rng.uniform(1.01, 3.0), 3),
         ]
         rng.shuffle(factors)
-        seeds = dict(
-            weights=draw(), inputs=draw(), readout=draw(), rng=(draw(), draw(), draw()), profile_seed=draw(), respond=draw()
-        )
+        seeds = dict(weights=draw(), inputs=draw(), readout=draw(), rng=(draw(), draw(), draw()))
+        draw()  # once the deep stack's seed, now fixed (PROFILE_SEED): the seeds after it stay as they were
+        seeds["respond"] = draw()
         fresh = tuple(draw() for _ in FRESH)
         layers = [(chains_.constant(factor), n) for factor, n in chains[:4]] + [
             (chains_.draw(rng), rng.randint(5, 12)) for _ in range(3)
         ]  # drawn last: the seeds above stay
+        chains, layers, factors = _whole_domain(random.Random(f"domain:{seed}"), chains, layers, factors)
+        cfg = GRADING_CFG
+        sweep = sweep_.draw(seed, taken=((cfg["emb_dim"], cfg["n_heads"], cfg["context_length"]),))
         return cls(
-            seed=seed, device=device, **seeds, fresh=fresh, chains=tuple(chains), layers=tuple(layers), factors=tuple(factors)
+            seed=seed,
+            device=device,
+            **seeds,
+            fresh=fresh,
+            chains=tuple(chains),
+            layers=tuple(layers),
+            factors=tuple(factors),
+            sweep=sweep,
         )
 
     def to_dict(self) -> dict:
@@ -106,5 +122,19 @@ class Plan:
                 "layers": tuple((chains_.as_spec(spec), n) for spec, n in data["layers"]),
                 "factors": tuple(data["factors"]),
                 "fresh": tuple(data["fresh"]),
+                "sweep": tuple(data.get("sweep") or ()),
             }
         )
+
+
+def _whole_domain(rng: random.Random, chains: list, layers: list, factors: list) -> tuple:
+    """Task 2 over its whole domain, for every function that takes each: factors of 0, 1 and -1, a tiny and a
+    huge magnitude (either sign), and depths of 0 and 1."""
+    tiny = rng.choice((-1, 1)) * round(10 ** -rng.uniform(3, 6), 9)
+    huge = rng.choice((-1, 1)) * round(10 ** rng.uniform(3, 6), 1)
+    extra = [(0.0, rng.randint(2, 6)), (1.0, 0), (-1.0, rng.randint(2, 9)), (tiny, rng.randint(2, 6)), (huge, rng.randint(2, 6))]
+    extra += [(rng.choice((2.0, 0.5, -1.5)), 1), (0.0, 1), (round(rng.uniform(0.3, 3.0), 3), 0)]
+    chains = chains + extra
+    layers = layers + [(chains_.constant(f), n) for f, n in extra] + [(chains_.draw(rng), rng.choice((0, 1)))]
+    factors = factors + [tiny, huge]
+    return chains, layers, factors

@@ -12,15 +12,13 @@ from dataclasses import fields
 import torch
 
 from . import chains as chains_
-from .cells import describe_error, reset_torch_state
-from .parts import PART_NAMES, RENAMED, build_block, graded_block, load_parts, make_parts
-from .plan import BATCH, BIG_BATCH, FRESH, PROFILE_DEPTH, RESPONDING, Plan
-from .moving import change, hold, moved_runs
+from .cells import ProbeFailure, describe_error, reset_torch_state, seed_random, tensor_out
+from .parts import PART_NAMES, RENAMED, build_block, graded_block, load_parts
+from .plan import BATCH, BIG_BATCH, FRESH, RESPONDING, Plan
+from .moving import change, hold, moved_runs, token_changed
 from .recording import MAX_CALLS, RESPONSE_CALLS, Recorder
-
-
-class ProbeFailure(Exception):
-    """The student's code returned something a probe cannot use (wrong type, wrong shape...)."""
+from .stack import deep_profile
+from .sweep import probe_sweep
 
 
 class Probing:
@@ -59,16 +57,8 @@ class Probing:
 
     def call(self, block, x, rng: int | None = None):
         """One call of the student's forward with torch's global seed fixed first (dropout is then repeatable)."""
-        torch.manual_seed(self.plan.rng[0] if rng is None else rng)
+        seed_random(self.plan.rng[0] if rng is None else rng, self.plan.device)
         return tensor_out(block(x), x)
-
-
-def tensor_out(value, like=None):
-    if not isinstance(value, torch.Tensor):
-        raise ProbeFailure(f"forward returned {type(value).__name__}, not a tensor")
-    if like is not None and tuple(value.shape) != tuple(like.shape):
-        raise ProbeFailure(f"forward returned shape {tuple(value.shape)}, expected {tuple(like.shape)}")
-    return value
 
 
 def part_params(block) -> dict:
@@ -144,6 +134,12 @@ def probe_eval_other(p):
     return _recorded_run(p, train=False, x=p.fresh("other"), gradients=False)
 
 
+def probe_token(p):
+    """Eval mode on the recorded run's input with one token of each sequence given other content (`token_changed`),
+    recorded: a branch whose recorded inputs stay the same does not depend on each token's content."""
+    return _recorded_run(p, train=False, x=token_changed(p.x(), p.plan.respond + 101), gradients=False)
+
+
 def probe_respond(p):
     """Eval mode on the recorded run's input, once for each of norm1, att, norm2 and ff with every output of that
     component changed by a seeded amount: which values move, and by how much, shows how the block uses it."""
@@ -179,41 +175,6 @@ def probe_profile(p):
         return block
 
     return {"profile": deep_profile(student_block, kit, p.plan)}
-
-
-def deep_profile(make_block, kit: dict, plan: Plan) -> list[float]:
-    """The notebook's `gradient_profile` of `PROFILE_DEPTH` blocks made by `make_block(parts)`.
-
-    The stack's weights are drawn by the notebook's `make_stack` on bare sets of the kit's five components,
-    then handed to the blocks being measured: they never depend on how a student's `__init__` orders its
-    modules, and the grader can rebuild the very same stack around its own reading of the student's forward."""
-    cfg = plan.cfg
-    drawn = _drawn_stack(kit, tuple(sorted(cfg.items())), plan.profile_seed, plan.device)
-    blocks = [make_block({name: source[name] for name in PART_NAMES}).eval() for source in drawn]
-    stack = torch.nn.Sequential(*blocks).to(plan.device)
-    generator = torch.Generator().manual_seed(plan.profile_seed)
-    x = torch.randn(BATCH, cfg["context_length"], cfg["emb_dim"], generator=generator).to(plan.device)
-    tensor_out(stack[0](x.clone()), x)
-    profile = kit["gradient_profile"](stack, x, seed=plan.profile_seed)
-    return [float(v) for v in list(profile)[:PROFILE_DEPTH]]
-
-
-def _drawn_stack(kit: dict, cfg: tuple, seed: int, device: str):
-    """The deep stack's components for one seed and device, drawn once (they are the same for every block
-    measured on that seed; measuring never changes them, and a stack on `device` moves them there)."""
-    key = (id(kit), cfg, seed, device)
-    if key not in _STACKS:
-        if len(_STACKS) >= 4:
-            _STACKS.clear()
-
-        def bare_parts():
-            return torch.nn.ModuleDict(make_parts(kit, dict(cfg), 0, random_norms=False, draw=False))
-
-        _STACKS[key] = (kit, kit["make_stack"](bare_parts, PROFILE_DEPTH, seed=seed))
-    return _STACKS[key][1]
-
-
-_STACKS: dict = {}  # (kit namespace, config, seed, device) -> (the namespace, kept alive, and its drawn stack)
 
 
 def probe_robust_small(p):
@@ -289,11 +250,13 @@ PROBES = {
     "train": probe_train,
     "eval_seeds": probe_eval_seeds,
     "eval_other": probe_eval_other,
+    "token": probe_token,
     "respond": probe_respond,
     "moved": probe_moved,
     "robust_small": probe_robust_small,
     "robust_batch": probe_robust_batch,
     "robust_double": probe_robust_double,
+    "sweep": probe_sweep,
     "profile": probe_profile,
 }
 FORWARD_PROBES = tuple(name for name in PROBES if name != "compounding")

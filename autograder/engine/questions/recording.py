@@ -105,6 +105,7 @@ class Recorder:
         self.unrecorded = 0  # calls whose values could not be copied (see `_snapshot`)
         self.counts: dict[str, int] = {}  # every call of each component, recorded or not
         self.layers: list[dict] = []  # a component's own layers called by the forward itself
+        self.paused = False  # between recorded calls: the wrapped components run as they are, nothing copied
 
     def _snapshot(self, value):
         """A plain copy of `value`'s numbers, or None where it has none to copy here: a tensor inside
@@ -139,6 +140,8 @@ class Recorder:
             self.params[id(module.scale)] = name
 
         def forward(*args, **kwargs):
+            if self.paused:
+                return inner(*args, **kwargs)
             self.counts[name] = self.counts.get(name, 0) + 1
             value = args[0] if args else next(iter(kwargs.values()), None)
             # the input as it was before the call: a call may write into its input (nn.Dropout(inplace=True))
@@ -169,6 +172,8 @@ class Recorder:
         inner = part.forward
 
         def forward(*args, **kwargs):
+            if self.paused:
+                return inner(*args, **kwargs)
             top = not self._inside
             if top:
                 self.counts[name] = self.counts.get(name, 0) + 1

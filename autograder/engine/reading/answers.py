@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from autograder.engine.questions.plan import BATCH, BIG_BATCH, MOVED_RUNS, PROFILE_DEPTH, RESPONDING, Plan
 from autograder.engine.questions.probes import PROBES
 from autograder.engine.questions.recording import DEVICE_MOVES, MAX_CALLS, MAX_EVENTS, MAX_LAYER_CALLS, RESPONSE_CALLS
+from .sweep import read_sweep
 from .strict import Malformed, _dict, _field, _number, _optional_tensor, _short_list, _text, error_info, tensor
 
 CALL_NAMES = {"norm1", "norm2", "att", "ff", "drop_shortcut", "dropout", "layer_norm"}
@@ -33,6 +34,7 @@ class Expect:
     factors: int
     layers: tuple = ()
     batch: tuple = ()
+    sweep: tuple = ()  # per block of the sweep, per call: (its input's shape, train mode?, input gradient asked?)
 
     @classmethod
     def of(cls, plan: Plan, params: dict) -> "Expect":
@@ -46,6 +48,13 @@ class Expect:
             len(plan.factors),
             tuple(plan.layers),
             (BIG_BATCH, cfg["context_length"], cfg["emb_dim"]),
+            tuple(
+                tuple(
+                    ((c["batch"], c["tokens"], block["cfg"]["emb_dim"]), c["mode"] == "train", c["grad"] == "need")
+                    for c in block["calls"]
+                )
+                for block in plan.sweep
+            ),
         )
 
     @property
@@ -153,7 +162,7 @@ def _recorded_run(answer: dict, expect: Expect) -> dict:
 
 
 def _plain_run(answer: dict, expect: Expect, where: str = "answer") -> dict:
-    """A recorded run without gradients (the `eval_other` question, each of `respond`'s)."""
+    """A recorded run without gradients (the `eval_other` and `token` questions, each of `respond`'s)."""
     _dict(answer, where, {"ok", "y", "calls", "counts"} if where == "answer" else {"y", "calls", "counts"})
     return {
         "y": tensor(_field(answer, "y", where), f"{where}.y", expect.x),
@@ -200,11 +209,13 @@ def _compounding(answer: dict, expect: Expect) -> dict:
 
 
 def _read(probe: str, answer: dict, expect: Expect) -> dict:
+    if probe == "sweep":
+        return read_sweep(answer, expect.sweep)
     if probe in ("eval", "train"):
         return _recorded_run(answer, expect)
     if probe == "compounding":
         return _compounding(answer, expect)
-    if probe == "eval_other":
+    if probe in ("eval_other", "token"):
         return _plain_run(answer, expect)
     if probe == "respond":
         _dict(answer, "answer", {"ok", *RESPONDING})

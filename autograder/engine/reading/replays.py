@@ -17,7 +17,8 @@ import numpy as np
 import torch
 
 from autograder.engine.questions.plan import Plan
-from autograder.engine.questions.probes import Probing, deep_profile, part_params
+from autograder.engine.questions.probes import Probing, part_params
+from autograder.engine.questions.stack import deep_profile
 from .program import Program, in_mode, live, run, shape_free
 
 
@@ -61,8 +62,11 @@ class ReplayedBlock(torch.nn.Module):
 
 
 def path_weights(program: Program, x: np.ndarray, parts: dict, readout: torch.Tensor) -> dict:
-    """How strongly the output depends on x through attention and through the feed-forward network: the size of
-    the read-out's gradient with respect to x that disappears when that branch's outputs are held fixed."""
+    """How strongly the output depends on each token's content through attention and through the feed-forward
+    network: for every token, the size of the read-out's gradient with respect to that token that disappears when
+    that branch's outputs are held fixed (the response to perturbing that one token), less its mean over the token's
+    features (a token's mean is one number: a branch that sees only means, the input's global mean say, does not
+    depend on the token's content). Arrays of one value per token."""
 
     def grad(**cuts):
         leaf = torch.as_tensor(x, dtype=torch.float32).clone().requires_grad_(True)
@@ -73,7 +77,12 @@ def path_weights(program: Program, x: np.ndarray, parts: dict, readout: torch.Te
         return torch.zeros_like(leaf) if g is None else g
 
     full = grad()
-    return {name: float(torch.linalg.norm(full - grad(cut_outputs=(name,)))) for name in ("att", "ff")}
+    found = {}
+    for name in ("att", "ff"):
+        through = (full - grad(cut_outputs=(name,))).double()
+        through = through - through.mean(dim=-1, keepdim=True)
+        found[name] = torch.linalg.norm(through, dim=-1).reshape(-1).numpy()
+    return found
 
 
 def per_instance(method):
@@ -172,7 +181,9 @@ class Replays:
 
     @functools.cached_property
     def weights(self) -> dict:
-        """How much the eval output depends on x through each branch, as a fraction of Pre-LN's (1: as much)."""
+        """How much the eval output depends on each token's content through each branch, as a fraction of Pre-LN's
+        (1: as much): the median over tokens of the ratio of the two (`path_weights`), so that a branch that depends
+        on a few tokens only, or on none, has little weight."""
         from autograder.engine.diagnosis.script import PRE_LN, compile_script
 
         flow = self.flows["eval"]
@@ -180,7 +191,13 @@ class Replays:
             live(in_mode(compile_script(PRE_LN, self.plan.drop_p), "eval")), flow.x, self.parts, self.readout
         )
         mine = path_weights(self.program("eval"), flow.x, self.parts, self.readout)
-        return {name: mine[name] / reference[name] if reference[name] > 0 else 0.0 for name in mine}
+        return {name: _median_ratio(mine[name], reference[name]) for name in mine}
+
+
+def _median_ratio(mine: np.ndarray, reference: np.ndarray) -> float:
+    """The median over tokens of mine / reference, over the tokens where Pre-LN depends on the token at all."""
+    live = reference > 1e-12 * max(float(reference.max(initial=0.0)), 1e-300)
+    return float(np.median(mine[live] / reference[live])) if live.any() else 0.0
 
 
 def without_dropout(program: Program) -> Program:
