@@ -115,6 +115,13 @@ FAMILIES = {
             c = torch.full_like(x, 0.5) + torch.linspace(0, 1, x.shape[-1])
             return x + self.drop_shortcut(self.att(self.norm1(c))) + self.drop_shortcut(self.ff(self.norm2(c)))
         """, NOTHING),
+    # x plus a constant: the branches depend on x only through one number, its mean over everything
+    "branches_on_the_global_mean": ("""
+        def forward(self, x):
+            m = x.mean().expand_as(x)
+            h = x + self.drop_shortcut(self.att(self.norm1(m)))
+            return h + self.drop_shortcut(self.ff(self.norm2(m)))
+        """, NOTHING),
     "branches_on_one_fixed_sequence": ("""
         def forward(self, x):
             c = torch.ones_like(x[:1]).expand_as(x).cumsum(-1)
