@@ -127,14 +127,17 @@ def fit_value(value: np.ndarray, columns: dict, parts: dict, tol: float) -> tupl
             if singular[-1] > 1e-4 * smallest or (len(singular) > 1 and singular[-2] < 10 * singular[-1]):
                 continue
             weights = vt[-1] / vt[-1][np.argmax(np.abs(vt[-1]))]
-            takes = {k: tidy(float(c)) for k, c in zip(keys, weights) if abs(c) > 1e-6}
-            source = sum(c * columns[k] for k, c in takes.items())
-            found = _eps(source, standard, over)
-            if found is None:
-                continue
-            variant = Variant(over, _nice_eps(found[0], reference), found[1], params)
-            if _matches(variant, source, value, parts, tol):
-                return variant, takes
+            # the null vector's sign is rounding's choice where two terms are equally large (x - a against a - x),
+            # and a normalization is not: both signs are tried, so that the reading does not depend on the draw
+            for sign in (1.0, -1.0):
+                takes = {k: tidy(sign * float(c)) for k, c in zip(keys, weights) if abs(c) > 1e-6}
+                source = sum(c * columns[k] for k, c in takes.items())
+                found = _eps(source, standard, over)
+                if found is None:
+                    continue
+                variant = Variant(over, _nice_eps(found[0], reference), found[1], params)
+                if _matches(variant, source, value, parts, tol):
+                    return variant, takes
     return None
 
 
