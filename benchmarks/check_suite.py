@@ -14,8 +14,8 @@ process; a sandbox server pays that once while warming up, before any submission
 and, as the baseline, the CPU time (user + sys) of `python -c "import torch"` in a subprocess.
 Everything is `time.process_time()` (all threads of this process), median of --repeat passes.
 
-Target: the full suite (child + parent, reference cached) <= 1 s CPU after import torch. The line
-"with the reference" is the stricter reading (one submission graded on its own).
+Target: the full suite (child + parent, reference cached) <= 0.3 s CPU after import torch. The line
+"with the reference" is the stricter reading (one submission graded on its own), held to 1 s.
 
 Reading the output: per-probe CPU in ms (with its share of the probes), the stages, the totals with
 OK / MISSED, and the suite as a multiple of the `import torch` baseline. The sanity line gives the
@@ -36,7 +36,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET_S = 1.0
+TARGET_S = 0.3  # the suite, reference cached
+ALONE_TARGET_S = 1.0  # with the reference computed
 
 
 def import_torch_cpu(repeat: int) -> float:
@@ -169,7 +170,7 @@ def main(argv=None) -> int:
     )
     print(
         f"with the reference computed (one `grade` alone): {with_reference:.3f} s CPU  "
-        f"{'OK' if with_reference <= TARGET_S else 'MISSED'}"
+        f"{'OK' if with_reference <= ALONE_TARGET_S else 'MISSED'} (target <= {ALONE_TARGET_S:g} s)"
     )
     print(f"ratio to the import-torch baseline: suite {suite / baseline:.2f}x, with reference {with_reference / baseline:.2f}x")
     got, most = passes[-1]["score"]

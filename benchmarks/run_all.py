@@ -3,7 +3,7 @@
 What it runs, each as its own process with this Python:
   1. local_tests.py    the students' `python run_tests.py` against `import torch`   (target: ratio <= 2)
      validate_speed.py Jupyter's Validate button against `python run_tests.py`     (target: ratio <= 2)
-  2. check_suite.py    CPU time of the whole check suite on one submission          (target: <= 1 s CPU)
+  2. check_suite.py    CPU time of the whole check suite on one submission          (target: <= 0.3 s CPU)
   3. grade_latency.py  one `python -m autograder grade` against `import torch`       (target: ratio <= 2.5)
   4. class_grading.py  grade-class against stock nbgrader with the same checks in its kernels, nbgrader with
                        the kit, and the checks in one plain process; same scores    (targets: >= 30x faster than
