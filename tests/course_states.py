@@ -189,10 +189,34 @@ class Course:
         return self._logged(run)
 
     def set_score(self, student: str, grade_id: str, points: float) -> None:
-        """What formgrader's PUT /formgrader/api/grade/<id> does."""
+        """What formgrader's PUT /formgrader/api/grade/<id> does with a score typed into its box (nbgrader's
+        GradeHandler.put: the manual score and extra credit as sent, and the cell no longer needs grading)."""
         with Gradebook(f"sqlite:///{self.course / 'gradebook.db'}") as gradebook:
-            gradebook.find_grade(grade_id, NOTEBOOK_ID, NAME, student).manual_score = points
+            grade = gradebook.find_grade(grade_id, NOTEBOOK_ID, NAME, student)
+            grade.manual_score, grade.extra_credit = points, None
+            grade.needs_manual_grade = grade.manual_score is None and grade.auto_score is None
             gradebook.db.commit()
+
+    def set_comment(self, student: str, grade_id: str, text: str) -> None:
+        """What formgrader's PUT /formgrader/api/comment/<id> does (nbgrader's CommentHandler.put)."""
+        with Gradebook(f"sqlite:///{self.course / 'gradebook.db'}") as gradebook:
+            gradebook.find_comment(grade_id, NOTEBOOK_ID, NAME, student).manual_comment = text
+            gradebook.db.commit()
+
+    def marks(self) -> dict:
+        """(student, cell) -> (manual score, needs_manual_grade, manual comment) of every graded or commented cell,
+        as the gradebook holds them (a cell without a comment row: comment None; without a grade: score and flag
+        None)."""
+        found = {}
+        with Gradebook(f"sqlite:///{self.course / 'gradebook.db'}") as gradebook:
+            for submission in gradebook.find_assignment(NAME).submissions:
+                notebook = gradebook.find_submission_notebook(NOTEBOOK_ID, NAME, submission.student.id)
+                for grade in notebook.grades:
+                    found[(submission.student.id, grade.name)] = (grade.manual_score, grade.needs_manual_grade, None)
+                for comment in notebook.comments:
+                    score, flag, _ = found.get((submission.student.id, comment.name), (None, None, None))
+                    found[(submission.student.id, comment.name)] = (score, flag, comment.manual_comment)
+        return found
 
     def change_points(self, points: dict, generate: bool):
         path = self.course / "source" / NAME / NOTEBOOK
@@ -427,6 +451,8 @@ class Model:
     graded: dict = field(default_factory=dict)  # student -> Graded, as the gradebook holds them
     class_graded: dict = field(default_factory=dict)  # student -> (source points, stamp) of grade-class's files
     scores: dict = field(default_factory=dict)  # (student, grade_id) -> points an instructor set
+    comments: dict = field(default_factory=dict)  # (student, cell) -> what an instructor wrote about it
+    review: set = field(default_factory=set)  # (student, grade_id) nbgrader's own autograde marked for grading again
 
     def out_of_date_gradebook(self) -> bool:
         return self.source != self.gradebook
@@ -457,9 +483,24 @@ class Model:
             "awaiting": sum(WRITTEN[g] for g, v in written.items() if v is None),
         }
 
-    def grade(self, student: str) -> None:
+    def grade(self, student: str, by_nbgrader: bool = False) -> None:
+        """`by_nbgrader`: graded by `nbgrader autograde`, whose own SaveAutoGrades marks every cell an instructor
+        scored as needing grading again (stock nbgrader does the same); the kit's grade-class leaves the flag."""
         kind, late, stamp = self.submitted[student]
         unsafe = self.unsafe
         self.graded[student] = Graded(kind, late, dict(self.source), unsafe, stamp)
+        if by_nbgrader:
+            self.review |= {cell for cell in self.scores if cell[0] == student}
+
+    def instructor_scores(self, student: str, grade_id: str, points: float) -> None:
+        self.scores[(student, grade_id)] = points
+        self.review.discard((student, grade_id))
+
+    def needs_manual_grade(self, student: str, grade_id: str) -> bool:
+        """nbgrader's flag: a cell an instructor scored is done (until nbgrader's autograde asks for a review);
+        any other needs grading while nobody gave it points (a written answer; one left as released scores 0)."""
+        if (student, grade_id) in self.scores:
+            return (student, grade_id) in self.review
+        return grade_id in WRITTEN and ANSWERED[self.graded[student].kind]
 
     unsafe: bool = False

@@ -1,9 +1,10 @@
 """One truth through any sequence of instructor actions: a Hypothesis state machine over a small course whose rules
 are what an instructor does, in any order (collect a new or late submission, nbgrader autograde, grade-class
---course, a score typed in formgrader for a check or a written answer, a points change with or without
-generate_assignment --force, a regrade, generate and release feedback, export, the class report, grading with
-or without isolation). After every step every view equals the standing the model expects (it adds up what was
-done, never reading the gradebook), or the view refused with its one line: nothing out of date is handed out.
+--course, a check's points overridden in formgrader, a written answer graded there with or without a comment, a
+points change with or without generate_assignment --force, a regrade, generate and release feedback, export, the
+class report, grading with or without isolation). After every step every view equals the standing the model
+expects (it adds up what was done, never reading the gradebook), or the view refused with its one line: nothing
+out of date is handed out; and every score, comment and needs-grading flag an instructor gave is as they left it.
 
 Most steps run in-process with the stand-in grader (`course_states.StandIn`); the sequences of the issue that
 found the disagreements are replayed at the end with the kit's real sandbox."""
@@ -98,7 +99,7 @@ class Instructor(RuleBasedStateMachine):
         for student, (_, _, stamp) in self.model.submitted.items():
             graded = self.model.graded.get(student)
             if force or graded is None or stamp > graded.stamp:
-                self.model.grade(student)
+                self.model.grade(student, by_nbgrader=True)
 
     @rule(force=st.booleans())
     def grade_class(self, force):
@@ -116,13 +117,30 @@ class Instructor(RuleBasedStateMachine):
         self.check_grade_class_files(done)
 
     @precondition(lambda self: self.model.graded)
-    @rule(data=st.data(), cell=st.sampled_from(CHECKS + list(WRITTEN)), points=st.sampled_from([0, 1, 1.5, 2]))
+    @rule(data=st.data(), cell=st.sampled_from(CHECKS), points=st.sampled_from([0, 1, 1.5, 2]))
     def set_a_score(self, data, cell, points):
+        """An instructor overrides a check's points in formgrader."""
         self.score(data.draw(st.sampled_from(sorted(self.model.graded))), cell, points)
+
+    @precondition(lambda self: self.model.graded)
+    @rule(
+        data=st.data(),
+        cell=st.sampled_from(sorted(WRITTEN)),
+        points=st.sampled_from([0, 0.5, 1, 2]),
+        comment=st.sampled_from([None, "", "Well argued.", "Say <why> & how"]),
+    )
+    def grade_a_written_answer(self, data, cell, points, comment):
+        """An instructor grades a written answer in formgrader: a score typed into its box, and maybe a comment
+        (None: nothing typed in the comment box)."""
+        student = data.draw(st.sampled_from(sorted(self.model.graded)))
+        self.score(student, cell, points)
+        if comment is not None:
+            self.course.set_comment(student, cell, comment)
+            self.model.comments[(student, cell)] = comment
 
     def score(self, student, cell, points):
         self.course.set_score(student, cell, points)
-        self.model.scores[(student, cell)] = points
+        self.model.instructor_scores(student, cell, points)
 
     @rule(cell=st.sampled_from(CHECKS), points=st.sampled_from([0, 2, 6, 8]), generate=st.sampled_from([True, True, False]))
     def change_points(self, cell, points, generate):
@@ -165,6 +183,19 @@ class Instructor(RuleBasedStateMachine):
             assert {n: c.points for n, c in standing.checks.items()} == pytest.approx(want["checks"], abs=CLOSE)
             assert all(close(c.points, want["written"][c.grade_id]) for c in standing.written)
             assert standing.unisolated == want["unisolated"]
+
+    @invariant()
+    def what_the_instructor_gave_is_as_they_left_it(self):
+        """Every score, comment and needs-grading flag is the instructor's, whatever the kit's commands did since
+        (only nbgrader's own autograde asks for a review of a scored cell, as stock nbgrader does)."""
+        marks = self.course.marks()
+        for student in self.model.graded:
+            for grade_id in CHECKS + list(WRITTEN):
+                score, flag, comment = marks[(student, grade_id)]
+                assert close(score, self.model.scores.get((student, grade_id))), (student, grade_id, score)
+                assert flag == self.model.needs_manual_grade(student, grade_id), (student, grade_id, flag)
+        for (student, cell), (_, _, comment) in marks.items():
+            assert comment == self.model.comments.get((student, cell)), (student, cell, comment)
 
     @invariant()
     def formgrader_shows_the_standing(self):
@@ -266,11 +297,58 @@ def test_every_view_is_the_standing_through_any_sequence_of_instructor_actions(t
 def every_view(machine: Instructor) -> None:
     for check in (
         machine.the_standing_is_the_models,
+        machine.what_the_instructor_gave_is_as_they_left_it,
         machine.formgrader_shows_the_standing,
         machine.the_export_is_the_standing_or_refuses,
         machine.the_class_report_is_the_standing,
     ):
         check()
+
+
+def replay(machine: Instructor, steps) -> None:
+    for step in steps:
+        step()
+        every_view(machine)
+
+
+@pytest.mark.slow
+def test_an_instructors_grade_and_its_status_survive_the_kits_commands(tmp_path):
+    """Found by the machine: a written answer graded in formgrader (and a check overridden) stays graded, with its
+    comment and its "needs manual grading" cleared, through grade-class --course, forced or after a resubmission;
+    nbgrader's own autograde asks for a review as stock nbgrader does, and the instructor's next grade clears it."""
+    Instructor.place = tmp_path
+    machine = Instructor()
+    written = sorted(WRITTEN)[0]
+    try:
+        replay(
+            machine,
+            [
+                lambda: machine.a_graded_class(["post_ln", "correct", "blank"], [False, True, True], True),
+                lambda: machine.grade_a_written_answer(FixedDraw("ben"), written, 1, "Well argued."),
+                lambda: machine.grade_a_written_answer(FixedDraw("cho"), written, 0, None),
+                lambda: machine.set_a_score(FixedDraw("ada"), "check_forward_order", 2),
+                lambda: machine.grade_class(True),
+                lambda: machine.collect("ben", "blank", True),
+                lambda: machine.grade_class(False),
+                lambda: machine.feedback(True),
+                lambda: machine.autograde(True),
+                lambda: machine.grade_a_written_answer(FixedDraw("ben"), written, 2, ""),
+                lambda: machine.grade_class(True),
+            ],
+        )
+    finally:
+        machine.teardown()
+    assert machine.model.review == {("ada", "check_forward_order"), ("cho", written)}
+
+
+class FixedDraw:
+    """`st.data()` in a replayed step: the student named."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def draw(self, strategy):
+        return self.value
 
 
 @pytest.mark.slow
