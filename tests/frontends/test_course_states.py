@@ -9,6 +9,7 @@ out of date is handed out; and every score, comment and needs-grading flag an in
 Most steps run in-process with the stand-in grader (`course_states.StandIn`); the sequences of the issue that
 found the disagreements are replayed at the end with the kit's real sandbox."""
 
+import html
 import json
 import os
 import re
@@ -259,6 +260,19 @@ class Instructor(RuleBasedStateMachine):
             n: shown(want["checks"][n], maxima[f"check_{n}"]) for n in RUBRIC
         }
         assert {c: parsed(p) for c, p in got["written"].items()} == {c: shown(p, WRITTEN[c]) for c, p in want["written"].items()}
+        assert "No response" not in page  # nbgrader's automatic comment is nobody's word on the page
+        for grade_id in WRITTEN:
+            row = html.unescape(re.search(rf'data-cell="{grade_id}">(.*?)</tr>', page).group(1))
+            assert self.tells_the_comment(row, student, grade_id), row
+
+    def tells_the_comment(self, text, student, grade_id) -> bool:
+        """A view of a written answer says the instructor's comment where they wrote one, "no comment" where they
+        graded it without one, and neither where they did not grade it."""
+        comment = self.model.comments.get((student, grade_id))
+        if comment:
+            return f"Your instructor: {comment}" in text
+        graded = (student, grade_id) in self.model.scores
+        return ("no comment" in text.lower()) == graded and "Your instructor:" not in text
 
     def check_grade_class_files(self, rows):
         out = self.course.out
@@ -274,6 +288,7 @@ class Instructor(RuleBasedStateMachine):
             tests = {t["tags"][0]: t for t in results["tests"]}
             assert all(close(tests[n]["score"], want["checks"][n]) for n in RUBRIC)
             assert all(close(tests[g]["score"], want["written"][g] or 0) for g in WRITTEN)
+            assert all(self.tells_the_comment(tests[g]["output"], student, g) for g in WRITTEN), results["tests"]
             assert close(sum(t["max_score"] for t in tests.values()), want["max"])
             assert (out / student / "feedback.html").read_text() == self.course.page(student).read_text()
             self.check_page(student, self.course.page(student).read_text())

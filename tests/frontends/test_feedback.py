@@ -6,6 +6,8 @@ import re
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autograder.course import kit
 from autograder.engine.results import CheckResult, SubmissionResult, SubTest
@@ -338,3 +340,36 @@ def test_results_json_and_the_printed_line_are_the_standing():
     ]
     assert standing_from_json(data, result_from_json(data)) == standing
     assert [c.check for c in result_from_json(data).checks] == ["forward_order", "forward_shortcuts"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.booleans(),  # the instructor graded it
+            st.sampled_from([0, 0.5, 2]),
+            st.text(alphabet="Abc <>&'\". ", max_size=12).filter(lambda t: "comment" not in t.lower()),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_only_the_instructor_speaks_as_the_instructor(cells):
+    """A written answer's comment on the page and in results.json is the instructor's own; one they graded without
+    a comment says "no comment"; one nobody graded (nbgrader's zero for an answer left as released) says neither."""
+    from autograder.frontends.gradescope.results import results_json
+
+    written = tuple(
+        CellGrade(f"answer_{n}", f"Question {n}", points, 2, manual=graded, comment=text, answer="An answer.")
+        for n, (graded, points, text) in enumerate(cells)
+    )
+    standing = Standing(1, 9, {}, written)
+    page = feedback_html(_result(profile={}), standing)
+    tests = {t["tags"][0]: t["output"] for t in results_json(_result(profile={}), standing)["tests"]}
+    for n, (graded, _, text) in enumerate(cells):
+        row = html.unescape(re.search(rf'data-cell="answer_{n}">(.*?)</tr>', page).group(1))
+        for view in (row, tests[f"answer_{n}"]):
+            if text:
+                assert f"Your instructor: {text}" in view, view
+            else:
+                assert "Your instructor:" not in view and ("no comment" in view.lower()) == graded, view

@@ -28,13 +28,25 @@ def summary(result: SubmissionResult, standing: Standing | None = None) -> str:
     return "\n".join(lines)
 
 
+def written_output(cell) -> str:
+    """What a written answer's test says: awaiting, the instructor's own comment (never nbgrader's automatic one),
+    or, where nobody graded it and it still has points, nbgrader's zero for an answer left as released."""
+    if cell.points is None:
+        return AWAITING
+    if cell.comment:
+        return f"Your instructor: {cell.comment}"
+    if cell.manual:
+        return "Graded by your instructor (no comment)."
+    return "Not answered: an answer left as released scores 0."
+
+
 def _written_test(number: int, cell) -> dict:
     test = {
         "name": cell.title,
         "number": str(number),
         "score": cell.points or 0.0,
         "max_score": cell.max_points,
-        "output": AWAITING if cell.points is None else (cell.comment or "Graded by your instructor."),
+        "output": written_output(cell),
         "tags": [cell.grade_id],
         "visibility": "visible",
         "extra_data": {"written": cell.grade_id, "awaiting": cell.points is None},
