@@ -156,8 +156,9 @@ class Course:
             ) from error
 
     # --- the instructor's actions ----------------------------------------------------------------------
-    def collect(self, student: str, kind: str, late: bool, number: int) -> None:
-        """A submission of `kind` as `nbgrader collect` leaves it: the notebook, its time and its secret."""
+    def collect(self, student: str, kind: str, late: bool, number: int, seconds_late: float = 34) -> None:
+        """A submission of `kind` as `nbgrader collect` leaves it: the notebook, its time and its secret; `late`:
+        `seconds_late` after the due date, else some days before it."""
         released = nbformat.read(self.course / "release" / NAME / NOTEBOOK, as_version=4)
         notebook = do_kit_homework(released, SAMPLE[kind]) if SAMPLE[kind] else released
         for cell in notebook.cells:
@@ -166,7 +167,7 @@ class Course:
         folder = self.course / "submitted" / student / NAME
         folder.mkdir(parents=True, exist_ok=True)
         nbformat.write(notebook, folder / NOTEBOOK)
-        when = DUE + timedelta(seconds=34 + 60 * number) if late else DUE - timedelta(days=9) + timedelta(minutes=number)
+        when = DUE + timedelta(seconds=seconds_late) if late else DUE - timedelta(days=9) + timedelta(minutes=number)
         (folder / "timestamp.txt").write_text(f"{when:%Y-%m-%d %H:%M:%S.%f} UTC")
         (folder / "submission_secret.txt").write_text(f"secret-{student}")
 
@@ -217,6 +218,14 @@ class Course:
                     score, flag, _ = found.get((submission.student.id, comment.name), (None, None, None))
                     found[(submission.student.id, comment.name)] = (score, flag, comment.manual_comment)
         return found
+
+    def set_late_rule(self, rule: str) -> None:
+        """The course's late rule: "none" is nbgrader's default (the course's configuration says nothing: a late
+        submission is flagged and loses nothing), "zero" gives it a score of zero."""
+        config = self.course / "nbgrader_config.py"
+        kept = [line for line in config.read_text().splitlines() if "LateSubmissionPlugin.penalty_method" not in line]
+        chosen = [f"c.LateSubmissionPlugin.penalty_method = {rule!r}"] if rule != "none" else []
+        config.write_text("\n".join(kept + chosen) + "\n")
 
     def change_points(self, points: dict, generate: bool):
         path = self.course / "source" / NAME / NOTEBOOK
@@ -311,11 +320,14 @@ def page_numbers(page: str) -> dict:
         cell: html.unescape(points)
         for cell, points in re.findall(r'data-cell="(\w+)"><td class="title">[^<]*</td><td class="pts">([^<]+)</td>', page)
     }
-    late = re.search(r'id="late"[^>]*>Late submission \(by [^)]*\): ([\d.]+) points deducted', page)
+    said = re.search(r'<p id="late"[^>]*>(.*?)</p>', page)
+    late_line = html.unescape(said.group(1)) if said else ""
+    deducted = re.search(r"([\d.]+) points deducted", late_line)
     return {
         "score": number(score),
         "max": number(maximum),
-        "late": number(late.group(1)) if late else 0.0,
+        "late": number(deducted.group(1)) if deducted else 0.0,
+        "late_line": late_line,
         "checks": checks,
         "written": written,
         "unisolated": 'id="unisolated"' in page,
@@ -439,6 +451,7 @@ class Graded:
     points: dict  # check grade_id -> the points it was graded out of
     unsafe: bool
     stamp: int  # the submission graded (its collect number)
+    seconds_late: float = 0.0  # how long after the due date it was submitted (0: on time)
 
 
 @dataclass
@@ -448,6 +461,8 @@ class Model:
     source: dict = field(default_factory=lambda: {f"check_{n}": p for n, p in kit.KIT.check_points().items()})
     gradebook: dict = field(default_factory=lambda: {f"check_{n}": p for n, p in kit.KIT.check_points().items()})
     submitted: dict = field(default_factory=dict)  # student -> (kind, late, stamp)
+    delay: dict = field(default_factory=dict)  # student -> seconds their last submission came after the due date
+    rule: str = "zero"  # the course's late rule: "none" (nbgrader's default) or "zero"
     graded: dict = field(default_factory=dict)  # student -> Graded, as the gradebook holds them
     class_graded: dict = field(default_factory=dict)  # student -> (source points, stamp) of grade-class's files
     scores: dict = field(default_factory=dict)  # (student, grade_id) -> points an instructor set
@@ -469,12 +484,13 @@ class Model:
         unanswered = None if ANSWERED[graded.kind] else 0.0
         written = {grade_id: self.scores.get((student, grade_id), unanswered) for grade_id in WRITTEN}
         raw = sum(checks.values()) + sum(v for v in written.values() if v is not None)
-        penalty = raw if graded.late else 0.0
+        penalty = raw if graded.late and self.rule == "zero" else 0.0
         maximum = sum(self.gradebook.values()) + sum(WRITTEN.values())
         return {
             "score": raw - penalty,
             "raw": raw,
             "late": penalty,
+            "seconds_late": graded.seconds_late,
             "max": maximum,
             "checks": checks,
             "written": written,
@@ -488,7 +504,7 @@ class Model:
         scored as needing grading again (stock nbgrader does the same); the kit's grade-class leaves the flag."""
         kind, late, stamp = self.submitted[student]
         unsafe = self.unsafe
-        self.graded[student] = Graded(kind, late, dict(self.source), unsafe, stamp)
+        self.graded[student] = Graded(kind, late, dict(self.source), unsafe, stamp, self.delay.get(student, 0.0))
         if by_nbgrader:
             self.review |= {cell for cell in self.scores if cell[0] == student}
 

@@ -123,6 +123,8 @@ def grade_row(student: str, result: SubmissionResult, standing: Standing) -> dic
         "score": points_text(standing.score),
         "max_score": points_text(standing.max_score),
         "late_penalty": points_text(standing.late_penalty),
+        "late_by": standing.late_by,
+        "seconds_late": "" if standing.seconds_late is None else points_text(standing.seconds_late),  # "": not known
         "awaiting": points_text(standing.awaiting),
         **{name: points_text(cell.points) if cell.points is not None else "" for name, cell in standing.checks.items()},
         **{cell.grade_id: points_text(cell.points) if cell.points is not None else "" for cell in standing.written},
@@ -139,6 +141,8 @@ def write_grades_csv(out: Path, rows: list[dict], assignment: kit.Assignment = k
         "score",
         "max_score",
         "late_penalty",
+        "late_by",
+        "seconds_late",
         "awaiting",
         *RUBRIC,
         *assignment.written_points(),

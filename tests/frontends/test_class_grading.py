@@ -60,6 +60,8 @@ def test_grade_class_grades_everyone_and_resumes(mixed_class, tmp_path):
         "score",
         "max_score",
         "late_penalty",
+        "late_by",
+        "seconds_late",
         "awaiting",
         *RUBRIC,
         *WRITTEN,
@@ -70,6 +72,7 @@ def test_grade_class_grades_everyone_and_resumes(mixed_class, tmp_path):
     full = TOTAL_POINTS + sum(WRITTEN.values())  # outside a course the written answers await an instructor
     ana = next(r for r in table if r["student"] == "ana")
     assert (ana["score"], ana["max_score"], ana["awaiting"]) == (f"{TOTAL_POINTS:g}", f"{full:g}", f"{sum(WRITTEN.values()):g}")
+    assert (ana["late_by"], ana["seconds_late"]) == ("", "")  # no due date outside a course: not known, not "on time"
     assert f'<span id="score">{TOTAL_POINTS:g} / {full:g}</span>' in (out / "ana" / "feedback.html").read_text()
     assert "No notebook or .py file" in (out / "ed" / "feedback.html").read_text()
     report = (out / "report.html").read_text()
