@@ -115,6 +115,15 @@ def _is_fresh(results: Path, submission: Submission, assignment: kit.Assignment)
         return False
 
 
+class ClassRows(list):
+    """What `grade_class` returns: the grade rows (one per student, as grades.csv holds them), and `graded`, the
+    students this run graded (the others were up to date and kept their results, their seed included)."""
+
+    def __init__(self, rows: list[dict], graded):
+        super().__init__(rows)
+        self.graded = tuple(graded)
+
+
 def grade_row(student: str, result: SubmissionResult, standing: Standing) -> dict:
     """One row of grades.csv: the standing's numbers (the gradebook's, in a course), the grader's findings."""
     return {
@@ -123,6 +132,8 @@ def grade_row(student: str, result: SubmissionResult, standing: Standing) -> dic
         "score": points_text(standing.score),
         "max_score": points_text(standing.max_score),
         "late_penalty": points_text(standing.late_penalty),
+        "late_by": standing.late_by,
+        "seconds_late": "" if standing.seconds_late is None else points_text(standing.seconds_late),  # "": not known
         "awaiting": points_text(standing.awaiting),
         **{name: points_text(cell.points) if cell.points is not None else "" for name, cell in standing.checks.items()},
         **{cell.grade_id: points_text(cell.points) if cell.points is not None else "" for cell in standing.written},
@@ -139,6 +150,8 @@ def write_grades_csv(out: Path, rows: list[dict], assignment: kit.Assignment = k
         "score",
         "max_score",
         "late_penalty",
+        "late_by",
+        "seconds_late",
         "awaiting",
         *RUBRIC,
         *assignment.written_points(),
@@ -194,8 +207,9 @@ def grade_class(
     progress: bool = True,
     course=None,
     servers: ServerPool | None = None,
-) -> list[dict]:
-    """Grade every submission under `root` into `out`; returns the grade rows. Never stops for one student.
+) -> ClassRows:
+    """Grade every submission under `root` into `out`; returns the grade rows (and which students this run graded).
+    Never stops for one student.
 
     `options` says how (`options.assignment` is the source notebook graded against: the kit's own, or a
     course's; `options.seed` must be given). `course` (an `autograder.frontends.nbgrader.recorder.CourseRecorder`)
@@ -237,7 +251,7 @@ def grade_class(
         [(s, results[s], standings[s]) for s in students if s in standings],
         title=f"{assignment.name}: class report",
     )
-    return rows
+    return ClassRows(rows, [s.student for s in todo])
 
 
 def _grade_all(

@@ -20,7 +20,7 @@ from autograder.engine.results import SubmissionResult, points_text
 from .files import write_atomically
 from .pages import render
 from .plots import bars_png, histogram_png
-from .standing import Standing, late_text
+from .standing import Standing
 
 STEP = re.compile(r"^((?:In (?:eval|train) mode only: )?Step \d+ of \d+ \([^)]*\))")
 TOP = 12
@@ -126,10 +126,11 @@ def mistakes(rows) -> list[list]:
 
 
 def late(rows) -> list[list]:
+    """Every late submission, how late and what the course's rule took off it (none, under nbgrader's default)."""
     return [
-        [student, late_text(standing.seconds_late), points_text(standing.late_penalty), standing.text]
+        [student, standing.late_by, points_text(standing.late_penalty) if standing.late_penalty else "none", standing.text]
         for student, _, standing in rows
-        if standing.seconds_late > 0
+        if standing.late
     ]
 
 

@@ -2,11 +2,14 @@
 
 import json
 import os
+import re
 from pathlib import Path
 import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autograder.course import kit
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
@@ -163,3 +166,42 @@ def test_the_process_ends_with_the_commands_status_and_says_everything_first(tmp
     assert done["no course"].returncode == 1, done["no course"].stderr
     assert done["no course"].stderr.strip() == f"{tmp_path}: no assignment of the kit in its source folder"
     assert done["help"].returncode == 0 and "grade-class" in done["help"].stdout
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.sampled_from([11, 12, 623870172])),  # graded by this run; seed of an earlier one
+        min_size=0,
+        max_size=14,
+    ),
+    st.sampled_from([7, 12]),
+)
+def test_grade_class_says_how_many_it_graded_and_skipped_and_with_which_seeds(students, seed):
+    """A resumed grade-class: the students it graded (with this run's seed), the students it skipped as up to
+    date, and the seed each skipped student's results keep (up to five ids a seed are named, then how many more)."""
+    from autograder.frontends.commands import ClassGraded
+
+    rows = [
+        {"student": f"s{n}", "seed": seed if now else earlier, "score": "1", "max_score": "5"}
+        for n, (now, earlier) in enumerate(students)
+    ]
+    graded = tuple(f"s{n}" for n, (now, _) in enumerate(students) if now)
+    line = ClassGraded(rows, seed, Path("out"), Path("source"), None, [], graded).summary()
+    said = re.match(r"graded (\d+) students? \(seed (\d+)\)", line)
+    if graded:
+        assert said and int(said.group(1)) == len(graded) and int(said.group(2)) == seed, line
+    else:
+        assert line.startswith("graded no student"), line
+    skipped = [row for row in rows if row["student"] not in graded]
+    count = re.search(r"skipped (\d+) whose results were up to date", line)
+    assert (int(count.group(1)) if count else 0) == len(skipped), line
+    keep = {}
+    for kept_seed, names in re.findall(r"seed (\d+): ([^;)]+)", line):
+        listed, more = re.fullmatch(r"(.+?)(?: and (\d+) more)?", names).groups()
+        keep[int(kept_seed)] = (listed.split(", "), int(more or 0))
+    for kept_seed in {row["seed"] for row in skipped}:
+        mine = [row["student"] for row in skipped if row["seed"] == kept_seed]
+        listed, more = keep[kept_seed]
+        assert set(listed) <= set(mine) and len(listed) + more == len(mine) and len(listed) <= 5, (line, kept_seed)
+    assert set(keep) == {row["seed"] for row in skipped}, line

@@ -456,7 +456,7 @@ def test_the_written_answers_are_graded_or_awaiting_everywhere(hub):
             assert f"Graded by hand for {student}." in page
         assert ("awaiting your instructor" in page) and "Written answers worth" in page  # the other answers
     late = fetched(hub, LATE)
-    assert re.search(r'id="late"[^>]*>Late submission \(by [^)]+\): [\d.]+ points deducted', late)
+    assert re.search(r'id="late"[^>]*>Late by [^:]+: [\d.]+ points deducted', late)
 
 
 def test_students_fetch_their_feedback_and_it_leaks_nothing(hub):

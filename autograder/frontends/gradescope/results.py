@@ -5,7 +5,11 @@ Every number in it is the student's standing (`standing.Standing`): the top-leve
 penalty), the `output` line, each check's test (an instructor's override included) and one test per written
 answer (graded, or awaiting the instructor). The grader's own findings (each part passed or not, the details)
 stay beside them in `extra_data`, and the standing itself too, so that a results folder's report reads back
-what was written. The command line prints the same `output`."""
+what was written. The command line prints the same `output`.
+
+A late submission says so in `output` ("late by 5.2 h, no points deducted") whatever the course's late rule, and
+`extra_data` says how late (`late_by` as a person says it, `seconds_late`) and what it cost (`late_penalty`).
+Outside a course the kit knows no due date: `seconds_late` is null (Gradescope applies its own late policy)."""
 
 from __future__ import annotations
 
@@ -28,13 +32,25 @@ def summary(result: SubmissionResult, standing: Standing | None = None) -> str:
     return "\n".join(lines)
 
 
+def written_output(cell) -> str:
+    """What a written answer's test says: awaiting, the instructor's own comment (never nbgrader's automatic one),
+    or, where nobody graded it and it still has points, nbgrader's zero for an answer left as released."""
+    if cell.points is None:
+        return AWAITING
+    if cell.comment:
+        return f"Your instructor: {cell.comment}"
+    if cell.manual:
+        return "Graded by your instructor (no comment)."
+    return "Not answered: an answer left as released scores 0."
+
+
 def _written_test(number: int, cell) -> dict:
     test = {
         "name": cell.title,
         "number": str(number),
         "score": cell.points or 0.0,
         "max_score": cell.max_points,
-        "output": AWAITING if cell.points is None else (cell.comment or "Graded by your instructor."),
+        "output": written_output(cell),
         "tags": [cell.grade_id],
         "visibility": "visible",
         "extra_data": {"written": cell.grade_id, "awaiting": cell.points is None},
@@ -90,6 +106,9 @@ def results_json(result: SubmissionResult, standing: Standing | None = None) -> 
             "first_divergence": result.first_divergence,
             "notes": list(result.notes),
             "max_score": standing.max_score,
+            "late_by": standing.late_by,
+            "seconds_late": standing.seconds_late,
+            "late_penalty": standing.late_penalty,
             "profiles": result.profile,
             "facts": list(result.facts),
             "standing": standing.to_dict(),

@@ -31,7 +31,7 @@ from autograder.course import kit
 from autograder.engine.results import points_text
 from autograder.engine.rubric import RUBRIC
 from autograder.frontends.feedback import feedback_html
-from autograder.frontends.standing import GRADE_IS, UNISOLATED_LINE, late_text, stale_line
+from autograder.frontends.standing import GRADE_IS, UNISOLATED_LINE, stale_line
 from .gradebook import course_standings, recorded_result, stale_students, standing_from_gradebook
 from .plugins import KIT_KEY, KitRefusal, course_directory, kit_source, refuse
 from .preflight import source_notebooks
@@ -132,11 +132,10 @@ class FormgraderStanding(Preprocessor):
                 f"**Out of date:** {stale_line(resources['assignment_id'], {resources['student']: standing.stale})}. "
                 "No feedback is drawn until then."
             )
-        if standing.late_penalty or standing.seconds_late:
+        if standing.late_penalty:
             lines.append(
-                f"Late by {late_text(standing.seconds_late)}: formgrader's own totals, here and in its lists "
-                f"({points_text(standing.raw_score)}), are before the late penalty "
-                f"({points_text(standing.late_penalty)})."
+                f"Formgrader's own totals, here and in its lists ({points_text(standing.raw_score)}), are before the "
+                f"late penalty ({points_text(standing.late_penalty)})."
             )
         if standing.unisolated:
             lines.insert(0, f"**{UNISOLATED_LINE}**")

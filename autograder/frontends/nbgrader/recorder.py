@@ -5,9 +5,11 @@ would write them, then the feedback pages drawn by nbgrader's own feedback expor
 Per student (`CourseRecorder.__call__`): the autograded notebook (annotated as
 `autograder.frontends.nbgrader.annotate` does for `nbgrader autograde`, every graded cell worth the course's
 points as nbgrader's OverwriteCells would make it, whatever points the submission was released with) and its
-scores in the gradebook, with nbgrader's late penalty. After the class (`CourseRecorder.finish`): nbgrader's
-GenerateFeedback for the assignment (every page drawn again, from the gradebook) and each student's standing read
-back from the gradebook.
+scores in the gradebook, with nbgrader's late penalty. What an instructor gave is theirs: a cell's manual score,
+its comment and its `needs_manual_grade` are left as they are (nbgrader's SaveAutoGrades marks every cell with a
+manual score as needing grading again; formgrader would then list a finished written answer as waiting). After
+the class (`CourseRecorder.finish`): nbgrader's GenerateFeedback for the assignment (every page drawn again, from
+the gradebook) and each student's standing read back from the gradebook.
 """
 
 from __future__ import annotations
@@ -160,7 +162,8 @@ class CourseRecorder:
                 cell = cells.get(grade.name)
                 # nbgrader's own rule (SaveAutoGrades): a check cell's value, None for a written answer
                 grade.auto_score = determine_grade(cell)[0] if cell is not None else None
-                grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
+                if grade.manual_score is None:  # a grade an instructor gave, and its flag, stay as they left them
+                    grade.needs_manual_grade = grade.auto_score is None
             self._late_penalty(gradebook, student)
             gradebook.db.commit()
         finally:
