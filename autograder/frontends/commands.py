@@ -73,6 +73,7 @@ class ClassGraded:
     source: Path
     course: Path | None
     unisolated: list[str]
+    open_course: str | None = None  # the course's warning: others can read or write it, by its choice
 
     def summary(self) -> str:
         scores = [float(r["score"]) for r in self.rows]
@@ -90,12 +91,13 @@ class ClassGraded:
         return "\n".join(lines)
 
     def warning(self) -> str | None:
-        if not self.unisolated:
-            return None
-        return (
-            f"WARNING: {len(self.unisolated)} of {len(self.rows)} submissions were graded WITHOUT isolation: they "
-            "could read the solution and other students' files (their results say so)"
-        )
+        lines = [f"WARNING: {self.open_course}"] if self.open_course else []
+        if self.unisolated:
+            lines.append(
+                f"WARNING: {len(self.unisolated)} of {len(self.rows)} submissions were graded WITHOUT isolation: "
+                "they could read the solution and other students' files (their results say so)"
+            )
+        return "\n".join(lines) or None
 
 
 def grade_folder(
@@ -128,7 +130,8 @@ def grade_folder(
         servers.close()
         raise
     rows = grade_class(submissions, out, options=options, workers=workers, force=force, course=recorder, servers=servers)
-    return ClassGraded(rows, options.seed, out, options.assignment.source, course, unisolated(out, [r["student"] for r in rows]))
+    graded = unisolated(out, [r["student"] for r in rows])
+    return ClassGraded(rows, options.seed, out, options.assignment.source, course, graded, getattr(recorder, "open_course", None))
 
 
 def spawn_servers(count: int, *, unsafe: bool, course: Path | None = None) -> ServerPool:
