@@ -173,3 +173,34 @@ def test_a_course_without_the_kit_s_assignments_is_stock_nbgraders_open_or_not(p
     course.course.chmod(0o777)
     assert privacy.exposure(course.coursedir(), course.config()) is None
     assert privacy.guard(course.coursedir(), course.config(), None, "Not grading") is None
+
+
+@pytest.mark.slow
+def test_each_command_line_says_its_refusal_in_one_line(place):
+    """The same refusal from the commands an instructor types: one line, no traceback, a failing status."""
+    from nbgrader_course import Shell
+
+    typed = Course(place / "typed")
+    typed.collect("ada", "correct", late=False, number=0)
+    course = typed.course
+    course.chmod(0o700)
+    with StandIn().active():  # graded while private: each command then has something to work on
+        assert not isinstance(typed.autograde(force=True), Refused)
+    course.chmod(0o755)
+    shell = Shell()
+    exchange, out = f"--Exchange.root={place / 'typed' / 'exchange'}", str(place / "typed-out")
+    typed = {
+        "autograde": ["nbgrader", "autograde", NAME],
+        "generate_feedback": ["nbgrader", "generate_feedback", NAME],
+        "release_feedback": ["nbgrader", "release_feedback", NAME, exchange, "--CourseDirectory.course_id=dl101"],
+        "export": ["nbgrader", "export"],
+        "grade-class": ["python", "-m", "autograder", "grade-class", "submitted", "--out", out, "--course", "."],
+        "class-report": ["python", "-m", "autograder", "class-report", "--course", "."],
+    }
+    for name, command in typed.items():
+        done = shell(*command, cwd=course, check=False)
+        output = done.stdout + done.stderr
+        lines = [line for line in output.splitlines() if f"other users can read {course} (mode 0755: any user)" in line]
+        assert done.returncode != 0 and len(lines) == 1 and "Traceback" not in output, (name, output)
+        assert lines[0].rstrip(".").endswith("in the course's nbgrader_config.py to go on anyway"), (name, lines[0])
+    assert not Path(out).exists()
