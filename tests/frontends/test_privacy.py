@@ -30,8 +30,6 @@ from autograder.frontends.openings import openings
 from course_states import NAME, Course
 from nbgrader_course import make_course
 
-pytestmark = pytest.mark.quick
-
 # a course's private paths, below the folder `a` that holds it: kind, and where it is when the source is a link
 SKELETON = {
     "a": "dir",
@@ -200,6 +198,7 @@ def tried(login: str, python: Path, spec: dict) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 @settings(
     max_examples=int(os.environ.get("KIT_PRIVACY_EXAMPLES", 30)),
     deadline=None,
