@@ -78,6 +78,19 @@ def user(name: str) -> str:
     return login
 
 
+def group(name: str, members: list[str]) -> str:
+    """The Unix group `u19-<name>`, created if missing, whose members (besides those whose own group it is) are
+    exactly `members`."""
+    login = f"{PREFIX}{name}"
+    if os.geteuid() != 0:
+        pytest.skip("making groups needs root")
+    with _machine_lock():
+        if subprocess.run(["getent", "group", login], capture_output=True).returncode != 0:
+            subprocess.run(["groupadd", login], check=True, capture_output=True)
+        subprocess.run(["gpasswd", "-M", ",".join(members), login], check=True, capture_output=True)
+    return login
+
+
 def home(login: str) -> Path:
     return Path(pwd.getpwnam(login).pw_dir)
 

@@ -36,7 +36,7 @@ from autograder.sandbox.parent.pool import ServerPool
 from .exports import csv_text
 from .feedback import write_feedback_page
 from .files import write_atomically
-from .report import write_class_report
+from .report import open_course_note, write_class_report
 from .standing import UNISOLATED, Standing, standing_of
 
 SUBMISSION_SUFFIXES = (".ipynb", ".py")
@@ -250,6 +250,7 @@ def grade_class(
         out / "report.html",
         [(s, results[s], standings[s]) for s in students if s in standings],
         title=f"{assignment.name}: class report",
+        notes=open_course_note(getattr(course, "open_course", None)),
     )
     return ClassRows(rows, [s.student for s in todo])
 

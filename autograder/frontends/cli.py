@@ -189,9 +189,14 @@ def class_report(results: Path | None, course: Path | None, assignment: str | No
     if (results is None) == (course is None):
         raise click.UsageError("give a RESULTS folder (from grade-class) or --course, one of them")
     if course is not None:
-        from autograder.frontends.nbgrader.recorder import course_rows
+        from autograder.frontends.nbgrader.recorder import course_rows, course_warning
+        from .report import open_course_note
         from .standing import stale_line
 
+        warning = course_warning(course)  # refuses, in one line, a course others can read or write
+        if warning:
+            click.echo(f"WARNING: {warning}", err=True)
+        notes = open_course_note(warning)
         name, rows = course_rows(course, assignment)
         out = out or Path(course) / f"report-{name}.html"
         stale = {student: standing.stale for student, _, standing in rows if standing.stale}
@@ -200,9 +205,9 @@ def class_report(results: Path | None, course: Path | None, assignment: str | No
     else:
         from .classgrade import results_rows
 
-        name, rows = results.name, results_rows(results)
+        name, rows, notes = results.name, results_rows(results), ()
         out = out or results / "report.html"
-    write_class_report(out, rows, title=f"{name}: class report")
+    write_class_report(out, rows, title=f"{name}: class report", notes=notes)
     click.echo(f"class report of {len(rows)} students: {out}")
 
 

@@ -74,6 +74,7 @@ class ClassGraded:
     course: Path | None
     unisolated: list[str]
     graded: tuple = ()  # the students this run graded; the others were up to date and skipped
+    open_course: str | None = None  # the course's warning: others can read or write it, by its choice
 
     def summary(self) -> str:
         """What the run did: how many students it graded (with this run's seed), how many it skipped as up to date
@@ -100,12 +101,13 @@ class ClassGraded:
         return "\n".join(lines)
 
     def warning(self) -> str | None:
-        if not self.unisolated:
-            return None
-        return (
-            f"WARNING: {len(self.unisolated)} of {len(self.rows)} submissions were graded WITHOUT isolation: they "
-            "could read the solution and other students' files (their results say so)"
-        )
+        lines = [f"WARNING: {self.open_course}"] if self.open_course else []
+        if self.unisolated:
+            lines.append(
+                f"WARNING: {len(self.unisolated)} of {len(self.rows)} submissions were graded WITHOUT isolation: "
+                "they could read the solution and other students' files (their results say so)"
+            )
+        return "\n".join(lines) or None
 
 
 def seeds_text(rows: list[dict], named: int = 5) -> str:
@@ -152,7 +154,16 @@ def grade_folder(
         raise
     rows = grade_class(submissions, out, options=options, workers=workers, force=force, course=recorder, servers=servers)
     students = [r["student"] for r in rows]
-    return ClassGraded(rows, options.seed, out, options.assignment.source, course, unisolated(out, students), rows.graded)
+    return ClassGraded(
+        rows,
+        options.seed,
+        out,
+        options.assignment.source,
+        course,
+        unisolated(out, students),
+        rows.graded,
+        getattr(recorder, "open_course", None),
+    )
 
 
 def spawn_servers(count: int, *, unsafe: bool, course: Path | None = None) -> ServerPool:

@@ -87,6 +87,7 @@ def run_demo(out: Path, seed: int | None = None, workers: int | None = None) -> 
     course = out / "course"
     shutil.copytree(kit.COURSE_DIR / "source", course / "source")
     shutil.copy(kit.COURSE_DIR / "nbgrader_config.py", course / "nbgrader_config.py")
+    course.chmod(0o700)  # a course is its instructor's alone (docs/instructors.md): the kit refuses one others can read
     seed = seed or new_seed()
     click.echo(f"scratch course: {course}\nseed for every grading step: {seed}")
 

@@ -163,8 +163,14 @@ def warnings(rows) -> list[tuple[str, str]]:
     return found
 
 
-def class_report_html(rows: list[tuple[str, SubmissionResult, Standing]], title: str = "Class report") -> str:
-    """The page (`templates/report.html.j2`): the warnings, then each section's figures and rows."""
+def open_course_note(warning: str | None) -> tuple:
+    """The report's line at its top for a course that other users can read or write, by the course's choice."""
+    return (("open_course", f"{warning[:1].upper()}{warning[1:]}."),) if warning else ()
+
+
+def class_report_html(rows: list[tuple[str, SubmissionResult, Standing]], title: str = "Class report", notes: tuple = ()) -> str:
+    """The page (`templates/report.html.j2`): the warnings (`notes`, (id, text) of the class as a whole, first),
+    then each section's figures and rows."""
     sections = {}
     if rows:
         summary, histogram = distribution(rows)
@@ -181,9 +187,9 @@ def class_report_html(rows: list[tuple[str, SubmissionResult, Standing]], title:
             late=late(rows),
             grader_errors=grader_errors(rows),
         )
-    return render("report.html.j2", title=title, warnings=warnings(rows), class_size=len(rows), **sections)
+    return render("report.html.j2", title=title, warnings=[*notes, *warnings(rows)], class_size=len(rows), **sections)
 
 
-def write_class_report(path: str | Path, rows, title: str = "Class report") -> Path:
-    write_atomically(path, class_report_html(rows, title))
+def write_class_report(path: str | Path, rows, title: str = "Class report", notes: tuple = ()) -> Path:
+    write_atomically(path, class_report_html(rows, title, notes))
     return Path(path)

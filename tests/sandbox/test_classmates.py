@@ -234,7 +234,9 @@ def autograded(layer):
     one uid: one server for the whole command, the victim's notebook first."""
     base, _, _ = _grading_folders(layer)
     course = make_course(base / "course", ordinary=False)
-    course.chmod(0o777)
+    course.chmod(0o777)  # open to everyone: the sandbox must keep the thief out of it all the same...
+    with open(course / "nbgrader_config.py", "a") as config:  # ...which the course chooses, or the kit refuses it
+        config.write('\nc.KitCourse.when_open_to_others = "allow"\n')
     env = {
         "AUTOGRADER_SEED": "7",
         "AUTOGRADER_JOB_UIDS": "1",

@@ -33,6 +33,7 @@ from autograder.frontends.standing import stale_line
 from .gradebook import autograded_notebook, standing_from_gradebook
 from .plugins import course_directory
 from .preflight import source_notebooks
+from .privacy import guard_or_exit
 
 STUDENT_COLUMNS = ["student_id", "last_name", "first_name", "email"]
 PER_ASSIGNMENT = ["timestamp", "late_penalty", "score", "max_score", "awaiting"]
@@ -64,6 +65,7 @@ class PerCheckExport(ExportPlugin):
     """The kit's `nbgrader export` (see the module); `nbgrader export --exporter=...` picks another."""
 
     def export(self, gradebook) -> None:
+        guard_or_exit(self, "Not exporting grades")  # a course others can read or write: nothing is exported
         destination = Path(self.to or "grades.csv")
         wanted_students = {str(s) for s in self.student}
         wanted = {str(a) for a in self.assignment}

@@ -35,6 +35,7 @@ from autograder.frontends.standing import GRADE_IS, UNISOLATED_LINE, stale_line
 from .gradebook import course_standings, recorded_result, stale_students, standing_from_gradebook
 from .plugins import KIT_KEY, KitRefusal, course_directory, kit_source, refuse
 from .preflight import source_notebooks
+from .privacy import guard
 
 
 def kit_page(notebook, resources: dict, assignment: kit.Assignment, config=None, standing=None) -> str:
@@ -76,6 +77,10 @@ class KitFeedbackPage(HTMLExporter):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         converter = self.parent
+        if isinstance(converter, GenerateFeedback):  # a course others can read or write: nothing is drawn
+            guard(
+                converter.coursedir, self.config, converter.log, f"Not drawing feedback for {converter.coursedir.assignment_id}"
+            )
         assignment = kit_assignment_in(converter.coursedir) if isinstance(converter, GenerateFeedback) else None
         self.standings: dict = {}  # student -> standing, read from the gradebook once, as the command starts
         if assignment is not None:
@@ -98,6 +103,7 @@ class KitReleaseFeedback(ExchangeReleaseFeedback):
     """`nbgrader release_feedback`, which first draws the kit's pages again from the gradebook."""
 
     def init_src(self):
+        guard(self.coursedir, self.config, self.log, f"Not releasing feedback for {self.coursedir.assignment_id}")
         if kit_assignment_in(self.coursedir):
             converter = GenerateFeedback(coursedir=self.coursedir, parent=self)
             converter.force = True

@@ -92,7 +92,7 @@ def course_source(configurable, resources) -> Path:
 
 
 @functools.lru_cache(maxsize=64)
-def _is_kit(path: str, stamp: tuple) -> bool:
+def is_kit_notebook(path: str, stamp: tuple) -> bool:
     return kit.is_kit_source(path, RUBRIC)
 
 
@@ -103,7 +103,7 @@ def kit_source(configurable, resources) -> Path | None:
         stat = path.stat()
     except OSError:
         return None
-    return path if _is_kit(str(path), (stat.st_mtime_ns, stat.st_size)) else None
+    return path if is_kit_notebook(str(path), (stat.st_mtime_ns, stat.st_size)) else None
 
 
 class KitOnly:

@@ -33,6 +33,7 @@ from traitlets.config import Config, Configurable
 from autograder.course import kit
 from autograder.engine.rubric import RUBRIC
 from autograder.frontends.interpreter import interpreter_refusal
+from . import privacy
 from .plugins import KIT_KEY, course_directory, kit_source, refuse
 
 
@@ -162,10 +163,14 @@ class KitPreflight(NotebookExporter):
         if not isinstance(converter, Autograde):
             return
         coursedir = course_directory(converter)
+        privacy.guard(coursedir, self.config, converter.log, f"Not grading {coursedir.assignment_id}")
         why = refusal(coursedir, self.config, coursedir.assignment_id)
         if why:
             raise refuse(converter.log, f"Not grading {coursedir.assignment_id}", why)
         kit_sources = [p for p in source_notebooks(coursedir, coursedir.assignment_id) if kit.is_kit_source(p, RUBRIC)]
+        if kit_sources:  # the kit reads them next: nobody else may, nor write into them
+            for problem in privacy.close_submissions(coursedir, coursedir.assignment_id, self.config, coursedir.student_id):
+                converter.log.warning("could not close a submission to other users: %s", problem)
         if kit_sources and not can_isolate():
             converter.log.warning(UNISOLATED_WARNING)
         if kit_sources and not converter.force:

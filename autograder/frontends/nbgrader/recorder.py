@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sys
 import threading
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from .gradebook import course_standings, recorded_result, stale_students
 from .intake import read_submitted
 from .plugins import without_score_outputs
 from .preflight import refusal
+from .privacy import close_submissions, exposure, refusal_line
 
 COPIED = ("timestamp.txt", "submission_secret.txt")  # what nbgrader's feedback and release read beside a notebook
 
@@ -54,6 +56,8 @@ class CourseRecorder:
         self.late = AssignLatePenalties(config=self.config, log=quiet)
         self.late.init_plugin()
         self.assignment = pick_assignment(self.course, assignment_name, self.config)
+        # before anything opens the gradebook: a course others can read or write is refused, changing nothing
+        self.open_course = open_course(self.coursedir, self.config, f"Not grading {self.assignment.name}")
         with Gradebook(self.db_url) as gradebook:
             try:
                 gradebook.find_assignment(self.assignment.name)
@@ -65,6 +69,8 @@ class CourseRecorder:
         why = refusal(self.coursedir, self.config, self.assignment.name, unsafe=unsafe)
         if why:
             raise SystemExit(f"Not grading {self.assignment.name}: {why}.")
+        for problem in close_submissions(self.coursedir, self.assignment.name, self.config):  # the kit reads them next
+            print(f"grade-class: could not close a submission to other users: {problem}", file=sys.stderr)
 
     def folder(self, kind: str, student: str) -> Path:
         return Path(self.coursedir.format_path(getattr(self.coursedir, f"{kind}_directory"), student, self.assignment.name))
@@ -195,13 +201,32 @@ class CourseRecorder:
                 notebook.late_submission_penalty = self.late._check_late_penalty(notebook, penalty)
 
 
+def open_course(coursedir, config, what: str) -> str | None:
+    """grade-class's and class-report's check (`privacy`): SystemExit, in one line, where other users can read or
+    write the course; the warning where the course allows that; None where it is private."""
+    found = exposure(coursedir, config)
+    if found is None:
+        return None
+    if not found.allowed:
+        raise SystemExit(f"{what}: {refusal_line(found)}.")
+    return found.warning()
+
+
+def course_warning(course: Path) -> str | None:
+    """What the class report of a course says at its top about the course (open to others, by its choice)."""
+    course = Path(course).resolve()
+    config = course_config(course)
+    return open_course(CourseDirectory(config=config, root=str(course)), config, "Not writing the class report")
+
+
 def course_rows(course: Path, name: str | None = None) -> tuple[str, list]:
     """(assignment, [(student, result, standing)]) of a graded course, for the class report: the results kept in
     its autograded notebooks (by `nbgrader autograde` or grade-class), the numbers from its gradebook."""
     course = Path(course).resolve()
     config = course_config(course)
-    assignment = pick_assignment(course, name, config)
     coursedir = CourseDirectory(config=config, root=str(course))
+    open_course(coursedir, config, "Not writing the class report")
+    assignment = pick_assignment(course, name, config)
     folder = Path(coursedir.format_path(coursedir.autograded_directory, "*", assignment.name))
     notebooks = {
         path.parent.parent.name: nbformat.read(path, as_version=4)
