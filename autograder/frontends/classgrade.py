@@ -8,7 +8,7 @@ as it is now, is not graded again unless `force`.
 
 Each student is graded inside a fence: whatever escapes (from their file, their folder, their name) becomes that
 student's result, the others are graded, and grades.csv and the report are always written. Student ids and file
-names are plain text (`fence.name_text`), and every CSV cell is neutralized (`exports`).
+names are plain text (`discovery`), and every CSV cell is neutralized (`exports`).
 """
 
 from __future__ import annotations
@@ -18,13 +18,11 @@ import json
 import sys
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
 
 from autograder.course import kit
-from autograder.course.fence import name_text
 from autograder.engine.results import SubmissionResult, points_text
 from autograder.engine.rubric import RUBRIC
 from autograder.frontends.gradescope.results import result_from_json, standing_from_json, write_results
@@ -37,72 +35,8 @@ from .exports import csv_text
 from .feedback import write_feedback_page
 from .files import write_atomically
 from .report import open_course_note, write_class_report
+from .discovery import Submission, discover
 from .standing import UNISOLATED, Standing, standing_of
-
-SUBMISSION_SUFFIXES = (".ipynb", ".py")
-
-
-@dataclass(frozen=True)
-class Submission:
-    student: str
-    path: Path | None  # None: the student's folder holds nothing gradable
-
-
-MAX_ENTRIES, MAX_DEPTH = 10_000, 12  # what of a student's folder is looked through for their submission
-
-
-def pick_file(folder: Path, assignment: kit.Assignment = kit.KIT) -> Path | None:
-    """The submission inside a student's folder: the assignment's notebook first, else any notebook or .py.
-    Links are never followed (the file found may itself be one: reading it then refuses with a message). The
-    folder is the student's: it is walked without recursion, at most MAX_DEPTH deep and MAX_ENTRIES wide."""
-    preferred = folder / assignment.notebook_name
-    if preferred.is_file() or preferred.is_symlink():
-        return preferred
-    found, todo, seen = [], [(folder, 0)], 0
-    while todo and seen < MAX_ENTRIES:
-        top, depth = todo.pop()
-        try:
-            entries = sorted(os.scandir(top), key=lambda e: e.name)
-        except OSError:
-            continue
-        for entry in entries:
-            seen += 1
-            if entry.is_dir(follow_symlinks=False):
-                if entry.name != ".ipynb_checkpoints" and depth < MAX_DEPTH:
-                    todo.append((Path(entry.path), depth + 1))
-            elif entry.name.endswith(SUBMISSION_SUFFIXES):
-                found.append(Path(entry.path))
-    for suffix in SUBMISSION_SUFFIXES:
-        matching = sorted(p for p in found if p.name.endswith(suffix))
-        if matching:
-            return matching[0]
-    return None
-
-
-def discover(root: Path, assignment: kit.Assignment = kit.KIT) -> list[Submission]:
-    """One Submission per student, sorted by student id. In nbgrader's layout (a course's submitted/ folder,
-    which may hold other assignments too) a student without a `<student>/<assignment>/` folder did not submit
-    this assignment and is left out, as `nbgrader autograde` leaves them out. A student id is the file or
-    folder's name as plain text (two names that read the same get a number)."""
-    submissions = []
-    entries = [e for e in sorted(Path(root).iterdir()) if not e.name.startswith(".")]
-    course_layout = any((e / assignment.name).is_dir() for e in entries if e.is_dir() and not e.is_symlink())
-    for entry in entries:
-        if course_layout and not (entry / assignment.name).is_dir():
-            continue
-        if entry.suffix in SUBMISSION_SUFFIXES and not entry.is_dir():
-            submissions.append(Submission(name_text(entry.stem), entry))  # a link or a pipe is refused when read
-        elif entry.is_dir() and not entry.is_symlink():
-            nbgrader_layout = entry / assignment.name
-            submissions.append(
-                Submission(name_text(entry.name), pick_file(nbgrader_layout if nbgrader_layout.is_dir() else entry, assignment))
-            )
-    taken: dict[str, int] = {}
-    for index, submission in enumerate(submissions):
-        taken[submission.student] = taken.get(submission.student, 0) + 1
-        if taken[submission.student] > 1:
-            submissions[index] = Submission(f"{submission.student}~{taken[submission.student]}", submission.path)
-    return submissions
 
 
 def _is_fresh(results: Path, submission: Submission, assignment: kit.Assignment) -> bool:

@@ -8,7 +8,8 @@ import pytest
 
 from autograder.frontends import classgrade
 from autograder.sandbox.inside import cleanup
-from autograder.frontends.classgrade import discover, grade_class
+from autograder.frontends.classgrade import grade_class
+from autograder.frontends.discovery import Submission, discover
 from autograder.grading.options import GradingOptions
 
 pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
@@ -27,7 +28,7 @@ def test_a_student_s_folder_of_any_depth_is_walked_without_recursion(tmp_path):
     os.close(fd)
     (folder / "d" / "shallow.py").write_text("x = 1\n")
     try:
-        assert discover(tmp_path / "class") == [classgrade.Submission("deep", folder / "d" / "shallow.py")]
+        assert discover(tmp_path / "class") == [Submission("deep", folder / "d" / "shallow.py")]
     finally:  # pytest's own clean-up of old temporary folders recurses: never leave it this tree
         assert cleanup.remove_tree(str(folder)) == []
 

@@ -11,7 +11,8 @@ import pytest
 
 from autograder.course import kit
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS, WRITTEN
-from autograder.frontends.classgrade import discover, grade_class
+from autograder.frontends.classgrade import grade_class
+from autograder.frontends.discovery import discover
 from autograder.frontends.commands import ClassGraded
 from autograder.grading.options import GradingOptions
 

@@ -11,7 +11,7 @@ from traitlets.config import Config, PyFileConfigLoader
 
 from autograder.course import kit
 from autograder.engine.results import CheckResult, SubmissionResult, SubTest
-from autograder.frontends.classgrade import discover
+from autograder.frontends.discovery import discover
 from autograder.frontends.nbgrader.plugins import KIT_KEY, TaskStubs, TellingOverwriteCells, WithoutScoreOutputs, kit_source
 from nbgrader_course import ORDINARY, make_course
 

@@ -181,7 +181,7 @@ def build_bundle(out: str | Path, root: Path = kit.ROOT, source: kit.Assignment 
 
 def pick_submission(folder: Path, source: kit.Assignment = kit.KIT) -> Path | None:
     """The file to grade in Gradescope's submission folder (the same choice as for a class's folders)."""
-    from autograder.frontends.classgrade import pick_file
+    from autograder.frontends.discovery import pick_file
 
     folder = Path(folder)
     return pick_file(folder, source) if folder.is_dir() else None
