@@ -4,12 +4,14 @@ set-up's last block says, on this machine's loopback."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pwd
 import secrets
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -20,6 +22,18 @@ import psutil
 import hub_setup
 import hub_users
 from browser import free_port, wait_until
+
+
+@contextmanager
+def accounts():
+    """The hub's accounts are one run's at a time (another checkout's run would reset their homes and passwords):
+    held for as long as a hub of theirs runs."""
+    with open(Path(tempfile.gettempdir()) / "u19-hub-accounts.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def new_account(name: str, group: str) -> tuple[str, str]:

@@ -58,6 +58,11 @@ def hub(hub_machine, chromium):
     root = Path(tempfile.mkdtemp(prefix="hub-", dir=hub_machine.root))
     root.chmod(0o755)
     setup = hub_setup.set_up(hub_machine, root, hub_url=f"http://127.0.0.1:{free_port()}")
+    with hub_people.accounts():
+        yield from people_at_the_hub(setup, root, chromium)
+
+
+def people_at_the_hub(setup, root: Path, chromium: str):
     instructor, password = hub_people.new_account(INSTRUCTOR, hub_setup.INSTRUCTORS_GROUP)
     students = {name: hub_people.new_account(name, hub_setup.STUDENTS_GROUP) for name in STUDENTS}
     home = hub_users.home(instructor)
@@ -325,6 +330,14 @@ def test_no_traceback_in_the_hubs_log_or_on_any_page(hub, course):
     assert "Traceback" not in log, log[log.index("Traceback") - 2000 : log.index("Traceback") + 3000]
     assert len(course.pages) >= 10 and len(course.dialogs) == 7
     assert not [(who, url) for who, url, text in course.pages if "Traceback" in text]
+
+
+def test_a_student_of_the_hub_runs_the_visible_tests_with_nothing_installed(hub, course):
+    """docs/students.md: on the hub, `python run_tests.py` in a terminal, in the fetched folder (the student's
+    server has the hub's environment first on its PATH, as `run_as` gives it)."""
+    login = hub.students["hubada"][0]
+    done = hub_users.run_as(login, [hub.setup.python, "run_tests.py"], cwd=hub_users.home(login) / NAME)
+    assert done.returncode == 0 and re.search(r"^\d+ passed, 0 failed$", done.stdout, flags=re.MULTILINE), done.stdout
 
 
 def probe_as(login: str, python: Path, probes: dict) -> dict:
