@@ -8,7 +8,8 @@ run from the course folder (docs/instructors.md):
 
 Every pipeline below is nbgrader's own, with one class swapped for the kit's. Each kit class acts only on the
 kit's assignments (recognised by their source notebook, whatever their name) and behaves exactly like the
-stock class it replaces on every other assignment of the course.
+stock class it replaces on every other assignment of the course, at about its speed: the grader (torch, the
+checks, the pages' figures) is imported only when a command meets one of the kit's notebooks.
 
 The course id is not set here: on a hub it comes from the hub-wide nbgrader_config.py, and a value set in this
 file would override it (nbgrader reads the course folder's configuration last).
@@ -43,7 +44,7 @@ c.Autograde.exporter_class = "autograder.frontends.nbgrader.preflight.KitPreflig
 c.Autograde.sanitize_preprocessors = stock(Autograde, "sanitize_preprocessors",
                                            {OverwriteCells: [TellingOverwriteCells]})
 c.Autograde.autograde_preprocessors = stock(Autograde, "autograde_preprocessors", {
-    Execute: ["autograder.frontends.nbgrader.bridge.SandboxedExecute"],   # by name: only autograde pays for importing torch
+    Execute: ["autograder.frontends.nbgrader.bridge.SandboxedExecute"],
     SaveAutoGrades: [SaveAutoGrades, WithoutScoreOutputs],
 })
 

@@ -101,6 +101,34 @@ def test_feedback_of_the_ordinary_assignment_is_stock_nbgraders(graded, tmp_path
     assert "BEGIN HIDDEN TESTS" not in (graded.course / "feedback" / "ben_post_ln" / NAME / "layernorm.html").read_text()
 
 
+HEAVY = ("torch", "numpy", "matplotlib", "autograder.grading", "autograder.engine.questions", "autograder.engine.checks",
+         "autograder.frontends.feedback", "autograder.frontends.plots")  # fmt: skip
+ON_THE_ORDINARY_ASSIGNMENT = f"""
+import json, sys
+from nbgrader.tests import run_nbgrader
+
+for command in (["generate_assignment", "{ORDINARY}", "--force"], ["autograde", "{ORDINARY}", "--force"],
+                ["generate_feedback", "{ORDINARY}", "--force"], ["export", "--assignment={ORDINARY}"]):
+    run_nbgrader(command)
+print(json.dumps(sorted(name for name in sys.modules if name.startswith({HEAVY!r}))))
+"""
+
+
+def test_the_kits_commands_import_nothing_heavy_for_an_ordinary_assignment(graded, tmp_path):
+    """One process runs nbgrader's commands on the ordinary assignment of a course that holds the kit's too, as
+    nbgrader's own tests run them: none of them imports torch, the grader or the pages' figures (they are the
+    kit's, for its notebooks). The same commands on the kit's assignment import them."""
+    course = tmp_path / "course"
+    shutil.copytree(graded.course, course)
+    (course / "grades_per_check.csv").unlink()
+    said = graded.shell("python", "-c", ON_THE_ORDINARY_ASSIGNMENT, cwd=course)
+    assert json.loads(said.stdout.splitlines()[-1]) == []
+    assert (course / "grades_per_check.csv").is_file()  # the kit's exporter: its configuration was in force
+    on_the_kits = ON_THE_ORDINARY_ASSIGNMENT.replace(f'"{ORDINARY}"', f'"{NAME}"').replace(f"={ORDINARY}", f"={NAME}")
+    said = graded.shell("python", "-c", on_the_kits, cwd=course, env={"AUTOGRADER_SEED": "2024"})
+    assert {"torch", "autograder.grading", "autograder.frontends.feedback"} <= set(json.loads(said.stdout.splitlines()[-1]))
+
+
 def test_kit_feedback_is_the_kits_page_with_the_gradebooks_numbers(graded):
     page = (graded.course / "feedback" / "ben_post_ln" / NAME / "layernorm.html").read_text()
     rows = re.findall(
