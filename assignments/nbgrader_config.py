@@ -9,7 +9,8 @@ run from the course folder (docs/instructors.md):
 Every pipeline below is nbgrader's own, with one class swapped for the kit's. Each kit class acts only on the
 kit's assignments (recognised by their source notebook, whatever their name) and behaves exactly like the
 stock class it replaces on every other assignment of the course, at about its speed: the grader (torch, the
-checks, the pages' figures) is imported only when a command meets one of the kit's notebooks.
+checks, the pages' figures) is imported only when a command meets one of the kit's notebooks. Classes are named
+by string, so that the configuration serializes (formgrader shows it on its Manage Assignments page).
 
 The course id is not set here: on a hub it comes from the hub-wide nbgrader_config.py, and a value set in this
 file would override it (nbgrader reads the course folder's configuration last).
@@ -29,9 +30,15 @@ except Exception as error:    # fail closed: nbgrader skips a configuration file
 c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
 
 
-def stock(converter, trait: str, swap: dict) -> list:
-    """nbgrader's default pipeline `converter.trait`, each class in `swap` replaced by its list of classes."""
-    return [new for old in converter.class_traits()[trait].default() for new in swap.get(old, [old])]
+def named(item) -> str:
+    """A class by its dotted name, as nbconvert takes it in a pipeline: the configuration then holds only strings,
+    which formgrader can serialize (it logs "Formgrader config is not serializable" for a class)."""
+    return item if isinstance(item, str) else f"{item.__module__}.{item.__qualname__}"
+
+
+def stock(converter, trait: str, swap: dict) -> list[str]:
+    """nbgrader's default pipeline `converter.trait`, each class in `swap` replaced by its list of classes, named."""
+    return [named(new) for old in converter.class_traits()[trait].default() for new in swap.get(old, [old])]
 
 
 # Release: stubs that name their task.
