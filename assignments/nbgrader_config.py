@@ -4,7 +4,7 @@ run from the course folder (docs/instructors.md):
     nbgrader generate_assignment layernorm   # release: stubs name their task; hidden checks stripped
     nbgrader autograde layernorm             # student code runs in the kit's sandbox, never in a kernel
     nbgrader generate_feedback layernorm     # the kit's page, every number from the gradebook
-    nbgrader export                          # grades.csv: a row per student, each assignment's columns
+    nbgrader export                          # nbgrader's grades.csv, the kit's late columns; grades_per_check.csv
 
 Every pipeline below is nbgrader's own, with one class swapped for the kit's. Each kit class acts only on the
 kit's assignments (recognised by their source notebook, whatever their name) and behaves exactly like the
@@ -66,5 +66,6 @@ c.ExchangeFactory.release_feedback = "autograder.frontends.nbgrader.feedback.Kit
 # Formgrader's view of a kit notebook opens with the score the student's page shows (after the late penalty).
 c.HTMLExporter.preprocessors = ["autograder.frontends.nbgrader.feedback.FormgraderStanding"]
 
-# Export: one row per student, each assignment's columns side by side; grades_per_check.csv beside it.
+# Export: nbgrader's grades.csv (a row per assignment and student), the kit's assignments' numbers from the
+# gradebook as the feedback page gives them, and how late each kit submission was; grades_per_check.csv beside it.
 c.ExportApp.plugin_class = "autograder.frontends.nbgrader.export.PerCheckExport"

@@ -61,6 +61,11 @@ TINY_PNG = (
 # --- the course ---------------------------------------------------------------------------------------
 
 
+def seconds_late(stamp: int) -> float:
+    """How late a late submission collected as the `stamp`-th is: the clock runs on from the due date."""
+    return 34.0 + 60 * stamp
+
+
 @dataclass
 class Refused:
     line: str  # the kit's one line
@@ -166,7 +171,7 @@ class Course:
         folder = self.course / "submitted" / student / NAME
         folder.mkdir(parents=True, exist_ok=True)
         nbformat.write(notebook, folder / NOTEBOOK)
-        when = DUE + timedelta(seconds=34 + 60 * number) if late else DUE - timedelta(days=9) + timedelta(minutes=number)
+        when = DUE + timedelta(seconds=seconds_late(number)) if late else DUE - timedelta(days=9) + timedelta(minutes=number)
         (folder / "timestamp.txt").write_text(f"{when:%Y-%m-%d %H:%M:%S.%f} UTC")
         (folder / "submission_secret.txt").write_text(f"secret-{student}")
 
@@ -221,8 +226,13 @@ class Course:
 
         return self._logged(run)
 
+    @property
+    def exported(self) -> Path:
+        """Where `export` writes grades.csv (grades_per_check.csv beside it)."""
+        return self.root / "grades.csv"
+
     def export(self):
-        target = self.root / "grades.csv"
+        target = self.exported
 
         def run(log):
             plugin = PerCheckExport(config=self.config(), log=log)
@@ -373,7 +383,7 @@ class StandIn:
             return stand_in(read_cells(path), Path(path).name, server.assignment, seed, device, student, grader.unsafe)
 
         with contextlib.ExitStack() as stack:
-            stack.enter_context(_fast_sqlite())
+            stack.enter_context(fast_sqlite())
             for target, value in [
                 (pool, {"SandboxServer": Server}),
                 (bridge, {"grade_cells": cells_grade}),
@@ -387,7 +397,7 @@ class StandIn:
 
 
 @contextlib.contextmanager
-def _fast_sqlite():
+def fast_sqlite():
     """The gradebook without waiting for the disk at every commit (nbgrader commits per cell): a test's course
     needs no durability."""
     from sqlalchemy import event
@@ -443,7 +453,7 @@ class Model:
         unanswered = None if ANSWERED[graded.kind] else 0.0
         written = {grade_id: self.scores.get((student, grade_id), unanswered) for grade_id in WRITTEN}
         raw = sum(checks.values()) + sum(v for v in written.values() if v is not None)
-        penalty = raw if graded.late else 0.0
+        penalty = raw if graded.late else 0.0  # the course's rule: "zero"
         maximum = sum(self.gradebook.values()) + sum(WRITTEN.values())
         return {
             "score": raw - penalty,
@@ -455,6 +465,7 @@ class Model:
             "stale": self.stale(student),
             "unisolated": graded.unsafe,
             "awaiting": sum(WRITTEN[g] for g, v in written.items() if v is None),
+            "seconds_late": seconds_late(graded.stamp) if graded.late else 0.0,
         }
 
     def grade(self, student: str) -> None:
