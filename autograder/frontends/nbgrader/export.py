@@ -115,7 +115,7 @@ class PerCheckExport(ExportPlugin):
             self.log.error(
                 "Not exported to %s (every other row is): %s.",
                 destination,
-                "; ".join(stale_line(name, students) for name, students in stale.items()),
+                "; ".join(stale_line(name, held) for name, held in stale.items()),
             )
             sys.exit(HELD_BACK)
 
