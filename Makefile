@@ -22,7 +22,7 @@ XDIST := -n auto --dist loadscope --no-loadscope-reorder
 test: $(STAMP)   ## the kit's own test suite, after the linter (pyflakes and the line length) and the formatter's check (see pyproject.toml); ends with the 25 slowest tests
 	$(VENV)/bin/ruff check autograder tests benchmarks
 	$(VENV)/bin/ruff format --check autograder tests benchmarks
-	$(PY) -m pytest $(XDIST) -m "not nbgrader_upstream" --durations=25
+	$(PY) -m pytest $(XDIST) --durations=25
 
 test-quick: $(STAMP)   ## the inner loop: a fast tier touching every wing (about a minute and a half)
 	$(PY) -m pytest $(XDIST) -m "quick and not slow"

@@ -9,8 +9,8 @@ before the test's own course configuration. A small pytest plugin in the same ru
 modules were imported, so that a run where the configuration did not take effect cannot pass.
 
 nbgrader's tests start a kernel for almost every notebook they grade: 24 minutes of wall time (4.4 of CPU) on 2
-cores shared with other test runs, so it runs in a tier of its own, `make test-nbgrader` (docs/development.md),
-not in `make test`.
+cores shared with other test runs, so it runs in a tier of its own, `make test-nbgrader` (docs/development.md):
+pyproject.toml leaves its mark out of every other run.
 """
 
 import json
