@@ -254,8 +254,13 @@ class Course:
 
         return self._logged(run)
 
+    @property
+    def exported(self) -> Path:
+        """Where `export` writes grades.csv (grades_per_check.csv beside it)."""
+        return self.root / "grades.csv"
+
     def export(self):
-        target = self.root / "grades.csv"
+        target = self.exported
 
         def run(log):
             plugin = PerCheckExport(config=self.config(), log=log)
@@ -409,7 +414,7 @@ class StandIn:
             return stand_in(read_cells(path), Path(path).name, server.assignment, seed, device, student, grader.unsafe)
 
         with contextlib.ExitStack() as stack:
-            stack.enter_context(_fast_sqlite())
+            stack.enter_context(fast_sqlite())
             for target, value in [
                 (pool, {"SandboxServer": Server}),
                 (bridge, {"grade_cells": cells_grade}),
@@ -423,7 +428,7 @@ class StandIn:
 
 
 @contextlib.contextmanager
-def _fast_sqlite():
+def fast_sqlite():
     """The gradebook without waiting for the disk at every commit (nbgrader commits per cell): a test's course
     needs no durability."""
     from sqlalchemy import event

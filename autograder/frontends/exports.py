@@ -23,16 +23,21 @@ def cell(value) -> object:
     return "'" + text if text.startswith(TRIGGERS) else text
 
 
-def csv_text(header: list, rows: list[dict]) -> str:
-    """The CSV of `rows` (dicts keyed by `header`, missing keys empty), every cell and column name neutralized."""
+def csv_text(header: list, rows: list[dict], line_end: str = "\r\n") -> str:
+    """The CSV of `rows` (dicts keyed by `header`, missing keys empty), every cell and column name neutralized.
+    `line_end` ends each row ("\n" as nbgrader's own export writes); a value holding a line break or a carriage
+    return is quoted whatever it is."""
+    return _line([cell(name) for name in header], line_end) + "".join(
+        _line([cell(row.get(name, "")) for name in header], line_end) for row in rows
+    )
+
+
+def _line(values: list, line_end: str) -> str:
     buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow([cell(name) for name in header])
-    for row in rows:
-        writer.writerow([cell(row.get(name, "")) for name in header])
-    return buffer.getvalue()
+    csv.writer(buffer, lineterminator="\r\n").writerow(values)  # "\r\n": quotes every value holding \r or \n
+    return buffer.getvalue()[:-2] + line_end
 
 
-def write_csv(path, header: list, rows: list[dict]) -> None:
+def write_csv(path, header: list, rows: list[dict], line_end: str = "\r\n") -> None:
     with open(path, "w", newline="", encoding="utf-8", errors="backslashreplace") as handle:
-        handle.write(csv_text(header, rows))
+        handle.write(csv_text(header, rows, line_end))

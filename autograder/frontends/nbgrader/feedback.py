@@ -30,7 +30,6 @@ from nbgrader.exchange.default import ExchangeReleaseFeedback
 from autograder.course import kit
 from autograder.engine.results import points_text
 from autograder.engine.rubric import RUBRIC
-from autograder.frontends.feedback import feedback_html
 from autograder.frontends.standing import GRADE_IS, UNISOLATED_LINE, stale_line
 from .gradebook import course_standings, recorded_result, stale_students, standing_from_gradebook
 from .plugins import KIT_KEY, KitRefusal, course_directory, kit_source, refuse
@@ -49,6 +48,8 @@ def kit_page(notebook, resources: dict, assignment: kit.Assignment, config=None,
         raise KitRefusal(
             f"Not drawing feedback for {assignment.name}: " + stale_line(assignment.name, {info["student"]: standing.stale})
         )
+    from autograder.frontends.feedback import feedback_html  # its figures import matplotlib: only for the kit's pages
+
     return feedback_html(recorded_result(notebook, info["student"]), standing)
 
 
