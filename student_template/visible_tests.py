@@ -673,7 +673,7 @@ def trace_calls(block_class, cfg):
         return
     rows, error = record_calls(block, x)
     reference = [(part, numbers_summary(numbers, x.numel())) for part, numbers in zip(TRACE_PARTS, TRACE_NUMBERS)]
-    print(trace_report(reference, rows, error))
+    print(side_by_side(reference, rows, error))
 
 
 def record_calls(block, x):
@@ -726,7 +726,7 @@ def same_value(a, b):
     return not isinstance(a, str) and not isinstance(b, str) and same_numbers(a[0], b[0], tolerance=1e-5)
 
 
-def trace_report(reference, rows, error):
+def side_by_side(reference, rows, error):
     """The two traces side by side, the first row that differs marked, and what that means."""
     unfinished = isinstance(error, NotImplementedError)
     count = max(len(reference), len(rows) + (error is not None and not unfinished))
