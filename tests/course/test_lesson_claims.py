@@ -559,48 +559,71 @@ def test_the_dashed_line_is_the_entropy_of_the_texts_letter_frequencies(lesson):
     text = (kit.SOURCE_NOTEBOOK.parent / build.LESSON_TEXT).read_text(encoding="utf-8")
     assert text == build.lesson_text() == lesson["LESSON_TEXT"]
     assert math.isclose(_letter_entropy(), lesson["LETTER_ENTROPY"], rel_tol=1e-9)
-    says("training_reading", f"within 0.06 of the line's {_letter_entropy():.2f} nats on every seed")
+    says("training_reading", f"its last 20 steps within 0.06 of the line's {_letter_entropy():.2f} nats")
 
 
-def test_deep_pre_ln_learns_and_deep_post_ln_stalls_on_every_seed_of_the_table():
+def _stalled(runs: list[list[float]]) -> list[bool]:
+    """Which runs end at the line, as training_reading says: their last 20 steps within 0.06 of it."""
+    return [abs(_final(run) - _letter_entropy()) <= 0.06 for run in runs]
+
+
+def test_deep_pre_ln_learns_and_deep_post_ln_mostly_stalls_on_the_seeds_of_the_table():
     says(
         "training_reading",
-        "On each of the 32 seeds Pre-LN's loss keeps falling: its last 20 steps average 2.60 to 2.76",
-        "Post-LN's drops to the dashed line within 25 steps and ends there: its last 20 steps average within 0.06 of the line's",
-        "That is a failure to learn, not slow learning: its mean loss over steps 101 to 150 is at most 0.08 below that "
-        "over steps 51 to 100, where Pre-LN's falls by 0.11 to 0.23",
+        "On each of the 32 seeds Pre-LN's loss keeps falling: its last 20 steps average 2.61 to 2.75",
+        "Post-LN's drops to the dashed line within 25 steps, and on 30 seeds it ends there, its last 20 steps within "
+        "0.06 of the line's",
+        "That is a failure to learn, not slow learning: on those 30 its mean loss over steps 101 to 150 is less than "
+        "0.06 below that over steps 51 to 100, where Pre-LN's falls by 0.10 to 0.22",
+        "On the other 2 it gets below the line after step 35, to 3.16 and 3.02",
     )
     says("gradients_intro", "The training experiment near the end of this notebook shows a deep model that stalls")
     entropy = _letter_entropy()
     pre, post = _table("Pre-LN, 12 blocks"), _table("Post-LN, 12 blocks")
-    assert span([_final(run) for run in pre], 2) == (2.60, 2.76)
+    assert all(creep(run) > 0 for run in pre) and span([_final(run) for run in pre], 2) == (2.61, 2.75)
     assert max(reaches_the_line(run, entropy) for run in post) <= 25
-    assert max(abs(_final(run) - entropy) for run in post) <= 0.06
-    assert max(creep(run) for run in post) <= 0.08 and span([creep(run) for run in pre], 2) == (0.11, 0.23)
+    stalled = _stalled(post)
+    assert sum(stalled) == 30
+    assert max(creep(run) for run, stall in zip(post, stalled) if stall) < 0.06
+    assert span([creep(run) for run in pre], 2) == (0.10, 0.22)
+    escaped = [run for run, stall in zip(post, stalled) if not stall]
+    assert sorted(round(_final(run), 2) for run in escaped) == [3.02, 3.16]
+    for run in escaped:  # below the line, and only after step 35
+        below = np.array(moving_average(run)) < entropy - 0.1
+        assert _final(run) < entropy - 0.1 and not below[:35].any(), np.argmax(below)
 
 
-def test_the_warm_up_and_the_shallow_stacks_are_as_stated_on_every_seed_of_the_table():
+def test_the_warm_up_and_the_shallow_stacks_are_as_stated_on_the_seeds_of_the_table():
     says(
         "training_reading",
-        "With the warm-up, Post-LN gets below the line on all 32 seeds, to 2.82 to 3.31, yet above Pre-LN on the same seed",
-        "Both train alike: on each seed they end within 0.04 of each other, between 2.55 and 2.69",
+        "With the warm-up, Post-LN gets below the line on 30 seeds (2.79 to 3.23) and stalls at it on 2, always above "
+        "Pre-LN on the same seed",
+        "Both train alike: on each seed they end within 0.03 of each other, between 2.58 and 2.69",
     )
     says(
         "going_further",
-        "without a warm-up deep Post-LN stalls where Pre-LN learns, and with one it learns, though less than Pre-LN",
+        "without a warm-up deep Post-LN mostly stalls where Pre-LN learns, and with one it mostly learns, though less "
+        "than Pre-LN",
     )
-    warmed = [_final(run) for run in _table("Post-LN, 12 blocks, warm-up")]
-    assert max(warmed) < _letter_entropy() and span(warmed, 2) == (2.82, 3.31)
-    assert all(_final(pre) < value for pre, value in zip(_table("Pre-LN, 12 blocks"), warmed))
+    warmed = _table("Post-LN, 12 blocks, warm-up")
+    stalled = _stalled(warmed)
+    below = [_final(run) for run, stall in zip(warmed, stalled) if not stall]
+    assert sum(stalled) == 2 and len(below) == 30 and max(below) < _letter_entropy() - 0.1 and span(below, 2) == (2.79, 3.23)
+    assert all(_final(pre) < _final(run) for pre, run in zip(_table("Pre-LN, 12 blocks"), warmed))
     pre, post = ([_final(run) for run in _table(label)] for label in SETTINGS[3:])
-    assert max(abs(a - b) for a, b in zip(pre, post)) <= 0.04 and span(pre + post, 2) == (2.55, 2.69)
+    assert max(abs(a - b) for a, b in zip(pre, post)) <= 0.03 and span(pre + post, 2) == (2.58, 2.69)
 
 
-def test_the_wide_bounds_hold_on_every_seed_of_the_table():
-    """The bounds the fresh-seed test holds seeds nobody chose to, on the table's own seeds first."""
+def test_the_wide_bounds_hold_on_the_seeds_of_the_table():
+    """The bounds the fresh-seed test holds seeds nobody chose to, on the table's own seeds first: everything on every
+    seed, and deep Post-LN's stall on most."""
     entropy = _letter_entropy()
-    failures = {seed: claims_of_every_seed(_table_runs(seed), entropy) for seed in SPREAD["seeds"]}
+    stalled = {seed: post_ln_stalls(_table_runs(seed)[SETTINGS[1]], entropy) for seed in SPREAD["seeds"]}
+    failures = {
+        seed: [s for s in claims_of_every_seed(_table_runs(seed), entropy) if s not in stalled[seed]] for seed in SPREAD["seeds"]
+    }
     assert not any(failures.values()), {seed: failed for seed, failed in failures.items() if failed}
+    assert sum(not failed for failed in stalled.values()) == 30
 
 
 FRESH_SEEDS = 3  # trained in each run of the tests: about 20 s of CPU each on two slow cores
@@ -609,8 +632,7 @@ FRESH_SEEDS = 3  # trained in each run of the tests: about 20 s of CPU each on t
 @slow
 def test_what_the_lesson_says_of_every_seed_holds_on_fresh_seeds():
     """Seeds nobody chose (outside the table), held to the wide bounds: everything training_reading says of every seed
-    of the table, on each; and that deep Post-LN stalls without warm-up on most of them (the lesson says it of the
-    table's seeds only, and an earlier text of the lesson let it escape on about one seed in 25)."""
+    of the table, on each; and that deep Post-LN stalls without warm-up on most of them (as on 30 of the table's 32)."""
     seeds = _fresh_seeds("LESSON_TRAINING_SEEDS", FRESH_SEEDS)
     trained = training_spread.train(seeds)
     entropy = _letter_entropy()
