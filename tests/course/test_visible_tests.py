@@ -89,11 +89,13 @@ def test_the_solution_passes_every_visible_test():
 def test_the_solution_passes_on_every_code_path_of_the_processor(capability, tmp_path):
     """A laptop without AVX2 (an ARM Mac, say) takes torch's plain CPU code path, where float32 random draws and
     sums differ in their last bits: the fixed examples are drawn in float64, the same everywhere, so a correct
-    block passes there too, float64 check included. Run in a process of its own, as torch picks its path once."""
+    block passes there too, float64 check included, and trace_calls finds every row of it the correct block's. Run
+    in a process of its own, as torch picks its path once."""
     (tmp_path / "submission.py").write_text(submission())
     script = (
         "import sys; sys.path[:0] = sys.argv[1:3]\n"
-        "from test_visible_tests import run_visible\n"
+        "from test_visible_tests import run_visible, traced\n"
+        "print('every row agrees:', 'Every row agrees' in traced()[0])\n"
         "print(repr(run_visible(open(sys.argv[3]).read())))\n"
     )
     done = subprocess.run(
@@ -111,7 +113,7 @@ def test_the_solution_passes_on_every_code_path_of_the_processor(capability, tmp
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().splitlines()[-1] == "{}", done.stdout[-3000:]
+    assert done.stdout.strip().splitlines()[-2:] == ["every row agrees: True", "{}"], done.stdout[-3000:]
 
 
 def test_visible_tests_flag_most_wrong_forwards(wrong_results):
