@@ -23,7 +23,7 @@ from . import shown
 
 
 def _escaped(value) -> Markup:
-    return value if isinstance(value, Markup) else Markup(html.escape(visible(str(value), newlines=True), quote=True))
+    return value if isinstance(value, Markup) else Markup(html.escape(visible(str(value)), quote=True))
 
 
 def data_uri(png: bytes) -> str:

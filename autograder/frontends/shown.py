@@ -11,8 +11,8 @@ its escape (`fence.visible`), in every medium:
   nothing a student wrote starts a line of its own (a fake "Score: 24 / 24");
 * `terminal`: text made of lines the kit put together from such lines: its own line breaks stay, and anything
   that slipped through unrendered is made visible here, the last pass before a terminal;
-* `html`: escaped, with invisible characters made visible, inside `<bdi>` (isolated: right-to-left letters in it
-  cannot reorder the page's own text around it); the pages' templates use it as the filter `shown`;
+* `html`: one line, escaped, inside `<bdi>` (isolated: right-to-left letters in it cannot reorder the page's own
+  text around it); the pages' templates use it as the filter `shown`;
 * `markdown`: one line, every ASCII punctuation mark backslash-escaped (CommonMark): no emphasis, link, code span
   or HTML of the student's;
 * `named`: between quotes, with every character beyond ASCII as its escape too, to tell apart two names that read
@@ -50,13 +50,15 @@ def terminal(value) -> str:
 def html(value, isolated: bool = True) -> Markup:
     """`value` as an HTML fragment: escaped, invisible characters visible, isolated in `<bdi>` (`isolated`: where
     it does not fill a block of its own)."""
-    text = escape(visible(_text(value), newlines=True), quote=True)
+    text = escape(visible(_text(value)), quote=True)
     return Markup(f"<bdi>{text}</bdi>" if isolated else text)
 
 
 def markdown(value) -> str:
-    """`value` as one line of Markdown text that renders as itself."""
-    return _PUNCTUATION.sub(r"\\\1", line(value))
+    """`value` as one line of Markdown text that renders as itself (its leading spaces as entities: four would
+    start a code block)."""
+    text = _PUNCTUATION.sub(r"\\\1", line(value))
+    return "&#32;" * (len(text) - len(text.lstrip(" "))) + text.lstrip(" ")
 
 
 def named(value) -> str:
