@@ -135,8 +135,8 @@ def alike_students(coursedir, assignment_id: str) -> str | None:
     from autograder.frontends.ids import refusal as alike
 
     with Gradebook(coursedir.db_url) as gradebook:
-        known = [student.id for student in gradebook.students]
-    return alike(known + [(name_text(name), name) for name in submitted_students(coursedir, assignment_id)])
+        known = [student.id for student in gradebook.students]  # nbgrader's id is the folder's name, as it is
+    return alike([(name_text(name), name) for name in known + submitted_students(coursedir, assignment_id)])
 
 
 def graded_with_another_source(coursedir, assignment: kit.Assignment) -> list[str]:
