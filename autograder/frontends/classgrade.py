@@ -159,8 +159,9 @@ def grade_class(
     out, assignment = Path(out), options.assignment
     try:
         submissions = discover(root, assignment)
-        recorded = course.students() if course is not None else []  # the course records a folder's id as shown
-        alike = alike_refusal(id_forms(submissions) + [s for s in recorded if s not in {t.student for t in submissions}])
+        recorded = course.students() if course is not None else []  # a folder's student, as nbgrader or this names it
+        folders = {form for forms in id_forms(submissions) for form in forms}
+        alike = alike_refusal(id_forms(submissions) + [s for s in recorded if s not in folders])
         if alike:
             raise NotGrading(f"Not grading: {alike}.")
     except BaseException:

@@ -135,7 +135,11 @@ def test_nbgrader_autograde_grade_class_and_export_refuse_ids_that_read_alike(tm
         assert list(gradebook.find_assignment(kit.KIT.name).submissions) == []
 
     os.rename(course / "submitted" / "\u0430lice", tmp_path / "away")  # one alice: graded
+    bob = course / "submitted" / "bob\u200b" / kit.KIT.name / kit.KIT.notebook_name  # an id that shows an escape
+    bob.parent.mkdir(parents=True)
+    bob.write_text("not a notebook")
     shell("nbgrader", "autograde", kit.KIT.name, cwd=course)
+    shell("nbgrader", "autograde", kit.KIT.name, "--force", cwd=course)  # in the gradebook now: the same student
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         gradebook.update_or_create_student("alice\u3164")  # a second alice in the roster
     out = tmp_path / "out"

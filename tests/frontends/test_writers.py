@@ -3,9 +3,9 @@ escape sequences (a window title, an OSC 52 clipboard write, the cursor moved up
 controls, direction overrides and isolates, zero-width and blank characters, line breaks of every kind and
 look-alike letters weighted up.
 
-The oracle is Unicode's own classes, not the kit's list: a character is text when its general category is a
-letter, mark, number, punctuation, symbol or the space, and it is not in Default_Ignorable_Code_Point (copied
-below from the Unicode Character Database's DerivedCoreProperties.txt) nor the braille blank. Every writer is
+The oracle is Unicode's own classes, not the kit's list (tests/plain_text.py: a character is text when its general
+category is a letter, mark, number, punctuation, symbol or the space, and it is not in Default_Ignorable_Code_Point
+nor the braille blank). Every writer is
 checked on what it writes: the terminal's and the logs' lines, results.json's text, the feedback page, the class
 report, formgrader's check cells (HTML and plain), its standing cell (Markdown, rendered), and CSV cells parsed
 back. A page is parsed: its text nodes and attribute values are text (the page's own line breaks aside), and
@@ -19,7 +19,6 @@ import csv
 import io
 import json
 import logging
-import unicodedata
 from html.parser import HTMLParser
 from pathlib import Path
 from unittest import mock
@@ -40,16 +39,10 @@ from autograder.frontends.nbgrader.plugins import refuse
 from autograder.frontends.report import class_report_html
 from autograder.frontends.standing import CellGrade, Standing, stale_line
 from catalog.hostile_text import ESCAPE_SEQUENCES, ISSUE_EXAMPLES, LOOKALIKES
+from plain_text import assert_text, keeps
 
 pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
-# DerivedCoreProperties.txt (Unicode 15.1), Default_Ignorable_Code_Point: every range
-DEFAULT_IGNORABLE = [
-    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F),
-    (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
-    (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
-]  # fmt: skip
-BRAILLE_BLANK = "\u2800"
 BIDI = ["\u061c", "\u200e", "\u200f", "\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069"]
 INVISIBLE = ["\u00ad", "\u034f", "\u115f", "\u180e", "\u200b", "\u200c", "\u200d", "\u2060", "\u2800", "\u3164", "\ufe0f"]
 INVISIBLE += ["\ufeff", "\uffa0", "\U000e0041", "\u00a0", "\u3000", "\u2028", "\u2029", "\U0001d173", "\U000e0100"]
@@ -64,30 +57,6 @@ hostile = st.lists(
     max_size=10,
 ).map("".join)
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def is_text(character: str) -> bool:
-    """The oracle: a character that shows as itself (see the module)."""
-    code = ord(character)
-    category = unicodedata.category(character)
-    if category[0] in "C" or category in ("Zl", "Zp") or (category == "Zs" and character != " "):
-        return False
-    return character != BRAILLE_BLANK and not any(low <= code <= high for low, high in DEFAULT_IGNORABLE)
-
-
-def assert_text(value: str, line_breaks: bool = False) -> None:
-    bad = [c for c in value if not is_text(c) and not (line_breaks and c == "\n")]
-    assert not bad, (value, [f"U+{ord(c):04X}" for c in bad])
-
-
-def letters(value: str) -> str:
-    """What of `value` no writer may lose: its letters, digits, punctuation and symbols, in order."""
-    return "".join(c for c in value if unicodedata.category(c)[0] in "LNPS" and is_text(c))
-
-
-def keeps(written: str, value: str) -> bool:
-    found = iter(written)
-    return all(c in found for c in letters(value))  # a subsequence
 
 
 def marked(value: str) -> str:
