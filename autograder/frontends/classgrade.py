@@ -8,7 +8,9 @@ as it is now, is not graded again unless `force`.
 
 Each student is graded inside a fence: whatever escapes (from their file, their folder, their name) becomes that
 student's result, the others are graded, and grades.csv and the report are always written. Student ids and file
-names are plain text (`discovery`), and every CSV cell is neutralized (`exports`).
+names are plain text (`discovery`), and every CSV cell is neutralized (`exports`). Two student ids that read
+alike (`ids`: `alice` and the Cyrillic `\u0430lice`, or one of the course's gradebook beside a folder's) are
+refused before anyone is graded: `commands.NotGrading`, one line naming both.
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ from .exports import csv_text
 from .feedback import write_feedback_page
 from .files import write_atomically
 from .report import open_course_note, write_class_report
-from .discovery import Submission, discover
+from .shown import line
+from .commands import NotGrading
+from .discovery import Submission, discover, id_forms
+from .ids import refusal as alike_refusal
 from .standing import UNISOLATED, Standing, standing_of
 
 
@@ -152,8 +157,18 @@ def grade_class(
     read another's file or results. `servers`: a pool the caller spawned early (its servers warm up while it
     imports), used as the workers (with its own limits and isolation) and closed here, like a pool of its own."""
     out, assignment = Path(out), options.assignment
+    try:
+        submissions = discover(root, assignment)
+        recorded = course.students() if course is not None else []  # a folder's student, as nbgrader or this names it
+        folders = {form for forms in id_forms(submissions) for form in forms}
+        alike = alike_refusal(id_forms(submissions) + [s for s in recorded if s not in folders])
+        if alike:
+            raise NotGrading(f"Not grading: {alike}.")
+    except BaseException:
+        if servers is not None:
+            servers.close()
+        raise
     out.mkdir(parents=True, exist_ok=True)  # exists before the sandbox hides it
-    submissions = discover(root, assignment)
     stale = course.stale([s.student for s in submissions]) if course is not None else {}
     todo = [
         s for s in submissions if force or s.student in stale or not _is_fresh(out / s.student / "results.json", s, assignment)
@@ -210,7 +225,7 @@ def grade_student(
     try:
         return _graded(submission, pool=pool, out=out, options=options, course=course)
     except Exception as error:
-        print(f"grade-class: {submission.student}: {type(error).__name__}: {error}", file=sys.stderr)
+        print(line(f"grade-class: {submission.student}: {type(error).__name__}: {error}"), file=sys.stderr)
         result = grader_failure(submission.student, error, options.seed, options.device, submission.student, options.assignment)
         try:
             write_results(result, own_folder(out / submission.student) / "results.json", source=options.assignment.key)

@@ -21,6 +21,7 @@ from autograder.grading.options import GradingOptions
 from autograder.sandbox.parent.client import IsolationUnavailable, isolation_available
 from autograder.sandbox.parent.pool import ServerPool
 from . import interpreter
+from .shown import line
 
 
 class NotGrading(Exception):
@@ -119,7 +120,7 @@ def seeds_text(rows: list[dict], named: int = 5) -> str:
     parts = []
     for seed, students in by_seed.items():
         more = f" and {len(students) - named} more" if len(students) > named else ""
-        parts.append(f"seed {seed}: {', '.join(students[:named])}{more}")
+        parts.append(f"seed {seed}: {', '.join(map(line, students[:named]))}{more}")
     return "; ".join(parts)
 
 

@@ -1,12 +1,13 @@
 """Finding each student's submission in a class folder: a folder of submissions (one per student: a notebook, a
 .py, or a folder holding one) or nbgrader's `submitted/<student>/<assignment>/` layout. Everything below the
 folder is the students': it is walked without following links, bounded in depth and width, and a student id is
-the name as plain text (`fence.name_text`)."""
+the name as plain text (`fence.name_text`: what does not show, as its escape). Two ids that read alike (`ids`)
+are refused by grade-class before anything is graded."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.course import kit
@@ -19,6 +20,7 @@ SUBMISSION_SUFFIXES = (".ipynb", ".py")
 class Submission:
     student: str
     path: Path | None  # None: the student's folder holds nothing gradable
+    name: str = field(default="", compare=False)  # the file or folder name the id was made from
 
 
 MAX_ENTRIES, MAX_DEPTH = 10_000, 12  # what of a student's folder is looked through for their submission
@@ -56,7 +58,7 @@ def discover(root: Path, assignment: kit.Assignment = kit.KIT) -> list[Submissio
     """One Submission per student, sorted by student id. In nbgrader's layout (a course's submitted/ folder,
     which may hold other assignments too) a student without a `<student>/<assignment>/` folder did not submit
     this assignment and is left out, as `nbgrader autograde` leaves them out. A student id is the file or
-    folder's name as plain text (two names that read the same get a number)."""
+    folder's name as plain text; `Submission.name` keeps the name (for `ids`: two that read alike are refused)."""
     submissions = []
     entries = [e for e in sorted(Path(root).iterdir()) if not e.name.startswith(".")]
     course_layout = any((e / assignment.name).is_dir() for e in entries if e.is_dir() and not e.is_symlink())
@@ -64,15 +66,19 @@ def discover(root: Path, assignment: kit.Assignment = kit.KIT) -> list[Submissio
         if course_layout and not (entry / assignment.name).is_dir():
             continue
         if entry.suffix in SUBMISSION_SUFFIXES and not entry.is_dir():
-            submissions.append(Submission(name_text(entry.stem), entry))  # a link or a pipe is refused when read
+            submissions.append(Submission(name_text(entry.stem), entry, entry.stem))  # a link or a pipe: refused when read
         elif entry.is_dir() and not entry.is_symlink():
             nbgrader_layout = entry / assignment.name
             submissions.append(
-                Submission(name_text(entry.name), pick_file(nbgrader_layout if nbgrader_layout.is_dir() else entry, assignment))
+                Submission(
+                    name_text(entry.name),
+                    pick_file(nbgrader_layout if nbgrader_layout.is_dir() else entry, assignment),
+                    entry.name,
+                )
             )
-    taken: dict[str, int] = {}
-    for index, submission in enumerate(submissions):
-        taken[submission.student] = taken.get(submission.student, 0) + 1
-        if taken[submission.student] > 1:
-            submissions[index] = Submission(f"{submission.student}~{taken[submission.student]}", submission.path)
     return submissions
+
+
+def id_forms(submissions: list[Submission]) -> list[tuple[str, str]]:
+    """Each submission's id as `ids` compares it: as shown, and the name it was made from."""
+    return [(s.student, s.name or s.student) for s in submissions]

@@ -16,10 +16,13 @@ import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from markupsafe import Markup
+
 from autograder.engine.results import SubmissionResult, points_text
 from .files import write_atomically
 from .pages import render
 from .plots import bars_png, histogram_png
+from .shown import html
 from .standing import Standing
 
 STEP = re.compile(r"^((?:In (?:eval|train) mode only: )?Step \d+ of \d+ \([^)]*\))")
@@ -139,15 +142,19 @@ def grader_errors(rows) -> list[list]:
 
 
 def warnings(rows) -> list[tuple[str, str]]:
-    """What the instructor must know before reading any number: grades out of date, grading without isolation."""
+    """What the instructor must know before reading any number: grades out of date, grading without isolation.
+    A student's id in a warning is isolated there (`shown.html`): the warning is one paragraph of the kit's."""
     found = []
     stale = [(student, standing.stale) for student, _, standing in rows if standing.stale]
     if stale:
         found.append(
             (
                 "stale",
-                f"The grades of {len(stale)} students are out of date ({stale[0][0]}: {stale[0][1]}): grade "
-                "again before handing them out; the numbers below are as they were graded.",
+                Markup(
+                    f"The grades of {len(stale)} students are out of date ({html(stale[0][0])}: "
+                    f"{html(stale[0][1], isolated=False)}): grade again before handing them out; the numbers below are "
+                    "as they were graded."
+                ),
             )
         )
     unsafe = [student for student, _, standing in rows if standing.unisolated]

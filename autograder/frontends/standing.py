@@ -22,6 +22,7 @@ from autograder.course import kit
 from autograder.course.notebook import HIDDEN_CHECK_PREFIX
 from autograder.engine.results import SubmissionResult, points_text, score_text
 from autograder.engine.rubric import RUBRIC
+from .shown import line
 
 AWAITING = "awaiting your instructor"
 UNISOLATED = "UNSAFE"  # how the sandbox's description of a run without isolation starts (client.UNSAFE)
@@ -264,8 +265,10 @@ def standing_from_record(
 
 
 def stale_line(assignment: str, stale: dict) -> str:
-    """One line for out-of-date grades (student -> reason), naming the commands that bring them up to date."""
+    """One line for out-of-date grades (student -> reason), naming the commands that bring them up to date; the
+    student's id as one line of text (`shown.line`)."""
     first, reason = next(iter(stale.items()))
+    first = line(first)
     others = f" and {len(stale) - 1} more" if len(stale) > 1 else ""
     fix = (
         f"run `nbgrader generate_assignment {assignment} --force`, then grade again"

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import sys
+import unicodedata
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -20,8 +21,9 @@ from nbgrader.api import Gradebook
 from nbgrader.plugins import CsvExportPlugin
 from traitlets.config import Config
 
-from autograder.frontends.exports import TRIGGERS
+from autograder.frontends.exports import TRIGGERS, cell
 from autograder.frontends.nbgrader.export import HELD_BACK, KIT_COLUMNS, NBGRADER_COLUMNS, PerCheckExport
+from plain_text import assert_text, is_text
 from course_states import DUE, STUDENTS, Course, Model, Refused, StandIn, fast_sqlite
 
 pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier (its course-driving tests are slow)
@@ -124,15 +126,24 @@ def test_without_the_kits_assignments_grades_csv_is_nbgraders_byte_for_byte(tmp_
 @given(course=courses(ANY_TEXT))
 def test_any_name_is_one_cell_that_runs_nothing(tmp_path, empty_gradebook, course):
     """Where stock nbgrader writes a name as it is (a comma, a quote or a line break in it breaks the file; a
-    leading = runs in a spreadsheet), the kit's file still reads back as every value, in its place."""
+    leading = runs in a spreadsheet), the kit's file still reads back as every value, in its place, as text only:
+    each value as `exports.cell` writes it (tests/frontends/test_writers.py: text that shows every letter of it,
+    running nothing), which for a value that is text already is the value (a leading ' where it would run)."""
     students, assignments = course
     _, ours = export_both(tmp_path / "course", empty_gradebook, course, stock=False)
     rows = list(csv.reader(io.StringIO(ours.decode(), newline="")))
     assert rows[0] == NBGRADER_COLUMNS and len(rows) == 1 + len(students) * len(assignments)
     written = {tuple(row[3:7]) for row in rows[1:]}
+    for row in written:
+        for value in row:
+            assert_text(value)
 
     def shown(value):
-        return "" if value is None else "'" + value if value.startswith(TRIGGERS) else value
+        if value is None:
+            return ""
+        if all(is_text(c) and unicodedata.category(c) not in ("Mn", "Me") for c in value):  # no mark without a letter
+            return "'" + value if value.startswith(TRIGGERS) else value
+        return cell(value)
 
     assert written == {tuple(shown(v) for v in (i, last, first, email)) for i, first, last, email in students}
 

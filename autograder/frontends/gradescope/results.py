@@ -9,7 +9,13 @@ what was written. The command line prints the same `output`.
 
 A late submission says so in `output` ("late by 5.2 h, no points deducted") whatever the course's late rule, and
 `extra_data` says how late (`late_by` as a person says it, `seconds_late`) and what it cost (`late_penalty`).
-Outside a course the kit knows no due date: `seconds_late` is null (Gradescope applies its own late policy)."""
+Outside a course the kit knows no due date: `seconds_late` is null (Gradescope applies its own late policy).
+
+What Gradescope shows (`output`, each test's `name` and `output`) is text only: declared so (`output_format`,
+`test_output_format` and `test_name_format` "text": Gradescope renders no Markdown, HTML or ANSI colour of it) and
+written so, each line a student's text can reach rendered by `shown.line` (escape sequences, controls, direction
+overrides and invisible characters as escapes, a line break of theirs as `\\n`), so that nothing a student wrote
+starts a line of its own or changes what the lines around it say. `extra_data` keeps the values as they were."""
 
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ from pathlib import Path
 
 from autograder.engine.results import CheckResult, SubmissionResult, SubTest
 from autograder.frontends.files import write_atomically
+from autograder.frontends.shown import line
 from autograder.frontends.standing import AWAITING, Standing, standing_of
 
 
@@ -27,8 +34,8 @@ def summary(result: SubmissionResult, standing: Standing | None = None) -> str:
     standing = standing or standing_of(result)
     lines = [standing.summary()]
     if result.first_divergence:
-        lines.append("Where your block first went wrong: " + result.first_divergence)
-    lines += [f"Note: {note}" for note in result.notes]
+        lines.append("Where your block first went wrong: " + line(result.first_divergence))
+    lines += [f"Note: {line(note)}" for note in result.notes]
     return "\n".join(lines)
 
 
@@ -38,7 +45,7 @@ def written_output(cell) -> str:
     if cell.points is None:
         return AWAITING
     if cell.comment:
-        return f"Your instructor: {cell.comment}"
+        return f"Your instructor: {line(cell.comment)}"
     if cell.manual:
         return "Graded by your instructor (no comment)."
     return "Not answered: an answer left as released scores 0."
@@ -46,7 +53,7 @@ def written_output(cell) -> str:
 
 def _written_test(number: int, cell) -> dict:
     test = {
-        "name": cell.title,
+        "name": line(cell.title),
         "number": str(number),
         "score": cell.points or 0.0,
         "max_score": cell.max_points,
@@ -68,12 +75,12 @@ def results_json(result: SubmissionResult, standing: Standing | None = None) -> 
         grade = standing.checks.get(check.check)
         tests.append(
             {
-                "name": check.title,
+                "name": line(check.title),
                 "number": str(number),
                 "score": (grade.points or 0.0) if grade else check.points,
                 "max_score": grade.max_points if grade else check.max_points,
                 "status": "passed" if check.passed else "failed",
-                "output": check.message,
+                "output": line(check.message),
                 "tags": [check.check],
                 "visibility": check.visibility,
                 "extra_data": {
@@ -93,6 +100,9 @@ def results_json(result: SubmissionResult, standing: Standing | None = None) -> 
         "score": standing.score,
         "execution_time": result.execution_time,
         "output": summary(result, standing),
+        "output_format": "text",
+        "test_output_format": "text",
+        "test_name_format": "text",
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,

@@ -29,6 +29,7 @@ from autograder.course import kit
 from autograder.course.notebook import HIDDEN_CHECK_PREFIX, SubmissionError, read_notebook
 from autograder.engine.results import points_text
 from autograder.engine.rubric import RUBRIC
+from autograder.frontends.shown import line
 from autograder.sandbox.parent.pool import ServerPool
 from .plugins import KIT_KEY, kit_source
 from .preflight import unsafe_allowed
@@ -144,7 +145,7 @@ class SandboxedExecute(Execute):
                 )
         self.log.info(
             "graded %s: the checks give %s (written answers are graded by hand; seed %s)",
-            student,
+            line(student),
             f"{points_text(result.score)} of their {points_text(result.max_score)} points",
             seed,
         )

@@ -29,6 +29,11 @@ No cell of either file can run in a spreadsheet (`exports`: text that starts wit
 return gets a leading '), and a value holding a comma, a quote or a line break is quoted; stock nbgrader writes
 such values as they are, which breaks its file. Every other value is written as nbgrader writes it.
 
+An export that holds one of the kit's assignments refuses, in one line and writing nothing, while two of the
+students it exports have ids that read alike (`ids`: `alice` and the Cyrillic `\u0430lice`): a spreadsheet or an LMS
+would show them as one student. Every cell is text only (`exports`: escape sequences, direction overrides and
+invisible characters as escapes).
+
 Nothing here imports the grader: an export of other assignments costs what nbgrader's own does.
 """
 
@@ -45,7 +50,7 @@ from autograder.engine.rubric import RUBRIC
 from autograder.frontends.exports import write_csv
 from autograder.frontends.standing import late_text, stale_line
 from .gradebook import autograded_notebook, load_submissions, standing_from_gradebook
-from .plugins import course_directory
+from .plugins import course_directory, refuse
 from .preflight import source_notebooks
 from .privacy import guard_or_exit
 
@@ -97,6 +102,8 @@ class PerCheckExport(ExportPlugin):
             self.log.warning("No assignment %s in the gradebook", ", ".join(sorted(missing)))
         students = [s for s in gradebook.students if not wanted_students or s.id in wanted_students]
         kits = self._kit_assignments(assignments)
+        if kits:
+            self._refuse_alike([s.id for s in students])
         rows, long, stale = [], [], {}
         for assignment in assignments:
             source = kits.get(assignment.name)
@@ -120,6 +127,14 @@ class PerCheckExport(ExportPlugin):
                 "; ".join(stale_line(name, held) for name, held in stale.items()),
             )
             sys.exit(HELD_BACK)
+
+    def _refuse_alike(self, students: list[str]) -> None:
+        from autograder.frontends.ids import refusal as alike
+
+        why = alike(students)
+        if why:
+            refuse(self.log, "Not exporting grades", why)  # logs the one line
+            sys.exit(1)
 
     def _kit_assignments(self, assignments) -> dict:
         """name -> the course's source, for each exported assignment that is one of the kit's."""

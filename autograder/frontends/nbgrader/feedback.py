@@ -12,7 +12,8 @@
   student fetches agrees with the gradebook even when nobody ran generate_feedback after a change (and nothing
   is handed out while a grade is out of date).
 * `FormgraderStanding` opens formgrader's view of a kit notebook with the student's standing: the grade the
-  student's page shows, which formgrader's own totals (before the late penalty) are not.
+  student's page shows, which formgrader's own totals (before the late penalty) are not. A Markdown cell: the
+  student's id in it is `shown.markdown` (text, never their emphasis, link or HTML).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from nbgrader.exchange.default import ExchangeReleaseFeedback
 from autograder.course import kit
 from autograder.engine.results import points_text
 from autograder.engine.rubric import RUBRIC
+from autograder.frontends.shown import markdown
 from autograder.frontends.standing import GRADE_IS, UNISOLATED_LINE, stale_line
 from .gradebook import course_standings, recorded_result, stale_students, standing_from_gradebook
 from .plugins import KIT_KEY, KitRefusal, course_directory, kit_source, refuse
@@ -136,7 +138,7 @@ class FormgraderStanding(Preprocessor):
         lines = [f"**The grade: {standing.summary()}.** {GRADE_IS}"]
         if standing.stale:
             lines.append(
-                f"**Out of date:** {stale_line(resources['assignment_id'], {resources['student']: standing.stale})}. "
+                f"**Out of date:** {stale_line(resources['assignment_id'], {markdown(resources['student']): standing.stale})}. "
                 "No feedback is drawn until then."
             )
         if standing.late_penalty:

@@ -29,6 +29,7 @@ from nbgrader.preprocessors import AssignLatePenalties
 from nbgrader.utils import determine_grade, is_grade
 
 from autograder.engine.results import SubmissionResult
+from autograder.frontends.shown import line
 from .annotate import annotate
 from .bridge import course_config, pick_assignment
 from .gradebook import course_standings, recorded_result, stale_students
@@ -70,7 +71,7 @@ class CourseRecorder:
         if why:
             raise SystemExit(f"Not grading {self.assignment.name}: {why}.")
         for problem in close_submissions(self.coursedir, self.assignment.name, self.config):  # the kit reads them next
-            print(f"grade-class: could not close a submission to other users: {problem}", file=sys.stderr)
+            print(line(f"grade-class: could not close a submission to other users: {problem}"), file=sys.stderr)
 
     def folder(self, kind: str, student: str) -> Path:
         return Path(self.coursedir.format_path(getattr(self.coursedir, f"{kind}_directory"), student, self.assignment.name))
@@ -115,6 +116,11 @@ class CourseRecorder:
         else:
             self.standings = course_standings(self.coursedir, self.config, self.assignment, students)
         return self.standings
+
+    def students(self) -> list[str]:
+        """The ids of every student the course's gradebook holds (a folder's id that reads like one is refused)."""
+        with Gradebook(self.db_url) as gradebook:
+            return [student.id for student in gradebook.students]
 
     def stale(self, students: list[str]) -> dict[str, str]:
         """Those of `students` whose grade in the gradebook is out of date (student -> why): graded again."""
