@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from .lms.command import lms_export
 
 DEVICE = click.option(
     "--device",
@@ -209,6 +210,9 @@ def class_report(results: Path | None, course: Path | None, assignment: str | No
         out = out or results / "report.html"
     write_class_report(out, rows, title=f"{name}: class report", notes=notes)
     click.echo(f"class report of {len(rows)} students: {out}")
+
+
+main.add_command(lms_export)
 
 
 @main.command()

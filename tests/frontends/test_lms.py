@@ -6,13 +6,19 @@ which row is whose, what each student's standing is."""
 
 import csv
 import io
+import os
 import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autograder.course.fence import name_text
+from autograder.engine.rubric import WRITTEN
 from autograder.frontends import exports
 from autograder.frontends.lms.canvas import canvas_file
 from autograder.frontends.lms.grades import Choices, Graded, Refused
@@ -384,3 +390,142 @@ def test_malformed_rows_are_said_one_line_each_and_kept_by_canvas_left_out_by_mo
     ]
     moodle = moodle_file(table, graded, Matching("SIS Login ID"))
     assert written_rows(moodle.text()) == [["SIS Login ID", NAME], ["cho", "3"]]
+
+
+# --- a course: the command line and nbgrader export, the standing of each student ------------------------------
+
+
+@pytest.fixture
+def alembic_on_path(monkeypatch):
+    """nbgrader starts `alembic` by name to make a gradebook: this environment's, as on a hub's PATH."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+CANVAS_HEADER = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Quiz 1 (101)", "Current Score", "Final Score"]
+CANVAS_ROWS = [
+    ["    Points Possible", "", "", "", "", "10", "(read only)", "(read only)"],
+    ['=HYPERLINK("http://x.example","Ada")', "11", "S1", "ada", "Sec A", "9", "90", "90"],
+    ["Ben, \"B\"\nsecond line", "12", "S2", "ben", "Sec A", "-1.5", "0", "0"],
+    ["@Cho", "13", "S3", "cho", "Sec B", "EX", "", ""],
+    ["Dee, Dan", "14", "S4", "dee", "Sec B", "", "", ""],
+    ["Student, Test", "15", "", "", "", "", "", ""],
+]
+
+
+def graded_course(tmp_path):
+    """ada (correct, on time, a check overridden in formgrader), ben (Post-LN, 5.2 h late under the course's rule
+    "zero"), cho (the untouched template) and eve (correct, in no roster), graded by `nbgrader autograde` with the
+    stand-in grader; `Model` says what each standing must be."""
+    from course_states import Course, Model, StandIn
+
+    course, model = Course(tmp_path / "example"), Model()
+    for number, (student, kind, late) in enumerate(
+        [("ada", "correct", False), ("ben", "post_ln", True), ("cho", "blank", False), ("eve", "correct", False)]
+    ):
+        course.collect(student, kind, late, number, 18720)
+        model.submitted[student], model.delay[student] = (kind, late, number), 18720.0 if late else 0.0
+        model.grade(student, by_nbgrader=True)
+    with StandIn().active():
+        assert course.autograde(False) is None
+    course.set_score("ada", "check_forward_order", 1)
+    model.instructor_scores("ada", "check_forward_order", 1)
+    return course, model
+
+
+def run_cli(*arguments):
+    from click.testing import CliRunner
+
+    from autograder.frontends.cli import main
+
+    return CliRunner().invoke(main, ["lms-export", *map(str, arguments)])
+
+
+@pytest.mark.slow
+def test_the_lms_files_of_a_course_are_its_standings_through_the_command_line_and_nbgrader_export(tmp_path, alembic_on_path):
+    from nbgrader_course import Shell
+
+    course, model = graded_course(tmp_path)
+    roster = canvas_roster(tmp_path, CANVAS_ROWS, CANVAS_HEADER)
+    out = tmp_path / "canvas-import.csv"
+    common = ["--course", course.course, "--roster", roster, "--match-column", "SIS Login ID", "--out", out]
+
+    refused = run_cli("--lms", "canvas", *common)  # ada's, ben's and eve's written answers await grading
+    assert refused.exit_code == 1 and not out.exists() and refused.stderr.count("\n") == 1
+    assert '("ada": 6 points of layernorm, "ben": 6 points of layernorm)' in refused.stderr  # eve is in no row
+    for grade_id in WRITTEN:
+        course.set_score("ada", grade_id, 1.5)
+        model.instructor_scores("ada", grade_id, 1.5)
+
+    done = run_cli("--lms", "canvas", "--awaiting-as-zero", *common)
+    assert done.exit_code == 3, done.stderr  # eve's grade is in no row
+    rows = written_rows(out.read_text())
+    assert rows[0] == CANVAS_HEADER[:6] + [NAME] + CANVAS_HEADER[6:] and len(rows) == len(CANVAS_ROWS) + 1
+    filled = [row.pop(6) for row in rows[1:]]
+    assert all(kept(a, b) for given, row in zip(CANVAS_ROWS, rows[1:]) for a, b in zip(given, row))
+    assert float(filled[0]) == MAXIMUM and filled[4:] == ["", ""]  # Points Possible; dee and the test student
+    for student, score in zip(("ada", "ben", "cho"), filled[1:4]):
+        assert float(score) == pytest.approx(model.expected(student)["score"]), student
+    assert model.expected("ben")["score"] == 0 < model.expected("ben")["raw"]  # the late rule's penalty, taken off
+    assert model.expected("ada")["checks"]["forward_order"] == 1  # the override
+    assert done.stderr.splitlines() == [
+        '"eve": in the gradebook, but no roster row has "eve" in "SIS Login ID"; left out',
+        'row 6 ("Dee, Dan"): no submission of layernorm; left as Canvas has it',
+        'row 7 ("Student, Test"): no submission of layernorm; left as Canvas has it',
+    ]
+    assert done.stdout.startswith(f"wrote {out}: layernorm for 3 roster rows")
+
+    plugin = "autograder.frontends.nbgrader.lms.CanvasExport"
+    by_nbgrader = tmp_path / "by-nbgrader.csv"
+    ran = Shell()(
+        "nbgrader", "export", f"--exporter={plugin}", f"--to={by_nbgrader}", f"--CanvasExport.roster={roster}",
+        "--CanvasExport.match_column=SIS Login ID", "--CanvasExport.awaiting_as_zero=True", cwd=course.course, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 3 and by_nbgrader.read_bytes() == out.read_bytes(), ran.stdout + ran.stderr
+    assert '"eve": in the gradebook' in ran.stdout + ran.stderr
+    ran = Shell()(
+        "nbgrader", "export", f"--exporter={plugin}", f"--to={tmp_path / 'refused.csv'}", f"--CanvasExport.roster={roster}",
+        "--CanvasExport.match_column=SIS Login ID", cwd=course.course, check=False,
+    )  # fmt: skip
+    errors = [line for line in (ran.stdout + ran.stderr).splitlines() if "ERROR" in line or "Traceback" in line]
+    assert ran.returncode == 1 and not (tmp_path / "refused.csv").exists() and len(errors) == 1, ran.stdout + ran.stderr
+    assert (
+        '("ben": 6 points of layernorm): grade them (formgrader), or count them as 0 (--CanvasExport.awaiting_as_zero=True)'
+        in errors[0]
+    )
+
+    moodle = tmp_path / "moodle.csv"
+    people = [("Ada", "ada"), ("Ben", "ben"), ("Cho", "cho"), ("Dee", "dee")]
+    moodle.write_text(roster_text([MOODLE_HEADER, *[
+        [first, "L", login, "", "", f"{login}@x.org", "-", "", "1"] for first, login in people]], ",", "\r\n", True))  # fmt: skip
+    moodle_out = tmp_path / "moodle-import.csv"
+    done = run_cli(
+        "--lms", "moodle", "--course", course.course, "--roster", moodle, "--match-column", "ID number", "--identifier",
+        "Email address", "--missing-as-zero", "--awaiting-as-zero", "--out", moodle_out,
+    )  # fmt: skip
+    assert done.exit_code == 3 and moodle_out.read_text().startswith("\ufeff")
+    rows = written_rows(moodle_out.read_text())
+    assert rows[0] == ["Email address", NAME] and [row[0] for row in rows[1:]] == [f"{s}@x.org" for _, s in people]
+    expected = [model.expected(s)["score"] for s in ("ada", "ben", "cho")] + [0]
+    assert [float(row[1]) for row in rows[1:]] == pytest.approx(expected)
+
+    course.change_points({"check_forward_gradients": 6}, generate=False)  # every grade out of date until regraded
+    done = run_cli("--lms", "canvas", "--awaiting-as-zero", *common)
+    assert done.exit_code == 3 and [row[6] for row in written_rows(out.read_text())[2:]] == [""] * 5
+    assert "the grades of 3 students of layernorm are out of date" in done.stderr.splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_a_course_others_can_read_is_refused_before_anything_is_read(tmp_path, alembic_on_path):
+    place = Path(tempfile.mkdtemp(prefix="u19-lms-", dir="/tmp"))
+    try:
+        course, _ = graded_course(place)  # graded while nobody else could reach it
+        for folder in (place, place / "example", course.course):
+            folder.chmod(0o755)  # now every user reaches the course, a folder of mode 0755 as in a new home
+        roster = canvas_roster(tmp_path, CANVAS_ROWS, CANVAS_HEADER)
+        out = tmp_path / "out.csv"
+        done = run_cli("--lms", "canvas", "--course", course.course, "--roster", roster, "--match-column", "SIS Login ID",
+                       "--out", out)  # fmt: skip
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
+    assert done.exit_code == 1 and not out.exists() and done.stderr.count("\n") == 1
+    assert done.stderr.startswith(f"Error: Not writing {out}: other users can read {course.course} (mode 0755: any user)")
