@@ -473,6 +473,17 @@ def test_the_lms_files_of_a_course_are_its_standings_through_the_command_line_an
         'row 7 ("Student, Test"): no submission of layernorm; left as Canvas has it',
     ]
     assert done.stdout.startswith(f"wrote {out}: layernorm for 3 roster rows")
+    assert out.stat().st_mode & 0o777 == 0o600  # every student's grade: the instructor's alone
+
+    mapping = tmp_path / "ids.csv"  # the same students by their SIS User ID, eve left out of it
+    mapping.write_text("student_id,SIS User ID\nada,S1\nben,S2\ncho,S3\n")
+    mapped = tmp_path / "mapped.csv"
+    done = run_cli("--lms", "canvas", "--awaiting-as-zero", *common[:4], "--mapping", mapping, "--out", mapped)
+    assert done.exit_code == 3 and mapped.read_bytes() == out.read_bytes()
+    assert done.stderr.splitlines()[0] == f'"eve": in the gradebook, not in the mapping file {mapping}; left out'
+    for wrong in (["--mapping", mapping], ["--match-column", "SIS Login ID", "--mapping", mapping]):
+        refused = run_cli("--lms", "canvas", *common[:4], *wrong, "--out", roster)
+        assert refused.exit_code == 1 and refused.stderr.count("\n") == 1 and roster.read_text().startswith("Student")
 
     plugin = "autograder.frontends.nbgrader.lms.CanvasExport"
     by_nbgrader = tmp_path / "by-nbgrader.csv"

@@ -69,11 +69,11 @@ def canvas_file(table: Table, assignments: list[Graded], matching: Matching, cho
         header,
         rows,
         lines,
-        stale_lines(assignments, set(found.students.values())),
-        missing_grades(assignments, written),
-        len(filled),
-        table.bom,
-        table.line_end,
+        held_back=stale_lines(assignments, set(found.students.values())),
+        missing=missing_grades(assignments, written),
+        filled=len(filled),
+        bom=table.bom,
+        line_end=table.line_end,
     )
 
 

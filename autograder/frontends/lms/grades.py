@@ -51,9 +51,9 @@ class Written:
     held_back: str = ""  # the line for grades out of date ("" when none)
     missing: set = field(default_factory=set)  # (student, assignment) with a grade that is not in the file
     filled: int = 0  # rows given a value
-    names: tuple = ()  # the assignments written
     bom: bool = False
     line_end: str = "\r\n"
+    names: tuple = ()  # the assignments written
 
     @property
     def complete(self) -> bool:

@@ -59,7 +59,9 @@ class Request:
 
 def lms_file(gradebook: Gradebook, coursedir, config, request: Request) -> Written:
     """The LMS's file for `request`, written to `request.out`; Refused or RosterError (one line) where nothing is."""
-    if bool(request.match_column) == bool(request.mapping):
+    if request.match_column and request.mapping:
+        raise Refused("students are matched by a roster column or by a mapping file: give one of them, not both")
+    if not request.match_column and not request.mapping:
         raise Refused("name the roster column that holds nbgrader's student ids (--match-column), or give a mapping file")
     if Path(request.out).resolve() == Path(request.roster).resolve():
         raise Refused("the file to write is the roster itself: write it elsewhere")
