@@ -179,6 +179,8 @@ def test_canvas_keeps_every_row_and_column_and_fills_the_assignments_from_the_st
     assert {s for s, _ in done.missing} == missing and done.complete == (not missing)
     said = "\n".join(done.lines)
     assert all(f'"{name_text(s)}"' in said for s, where in presence.items() if where != "once")
+    strangers = [index for index, owner in whose.items() if owner is None]  # a row with no submission: said
+    assert all(any(line.startswith(f"row {index + 2} (") for line in done.lines) for index in strangers)
     assert ("out of date" in done.held_back) == any(standings[s].stale for s in matched)
     assert runs_nothing(out)
     assert all("\n" not in line for line in done.lines)
@@ -277,6 +279,8 @@ def test_moodle_writes_the_identifier_and_the_standing_of_every_student_it_can_a
     assert {s for s, _ in done.missing} == set(standings) - written
     said = "\n".join(done.lines)
     assert all(f'"{name_text(s)}"' in said for s, where in presence.items() if where != "once")
+    strangers = [index for index, owner in whose.items() if owner is None]  # a row with no submission: said
+    assert all(any(line.startswith(f"row {index + 2} (") for line in done.lines) for index in strangers)
     assert runs_nothing(out)
 
 
@@ -332,8 +336,8 @@ def test_two_rows_with_one_students_value_are_both_left_out(tmp_path):
     )
     assert [row[6] for row in written_rows(done.text())[1:]] == ["", ""]
     assert done.lines == [
-        'row 2 ("A"): "ada"\'s "SIS Login ID" "ada" is in row 3 too; left out',
-        'row 3 ("A2"): "ada"\'s "SIS Login ID" "ada" is in row 2 too; left out',
+        'row 2 ("A"): student "ada" has rows 2 and 3 ("SIS Login ID" "ada"); left out',
+        'row 3 ("A2"): student "ada" has rows 2 and 3 ("SIS Login ID" "ada"); left out',
     ]
 
 

@@ -56,15 +56,16 @@ def canvas_file(table: Table, assignments: list[Graded], matching: Matching, cho
                 continue
             student = found.students.get(index)
             said, why = value(graded, student, choices)
-            held = rows[index][column].strip().upper()
+            held, row = rows[index][column].strip().upper(), f"row {index + 2} ({quoted(table.rows[index][0])})"
             if said is not None and held in KEPT:
-                lines.append(f"row {index + 2} ({quoted(table.rows[index][0])}): {graded.name} {KEPT[held]}; kept")
+                lines.append(f"{row}: {graded.name} {KEPT[held]}; kept")
             elif said is not None:
                 rows[index][column] = said
                 written.add((student, graded.name))
                 filled.add(index)
-            elif "no submission" in why:
-                lines.append(f"row {index + 2} ({quoted(table.rows[index][0])}): {why}; left as Canvas has it")
+                lines += [f"{row}: {why}; given 0"] if why else []
+            elif why.startswith("no submission"):
+                lines.append(f"{row}: {why}; left as Canvas has it")
     return Written(
         header,
         rows,

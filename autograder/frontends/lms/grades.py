@@ -71,11 +71,11 @@ def number(points: float):
 
 
 def value(graded: Graded, student: str | None, choices: Choices) -> tuple[object, str]:
-    """(what the file says, why nothing) for a row: the score; None with "out of date" or "no submission" (0 where
-    missing work counts as 0)."""
+    """(what the file says, why not the standing) for a row: (the score, ""); (None, "... out of date"); with no
+    submission, (None, "no submission of ...") or (0, the same) where missing work counts as 0."""
     standing = graded.standings.get(student) if student is not None else None
     if standing is None:
-        return (0, "") if choices.missing_as_zero else (None, f"no submission of {graded.name}")
+        return 0 if choices.missing_as_zero else None, f"no submission of {graded.name}"
     if standing.stale:
         return None, f"{graded.name} held back (out of date)"
     return number(standing.score), ""

@@ -87,7 +87,8 @@ def match(table: Table, rows: list[int], matching: Matching, students: set, who)
             found.students[index] = student
             continue
         doubled |= set(theirs)
-        found.lines.append(f"row {index + 2} ({who(index)}): {_why(theirs, others, value[index], matching)}; left out")
+        rows_held = sorted([index, *others])
+        found.lines.append(f"row {index + 2} ({who(index)}): {_why(theirs, rows_held, value[index], matching)}; left out")
     for student in sorted(students):
         if student in doubled:
             found.left_out.add(student)
@@ -97,15 +98,16 @@ def match(table: Table, rows: list[int], matching: Matching, students: set, who)
     return found
 
 
-def _why(claimants: list, others: list, value: str, matching: Matching) -> str:
+def _why(claimants: list, rows: list, value: str, matching: Matching) -> str:
     names = " and ".join(named(s) for s in claimants)
     if len(claimants) > 1:
         return f"{matching.source} gives it to {names} (its {quoted(matching.column)} is {quoted(value)})"
     given = matching.values(claimants[0])
     if len(given) > 1:
         return f"{matching.source} gives {names} {len(given)} values ({', '.join(quoted(v) for v in given)})"
-    also = " and ".join(str(i + 2) for i in others)
-    return f"{names}'s {quoted(matching.column)} {quoted(value)} is in row {also} too"
+    numbers = [str(i + 2) for i in rows]
+    held = ", ".join(numbers[:-1]) + " and " + numbers[-1]
+    return f"student {names} has rows {held} ({quoted(matching.column)} {quoted(value)})"
 
 
 def _missing(student: str, matching: Matching) -> str:

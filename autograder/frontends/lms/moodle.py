@@ -29,7 +29,7 @@ def moodle_file(table: Table, assignments: list[Graded], matching: Matching, cho
     who = lambda i: quoted(" ".join(table.rows[i][:2]).strip())  # noqa: E731 (Moodle's first two: the name)
     found = match(table, student_rows, matching, students, who)
     check_awaiting(assignments, set(found.students.values()), choices)
-    lines, filled = table.problems("left out") + found.lines, {}
+    lines, filled, zeros = table.problems("left out") + found.lines, {}, {}
     for index in sorted([*found.students, *found.unclaimed]):
         student = found.students.get(index)
         cells = [value(graded, student, choices) for graded in assignments]
@@ -39,6 +39,7 @@ def moodle_file(table: Table, assignments: list[Graded], matching: Matching, cho
                 lines.append(f"row {index + 2} ({who(index)}): {', '.join(why)}; left out")
             continue
         filled[index] = [said for said, _ in cells]
+        zeros[index] = [reason for _, reason in cells if reason]  # missing work, given 0
     shared: dict = {}
     for index in filled:
         shared.setdefault(table.rows[index][identifier], []).append(index)
@@ -52,6 +53,7 @@ def moodle_file(table: Table, assignments: list[Graded], matching: Matching, cho
             lines.append(f"row {index + 2} ({who(index)}): {quoted(held)} is row {others}'s too; left out")
         else:
             rows.append([held, *cells])
+            lines += [f"row {index + 2} ({who(index)}): {', '.join(zeros[index])}; given 0"] if zeros[index] else []
             written |= {(found.students.get(index), graded.name) for graded in assignments}
     header = [table.header[identifier], *[choices.column or graded.name for graded in assignments]]
     return Written(

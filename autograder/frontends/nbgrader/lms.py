@@ -112,7 +112,7 @@ def kit_graded(gradebook: Gradebook, coursedir, config, names: tuple = ()) -> li
 
 
 def summary(request: Request, written: Written) -> str:
-    said = f" ({len(written.lines)} lines above say what was left out or kept)" if written.lines else ""
+    said = f" (the {len(written.lines)} lines above: rows and students not filled from a standing)" if written.lines else ""
     return (
         f"wrote {request.out}: {', '.join(written.names)} for {written.filled} roster rows{said}; import it in "
         f"{WHERE[request.lms]}"
