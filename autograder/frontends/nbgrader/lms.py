@@ -173,6 +173,8 @@ class LmsExport(ExportPlugin):
             self.missing_as_zero, self.awaiting_as_zero, self.column, self.identifier, f"--{name}.awaiting_as_zero=True"
         )
         out = Path(self.to or f"{self.layout}-grades.csv")
+        if self.student:
+            self.log.warning("--student is left aside: the LMS's file is written for every row of its roster")
         assignments = tuple(str(a) for a in self.assignment)
         request = Request(self.layout, Path(self.roster), out, assignments, self.match_column, self.mapping or None, choices)
         try:
