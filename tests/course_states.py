@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import html
+import io
 import logging
 import re
 import shutil
@@ -31,7 +32,13 @@ from autograder.engine.rubric import RUBRIC, WRITTEN
 from autograder.frontends import classgrade, feedback, report
 from autograder.frontends.nbgrader import bridge
 from autograder.frontends.nbgrader.bridge import course_config
+from autograder.frontends.lms.canvas import canvas_file
+from autograder.frontends.lms.grades import Choices, Refused as NotWritten
+from autograder.frontends.lms.match import Matching
+from autograder.frontends.lms.moodle import moodle_file
+from autograder.frontends.lms.table import Table
 from autograder.frontends.nbgrader.export import PerCheckExport
+from autograder.frontends.nbgrader.lms import kit_graded
 from autograder.frontends.nbgrader.feedback import FormgraderStanding, KitReleaseFeedback
 from autograder.frontends.nbgrader.gradebook import course_standings
 from autograder.frontends.nbgrader.plugins import KitRefusal
@@ -52,6 +59,22 @@ KINDS = {  # what the stand-in gives: check -> share of the check's points
 SAMPLE = {"correct": "ada_correct", "post_ln": "ben_post_ln", "blank": None}
 ANSWERED = {"correct": True, "post_ln": True, "blank": False}  # a written answer left as released scores 0
 MARK = "# stand-in kind: "
+CANVAS_ROSTER = [  # Canvas's gradebook export of the course: each student's login is their nbgrader id
+    ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Quiz 1 (101)", "Current Score", "Final Score"],
+    ["    Points Possible", "", "", "", "", "10", "(read only)", "(read only)"],
+    ['=HYPERLINK("http://x.example","Ada")', "11", "S1", "ada", "Sec A", "9", "90", "90"],
+    ['Ben, "B"\nsecond line', "12", "S2", "ben", "Sec A", "-1.5", "0", "0"],
+    ["@Cho", "13", "S3", "cho", "Sec B", "EX", "", ""],
+    ["Dee, no submission", "14", "S4", "dee", "Sec B", "", "", ""],
+    ["Student, Test", "15", "", "", "", "", "", ""],
+]
+MOODLE_ROSTER = [  # Moodle's grade export of the course: the ID number is the nbgrader id
+    ["First name", "Last name", "ID number", "Email address", "Assignment: layernorm (Real)", "Last downloaded from this course"],
+    ["=cmd|' /C calc'!A0", "Ada", "ada", "ada@example.org", "-", "1700000000"],
+    ["Ben", "+1", "ben", "ben@example.org", "-", "1700000000"],
+    ["Cho", "C", "cho", "cho@example.org", "-", "1700000000"],
+    ["Dee", "D", "dee", "dee@example.org", "-", "1700000000"],
+]
 TINY_PNG = (
     b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"
     b"\x00\x00\x00\rIDATx\x9cc\xf8\xff\xff?\x00\x05\xfe\x02\xfe\xa7\x35\x81\x84\x00\x00\x00\x00IEND\xaeB`\x82"
@@ -276,6 +299,14 @@ class Course:
         config = self.config()
         return course_standings(self.coursedir(config), config, kit.Assignment(self.source()))
 
+    def standings_and_lms_files(self) -> tuple[dict, dict]:
+        """Each student's standing, as the door to the LMS reads the gradebook, and the LMS files rendered from that
+        one reading (`lms_files`)."""
+        config = self.config()
+        with Gradebook(f"sqlite:///{self.course / 'gradebook.db'}") as gradebook:
+            graded = kit_graded(gradebook, self.coursedir(config), config)
+        return graded[0].standings, self.lms_files(graded)
+
     def source(self) -> Path:
         return self.course / "source" / NAME / NOTEBOOK
 
@@ -299,6 +330,25 @@ class Course:
     def report(self) -> str:
         _, rows = course_rows(self.course, NAME)
         return report.class_report_html(rows)
+
+    @staticmethod
+    def lms_files(graded: list) -> dict:
+        """The course's LMS files of its assignments as `kit_graded` read them: Canvas's (its export
+        `CANVAS_ROSTER`, written answers awaiting grading counted as 0) and Moodle's (`MOODLE_ROSTER`, identified by
+        e-mail address, missing work as 0; refused while answers await grading), each as (what was written, its rows
+        read back), or Refused with the line."""
+        files = {}
+        for lms, layout, roster, matching, choices in [
+            ("canvas", canvas_file, CANVAS_ROSTER, Matching("SIS Login ID"), Choices(awaiting_as_zero=True)),
+            ("moodle", moodle_file, MOODLE_ROSTER, Matching("ID number"), Choices(True, identifier="Email address")),
+        ]:
+            try:
+                written = layout(Table(lms, roster[0], [list(row) for row in roster[1:]]), graded, matching, choices)
+            except NotWritten as refused:
+                files[lms] = Refused(str(refused))
+                continue
+            files[lms] = (written, list(csv.reader(io.StringIO(written.text(), newline=""))))
+        return files
 
 
 def _quiet() -> logging.Logger:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from .lms.command import lms_export
 from .shown import terminal
 
 DEVICE = click.option(
@@ -212,6 +213,9 @@ def class_report(results: Path | None, course: Path | None, assignment: str | No
         out = out or results / "report.html"
     write_class_report(out, rows, title=f"{name}: class report", notes=notes)
     click.echo(terminal(f"class report of {len(rows)} students: {out}"))
+
+
+main.add_command(lms_export)
 
 
 @main.command()

@@ -2,7 +2,8 @@
 are what an instructor does, in any order (collect a new or late submission, nbgrader autograde, grade-class
 --course, a check's points overridden in formgrader, a written answer graded there with or without a comment, a
 points change with or without generate_assignment --force, a regrade, generate and release feedback, export, the
-class report, grading with or without isolation). After every step every view equals the standing the model
+class report, grading with or without isolation). After every step every view (the feedback pages, formgrader's,
+the export, grade-class's files, the class report, Canvas's and Moodle's files) equals the standing the model
 expects (it adds up what was done, never reading the gradebook), or the view refused with its one line: nothing
 out of date is handed out; and every score, comment and needs-grading flag an instructor gave is as they left it.
 
@@ -23,7 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from autograder.engine.rubric import RUBRIC, WRITTEN
 from autograder.frontends.standing import UNISOLATED_LINE
-from course_states import KINDS, STUDENTS, Course, Model, Refused, StandIn, page_numbers, read_csv
+from course_states import CANVAS_ROSTER, KINDS, STUDENTS, Course, Model, Refused, StandIn, page_numbers, read_csv
 from lateness import duration_range, says_late, says_late_by
 
 CHECKS = [f"check_{name}" for name in RUBRIC]
@@ -184,8 +185,10 @@ class Instructor(RuleBasedStateMachine):
         return any(self.model.stale(s) for s in self.model.graded)
 
     @invariant()
-    def the_standing_is_the_models(self):
-        standings = self.course.standings()
+    def the_standing_is_the_models_and_the_lms_files_render_it(self):
+        """The standing of every student is what the model says, and the LMS files rendered from it (one reading of
+        the gradebook for both: a view of its own would cost a reading of every notebook after every step)."""
+        standings, files = self.course.standings_and_lms_files()
         assert sorted(standings) == sorted(self.model.graded)
         for student, standing in standings.items():
             want = self.model.expected(student)
@@ -195,6 +198,8 @@ class Instructor(RuleBasedStateMachine):
             assert all(close(c.points, want["written"][c.grade_id]) for c in standing.written)
             assert standing.unisolated == want["unisolated"]
             assert abs((standing.seconds_late or 0) - want["seconds_late"]) < 0.01, (student, standing.seconds_late, want)
+        if self.model.graded:
+            self.check_lms_files(files)
 
     @invariant()
     def what_the_instructor_gave_is_as_they_left_it(self):
@@ -241,6 +246,32 @@ class Instructor(RuleBasedStateMachine):
             assert all(close(mine[f"check_{n}"]["points"], want["checks"][n]) for n in RUBRIC)
             assert all(close(mine[grade_id]["points"] or None, points) for grade_id, points in want["written"].items())
             assert {r["late"] for r in mine.values()} == {str(int(self.late(student)))}
+
+    def check_lms_files(self, files):
+        """Canvas's file keeps every row and column of its export and fills the assignment's column with each
+        student's score, a grade out of date held back (the cell left as Canvas had it); Moodle's has a row per
+        student it can fill (missing work as 0), and none while written answers await grading."""
+        stale = {s for s in self.model.graded if self.model.stale(s)}
+        wants = {s: self.model.expected(s) for s in self.model.graded}
+        written, rows = files["canvas"]
+        assert len(rows) == len(CANVAS_ROSTER) and rows[0] == CANVAS_ROSTER[0][:6] + ["layernorm"] + CANVAS_ROSTER[0][6:]
+        column = {row[3]: row[6] for row in rows[2:]}
+        assert float(rows[1][6]) == sum(self.model.source.values()) + sum(WRITTEN.values())
+        for student in STUDENTS:
+            if student in wants and student not in stale:
+                assert close(column[student], wants[student]["score"]), (student, column[student], wants[student])
+            else:
+                assert column[student] == "", student  # as Canvas had it: held back
+        assert column["dee"] == column[""] == "" and written.complete == (not stale) and bool(written.held_back) == bool(stale)
+        waiting = sorted(s for s, w in wants.items() if w["awaiting"] and s not in stale)
+        moodle = files["moodle"]
+        if waiting:
+            assert isinstance(moodle, Refused) and all(f'"{s}": ' in moodle.line for s in waiting), moodle
+            return
+        _, rows = moodle
+        assert rows[0] == ["Email address", "layernorm"]
+        expected = {f"{s}@example.org": w["score"] for s, w in wants.items() if s not in stale} | {"dee@example.org": 0}
+        assert {email: float(score) for email, score in rows[1:]} == pytest.approx(expected, abs=CLOSE)
 
     @invariant()
     def the_class_report_is_the_standing(self):
@@ -344,7 +375,7 @@ def test_every_view_is_the_standing_through_any_sequence_of_instructor_actions(t
 
 def every_view(machine: Instructor) -> None:
     for check in (
-        machine.the_standing_is_the_models,
+        machine.the_standing_is_the_models_and_the_lms_files_render_it,
         machine.what_the_instructor_gave_is_as_they_left_it,
         machine.formgrader_shows_the_standing,
         machine.the_export_is_the_standing_and_holds_back_what_is_out_of_date,
