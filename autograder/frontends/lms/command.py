@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from autograder.frontends.shown import terminal
+
 
 @click.command("lms-export")
 @click.option("--course", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True, help="the course")
@@ -62,11 +64,11 @@ def lms_export(
             choices=choices,
         )
     except Refused as error:
-        raise click.ClickException(str(error)) from None
+        raise click.ClickException(terminal(str(error))) from None
     for line in written.lines:
-        click.echo(line, err=True)
-    click.echo(summary(Request(lms, roster, out, assignments), written))
+        click.echo(terminal(line), err=True)
+    click.echo(terminal(summary(Request(lms, roster, out, assignments), written)))
     if written.held_back:
-        click.echo(f"Held back from {out} (every other grade is in it): {written.held_back}.", err=True)
+        click.echo(terminal(f"Held back from {out} (every other grade is in it): {written.held_back}."), err=True)
     if not written.complete:
         raise SystemExit(3)
