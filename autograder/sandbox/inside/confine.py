@@ -14,8 +14,9 @@ Everything here runs in the freshly forked child, in this order:
    address space, which the memory limit counts from);
 4. `confine`: resource limits; Landlock where the kernel has it (`landlock.restrict`: reads only below the
    system, Python and the sandbox's own code, writes only below its own places); the seccomp allowlist
-   (`seccomp`: only the calls grading needs; sockets and IPC only with namespaces; permission changes only with
-   namespaces or Landlock); a clean environment and no grading modules on the import path.
+   (`seccomp`: only the calls grading needs, those that name a process only on itself; sockets and IPC only with
+   namespaces; permission changes only with namespaces or Landlock); a clean environment and no grading modules
+   on the import path.
 """
 
 from __future__ import annotations
@@ -147,7 +148,9 @@ def confine(workdir: str, setup, uid: int | None, device: str = "cpu") -> str:
         resource.setrlimit(kind, (value, value))
     if setup.landlock:
         landlock.restrict(readable_places(setup.keep), [workdir, *writable], [*DEVICES, *gpu_devices()])
-    seccomp.install(setup.programs[device])
+    if device not in setup.programs:
+        raise OSError("seccomp does not work here")
+    seccomp.install(seccomp.build(setup.grants, device, own=os.getpid(), checks_off=setup.checks_off))
     os.chdir(workdir)
     os.environ.clear()
     os.environ.update(HOME=workdir, TMPDIR=workdir, PATH="/usr/bin:/bin", LANG="C.UTF-8", MPLBACKEND="Agg", OMP_NUM_THREADS="1")

@@ -48,6 +48,7 @@ class Setup:
     programs: dict  # the seccomp program per device ("cpu", "cuda"); empty where seccomp does not work
     user_namespace: bool  # each child makes a user namespace of its own
     nproc_base: int  # threads the grader's own user runs already (no sandbox user: RLIMIT_NPROC counts them)
+    checks_off: tuple = ()  # argument checks the seccomp filter leaves out (tests only: `syscalls.SWITCHES`)
 
 
 class Supervisor:
