@@ -33,6 +33,7 @@ with `unsafe=True`, and then every result says so.
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -130,7 +131,7 @@ class SandboxServer:
         self.namespaces = _choice(namespaces, "AUTOGRADER_NAMESPACES")
         self.landlock = _choice(landlock, "AUTOGRADER_LANDLOCK")
         self.extra_private, self.keep = tuple(private), containment.keep_folders()
-        self.process = self.control = self.lease = self.scratch = None
+        self.process = self.control = self.lease = self.scratch = self.parent_thread_ends = None
         self.layers: dict = {}
         self.groups: dict = {}
         self.private: list[str] = []
@@ -164,8 +165,9 @@ class SandboxServer:
 
     def spawn(self) -> None:
         """Start the server's process: it imports torch and its own code while the caller goes on, and waits
-        for `launch` to tell it what to grade. Call from a long-lived thread: bubblewrap's --die-with-parent
-        follows the thread."""
+        for `launch` to tell it what to grade. It is started from a thread of its own that lives until `close`:
+        bubblewrap's --die-with-parent follows the thread that started it, and a server started again from a
+        grading thread (`grade`, after a job lost its worker) died with that thread, after one job."""
         self.groups = jobs.server_groups(f"autograder-{os.getpid()}-{id(self)}") if self.root else {}
         command = [sys.executable, "-m", "autograder.sandbox.inside.server"]
         if self.use_bubblewrap:
@@ -174,19 +176,35 @@ class SandboxServer:
         env |= {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
         groups = list(self.groups.values())
         self.control, theirs = control_pair()
+        started, ended = queue.Queue(maxsize=1), threading.Event()
+
+        def parent() -> None:
+            try:
+                started.put(
+                    subprocess.Popen(
+                        command,
+                        stdin=theirs.fileno(),
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        env=env,
+                        cwd="/",
+                        start_new_session=True,
+                        preexec_fn=(lambda: jobs.join_groups(groups)) if groups else None,
+                    )
+                )
+            except BaseException as error:  # handed to the caller
+                started.put(error)
+                return
+            ended.wait()
+
         try:
-            self.process = subprocess.Popen(
-                command,
-                stdin=theirs.fileno(),
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                env=env,
-                cwd="/",
-                start_new_session=True,
-                preexec_fn=(lambda: jobs.join_groups(groups)) if groups else None,
-            )
+            threading.Thread(target=parent, name="sandbox-server-parent", daemon=True).start()
+            process = started.get()
         finally:
             theirs.close()
+        if isinstance(process, BaseException):
+            raise process
+        self.process, self.parent_thread_ends = process, ended
 
     def launch(self) -> None:
         """Tell the server (spawned now if it was not) the assignment's public code, its limits and what to hide;
@@ -279,6 +297,9 @@ class SandboxServer:
             except OSError:
                 self.process.kill()
             self.process.wait()
+        if self.parent_thread_ends is not None:
+            self.parent_thread_ends.set()
+            self.parent_thread_ends = None
         if self.control is not None:
             self.control.close()
         for folder in self.groups.values():
