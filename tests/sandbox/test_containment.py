@@ -509,3 +509,115 @@ def test_without_its_check_a_child_on_a_hub_changes_what_every_later_student_get
     assert changed >= 2, attack.notes  # the zygote and the spare supervisor at least
     assert after["zygote"]["limits"] != before["zygote"]["limits"]
     assert room_before > 1024 and room_after < 64, (room_before, room_after)
+
+
+# --- the permissions layer: /proc, the size of its folder, and where neither namespaces nor Landlock work --------
+ROOT_ONLY = {"AUTOGRADER_BUBBLEWRAP": "off", "AUTOGRADER_NAMESPACES": "off", "AUTOGRADER_LANDLOCK": "off"}
+READ_EVERY_COMMAND_LINE = """
+import os
+_found = []
+try:
+    _pids = [p for p in os.listdir("/proc") if p.isdigit()]
+except OSError:
+    _pids = []
+for _pid in set(_pids) | {{str(p) for p in {pids!r}}}:
+    try:
+        with open(f"/proc/{{_pid}}/cmdline", "rb") as _handle:
+            if {secret!r}.encode() in _handle.read():
+                _found.append(_pid)
+    except OSError:
+        pass
+raise RuntimeError(f"token readers: {{len(_found)}}" + (" found it" if _found else ""))
+"""
+
+
+@pytest.fixture
+def jupyter_with_a_token():
+    """A process of the machine with a secret in its command line, as a Jupyter server has its token."""
+    secret = f"ServerApp.token={os.urandom(8).hex()}"
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", f"--{secret}"])
+    yield process.pid, secret
+    process.kill()
+    process.wait()
+
+
+def test_no_other_process_s_command_line_reaches_a_child(server, tmp_path, jupyter_with_a_token):
+    """A Jupyter server's token in its command line: the child reads every /proc entry it can, and the process's own
+    by its id (given it here), and finds nothing, in every layer (in the permissions layer, Landlock refuses every
+    process's /proc entries but the child's own)."""
+    pid, secret = jupyter_with_a_token
+    result = _grade(server, tmp_path, submission(extra=cell(READ_EVERY_COMMAND_LINE.format(pids=[pid], secret=secret))))
+    assert result.score == TOTAL_POINTS
+    assert "token readers: 0" in " ".join(result.notes), result.notes
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the permissions layer is root's")
+def test_where_neither_namespaces_nor_landlock_work_root_refuses_in_one_line_unless_told_unsafe(tmp_path, jupyter_with_a_token):
+    """There a child would read the token (shown with --unsafe: the search works) and every world-readable file:
+    `grade` refuses, in one line and before anything ran; with --unsafe it grades, and the result says so."""
+    pid, secret = jupyter_with_a_token
+    (tmp_path / "probe.py").write_text(submission(extra=cell(READ_EVERY_COMMAND_LINE.format(pids=[pid], secret=secret))))
+    command = [sys.executable, "-m", "autograder", "grade", "probe.py", "--results", "probe.json", "--seed", "3"]
+    env = {**os.environ, **ROOT_ONLY}
+    refused = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert refused.returncode != 0 and "refusing to grade" in refused.stderr and "Traceback" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "namespaces nor Landlock" in refused.stderr and not (tmp_path / "probe.json").exists()
+    graded = subprocess.run([*command, "--unsafe"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert graded.returncode == 0, graded.stderr[-3000:]
+    results = json.loads((tmp_path / "probe.json").read_text())
+    assert results["extra_data"]["isolation"].startswith("UNSAFE: permissions only")
+    notes = " ".join(results["extra_data"]["notes"])
+    assert "Graded without isolation" in notes and "found it" in notes
+
+
+FILL_THE_DISK = """
+import os
+_written = 0
+try:
+    for _i in range(30):                        # 480 MB, each file under the 16 MB limit
+        with open(os.path.join({folder}, f"fill-{{_i}}"), "wb") as _handle:
+            for _ in range(16):
+                _handle.write(b"x" * (1 << 20))
+                _written += 1
+except OSError as _error:
+    raise RuntimeError(f"wrote {{_written}} MB, then {{_error.strerror}}")
+raise RuntimeError(f"wrote {{_written}} MB")
+"""
+
+
+def test_a_child_s_files_are_bounded_in_every_layer(server, tmp_path):
+    """480 MB in 30 files, each under the file limit, into its folder and into /tmp: in its own sized tmpfs the
+    writes fail at `tmp_mb` (and where it may not write at all, at once); in the permissions layer (its folder on
+    the host's disk) the run is stopped once its files pass `tmp_mb`, and, watched from outside, they never held
+    twice that. The rest of the notebook is graded."""
+    sizes, stop = [], threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            if server.scratch and os.path.isdir(server.scratch):
+                from autograder.sandbox.inside.cleanup import usage
+
+                sizes.append(usage(server.scratch, 1 << 40))
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        results = [
+            _grade(server, tmp_path, submission(extra=cell(FILL_THE_DISK.format(folder=where))))
+            for where in ("os.getcwd()", "'/tmp'")
+        ]
+    finally:
+        stop.set()
+        watcher.join()
+    limit = SHORT.tmp_mb
+    for result in results:
+        assert result.score == TOTAL_POINTS and not result.grader_errors, (result.score, result.grader_errors)
+        text = " ".join(result.notes)
+        written = [int(part.split(" MB")[0]) for part in text.split("wrote ")[1:] if part.split(" MB")[0].isdigit()]
+        stopped = f"more than {limit} MB of files" in text
+        assert stopped or (written and written[0] <= limit), text  # no space left, or no leave to write there
+    if server.scratch:  # its folder lies on the host's disk: watched
+        assert any(f"more than {limit} MB of files" in " ".join(r.notes) for r in results)
+        assert sizes and max(sizes) <= 2 * (limit << 20), max(sizes) >> 20

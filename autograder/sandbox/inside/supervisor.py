@@ -4,8 +4,9 @@ job's own children that ever holds the submission's code and answers, and it end
 It reads the job (the student's cells, the plan, the probes) from the job's own channel, which the parent
 passed to the server as a descriptor the server never read from. It forks a fresh, confined child for every
 run (after a crash or a time-out the next child goes on where the last stopped), follows each child
-(`watch.Run`), kills it and everything it started when its time is up, removes what it wrote, and writes one
-reply on the channel. Cleanup problems are the grader's, reported in the reply as such.
+(`watch.Run`; without a file system of its own, the size of its working directory too: `watch.DiskWatch`), kills
+it and everything it started when its time is up, removes what it wrote, and writes one reply on the channel.
+Cleanup problems are the grader's, reported in the reply as such.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .child import start_child
 from .jobs import Job
 from .processes import cpu_seconds, exit_watch, has_exited, kill_everything_from
 from .protocol import ProtocolError, frame, read_frame
-from .watch import Run, blamed_cell, failure
+from .watch import DiskWatch, Run, blamed_cell, failure
 
 PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE = 36, 4
 CUDA_FAILED = 71  # the child's exit status when CUDA could not start: the grader's fault, not the student's
@@ -180,6 +181,7 @@ class Supervisor:
             (lambda: group.cpu_seconds()) if group is not None and group.cpu_seconds() is not None else (lambda: cpu_seconds(pid))
         )
         run = Run(limits, clock, budget, output, report_r, self.setup.questions.PROBES)
+        disk = DiskWatch(workdir, limits["tmp_mb"] << 20) if workdir is not None else None  # no tmpfs of its own
         cause, open_fds = None, [report_r, out_r]
         while cause is None:
             cpu, now = clock() or 0.0, time.monotonic()
@@ -189,8 +191,11 @@ class Supervisor:
             if now >= min(run.phase_wall, budget["deadline"]):
                 cause = "waiting"
                 break
+            if disk is not None and disk.over():
+                cause = "disk"
+                break
             watched = open_fds + ([ended] if ended is not None else [])
-            wait = min(0.1, run.phase_wall - now, budget["deadline"] - now)
+            wait = min(0.1, run.phase_wall - now, budget["deadline"] - now, disk.wait(now) if disk else 0.1)
             ready, _, _ = select.select(watched, [], [], max(0.0, wait if ended is not None else min(wait, 0.05)))
             for fd in ready:
                 if fd != ended and not run.take(fd):

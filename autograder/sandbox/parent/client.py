@@ -23,8 +23,10 @@ Layers of isolation, the strongest available used, and named in every result (`e
   writes only in its own places (`inside.landlock`);
 * permissions alone (root where the kernel refuses namespaces, as in a container): sockets and System V/POSIX
   IPC refused (seccomp); what the job's user left in places others can write, and its IPC objects, removed
-  when it ends; without Landlock also the grading folders closed for as long as grading runs
-  (`hostperms.Lease`) and permission changes refused to the child.
+  when it ends; the size of its working directory watched (`watch.DiskWatch`); Landlock keeps it to its own
+  entries of the host's /proc. Without Landlock too (the grading folders closed for as long as grading runs,
+  `hostperms.Lease`, and permission changes refused to the child) /proc and the world-readable files of the
+  machine stay open: it refuses to grade unless asked with `unsafe=True`, and every result says so.
 
 A non-root grader without bubblewrap could keep none of these promises: it refuses to grade, unless asked
 with `unsafe=True`, and then every result says so.
@@ -63,7 +65,16 @@ bubblewrap_works = bubblewrap.works
 
 
 class IsolationUnavailable(Exception):
-    """Neither bubblewrap nor root: the kit cannot keep a submission away from the grading files."""
+    """Neither bubblewrap nor root (the kit cannot keep a submission away from the grading files), or root with
+    neither namespaces nor Landlock (it cannot keep /proc and the world-readable files of the machine away)."""
+
+
+PERMISSIONS_ONLY = (
+    "refusing to grade: neither bubblewrap, namespaces nor Landlock work here, so a submission could read every "
+    "process's command line in /proc and every file the world may read, and write without a bound in the folders "
+    "every user may write. Grade where one of them works (docs/security.md), or pass --unsafe to grade anyway "
+    "(every result will say so)."
+)
 
 
 @dataclass(frozen=True)
@@ -91,8 +102,21 @@ def _choice(value: str | None, variable: str) -> str:
 
 
 def isolation_available() -> bool:
-    """Can submissions be kept from the grading files here: bubblewrap works (for any user), or the grader is root?"""
-    return os.geteuid() == 0 or bubblewrap_works()
+    """Can submissions be isolated here (what the kit grades without `--unsafe`): bubblewrap works (for any user), or
+    the grader is root and its children can have namespaces or Landlock (the layers chosen by the environment,
+    AUTOGRADER_BUBBLEWRAP=off..., as a server would choose them)."""
+    if _choice(None, "AUTOGRADER_BUBBLEWRAP") != "off" and bubblewrap_works():
+        return True
+    namespaces, landlock_choice = _choice(None, "AUTOGRADER_NAMESPACES"), _choice(None, "AUTOGRADER_LANDLOCK")
+    return os.geteuid() == 0 and _children_layers_work(namespaces, landlock_choice)
+
+
+def _children_layers_work(namespaces: str, landlock_choice: str) -> bool:
+    """Can a root grader's children have Landlock, or roots of their own (namespaces), here? The permissions layer
+    keeps /proc and the machine's world-readable files from a child only with one of them."""
+    from autograder.sandbox.inside import landlock, rootfs
+
+    return (landlock_choice != "off" and landlock.abi() > 0) or (namespaces != "off" and rootfs.namespaces_work())
 
 
 class SandboxServer:
@@ -130,6 +154,8 @@ class SandboxServer:
             )
         self.namespaces = _choice(namespaces, "AUTOGRADER_NAMESPACES")
         self.landlock = _choice(landlock, "AUTOGRADER_LANDLOCK")
+        if self.root and not (self.use_bubblewrap or unsafe or _children_layers_work(self.namespaces, self.landlock)):
+            raise IsolationUnavailable(PERMISSIONS_ONLY)
         self.extra_private, self.keep = tuple(private), containment.keep_folders()
         self.process = self.control = self.lease = self.scratch = self.parent_thread_ends = None
         self.layers: dict = {}
@@ -243,6 +269,9 @@ class SandboxServer:
             self.close()
             raise RuntimeError("the sandbox server did not start")
         self.layers = ready.get("layers") or {}
+        if self.root and not (self.use_bubblewrap or self.unsafe or self.layers.get("namespaces") or self.layers.get("landlock")):
+            self.close()  # what the machine said it could do, the server could not
+            raise IsolationUnavailable(PERMISSIONS_ONLY)
         if self.root and not self.use_bubblewrap and not self.layers.get("namespaces") and self.lease is None:
             self.lease = hostperms.Lease(containment.lock_plan(self.private, self.keep, lock=not self.layers.get("landlock")))
             if self.lease.changed:
