@@ -91,8 +91,7 @@ KINDS = (
         (
             REMOVED,
             "its working directory only (in the host's /tmp), watched: a run whose files there pass `tmp_mb` is "
-            "stopped (it may pass it by what it writes between two looks, a tenth of a second apart); removed after "
-            "each run",
+            "stopped (it may pass it by what it writes between two looks, 20 ms apart); removed after each run",
         ),
         (
             REMOVED,
@@ -109,7 +108,8 @@ KINDS = (
             REMOVED,
             "own PID namespace; as root a user of its own per job; one control group per run where the host "
             "allows (memory and process limits for the job as a whole); CPU-time limits with wall-clock "
-            "backstops `wall_factor` times longer; all killed when the job ends",
+            "backstops `wall_factor` times longer; all killed when the job ends (everything below its supervisor, "
+            "stopped first so that a fork bomb forks no more: also where no user of its own marks them)",
         ),
         (REMOVED, "`/proc` shows only its own; a user of its own per job; same limits; all killed"),
         (
@@ -133,9 +133,9 @@ KINDS = (
             "refused; `/proc` shows its own job's processes (as root) or the server's (run by an instructor who is "
             "not root: their command lines, nothing of a student's)",
         ),
-        (REFUSED, "calls: same; `/proc` shows its own job's processes only"),
-        (REFUSED, "calls: same; `/proc` entries of every other process refused by Landlock"),
-        (OPEN, "calls: same; **every process's command line readable** in the host's `/proc`"),
+        (REFUSED, "calls that name a process: only on itself, as with bubblewrap; `/proc` shows its own job's processes only"),
+        (REFUSED, "calls: only on itself; `/proc` entries of every other process refused by Landlock"),
+        (OPEN, "calls: only on itself; **every process's command line readable** in the host's `/proc`"),
         (OPEN, "same"),
     ),
     _row(

@@ -15,7 +15,7 @@ from autograder.sandbox.inside import seccomp
 
 from . import refused_calls
 from .build import submission
-from .hostile import FULL, SANDBOX_USER, WRONG, ZERO, Hostile, cell, template
+from .hostile import FULL, WRONG, ZERO, Hostile, cell, template
 
 # A solved notebook left where the world can read it, outside the kit, the course and the class (made by the
 # test, removed after): out of reach in bubblewrap and namespaces, and wherever Landlock is there.
@@ -224,7 +224,7 @@ def entries() -> list[Hostile]:
                             pass
                 x = x + self.drop_shortcut(self.att(self.norm1(x)))
                 return x + self.drop_shortcut(self.ff(self.norm2(x)))
-            """, extra=cell(SIGNAL_THE_GRADER)), FULL, "All parts passed", needs=SANDBOX_USER),
+            """, extra=cell(SIGNAL_THE_GRADER)), FULL, "All parts passed"),
     ]
 
 

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from autograder.sandbox.inside import allowlist, seccomp, syscalls
-from catalog import refused_calls
+from catalog import processes, refused_calls
 
 pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
@@ -462,10 +462,10 @@ def test_the_tests_switches_open_exactly_what_they_name(machine):
 
 
 # --- the same, made for real: a filtered process among others -------------------------------------------------
-WORKER = r"""
-import ctypes, json, os, signal, struct, sys, threading, time
+WORKER = (
+    r"""
+import json, os, signal, sys, threading
 from autograder.sandbox.inside import seccomp, syscalls
-libc = ctypes.CDLL(None, use_errno=True)
 os.setsid()                                    # as a sandboxed child does before any student code
 held = threading.Event()
 thread = threading.Thread(target=held.wait, daemon=True)
@@ -479,49 +479,15 @@ if sys.argv[1] == "filtered":
 out = os.fdopen(int(sys.argv[2]), "w")
 out.write(json.dumps({"itself": os.getpid(), "its thread": thread.native_id, "its child": child}) + "\n")
 out.flush()
-number = {name: seccomp.number(name) for name in syscalls.TARGETED}
-
-def call(name, *args):
-    ctypes.set_errno(0)
-    flat = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
-    result = libc.syscall(ctypes.c_long(number[name]), *flat)
-    error = ctypes.get_errno() if result < 0 else 0
-    if name == "pidfd_open" and result >= 0:
-        os.close(result)
-    return [result, error]
-
-def make(name, target, nice, mask):
-    buffer = ctypes.create_string_buffer(128)
-    info = ctypes.create_string_buffer(struct.pack("iii", 0, 0, -1) + bytes(116))   # si_code SI_QUEUE
-    head, size = ctypes.c_void_p(), ctypes.c_size_t()
-    limit = ctypes.create_string_buffer(16)
-    return {
-        "kill": lambda: call("kill", target, 0),
-        "tkill": lambda: call("tkill", target, 0),
-        "tgkill": lambda: call("tgkill", target, target, 0),
-        "rt_sigqueueinfo": lambda: call("rt_sigqueueinfo", target, 0, info),
-        "rt_tgsigqueueinfo": lambda: call("rt_tgsigqueueinfo", target, target, 0, info),
-        "pidfd_open": lambda: call("pidfd_open", target, 0),
-        "prlimit64": lambda: call("prlimit64", target, 7, None, limit),          # RLIMIT_NOFILE, only read
-        "getpriority": lambda: call("getpriority", 0, target),
-        "setpriority": lambda: call("setpriority", 0, target, nice),            # the value it has
-        "ioprio_get": lambda: call("ioprio_get", 1, target),
-        "sched_getaffinity": lambda: call("sched_getaffinity", target, 128, buffer),
-        "sched_setaffinity": lambda: call("sched_setaffinity", target, 8, ctypes.byref(ctypes.c_uint64(mask))),
-        "sched_getparam": lambda: call("sched_getparam", target, buffer),
-        "sched_getscheduler": lambda: call("sched_getscheduler", target),
-        "sched_getattr": lambda: call("sched_getattr", target, buffer, 56, 0),
-        "sched_rr_get_interval": lambda: call("sched_rr_get_interval", target, buffer),
-        "get_robust_list": lambda: call("get_robust_list", target, ctypes.byref(head), ctypes.byref(size)),
-        "getpgid": lambda: call("getpgid", target),
-        "getsid": lambda: call("getsid", target),
-    }[name]()
-
+"""
+    + processes.make_source()
+    + r"""
 for line in sys.stdin:
-    answers = [make(*request) for request in json.loads(line)]
+    answers = [_make(*request) for request in json.loads(line)]
     out.write(json.dumps(answers) + "\n")
     out.flush()
 """
+)
 # what a call may do to a process that is not the caller when nobody checks: only ask, or set what is there
 HARMLESS = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open", "prlimit64", "getpriority")
 HARMLESS += ("ioprio_get", "sched_getaffinity", "sched_getparam", "sched_getscheduler", "sched_getattr")
@@ -594,7 +560,7 @@ def _request(worker, name: str, target: int) -> list:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     calls=st.lists(
-        st.tuples(st.sampled_from(sorted(syscalls.TARGETED)), st.sampled_from(ROLES) | st.integers(-(1 << 31), (1 << 31) - 1)),
+        st.tuples(st.sampled_from(processes.CALLS), st.sampled_from(ROLES) | st.integers(-(1 << 31), (1 << 31) - 1)),
         min_size=1,
         max_size=30,
     )
@@ -621,3 +587,27 @@ def test_made_for_real_a_call_reaches_no_process_but_the_caller(workers, calls):
     if named:
         refused = [(r[:2], answer) for r, answer in zip(named, plain.ask(named)) if answer[1] == errno.EPERM]
         assert refused == [], refused
+
+
+def test_the_tests_switch_is_set_by_the_parent_alone():
+    """The switch that leaves argument checks out (`checks_off`) reaches a child only from the `SandboxServer` a test
+    makes: no front end, grading or engine code names it, and the server takes it from the parent's first message,
+    never from a job (whose every byte may be a student's)."""
+    from autograder.course import kit
+
+    users = sorted(
+        str(path.relative_to(kit.ROOT)) for path in (kit.ROOT / "autograder").rglob("*.py") if "checks_off" in path.read_text()
+    )
+    assert users == [
+        "autograder/sandbox/inside/confine.py",
+        "autograder/sandbox/inside/seccomp.py",
+        "autograder/sandbox/inside/server.py",
+        "autograder/sandbox/inside/supervisor.py",
+        "autograder/sandbox/inside/syscalls.py",
+        "autograder/sandbox/parent/client.py",
+    ]
+    server = (kit.ROOT / "autograder/sandbox/inside/server.py").read_text()
+    assert [line.strip() for line in server.splitlines() if '"checks_off"' in line] == [
+        'checks_off = tuple(init.get("checks_off") or ())  # the parent\'s, for its tests: never a job\'s',
+        'tuple(init.get("checks_off") or ()),',
+    ]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from . import cleanup, fresh
 from .child import start_child
 from .jobs import Job
-from .processes import cpu_seconds, exit_watch, has_exited, kill_everything_from
+from .processes import cpu_seconds_below, exit_watch, has_exited, kill_everything_from
 from .protocol import ProtocolError, frame, read_frame
 from .watch import DiskWatch, Run, blamed_cell, failure
 
@@ -177,9 +177,15 @@ class Supervisor:
         os.close(report_w)
         os.close(out_w)
         ended = exit_watch(pid)  # the run ends when the child does, even if something it started holds its pipes
-        clock = (
-            (lambda: group.cpu_seconds()) if group is not None and group.cpu_seconds() is not None else (lambda: cpu_seconds(pid))
-        )
+        if group is not None and group.cpu_seconds() is not None:
+            clock = group.cpu_seconds
+        else:  # every process of the job: the child and all below the supervisor, never less than seen before
+            seen, me = [0.0], os.getpid()
+
+            def clock() -> float:
+                seen[0] = max(seen[0], cpu_seconds_below(me))
+                return seen[0]
+
         run = Run(limits, clock, budget, output, report_r, self.setup.questions.PROBES)
         disk = DiskWatch(workdir, limits["tmp_mb"] << 20) if workdir is not None else None  # no tmpfs of its own
         cause, open_fds = None, [report_r, out_r]
