@@ -91,7 +91,7 @@ KINDS = (
         (
             REMOVED,
             "its working directory only (in the host's /tmp), watched: a run whose files there pass `tmp_mb` is "
-            "stopped (it may pass it by what it writes between two looks, 20 ms apart); removed after each run",
+            "stopped (it may pass it by what it writes between two looks, 10 ms apart); removed after each run",
         ),
         (
             REMOVED,

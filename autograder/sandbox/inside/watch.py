@@ -139,7 +139,7 @@ def _bounded(value) -> bool:
 
 class DiskWatch:
     """The files a child holds in its working directory, where it has no sized file system of its own (permissions
-    alone: the folder is on the host's disk, and each file is limited, not their sum). Looked at every 20 ms, less
+    alone: the folder is on the host's disk, and each file is limited, not their sum). Looked at every 10 ms, less
     often when a look takes long (looking takes at most a fifth of the time); `over` once they pass `limit` bytes."""
 
     def __init__(self, folder: str, limit: int):
@@ -150,7 +150,7 @@ class DiskWatch:
         if now < self.next:
             return False
         used = usage(self.folder, self.limit)
-        self.next = time.monotonic() + max(0.02, 4 * (time.monotonic() - now))
+        self.next = time.monotonic() + max(0.01, 4 * (time.monotonic() - now))
         return used > self.limit
 
     def wait(self, now: float) -> float:
