@@ -181,7 +181,11 @@ class HubServer:
             text=True,
             start_new_session=True,
         )
-        self._take(self._answer())
+        try:
+            self._take(self._answer())
+        except BaseException:
+            self.close()
+            raise
 
     def _answer(self) -> dict:
         line = self._grader.stdout.readline()
