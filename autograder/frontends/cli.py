@@ -27,6 +27,12 @@ UNSAFE = click.option(
     is_flag=True,
     help="grade even where submissions cannot be isolated (no bubblewrap, not root); every result then says so",
 )
+ALONE = click.option(
+    "--alone",
+    is_flag=True,
+    help="this machine holds this one submission and nothing a submission must not see (a Gradescope container): "
+    "file permissions alone may isolate it where neither namespaces nor Landlock work",
+)
 PRIVATE = click.option(
     "--private",
     "private",
@@ -89,6 +95,7 @@ def main() -> None:
 @SEED
 @DEVICE
 @UNSAFE
+@ALONE
 @PRIVATE
 def grade(
     submission: Path,
@@ -98,6 +105,7 @@ def grade(
     seed: int | None,
     device: str,
     unsafe: bool,
+    alone: bool,
     private: tuple,
 ) -> None:
     """Grade one SUBMISSION (a notebook or a .py file) and write its results.
@@ -112,7 +120,7 @@ def grade(
             results=results_path,
             feedback=feedback_path,
             source=source,
-            options=GradingOptions(seed, device, unsafe=unsafe, private=private),
+            options=GradingOptions(seed, device, unsafe=unsafe, private=private, isolation={"alone": True} if alone else None),
         )
     click.echo(terminal(written["output"]))  # what results.json says, word for word (its lines are text already)
     click.echo(terminal(f"results written to {results_path}"))

@@ -11,6 +11,11 @@ PERMISSIONS_ONLY = (
     "UNSAFE: permissions only (neither namespaces nor Landlock): every process's command line and the files the "
     "world may read were readable to the submission, and what it wrote outside its folder was not sized"
 )
+# the same layer where the machine holds this one submission and nothing else (`--alone`: a Gradescope container)
+ALONE = (
+    "permissions only, on a machine that holds this one submission (a container of its own): no classmate's "
+    "process or file was there to read"
+)
 
 
 def unisolated(isolation: str) -> bool:
@@ -18,8 +23,8 @@ def unisolated(isolation: str) -> bool:
     return isolation.startswith("UNSAFE")
 
 
-def describe(layers: dict, bubblewrap: bool, root: bool) -> str:
-    """The isolation a server gives, as every result names it."""
+def describe(layers: dict, bubblewrap: bool, root: bool, alone: bool = False) -> str:
+    """The isolation a server gives, as every result names it (`alone`: the machine holds one submission)."""
     if not (bubblewrap or root):
         return UNSAFE
     parts = [
@@ -55,5 +60,5 @@ def describe(layers: dict, bubblewrap: bool, root: bool) -> str:
             )
         parts.append("sockets and IPC refused (seccomp)" if layers.get("no_sockets") else "NETWORK OPEN")
     if root and not (bubblewrap or layers.get("namespaces") or layers.get("landlock")):
-        return f"{PERMISSIONS_ONLY}: " + "; ".join(parts)
+        return f"{ALONE if alone else PERMISSIONS_ONLY}: " + "; ".join(parts)
     return "; ".join(parts)

@@ -571,6 +571,23 @@ def test_where_neither_namespaces_nor_landlock_work_root_refuses_in_one_line_unl
     assert "Graded without isolation" in notes and "found it" in notes
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="the permissions layer is root's")
+def test_a_machine_that_holds_one_submission_alone_grades_with_permissions_and_says_so(tmp_path):
+    """Gradescope's case (its run_autograder passes --alone): the container holds this one submission, so the
+    permissions layer grades there without --unsafe; the result names the layer, not UNSAFE, and its page carries
+    no warning of a run without isolation."""
+    (tmp_path / "solved.py").write_text(submission())
+    command = [sys.executable, "-m", "autograder", "grade", "solved.py", "--results", "solved.json", "--seed", "3"]
+    env = {**os.environ, **ROOT_ONLY}
+    graded = subprocess.run([*command, "--alone"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert graded.returncode == 0, graded.stderr[-3000:]
+    results = json.loads((tmp_path / "solved.json").read_text())
+    isolation = results["extra_data"]["isolation"]
+    assert isolation.startswith("permissions only, on a machine that holds this one submission"), isolation
+    assert results["score"] == TOTAL_POINTS
+    assert "Graded without isolation" not in " ".join(results["extra_data"]["notes"])
+
+
 FILL_THE_DISK = """
 import os
 _written = 0
