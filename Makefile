@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-quick build benchmarks
+.PHONY: demo test test-quick test-nbgrader build benchmarks
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,9 @@ test: $(STAMP)   ## the kit's own test suite, after the linter (pyflakes and the
 
 test-quick: $(STAMP)   ## the inner loop: a fast tier touching every wing (about a minute and a half)
 	$(PY) -m pytest $(XDIST) -m "quick and not slow"
+
+test-nbgrader: $(STAMP)   ## nbgrader's own tests of the commands the kit's plugins touch, with the kit's configuration loaded
+	$(PY) -m pytest -m nbgrader_upstream tests/frontends/test_nbgrader_upstream.py
 
 build: $(STAMP)  ## regenerate student_template/ and solutions/ from assignments/source/
 	$(PY) -m autograder build

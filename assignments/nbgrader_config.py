@@ -4,11 +4,13 @@ run from the course folder (docs/instructors.md):
     nbgrader generate_assignment layernorm   # release: stubs name their task; hidden checks stripped
     nbgrader autograde layernorm             # student code runs in the kit's sandbox, never in a kernel
     nbgrader generate_feedback layernorm     # the kit's page, every number from the gradebook
-    nbgrader export                          # grades.csv: a row per student, each assignment's columns
+    nbgrader export                          # nbgrader's grades.csv, the kit's late columns; grades_per_check.csv
 
 Every pipeline below is nbgrader's own, with one class swapped for the kit's. Each kit class acts only on the
 kit's assignments (recognised by their source notebook, whatever their name) and behaves exactly like the
-stock class it replaces on every other assignment of the course.
+stock class it replaces on every other assignment of the course, at about its speed: the grader (torch, the
+checks, the pages' figures) is imported only when a command meets one of the kit's notebooks. Classes are named
+by string, so that the configuration serializes (formgrader shows it on its Manage Assignments page).
 
 The course id is not set here: on a hub it comes from the hub-wide nbgrader_config.py, and a value set in this
 file would override it (nbgrader reads the course folder's configuration last).
@@ -28,9 +30,15 @@ except Exception as error:    # fail closed: nbgrader skips a configuration file
 c = get_config()  # noqa: F821  (provided by nbgrader when it loads this file)
 
 
-def stock(converter, trait: str, swap: dict) -> list:
-    """nbgrader's default pipeline `converter.trait`, each class in `swap` replaced by its list of classes."""
-    return [new for old in converter.class_traits()[trait].default() for new in swap.get(old, [old])]
+def named(item) -> str:
+    """A class by its dotted name, as nbconvert takes it in a pipeline: the configuration then holds only strings,
+    which formgrader can serialize (it logs "Formgrader config is not serializable" for a class)."""
+    return item if isinstance(item, str) else f"{item.__module__}.{item.__qualname__}"
+
+
+def stock(converter, trait: str, swap: dict) -> list[str]:
+    """nbgrader's default pipeline `converter.trait`, each class in `swap` replaced by its list of classes, named."""
+    return [named(new) for old in converter.class_traits()[trait].default() for new in swap.get(old, [old])]
 
 
 # Release: stubs that name their task.
@@ -43,7 +51,7 @@ c.Autograde.exporter_class = "autograder.frontends.nbgrader.preflight.KitPreflig
 c.Autograde.sanitize_preprocessors = stock(Autograde, "sanitize_preprocessors",
                                            {OverwriteCells: [TellingOverwriteCells]})
 c.Autograde.autograde_preprocessors = stock(Autograde, "autograde_preprocessors", {
-    Execute: ["autograder.frontends.nbgrader.bridge.SandboxedExecute"],   # by name: only autograde pays for importing torch
+    Execute: ["autograder.frontends.nbgrader.bridge.SandboxedExecute"],
     SaveAutoGrades: [SaveAutoGrades, WithoutScoreOutputs],
 })
 
@@ -58,5 +66,6 @@ c.ExchangeFactory.release_feedback = "autograder.frontends.nbgrader.feedback.Kit
 # Formgrader's view of a kit notebook opens with the score the student's page shows (after the late penalty).
 c.HTMLExporter.preprocessors = ["autograder.frontends.nbgrader.feedback.FormgraderStanding"]
 
-# Export: one row per student, each assignment's columns side by side; grades_per_check.csv beside it.
+# Export: nbgrader's grades.csv (a row per assignment and student), the kit's assignments' numbers from the
+# gradebook as the feedback page gives them, and how late each kit submission was; grades_per_check.csv beside it.
 c.ExportApp.plugin_class = "autograder.frontends.nbgrader.export.PerCheckExport"

@@ -8,13 +8,17 @@ What it runs, each as its own process with this Python:
   4. class_grading.py  grade-class against stock nbgrader with the same checks in its kernels, nbgrader with
                        the kit, and the checks in one plain process; same scores    (targets: >= 30x faster than
                        stock, <= 2x the plain process, <= 600 MB per grade-class worker)
-`--quick` makes each smaller: 2 repetitions, 2 measured passes, 3 runs, 10 students with grade-class timed once.
+  5. ordinary_assignment.py nbgrader's commands on an ordinary assignment of a course of the kit, with the kit's
+                       configuration against stock nbgrader; same files                (target: ratio <= 1.2)
+`--quick` makes each smaller: 2 repetitions, 2 measured passes, 3 runs, 10 students with grade-class timed once,
+2 rounds of the ordinary assignment's commands.
 The full class benchmark runs stock nbgrader on 50 notebooks, each in a kernel: expect tens of minutes on a
 small machine; `--quick` takes a few.
 
 Reading the output: each benchmark's own report (see its docstring), then one summary line per benchmark
-with its exit status and wall time. The exit status is 1 when any benchmark failed (a broken run, or
-class_grading finding a student whose scores differ between the tools); missed targets print MISSED in
+with its exit status and wall time. The exit status is 1 when any benchmark failed (a broken run,
+class_grading finding a student whose scores differ between the tools, or ordinary_assignment files that differ
+with the kit's configuration); missed targets print MISSED in
 the reports but do not fail the run.
 
     .venv/bin/python benchmarks/run_all.py [--quick]
@@ -41,6 +45,7 @@ def main(argv=None) -> int:
         ("check_suite.py", ["--repeat", "2"] if args.quick else []),
         ("grade_latency.py", ["--runs", "3"] if args.quick else []),
         ("class_grading.py", ["--students", "10", "--once"] if args.quick else []),
+        ("ordinary_assignment.py", ["--rounds", "2"] if args.quick else []),
     ]
     summary = []
     for script, options in runs:

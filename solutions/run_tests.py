@@ -1,6 +1,7 @@
 """Run the visible tests of the layernorm notebook and report each one by name, with every check that fails.
 
-Needs only Python and the packages the notebook uses, installed once:
+Needs only Python and the packages the notebook uses. On your course's JupyterHub they are installed already; on
+your own computer, install them once:
 
     pip install torch==2.13.0 numpy==2.4.6 matplotlib==3.11.2 jupyter==1.1.1
 

@@ -17,13 +17,20 @@ def moving_average(values, width=10):
     return [float(np.mean(values[max(0, i - width + 1):i + 1])) for i in range(len(values))]
 
 
+def shared_legend(figure, colors, names):
+    """One legend for the whole figure, above its panels, where it covers no curve or band."""
+    handles = [plt.Line2D([], [], color=colors[name], marker=".", label=name) for name in names]
+    figure.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=9, frameon=False)
+
+
 def depth_figure(profiles, colors, block_factors, compared):
-    """Left and middle: each block's gradient over the last block's, per gain. Right: the factor per block of the
+    """Top: each block's gradient over the last block's, one panel per gain. Bottom: the factor per block of the
     arrangements `compared`, at gain 1.0. `profiles[gain][arrangement]` holds one gradient profile per seed."""
     gains = list(profiles)
     depth = len(next(iter(profiles[gains[0]].values()))[0])
-    _, axes = plt.subplots(1, 3, figsize=(17, 4.6))
-    for ax, gain in zip(axes, gains):
+    figure, axes = plt.subplot_mosaic([gains, ["factors"] * len(gains)], figsize=(11, 8.2))
+    for gain in gains:
+        ax = axes[gain]
         for name, runs in profiles[gain].items():
             plot_band(ax, range(1, depth + 1), [[value / profile[-1] for value in profile] for profile in runs],
                       colors[name], name)
@@ -32,23 +39,22 @@ def depth_figure(profiles, colors, block_factors, compared):
         ax.set_title(f"gradient at each block's input, gain {gain}")
         ax.set_xlabel("block (1 = nearest the input)")
         ax.set_ylabel(f"gradient / gradient at block {depth} (log scale)")
-        ax.legend(fontsize=8, loc="upper right")
     for name in compared:
-        plot_band(axes[2], range(1, depth), [block_factors(profile) for profile in profiles[1.0][name]],
+        plot_band(axes["factors"], range(1, depth), [block_factors(profile) for profile in profiles[1.0][name]],
                   colors[name], name)
-    axes[2].axhline(1.0, color="black", linewidth=0.8)
-    axes[2].set_title("factor per block, gain 1.0: Pre-LN and Post-LN")
-    axes[2].set_xlabel("block k")
-    axes[2].set_ylabel("gradient at input / at output of block k")
-    axes[2].legend(fontsize=8, loc="upper right")
-    plt.tight_layout()
+    axes["factors"].axhline(1.0, color="black", linewidth=0.8)
+    axes["factors"].set_title(f"factor per block, gain 1.0: {' and '.join(compared)}")
+    axes["factors"].set_xlabel("block k")
+    axes["factors"].set_ylabel("gradient at input / at output of block k")
+    shared_legend(figure, colors, list(profiles[gains[0]]))
+    figure.tight_layout(rect=(0, 0, 1, 0.95), h_pad=2.5)
     plt.show()
 
 
 def prepost_figure(pre_post, last_gradients, post_over_pre, colors, depths):
     """The stream's size after each block of the deepest stacks, the last block's gradient by depth, and their
     ratio. `pre_post[arrangement][depth]` holds one (stream sizes, last-block gradient) pair per seed."""
-    _, axes = plt.subplots(1, 3, figsize=(17, 4.6))
+    figure, axes = plt.subplots(1, 3, figsize=(13, 4.6))
     deepest = depths[-1]
     for name in pre_post:
         plot_band(axes[0], range(1, deepest + 1), [sizes for sizes, _ in pre_post[name][deepest]], colors[name], name)
@@ -61,15 +67,14 @@ def prepost_figure(pre_post, last_gradients, post_over_pre, colors, depths):
     axes[1].set_title("gradient reaching the last block's weights")
     axes[1].set_ylabel("norm of the gradient of ff's 2nd weight matrix")
     axes[2].axhline(1.0, color="black", linewidth=0.8)
-    axes[2].set_title("Post-LN's last-block gradient over Pre-LN's")
-    axes[2].set_ylabel("ratio")
+    axes[2].set_title("Post-LN's last-block gradient / Pre-LN's")
+    axes[2].set_ylabel("ratio, same weights")
     for ax in axes[1:]:
         ax.set_xscale("log", base=2)
         ax.set_xticks(depths, [str(d) for d in depths])
         ax.set_xlabel("blocks in the stack")
-    for ax in axes:
-        ax.legend(fontsize=8, loc="upper left")
-    plt.tight_layout()
+    shared_legend(figure, colors, list(pre_post))
+    figure.tight_layout(rect=(0, 0, 1, 0.92), w_pad=2)
     plt.show()
 
 
@@ -78,7 +83,7 @@ def training_figure(losses, spread, settings, colors, entropy, title, seed):
     its moving average over the seeds of `spread` shaded (the table of training_spread.json: {"seeds": [...],
     "losses": {label: [per-step losses of each seed]}})."""
     depths = sorted({depth for _, depth, _ in settings.values()}, reverse=True)
-    _, axes = plt.subplots(1, len(depths), figsize=(13, 4.4), sharey=True)
+    _, axes = plt.subplots(1, len(depths), figsize=(13, 5.4), sharey=True)
     for ax, depth in zip(axes, depths):
         for label, (_, at, _) in settings.items():
             if at != depth:
@@ -95,7 +100,7 @@ def training_figure(losses, spread, settings, colors, entropy, title, seed):
                 label=f"shaded: lowest to highest of {len(spread['seeds'])} seeds")
         ax.set_title(f"{depth} blocks, {title}")
         ax.set_xlabel("training step")
-        ax.legend(fontsize=8, loc="upper right")
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, frameon=False)  # off the bands
     axes[0].set_ylabel("loss (nats; moving average over 10 steps)")
     plt.tight_layout()
     plt.show()

@@ -392,8 +392,9 @@ def classify_looks_at_the_size_of_the_factor(task2):
 
 # --- 3. The machinery: running checks ------------------------------------------------------------------------
 
-def run_checks(checks, subject):
-    """Run every check on `subject`; if any fail, raise one AssertionError that lists them all."""
+def run_checks(checks, subject, point_to_trace=False):
+    """Run every check on `subject`; if any fail, raise one AssertionError that lists them all. With
+    `point_to_trace` (Task 1's tests), the first failure of a run ends by pointing to trace_calls."""
     failures = []
     for check in checks:
         try:
@@ -408,12 +409,16 @@ def run_checks(checks, subject):
         lines = [line for failure in failures
                  for line in textwrap.wrap(failure, 80, initial_indent="- ", subsequent_indent="  ",
                                            break_on_hyphens=False)]
-        raise ChecksFailed(f"{len(failures)} of {len(checks)} checks failed:\n" + "\n".join(lines) + "\n" +
-                           "\n".join(textwrap.wrap(LOOK, 80, break_on_hyphens=False)))
+        if point_to_trace and not POINTED["to_trace"]:
+            POINTED["to_trace"] = True
+            lines += textwrap.wrap(LOOK, 80, break_on_hyphens=False)
+        raise ChecksFailed(f"{len(failures)} of {len(checks)} checks failed:\n" + "\n".join(lines))
 
 
-LOOK = ("To see what your forward does, run trace_calls on your block (section \"Finding the first wrong step\"): "
-        "the first value that differs from Pre-LN's ten steps is the mistake.")
+LOOK = ("To find the first wrong step, run trace_calls(TransformerBlock, GPT_CONFIG_TINY) (section \"Finding the "
+        "first wrong step\"): it prints a correct Pre-LN block's steps beside yours and marks the first value that "
+        "differs.")
+POINTED = {"to_trace": False}   # LOOK is said once per run (one run of run_tests.py, one notebook kernel)
 
 
 class ChecksFailed(AssertionError):
@@ -608,7 +613,7 @@ def validating():
 def _task1_test(name, checks, graded=False):
     def test(TransformerBlock, cfg):
         if graded or not validating():
-            run_checks(checks, Blocks(TransformerBlock, cfg))
+            run_checks(checks, Blocks(TransformerBlock, cfg), point_to_trace=True)
     return _named(test, name, checks)
 
 
@@ -635,3 +640,181 @@ def _define_tests():
 
 
 _define_tests()
+
+
+# --- 4. trace_calls: your block's steps beside a correct block's, on the same example ------------------------
+
+# A correct Pre-LN block on trace_calls' fixed example (the weights of Blocks.fresh(seed=1), the input
+# Blocks.example_input(seed=2), eval mode, so dropout is off): each part it calls, in calling order, and last what its
+# forward returns; the step of the notebook's ten steps that hands each row its value; and the fingerprint of each
+# value. The course's build computes the parts and the fingerprints by running its own correct block.
+TRACE_PARTS = ['norm1', 'att', 'drop_shortcut', 'norm2', 'ff', 'drop_shortcut', 'returned']
+TRACE_STEPS = [2, 3, 4, 7, 8, 9, 10]
+TRACE_NUMBERS = [[27.821264, 27.51114, 7.964103],
+                 [5.5734, 21.47592, -1.561636],
+                 [-4.540474, 6.801954, 5.464241],
+                 [23.280791, 28.390064, 13.428345],
+                 [29.697032, 21.010611, 5.42703],
+                 [-2.264322, 8.43067, 2.778257],
+                 [21.01647, 28.956913, 16.206602]]
+RETURNED = "returned"
+
+
+def trace_calls(block_class, cfg):
+    """Print each part a block of `block_class` calls, in calling order, with the value that part receives, beside
+    a correct Pre-LN block's rows for the same weights and input, and mark the first row that differs."""
+    blocks = Blocks(block_class, cfg)
+    x = blocks.example_input(seed=2)
+    try:
+        block = blocks.fresh(seed=1).eval()
+    except Exception as error:
+        print(f"trace_calls could not make a block of {getattr(block_class, '__name__', block_class)!s}: "
+              f"{type(error).__name__}: {error}")
+        return
+    rows, error = record_calls(block, x)
+    reference = [(part, numbers_summary(numbers, x.numel())) for part, numbers in zip(TRACE_PARTS, TRACE_NUMBERS)]
+    print(side_by_side(reference, rows, error))
+
+
+def record_calls(block, x):
+    """Run `block` on a copy of `x` once, without gradients, watching every part it holds. Returns the rows (part,
+    summary of the value it received) in calling order, the last one ("returned", summary of what forward returned),
+    and the error forward raised (None if it returned; then there is no "returned" row)."""
+    names = {}
+    for name, module in block.named_children():
+        names.setdefault(module, name)
+    rows = []
+
+    def watch(module, inputs):
+        rows.append((names[module], summary(inputs[0] if inputs else None)))
+
+    handles = [module.register_forward_pre_hook(watch) for module in names]
+    error = None
+    try:
+        with torch.no_grad():
+            rows.append((RETURNED, summary(block(x.clone()))))
+    except Exception as raised:
+        error = raised
+    finally:
+        for handle in handles:
+            handle.remove()
+    return rows, error
+
+
+def summary(value):
+    """A value as the trace shows it: (fingerprint, mean, standard deviation) of a tensor, or words saying what else
+    it is. The standard deviation is the biased one, as LayerNorm computes it."""
+    if not isinstance(value, torch.Tensor):
+        return f"a {type(value).__name__}, not a tensor"
+    try:
+        values = value.detach().to(torch.float64)
+        return fingerprint(values), values.mean().item(), values.std(unbiased=False).item()
+    except Exception:
+        return "a tensor the trace cannot read"
+
+
+def numbers_summary(numbers, count):
+    """The summary of a value of `count` entries known by its fingerprint: mean and standard deviation follow from
+    its sum and its norm."""
+    mean = numbers[0] / count
+    return numbers, mean, math.sqrt(max(numbers[1] ** 2 / count - mean ** 2, 0.0))
+
+
+def same_value(a, b):
+    """Two summaries of the same values, to about 5 significant digits (finer than the checks: the trace looks for
+    where a value first moves, however little)."""
+    return not isinstance(a, str) and not isinstance(b, str) and same_numbers(a[0], b[0], tolerance=1e-5)
+
+
+def side_by_side(reference, rows, error):
+    """The two traces side by side, the first row that differs marked, and what that means."""
+    unfinished = isinstance(error, NotImplementedError)
+    count = max(len(reference), len(rows) + (error is not None and not unfinished))
+    differs = [i >= len(reference) or i >= len(rows) or reference[i][0] != rows[i][0]
+               or not same_value(reference[i][1], rows[i][1]) for i in range(count)]
+    first = differs.index(True) if True in differs and not unfinished else None
+    returned = rows[-1][1] if rows and rows[-1][0] == RETURNED else None
+    output_right = returned is not None and same_value(reference[-1][1], returned)
+    decimals = _decimals(reference, rows, first)
+    lines = [
+        "A correct Pre-LN block and yours, with the same weights and the same input x (2 sequences of 6 tokens), in",
+        "eval mode (dropout off). A row is a part called, in calling order, with the mean and standard deviation of",
+        "the value it received; the last row is what forward returned. Step: the one of the ten steps (section",
+        "\"Finding the first wrong step\") in which a correct block calls that part.",
+        "",
+        f"{'':11}{'a correct Pre-LN block':36}your block",
+        f"{'row':>3} {'step':>5}  {'part':14}{'mean':>9}{'std':>9}    {'part':14}{'mean':>9}{'std':>9}",
+    ]
+    for i in range(count):
+        places = decimals if i == first else 3
+        left = f"{TRACE_STEPS[i]:>5}  " + _cell(*reference[i], places) if i < len(reference) else " " * 39
+        right = _cell(*rows[i], places) if i < len(rows) else "(raised an error)" if i == len(rows) and error else ""
+        mark = ("   <- differs" if output_right else "   <- first difference") if i == first else ""
+        lines.append(f"{i + 1:>3} {left}    {right}".rstrip() + mark)
+    lines.append("")
+    if error is not None:
+        said = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}".rstrip(": ")
+        if unfinished:
+            lines += textwrap.wrap(f"Your forward raised {said}. The left column is what a correct block does.", 100)
+            return "\n".join(lines)
+        lines += textwrap.wrap(f"Your forward raised {said} (after row {len(rows)}).", 100)
+    lines += textwrap.wrap(_verdict(reference, rows, first, output_right), 100, break_on_hyphens=False)
+    return "\n".join(lines)
+
+
+def _cell(part, value, decimals):
+    if isinstance(value, str):
+        return f"{part:14}{value}"
+    _, mean, std = value
+    return f"{part:14}{mean:>+{decimals + 6}.{decimals}f}{std:>{decimals + 6}.{decimals}f}"
+
+
+def _decimals(reference, rows, first):
+    """3 decimals, or more for the marked row where 3 show the same part's two values as equal though they differ."""
+    if first is None or first >= len(reference) or first >= len(rows):
+        return 3
+    (want, a), (got, b) = reference[first], rows[first]
+    if want != got or isinstance(a, str) or isinstance(b, str):
+        return 3
+    for decimals in range(3, 8):
+        if f"{a[1]:.{decimals}f} {a[2]:.{decimals}f}" != f"{b[1]:.{decimals}f} {b[2]:.{decimals}f}":
+            return decimals
+    return 3
+
+
+def _verdict(reference, rows, first, output_right):
+    if first is None:
+        return ("Every row agrees: on this input, in eval mode, your block does what a correct Pre-LN block does. "
+                "If a test still fails, its message says what else differs (training mode, gradients, float64 or "
+                "the device).")
+    row = first + 1
+    above = ("" if first == 0 else "Row 1 agrees. " if first == 1 else "Rows 1 and 2 agree. " if first == 2
+             else f"Rows 1 to {first} agree. ")
+    if output_right:
+        return (f"{above}Your block returns what a correct block returns here, but its calls differ from row {row} "
+                "on. A correct forward written another way does that (a LayerNorm or dropout computed by hand, "
+                "say), and so does a mistake that shows only in training mode, where dropout is on, or in the "
+                f"gradients. If a test fails, start at row {row}.")
+    if first >= len(rows):
+        return f"{above}Row {row} is the first that differs: there a correct block calls {reference[first][0]}."
+    if first >= len(reference):
+        return f"{above}Row {row} is the first that differs: a correct block has returned before it."
+    (want, expected), (got, value) = reference[first], rows[first]
+    if want != got:
+        did = "returned" if got == RETURNED else f"called {got}"
+        does = "returns" if want == RETURNED else f"calls {want}"
+        return f"{above}Row {row} is the first that differs: there a correct block {does} and yours {did}."
+    decimals = _decimals(reference, rows, first)
+    what = "what your block returned" if got == RETURNED else f"the value your block handed to {got}"
+    if isinstance(value, str) or isinstance(expected, str):
+        told = f"{what} is {value}"
+    elif _cell(got, value, decimals) == _cell(want, expected, decimals):
+        told = (f"{what} has the mean and standard deviation of a correct block's, but its entries differ (their "
+                f"fingerprints: {numbers_text(expected[0], value[0]).removeprefix('expected ')})")
+    else:
+        told = (f"{what} has mean {value[1]:+.{decimals}f} and standard deviation {value[2]:.{decimals}f}, where a "
+                f"correct block's has mean {expected[1]:+.{decimals}f} and standard deviation "
+                f"{expected[2]:.{decimals}f}")
+    return (f"{above}Row {row} is the first that differs: {told}. The parts above it received what a correct "
+            "block gives them, so look at how your forward makes this row's value from theirs. Saving a "
+            "shortcut and adding it back are not calls to parts, so they never show as rows.")

@@ -86,14 +86,46 @@ class Browser:
         time.sleep(0.5)
         wait_until(lambda: self.js(f"document.readyState === 'complete' && !!({ready})"), timeout, f"{url} to show {ready}")
 
+    def click(self, expression: str) -> None:
+        """A mouse click in the middle of the element (a JavaScript expression), as a person's: JupyterLab's menus
+        open on the pointer's events, not on a script's click()."""
+        middle = "return [r.x + r.width / 2, r.y + r.height / 2]"
+        x, y = self.js(f"(() => {{ const r = ({expression}).getBoundingClientRect(); {middle}; }})()")
+        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+
+    def menu(self, title: str, timeout: float = 60) -> list[str]:
+        """Open JupyterLab's menu `title` in its menu bar; gives the items it shows (hidden ones left out)."""
+        bar = f"[...document.querySelectorAll('.lm-MenuBar-item')].find(e => e.textContent.trim() === {title!r})"
+        items = "[...document.querySelectorAll('.lm-Menu .lm-Menu-item')]"
+        shown = f"{items}.filter(e => e.getClientRects().length && e.textContent.trim())"
+
+        def opened():
+            if not self.js(f"{shown}.length"):
+                self.js("document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'}))")
+                self.click(bar)
+                time.sleep(0.5)
+            return self.js(f"{shown}.map(e => e.textContent.trim())")
+
+        return wait_until(opened, timeout, f"the {title} menu")
+
     def type_into(self, selector: str, text: str) -> None:
         """Focus the field, type as a user types, then leave it (which fires its change event)."""
         self.js(f"document.querySelector({selector!r}).focus()")
         self.call("Input.insertText", text=text)
         self.js(f"document.querySelector({selector!r}).blur()")
 
-    def screenshot(self, path: Path) -> Path:
-        path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)["data"]))
+    def screenshot(self, path: Path, around: str | None = None, height: int = 1400) -> Path:
+        """The whole page; or, with `around` (a JavaScript expression for an element), `height` pixels of it from a
+        little above that element (a long page's part that matters, at a size a person can read)."""
+        options = {"format": "png", "captureBeyondViewport": True}
+        if around:
+            top, width = self.js(
+                f"(() => {{ const r = ({around}).getBoundingClientRect();"
+                " return [Math.max(0, r.top + window.scrollY - 80), document.documentElement.scrollWidth]; })()"
+            )
+            options["clip"] = {"x": 0, "y": top, "width": width, "height": height, "scale": 1}
+        path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", **options)["data"]))
         return path
 
     def close(self) -> None:

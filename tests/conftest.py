@@ -24,11 +24,13 @@ GROUPS = {
     "checkout": ("sandbox/test_host.py", "sandbox/test_seccomp.py"),
     # they share the session's solved_run (the solved notebook run once in a kernel)
     "solved": ("course/test_assignment.py", "course/test_lesson_claims.py"),
+    # they share the session's hub_machine (the hub's environment, installed once: minutes of pip)
+    "hub": ("frontends/test_exchange.py", "frontends/test_hub.py"),
 }
 # The longest units start first (their minutes, serially, on two cores), so that no worker is left with one at
 # the end; the rest follow in the order pytest collects them.
 FIRST = (
-    "frontends/test_exchange.py",
+    "hub",
     "kernel",
     "engine/test_fuzz.py",
     "engine/test_seeds.py",
@@ -84,6 +86,19 @@ def server():
 
     with SandboxServer() as sandbox:
         yield sandbox
+
+
+@pytest.fixture(scope="session")
+def hub_machine():
+    """What the tests' hubs set up from docs/deployment.md share (tests/hub_setup.py): the kit's checkout, the
+    environment the first set-up installs and the proxy, made once per test session and removed at its end."""
+    import hub_setup
+
+    shared = hub_setup.machine()
+    try:
+        yield shared
+    finally:
+        shared.remove()
 
 
 @pytest.fixture(scope="module", params=list(LAYERS))

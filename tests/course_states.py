@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import html
+import io
 import logging
 import re
 import shutil
@@ -31,7 +32,13 @@ from autograder.engine.rubric import RUBRIC, WRITTEN
 from autograder.frontends import classgrade, feedback, report
 from autograder.frontends.nbgrader import bridge
 from autograder.frontends.nbgrader.bridge import course_config
+from autograder.frontends.lms.canvas import canvas_file
+from autograder.frontends.lms.grades import Choices, Refused as NotWritten
+from autograder.frontends.lms.match import Matching
+from autograder.frontends.lms.moodle import moodle_file
+from autograder.frontends.lms.table import Table
 from autograder.frontends.nbgrader.export import PerCheckExport
+from autograder.frontends.nbgrader.lms import kit_graded
 from autograder.frontends.nbgrader.feedback import FormgraderStanding, KitReleaseFeedback
 from autograder.frontends.nbgrader.gradebook import course_standings
 from autograder.frontends.nbgrader.plugins import KitRefusal
@@ -52,6 +59,22 @@ KINDS = {  # what the stand-in gives: check -> share of the check's points
 SAMPLE = {"correct": "ada_correct", "post_ln": "ben_post_ln", "blank": None}
 ANSWERED = {"correct": True, "post_ln": True, "blank": False}  # a written answer left as released scores 0
 MARK = "# stand-in kind: "
+CANVAS_ROSTER = [  # Canvas's gradebook export of the course: each student's login is their nbgrader id
+    ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Quiz 1 (101)", "Current Score", "Final Score"],
+    ["    Points Possible", "", "", "", "", "10", "(read only)", "(read only)"],
+    ['=HYPERLINK("http://x.example","Ada")', "11", "S1", "ada", "Sec A", "9", "90", "90"],
+    ['Ben, "B"\nsecond line', "12", "S2", "ben", "Sec A", "-1.5", "0", "0"],
+    ["@Cho", "13", "S3", "cho", "Sec B", "EX", "", ""],
+    ["Dee, no submission", "14", "S4", "dee", "Sec B", "", "", ""],
+    ["Student, Test", "15", "", "", "", "", "", ""],
+]
+MOODLE_ROSTER = [  # Moodle's grade export of the course: the ID number is the nbgrader id
+    ["First name", "Last name", "ID number", "Email address", "Assignment: layernorm (Real)", "Last downloaded from this course"],
+    ["=cmd|' /C calc'!A0", "Ada", "ada", "ada@example.org", "-", "1700000000"],
+    ["Ben", "+1", "ben", "ben@example.org", "-", "1700000000"],
+    ["Cho", "C", "cho", "cho@example.org", "-", "1700000000"],
+    ["Dee", "D", "dee", "dee@example.org", "-", "1700000000"],
+]
 TINY_PNG = (
     b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"
     b"\x00\x00\x00\rIDATx\x9cc\xf8\xff\xff?\x00\x05\xfe\x02\xfe\xa7\x35\x81\x84\x00\x00\x00\x00IEND\xaeB`\x82"
@@ -156,8 +179,9 @@ class Course:
             ) from error
 
     # --- the instructor's actions ----------------------------------------------------------------------
-    def collect(self, student: str, kind: str, late: bool, number: int) -> None:
-        """A submission of `kind` as `nbgrader collect` leaves it: the notebook, its time and its secret."""
+    def collect(self, student: str, kind: str, late: bool, number: int, seconds_late: float = 34) -> None:
+        """A submission of `kind` as `nbgrader collect` leaves it: the notebook, its time and its secret; `late`:
+        `seconds_late` after the due date, else some days before it."""
         released = nbformat.read(self.course / "release" / NAME / NOTEBOOK, as_version=4)
         notebook = do_kit_homework(released, SAMPLE[kind]) if SAMPLE[kind] else released
         for cell in notebook.cells:
@@ -166,7 +190,7 @@ class Course:
         folder = self.course / "submitted" / student / NAME
         folder.mkdir(parents=True, exist_ok=True)
         nbformat.write(notebook, folder / NOTEBOOK)
-        when = DUE + timedelta(seconds=34 + 60 * number) if late else DUE - timedelta(days=9) + timedelta(minutes=number)
+        when = DUE + timedelta(seconds=seconds_late) if late else DUE - timedelta(days=9) + timedelta(minutes=number)
         (folder / "timestamp.txt").write_text(f"{when:%Y-%m-%d %H:%M:%S.%f} UTC")
         (folder / "submission_secret.txt").write_text(f"secret-{student}")
 
@@ -189,10 +213,42 @@ class Course:
         return self._logged(run)
 
     def set_score(self, student: str, grade_id: str, points: float) -> None:
-        """What formgrader's PUT /formgrader/api/grade/<id> does."""
+        """What formgrader's PUT /formgrader/api/grade/<id> does with a score typed into its box (nbgrader's
+        GradeHandler.put: the manual score and extra credit as sent, and the cell no longer needs grading)."""
         with Gradebook(f"sqlite:///{self.course / 'gradebook.db'}") as gradebook:
-            gradebook.find_grade(grade_id, NOTEBOOK_ID, NAME, student).manual_score = points
+            grade = gradebook.find_grade(grade_id, NOTEBOOK_ID, NAME, student)
+            grade.manual_score, grade.extra_credit = points, None
+            grade.needs_manual_grade = grade.manual_score is None and grade.auto_score is None
             gradebook.db.commit()
+
+    def set_comment(self, student: str, grade_id: str, text: str) -> None:
+        """What formgrader's PUT /formgrader/api/comment/<id> does (nbgrader's CommentHandler.put)."""
+        with Gradebook(f"sqlite:///{self.course / 'gradebook.db'}") as gradebook:
+            gradebook.find_comment(grade_id, NOTEBOOK_ID, NAME, student).manual_comment = text
+            gradebook.db.commit()
+
+    def marks(self) -> dict:
+        """(student, cell) -> (manual score, needs_manual_grade, manual comment) of every graded or commented cell,
+        as the gradebook holds them (a cell without a comment row: comment None; without a grade: score and flag
+        None)."""
+        found = {}
+        with Gradebook(f"sqlite:///{self.course / 'gradebook.db'}") as gradebook:
+            for submission in gradebook.find_assignment(NAME).submissions:
+                notebook = gradebook.find_submission_notebook(NOTEBOOK_ID, NAME, submission.student.id)
+                for grade in notebook.grades:
+                    found[(submission.student.id, grade.name)] = (grade.manual_score, grade.needs_manual_grade, None)
+                for comment in notebook.comments:
+                    score, flag, _ = found.get((submission.student.id, comment.name), (None, None, None))
+                    found[(submission.student.id, comment.name)] = (score, flag, comment.manual_comment)
+        return found
+
+    def set_late_rule(self, rule: str) -> None:
+        """The course's late rule: "none" is nbgrader's default (the course's configuration says nothing: a late
+        submission is flagged and loses nothing), "zero" gives it a score of zero."""
+        config = self.course / "nbgrader_config.py"
+        kept = [line for line in config.read_text().splitlines() if "LateSubmissionPlugin.penalty_method" not in line]
+        chosen = [f"c.LateSubmissionPlugin.penalty_method = {rule!r}"] if rule != "none" else []
+        config.write_text("\n".join(kept + chosen) + "\n")
 
     def change_points(self, points: dict, generate: bool):
         path = self.course / "source" / NAME / NOTEBOOK
@@ -221,8 +277,13 @@ class Course:
 
         return self._logged(run)
 
+    @property
+    def exported(self) -> Path:
+        """Where `export` writes grades.csv (grades_per_check.csv beside it)."""
+        return self.root / "grades.csv"
+
     def export(self):
-        target = self.root / "grades.csv"
+        target = self.exported
 
         def run(log):
             plugin = PerCheckExport(config=self.config(), log=log)
@@ -237,6 +298,14 @@ class Course:
     def standings(self) -> dict:
         config = self.config()
         return course_standings(self.coursedir(config), config, kit.Assignment(self.source()))
+
+    def standings_and_lms_files(self) -> tuple[dict, dict]:
+        """Each student's standing, as the door to the LMS reads the gradebook, and the LMS files rendered from that
+        one reading (`lms_files`)."""
+        config = self.config()
+        with Gradebook(f"sqlite:///{self.course / 'gradebook.db'}") as gradebook:
+            graded = kit_graded(gradebook, self.coursedir(config), config)
+        return graded[0].standings, self.lms_files(graded)
 
     def source(self) -> Path:
         return self.course / "source" / NAME / NOTEBOOK
@@ -261,6 +330,25 @@ class Course:
     def report(self) -> str:
         _, rows = course_rows(self.course, NAME)
         return report.class_report_html(rows)
+
+    @staticmethod
+    def lms_files(graded: list) -> dict:
+        """The course's LMS files of its assignments as `kit_graded` read them: Canvas's (its export
+        `CANVAS_ROSTER`, written answers awaiting grading counted as 0) and Moodle's (`MOODLE_ROSTER`, identified by
+        e-mail address, missing work as 0; refused while answers await grading), each as (what was written, its rows
+        read back), or Refused with the line."""
+        files = {}
+        for lms, layout, roster, matching, choices in [
+            ("canvas", canvas_file, CANVAS_ROSTER, Matching("SIS Login ID"), Choices(awaiting_as_zero=True)),
+            ("moodle", moodle_file, MOODLE_ROSTER, Matching("ID number"), Choices(True, identifier="Email address")),
+        ]:
+            try:
+                written = layout(Table(lms, roster[0], [list(row) for row in roster[1:]]), graded, matching, choices)
+            except NotWritten as refused:
+                files[lms] = Refused(str(refused))
+                continue
+            files[lms] = (written, list(csv.reader(io.StringIO(written.text(), newline=""))))
+        return files
 
 
 def _quiet() -> logging.Logger:
@@ -287,11 +375,14 @@ def page_numbers(page: str) -> dict:
         cell: html.unescape(points)
         for cell, points in re.findall(r'data-cell="(\w+)"><td class="title">[^<]*</td><td class="pts">([^<]+)</td>', page)
     }
-    late = re.search(r'id="late"[^>]*>Late submission \(by [^)]*\): ([\d.]+) points deducted', page)
+    said = re.search(r'<p id="late"[^>]*>(.*?)</p>', page)
+    late_line = html.unescape(said.group(1)) if said else ""
+    deducted = re.search(r"([\d.]+) points deducted", late_line)
     return {
         "score": number(score),
         "max": number(maximum),
-        "late": number(late.group(1)) if late else 0.0,
+        "late": number(deducted.group(1)) if deducted else 0.0,
+        "late_line": late_line,
         "checks": checks,
         "written": written,
         "unisolated": 'id="unisolated"' in page,
@@ -373,7 +464,7 @@ class StandIn:
             return stand_in(read_cells(path), Path(path).name, server.assignment, seed, device, student, grader.unsafe)
 
         with contextlib.ExitStack() as stack:
-            stack.enter_context(_fast_sqlite())
+            stack.enter_context(fast_sqlite())
             for target, value in [
                 (pool, {"SandboxServer": Server}),
                 (bridge, {"grade_cells": cells_grade}),
@@ -387,7 +478,7 @@ class StandIn:
 
 
 @contextlib.contextmanager
-def _fast_sqlite():
+def fast_sqlite():
     """The gradebook without waiting for the disk at every commit (nbgrader commits per cell): a test's course
     needs no durability."""
     from sqlalchemy import event
@@ -415,6 +506,7 @@ class Graded:
     points: dict  # check grade_id -> the points it was graded out of
     unsafe: bool
     stamp: int  # the submission graded (its collect number)
+    seconds_late: float = 0.0  # how long after the due date it was submitted (0: on time)
 
 
 @dataclass
@@ -424,9 +516,13 @@ class Model:
     source: dict = field(default_factory=lambda: {f"check_{n}": p for n, p in kit.KIT.check_points().items()})
     gradebook: dict = field(default_factory=lambda: {f"check_{n}": p for n, p in kit.KIT.check_points().items()})
     submitted: dict = field(default_factory=dict)  # student -> (kind, late, stamp)
+    delay: dict = field(default_factory=dict)  # student -> seconds their last submission came after the due date
+    rule: str = "zero"  # the course's late rule: "none" (nbgrader's default) or "zero"
     graded: dict = field(default_factory=dict)  # student -> Graded, as the gradebook holds them
     class_graded: dict = field(default_factory=dict)  # student -> (source points, stamp) of grade-class's files
     scores: dict = field(default_factory=dict)  # (student, grade_id) -> points an instructor set
+    comments: dict = field(default_factory=dict)  # (student, cell) -> what an instructor wrote about it
+    review: set = field(default_factory=set)  # (student, grade_id) nbgrader's own autograde marked for grading again
 
     def out_of_date_gradebook(self) -> bool:
         return self.source != self.gradebook
@@ -443,12 +539,13 @@ class Model:
         unanswered = None if ANSWERED[graded.kind] else 0.0
         written = {grade_id: self.scores.get((student, grade_id), unanswered) for grade_id in WRITTEN}
         raw = sum(checks.values()) + sum(v for v in written.values() if v is not None)
-        penalty = raw if graded.late else 0.0
+        penalty = raw if graded.late and self.rule == "zero" else 0.0
         maximum = sum(self.gradebook.values()) + sum(WRITTEN.values())
         return {
             "score": raw - penalty,
             "raw": raw,
             "late": penalty,
+            "seconds_late": graded.seconds_late,
             "max": maximum,
             "checks": checks,
             "written": written,
@@ -457,9 +554,24 @@ class Model:
             "awaiting": sum(WRITTEN[g] for g, v in written.items() if v is None),
         }
 
-    def grade(self, student: str) -> None:
+    def grade(self, student: str, by_nbgrader: bool = False) -> None:
+        """`by_nbgrader`: graded by `nbgrader autograde`, whose own SaveAutoGrades marks every cell an instructor
+        scored as needing grading again (stock nbgrader does the same); the kit's grade-class leaves the flag."""
         kind, late, stamp = self.submitted[student]
         unsafe = self.unsafe
-        self.graded[student] = Graded(kind, late, dict(self.source), unsafe, stamp)
+        self.graded[student] = Graded(kind, late, dict(self.source), unsafe, stamp, self.delay.get(student, 0.0))
+        if by_nbgrader:
+            self.review |= {cell for cell in self.scores if cell[0] == student}
+
+    def instructor_scores(self, student: str, grade_id: str, points: float) -> None:
+        self.scores[(student, grade_id)] = points
+        self.review.discard((student, grade_id))
+
+    def needs_manual_grade(self, student: str, grade_id: str) -> bool:
+        """nbgrader's flag: a cell an instructor scored is done (until nbgrader's autograde asks for a review);
+        any other needs grading while nobody gave it points (a written answer; one left as released scores 0)."""
+        if (student, grade_id) in self.scores:
+            return (student, grade_id) in self.review
+        return grade_id in WRITTEN and ANSWERED[self.graded[student].kind]
 
     unsafe: bool = False

@@ -78,6 +78,19 @@ def user(name: str) -> str:
     return login
 
 
+def group(name: str, members: list[str]) -> str:
+    """The Unix group `u19-<name>`, created if missing, whose members (besides those whose own group it is) are
+    exactly `members`."""
+    login = f"{PREFIX}{name}"
+    if os.geteuid() != 0:
+        pytest.skip("making groups needs root")
+    with _machine_lock():
+        if subprocess.run(["getent", "group", login], capture_output=True).returncode != 0:
+            subprocess.run(["groupadd", login], check=True, capture_output=True)
+        subprocess.run(["gpasswd", "-M", ",".join(members), login], check=True, capture_output=True)
+    return login
+
+
 def home(login: str) -> Path:
     return Path(pwd.getpwnam(login).pw_dir)
 
@@ -205,7 +218,11 @@ def _python_for(login: str, with_kit: bool) -> Path:
     interpreter = interpreter_for(login)
     place = shared() / ("env" if with_kit else "env-without-kit")
     stamp = place / ".made-from"
-    made_from = f"{sys.prefix} {os.stat(Path(sys.prefix) / 'pyvenv.cfg').st_mtime_ns} {interpreter}"
+    packages = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    # the environment as made, and as its packages stand: a package installed or removed since changes that folder
+    made_from = (
+        f"{sys.prefix} {os.stat(Path(sys.prefix) / 'pyvenv.cfg').st_mtime_ns} {os.stat(packages).st_mtime_ns} {interpreter}"
+    )
     if not (stamp.is_file() and stamp.read_text() == made_from):
         shutil.rmtree(place, ignore_errors=True)
         _copy(Path(sys.prefix), place)

@@ -29,16 +29,16 @@ print(json.dumps({"status": done.returncode, "stdout": done.stdout[-20000:], "st
 """
 
 
-def run_under_ring(argv: list[str], cwd: Path, env: dict, timeout: float = 900) -> dict:
-    """Run `argv` under a named session key ring: {"status", "stdout", "stderr", "ring_keys"}."""
-    done = subprocess.run(
-        [sys.executable, "-c", LAUNCH, str(seccomp.number("keyctl")), RING, *map(str, argv)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+def run_under_ring(argv: list[str], cwd: Path, env: dict, timeout: float = 900, user: str | None = None) -> dict:
+    """Run `argv` under a named session key ring: {"status", "stdout", "stderr", "ring_keys"}. `user`: as that user
+    (`hub_users`; then argv's first word is a Python they can run, which also runs the launcher)."""
+    launcher = [sys.executable if user is None else str(argv[0]), "-c", LAUNCH, str(seccomp.number("keyctl")), RING]
+    command = [*launcher, *map(str, argv)]
+    if user is not None:
+        import hub_users
+
+        command, env = hub_users.command_as(user, command), hub_users.user_env(user, argv[0], env)
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
         raise AssertionError(f"the launcher failed: {done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -161,6 +161,7 @@ NOT_OURS = {
     "autograder.zip": "the Gradescope bundle's file name",
     "autograder.late": "a logger's name",
     "jupyterhub_config.py": "JupyterHub's configuration, which a hub's administrator writes",
+    "jupyter_server_config.py": "an instructor's own Jupyter server configuration, in their ~/.jupyter",
 }
 
 

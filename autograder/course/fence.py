@@ -22,6 +22,7 @@ import json
 import math
 import re
 import tokenize
+import unicodedata
 
 MAX_BYTES = 20_000_000
 MAX_DEPTH = 100  # notebooks nest a dozen levels; widget state a few more
@@ -123,11 +124,68 @@ def text(value: str) -> str:
         return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
+# Characters that do not show as themselves: controls (C0, DEL, C1), formats (direction overrides and isolates,
+# zero-width spaces and joiners, tags), surrogates, private and unassigned code points, line and paragraph
+# separators, every space but the space itself, the rest of Unicode's Default_Ignorable_Code_Point (IGNORABLE: not
+# format characters, yet drawn as nothing: the Hangul fillers, variation selectors, the combining grapheme joiner)
+# and the braille blank, which fonts draw as an empty cell (a space).
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
+IGNORABLE = frozenset(
+    chr(c)
+    for c in (0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x180B, 0x180C, 0x180D, 0x180F, 0x3164, 0xFFA0)
+    + tuple(range(0xFE00, 0xFE10))
+    + tuple(range(0xE0100, 0xE01F0))
+)
+BRAILLE_BLANK = "\u2800"
+BLANKS = IGNORABLE | {BRAILLE_BLANK}
+MAX_MARKS = 4  # combining marks on one letter: more are drawn over the lines around it ("zalgo" text)
+_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def hidden(character: str) -> bool:
+    """Whether `character` does not show as itself (see HIDDEN_CATEGORIES and BLANKS); the space shows."""
+    return character != " " and (unicodedata.category(character) in HIDDEN_CATEGORIES or character in BLANKS)
+
+
+def escape(character: str) -> str:
+    """A character as Python writes it in a string: \\t, \\n, \\r, \\x1b, \\u202e, \\U000e0041."""
+    code = ord(character)
+    if character in _ESCAPES:
+        return _ESCAPES[character]
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def visible(value: str, newlines: bool = False, ascii: bool = False) -> str:
+    """`value` as text that shows every character it holds: each hidden character (`hidden`) written as its escape
+    (`escape`), and so are a combining mark with no letter of `value` before it and the marks past MAX_MARKS on one
+    letter. `newlines`: a line break stays one (the writer's own lines); `ascii`: every character beyond ASCII is
+    written as its escape too (to tell apart two names that read alike). What it returns holds no control, format
+    or invisible character, and it returns the same for it: visible(visible(x)) == visible(x)."""
+    shown, marks = [], None  # marks: combining marks on the last letter kept; None: no letter to carry one
+    for character in value:
+        if character == "\n" and newlines:
+            shown.append(character)
+            marks = None
+            continue
+        if hidden(character) or (ascii and not " " <= character <= "~"):
+            shown.append(escape(character))
+            marks = None
+            continue
+        if unicodedata.category(character) in ("Mn", "Me"):
+            if marks is None or marks >= MAX_MARKS:
+                shown.append(escape(character))
+                continue
+            marks += 1
+        else:
+            marks = 0
+        shown.append(character)
+    return "".join(shown)
+
+
 def name_text(name: str) -> str:
-    """A file or folder name as plain text: bytes that are not UTF-8, and characters that do not print (line
-    breaks, tabs, direction overrides), written as backslash escapes."""
-    name = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in name)
+    """A file or folder name as plain text: bytes that are not UTF-8 written as \\xNN, and characters that do not
+    show (line breaks, tabs, direction overrides, zero-width and blank characters) as their escapes (`visible`)."""
+    return visible(name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
 
 
 class Notes:

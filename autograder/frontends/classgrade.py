@@ -8,7 +8,9 @@ as it is now, is not graded again unless `force`.
 
 Each student is graded inside a fence: whatever escapes (from their file, their folder, their name) becomes that
 student's result, the others are graded, and grades.csv and the report are always written. Student ids and file
-names are plain text (`fence.name_text`), and every CSV cell is neutralized (`exports`).
+names are plain text (`discovery`), and every CSV cell is neutralized (`exports`). Two student ids that read
+alike (`ids`: `alice` and the Cyrillic `\u0430lice`, or one of the course's gradebook beside a folder's) are
+refused before anyone is graded: `commands.NotGrading`, one line naming both.
 """
 
 from __future__ import annotations
@@ -18,13 +20,11 @@ import json
 import sys
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
 
 from autograder.course import kit
-from autograder.course.fence import name_text
 from autograder.engine.results import SubmissionResult, points_text
 from autograder.engine.rubric import RUBRIC
 from autograder.frontends.gradescope.results import result_from_json, standing_from_json, write_results
@@ -36,73 +36,12 @@ from autograder.sandbox.parent.pool import ServerPool
 from .exports import csv_text
 from .feedback import write_feedback_page
 from .files import write_atomically
-from .report import write_class_report
+from .report import open_course_note, write_class_report
+from .shown import line
+from .commands import NotGrading
+from .discovery import Submission, discover, id_forms
+from .ids import refusal as alike_refusal
 from .standing import UNISOLATED, Standing, standing_of
-
-SUBMISSION_SUFFIXES = (".ipynb", ".py")
-
-
-@dataclass(frozen=True)
-class Submission:
-    student: str
-    path: Path | None  # None: the student's folder holds nothing gradable
-
-
-MAX_ENTRIES, MAX_DEPTH = 10_000, 12  # what of a student's folder is looked through for their submission
-
-
-def pick_file(folder: Path, assignment: kit.Assignment = kit.KIT) -> Path | None:
-    """The submission inside a student's folder: the assignment's notebook first, else any notebook or .py.
-    Links are never followed (the file found may itself be one: reading it then refuses with a message). The
-    folder is the student's: it is walked without recursion, at most MAX_DEPTH deep and MAX_ENTRIES wide."""
-    preferred = folder / assignment.notebook_name
-    if preferred.is_file() or preferred.is_symlink():
-        return preferred
-    found, todo, seen = [], [(folder, 0)], 0
-    while todo and seen < MAX_ENTRIES:
-        top, depth = todo.pop()
-        try:
-            entries = sorted(os.scandir(top), key=lambda e: e.name)
-        except OSError:
-            continue
-        for entry in entries:
-            seen += 1
-            if entry.is_dir(follow_symlinks=False):
-                if entry.name != ".ipynb_checkpoints" and depth < MAX_DEPTH:
-                    todo.append((Path(entry.path), depth + 1))
-            elif entry.name.endswith(SUBMISSION_SUFFIXES):
-                found.append(Path(entry.path))
-    for suffix in SUBMISSION_SUFFIXES:
-        matching = sorted(p for p in found if p.name.endswith(suffix))
-        if matching:
-            return matching[0]
-    return None
-
-
-def discover(root: Path, assignment: kit.Assignment = kit.KIT) -> list[Submission]:
-    """One Submission per student, sorted by student id. In nbgrader's layout (a course's submitted/ folder,
-    which may hold other assignments too) a student without a `<student>/<assignment>/` folder did not submit
-    this assignment and is left out, as `nbgrader autograde` leaves them out. A student id is the file or
-    folder's name as plain text (two names that read the same get a number)."""
-    submissions = []
-    entries = [e for e in sorted(Path(root).iterdir()) if not e.name.startswith(".")]
-    course_layout = any((e / assignment.name).is_dir() for e in entries if e.is_dir() and not e.is_symlink())
-    for entry in entries:
-        if course_layout and not (entry / assignment.name).is_dir():
-            continue
-        if entry.suffix in SUBMISSION_SUFFIXES and not entry.is_dir():
-            submissions.append(Submission(name_text(entry.stem), entry))  # a link or a pipe is refused when read
-        elif entry.is_dir() and not entry.is_symlink():
-            nbgrader_layout = entry / assignment.name
-            submissions.append(
-                Submission(name_text(entry.name), pick_file(nbgrader_layout if nbgrader_layout.is_dir() else entry, assignment))
-            )
-    taken: dict[str, int] = {}
-    for index, submission in enumerate(submissions):
-        taken[submission.student] = taken.get(submission.student, 0) + 1
-        if taken[submission.student] > 1:
-            submissions[index] = Submission(f"{submission.student}~{taken[submission.student]}", submission.path)
-    return submissions
 
 
 def _is_fresh(results: Path, submission: Submission, assignment: kit.Assignment) -> bool:
@@ -115,6 +54,15 @@ def _is_fresh(results: Path, submission: Submission, assignment: kit.Assignment)
         return False
 
 
+class ClassRows(list):
+    """What `grade_class` returns: the grade rows (one per student, as grades.csv holds them), and `graded`, the
+    students this run graded (the others were up to date and kept their results, their seed included)."""
+
+    def __init__(self, rows: list[dict], graded):
+        super().__init__(rows)
+        self.graded = tuple(graded)
+
+
 def grade_row(student: str, result: SubmissionResult, standing: Standing) -> dict:
     """One row of grades.csv: the standing's numbers (the gradebook's, in a course), the grader's findings."""
     return {
@@ -123,6 +71,8 @@ def grade_row(student: str, result: SubmissionResult, standing: Standing) -> dic
         "score": points_text(standing.score),
         "max_score": points_text(standing.max_score),
         "late_penalty": points_text(standing.late_penalty),
+        "late_by": standing.late_by,
+        "seconds_late": "" if standing.seconds_late is None else points_text(standing.seconds_late),  # "": not known
         "awaiting": points_text(standing.awaiting),
         **{name: points_text(cell.points) if cell.points is not None else "" for name, cell in standing.checks.items()},
         **{cell.grade_id: points_text(cell.points) if cell.points is not None else "" for cell in standing.written},
@@ -139,6 +89,8 @@ def write_grades_csv(out: Path, rows: list[dict], assignment: kit.Assignment = k
         "score",
         "max_score",
         "late_penalty",
+        "late_by",
+        "seconds_late",
         "awaiting",
         *RUBRIC,
         *assignment.written_points(),
@@ -194,8 +146,9 @@ def grade_class(
     progress: bool = True,
     course=None,
     servers: ServerPool | None = None,
-) -> list[dict]:
-    """Grade every submission under `root` into `out`; returns the grade rows. Never stops for one student.
+) -> ClassRows:
+    """Grade every submission under `root` into `out`; returns the grade rows (and which students this run graded).
+    Never stops for one student.
 
     `options` says how (`options.assignment` is the source notebook graded against: the kit's own, or a
     course's; `options.seed` must be given). `course` (an `autograder.frontends.nbgrader.recorder.CourseRecorder`)
@@ -204,8 +157,18 @@ def grade_class(
     read another's file or results. `servers`: a pool the caller spawned early (its servers warm up while it
     imports), used as the workers (with its own limits and isolation) and closed here, like a pool of its own."""
     out, assignment = Path(out), options.assignment
+    try:
+        submissions = discover(root, assignment)
+        recorded = course.students() if course is not None else []  # a folder's student, as nbgrader or this names it
+        folders = {form for forms in id_forms(submissions) for form in forms}
+        alike = alike_refusal(id_forms(submissions) + [s for s in recorded if s not in folders])
+        if alike:
+            raise NotGrading(f"Not grading: {alike}.")
+    except BaseException:
+        if servers is not None:
+            servers.close()
+        raise
     out.mkdir(parents=True, exist_ok=True)  # exists before the sandbox hides it
-    submissions = discover(root, assignment)
     stale = course.stale([s.student for s in submissions]) if course is not None else {}
     todo = [
         s for s in submissions if force or s.student in stale or not _is_fresh(out / s.student / "results.json", s, assignment)
@@ -236,8 +199,9 @@ def grade_class(
         out / "report.html",
         [(s, results[s], standings[s]) for s in students if s in standings],
         title=f"{assignment.name}: class report",
+        notes=open_course_note(getattr(course, "open_course", None)),
     )
-    return rows
+    return ClassRows(rows, [s.student for s in todo])
 
 
 def _grade_all(
@@ -261,7 +225,7 @@ def grade_student(
     try:
         return _graded(submission, pool=pool, out=out, options=options, course=course)
     except Exception as error:
-        print(f"grade-class: {submission.student}: {type(error).__name__}: {error}", file=sys.stderr)
+        print(line(f"grade-class: {submission.student}: {type(error).__name__}: {error}"), file=sys.stderr)
         result = grader_failure(submission.student, error, options.seed, options.device, submission.student, options.assignment)
         try:
             write_results(result, own_folder(out / submission.student) / "results.json", source=options.assignment.key)

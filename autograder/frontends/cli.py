@@ -1,4 +1,6 @@
-"""The grader's command line: one verb per command, each a call into the package."""
+"""The grader's command line: one verb per command, each a call into the package. Whatever it prints that a
+student's text can reach (their ids, file names, messages) goes through `shown.terminal`: no escape sequence,
+control, direction override or invisible character of theirs reaches the terminal as anything but its escape."""
 
 from __future__ import annotations
 
@@ -7,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from .lms.command import lms_export
+from .shown import terminal
 
 DEVICE = click.option(
     "--device",
@@ -22,6 +26,12 @@ UNSAFE = click.option(
     "--unsafe",
     is_flag=True,
     help="grade even where submissions cannot be isolated (no bubblewrap, not root); every result then says so",
+)
+ALONE = click.option(
+    "--alone",
+    is_flag=True,
+    help="this machine holds this one submission and nothing a submission must not see (a Gradescope container): "
+    "file permissions alone may isolate it where neither namespaces nor Landlock work",
 )
 PRIVATE = click.option(
     "--private",
@@ -46,10 +56,10 @@ def refusals_in_one_line():
     except DeviceUnavailable as error:
         raise click.BadParameter(str(error), param_hint="'--device'") from None
     except (IsolationUnavailable, NotGrading) as error:
-        raise click.ClickException(str(error)) from None
+        raise click.ClickException(terminal(str(error))) from None
     except Exception as error:
         if type(error).__name__ == "KitRefusal":
-            raise click.ClickException(str(error)) from None
+            raise click.ClickException(terminal(str(error))) from None
         raise
 
 
@@ -85,6 +95,7 @@ def main() -> None:
 @SEED
 @DEVICE
 @UNSAFE
+@ALONE
 @PRIVATE
 def grade(
     submission: Path,
@@ -94,6 +105,7 @@ def grade(
     seed: int | None,
     device: str,
     unsafe: bool,
+    alone: bool,
     private: tuple,
 ) -> None:
     """Grade one SUBMISSION (a notebook or a .py file) and write its results.
@@ -108,10 +120,10 @@ def grade(
             results=results_path,
             feedback=feedback_path,
             source=source,
-            options=GradingOptions(seed, device, unsafe=unsafe, private=private),
+            options=GradingOptions(seed, device, unsafe=unsafe, private=private, isolation={"alone": True} if alone else None),
         )
-    click.echo(written["output"])  # what results.json says, word for word
-    click.echo(f"results written to {results_path}")
+    click.echo(terminal(written["output"]))  # what results.json says, word for word (its lines are text already)
+    click.echo(terminal(f"results written to {results_path}"))
 
 
 @main.command("grade-class")
@@ -162,9 +174,9 @@ def grade_class(
             course=course,
             assignment=assignment,
         )
-    click.echo(done.summary())
+    click.echo(terminal(done.summary()))
     if done.warning():
-        click.echo(done.warning(), err=True)
+        click.echo(terminal(done.warning()), err=True)
 
 
 @main.command("class-report")
@@ -189,21 +201,29 @@ def class_report(results: Path | None, course: Path | None, assignment: str | No
     if (results is None) == (course is None):
         raise click.UsageError("give a RESULTS folder (from grade-class) or --course, one of them")
     if course is not None:
-        from autograder.frontends.nbgrader.recorder import course_rows
+        from autograder.frontends.nbgrader.recorder import course_rows, course_warning
+        from .report import open_course_note
         from .standing import stale_line
 
+        warning = course_warning(course)  # refuses, in one line, a course others can read or write
+        if warning:
+            click.echo(terminal(f"WARNING: {warning}"), err=True)
+        notes = open_course_note(warning)
         name, rows = course_rows(course, assignment)
         out = out or Path(course) / f"report-{name}.html"
         stale = {student: standing.stale for student, _, standing in rows if standing.stale}
         if stale:
-            click.echo(f"WARNING: {stale_line(name, stale)}; the report says so at its top", err=True)
+            click.echo(terminal(f"WARNING: {stale_line(name, stale)}; the report says so at its top"), err=True)
     else:
         from .classgrade import results_rows
 
-        name, rows = results.name, results_rows(results)
+        name, rows, notes = results.name, results_rows(results), ()
         out = out or results / "report.html"
-    write_class_report(out, rows, title=f"{name}: class report")
-    click.echo(f"class report of {len(rows)} students: {out}")
+    write_class_report(out, rows, title=f"{name}: class report", notes=notes)
+    click.echo(terminal(f"class report of {len(rows)} students: {out}"))
+
+
+main.add_command(lms_export)
 
 
 @main.command()

@@ -21,6 +21,7 @@ from autograder.grading.options import GradingOptions
 from autograder.sandbox.parent.client import IsolationUnavailable, isolation_available
 from autograder.sandbox.parent.pool import ServerPool
 from . import interpreter
+from .shown import line
 
 
 class NotGrading(Exception):
@@ -73,15 +74,26 @@ class ClassGraded:
     source: Path
     course: Path | None
     unisolated: list[str]
+    graded: tuple = ()  # the students this run graded; the others were up to date and skipped
+    open_course: str | None = None  # the course's warning: others can read or write it, by its choice
 
     def summary(self) -> str:
+        """What the run did: how many students it graded (with this run's seed), how many it skipped as up to date
+        and the seeds their results keep, then the class's mean and where the files are."""
         scores = [float(r["score"]) for r in self.rows]
         mean = sum(scores) / len(scores) if scores else 0.0
-        lines = [
-            f"graded {len(self.rows)} students (seed {self.seed}); mean score {points_text(mean)} of "
-            f"{self.rows[0]['max_score'] if self.rows else '-'}; grades in {self.out / 'grades.csv'}, report in "
-            f"{self.out / 'report.html'}"
-        ]
+        now = sum(1 for r in self.rows if r["student"] in self.graded)
+        kept = [r for r in self.rows if r["student"] not in self.graded]
+        done = f"graded {now} student{'s' * (now != 1)} (seed {self.seed})" if now else "graded no student"
+        if kept:
+            done += (
+                f"; skipped {len(kept)} whose results were up to date and keep the seed they were graded with "
+                f"({seeds_text(kept)})"
+            )
+        mean_text = f"mean score {points_text(mean)} of {self.rows[0]['max_score'] if self.rows else '-'}"
+        if kept:
+            mean_text += f" over all {len(self.rows)} students"
+        lines = [f"{done}; {mean_text}; grades in {self.out / 'grades.csv'}, report in {self.out / 'report.html'}"]
         if self.course is not None:
             lines.append(
                 f"graded with {self.source}; scores written to the gradebook of {self.course}; nbgrader drew "
@@ -90,12 +102,26 @@ class ClassGraded:
         return "\n".join(lines)
 
     def warning(self) -> str | None:
-        if not self.unisolated:
-            return None
-        return (
-            f"WARNING: {len(self.unisolated)} of {len(self.rows)} submissions were graded WITHOUT isolation: they "
-            "could read the solution and other students' files (their results say so)"
-        )
+        lines = [f"WARNING: {self.open_course}"] if self.open_course else []
+        if self.unisolated:
+            lines.append(
+                f"WARNING: {len(self.unisolated)} of {len(self.rows)} submissions were graded WITHOUT isolation: "
+                "they could read the solution and other students' files (their results say so)"
+            )
+        return "\n".join(lines) or None
+
+
+def seeds_text(rows: list[dict], named: int = 5) -> str:
+    """Each seed and the students graded with it: "seed 11: ana, bo; seed 12: cy" (at most `named` ids a seed,
+    then how many more)."""
+    by_seed: dict = {}
+    for row in rows:
+        by_seed.setdefault(row["seed"], []).append(row["student"])
+    parts = []
+    for seed, students in by_seed.items():
+        more = f" and {len(students) - named} more" if len(students) > named else ""
+        parts.append(f"seed {seed}: {', '.join(map(line, students[:named]))}{more}")
+    return "; ".join(parts)
 
 
 def grade_folder(
@@ -128,7 +154,17 @@ def grade_folder(
         servers.close()
         raise
     rows = grade_class(submissions, out, options=options, workers=workers, force=force, course=recorder, servers=servers)
-    return ClassGraded(rows, options.seed, out, options.assignment.source, course, unisolated(out, [r["student"] for r in rows]))
+    students = [r["student"] for r in rows]
+    return ClassGraded(
+        rows,
+        options.seed,
+        out,
+        options.assignment.source,
+        course,
+        unisolated(out, students),
+        rows.graded,
+        getattr(recorder, "open_course", None),
+    )
 
 
 def spawn_servers(count: int, *, unsafe: bool, course: Path | None = None) -> ServerPool:

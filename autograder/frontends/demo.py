@@ -17,6 +17,7 @@ from autograder.course import kit
 from autograder.course.build import nbgrader
 from autograder.course.sample_class import SAMPLE_DIR
 from autograder.engine.rubric import RUBRIC
+from autograder.frontends import shown
 from autograder.frontends.nbgrader.recorder import CourseRecorder
 from autograder.grading.options import GradingOptions
 from autograder.grading.reference import new_seed
@@ -77,7 +78,7 @@ def print_table(rows: list[dict]) -> None:
     click.echo("-" * len(header))
     for row in rows:
         cells = " ".join(f"{row[n]:>11g}" if row[n] is not None else f"{'-':>11s}" for n in names)
-        click.echo(f"{row['student']:24s} {row['total']:>6g} {cells}")
+        click.echo(f"{shown.line(row['student']):24s} {row['total']:>6g} {cells}")  # an id from the gradebook, as text
 
 
 def run_demo(out: Path, seed: int | None = None, workers: int | None = None) -> None:
@@ -87,6 +88,7 @@ def run_demo(out: Path, seed: int | None = None, workers: int | None = None) -> 
     course = out / "course"
     shutil.copytree(kit.COURSE_DIR / "source", course / "source")
     shutil.copy(kit.COURSE_DIR / "nbgrader_config.py", course / "nbgrader_config.py")
+    course.chmod(0o700)  # a course is its instructor's alone (docs/instructors.md): the kit refuses one others can read
     seed = seed or new_seed()
     click.echo(f"scratch course: {course}\nseed for every grading step: {seed}")
 

@@ -21,7 +21,7 @@ from autograder.engine.results import CheckResult, SubmissionResult, points_text
 from .files import write_atomically
 from .pages import macro, render
 from .plots import CURVES, _series, profile_figure_png  # noqa: F401  (CURVES: the plot's styles, for tests)
-from .standing import AWAITING, UNISOLATED_LINE, Standing, late_text, standing_of
+from .standing import AWAITING, UNISOLATED_LINE, Standing, standing_of
 
 
 def failures_apart(check: CheckResult) -> bool:
@@ -55,7 +55,6 @@ def feedback_html(result: SubmissionResult, standing: Standing | None = None) ->
         failures_apart=failures_apart,
         paragraphs=paragraphs,
         points_text=points_text,
-        late_text=late_text,
         AWAITING=AWAITING,
         UNISOLATED_LINE=UNISOLATED_LINE,
     )

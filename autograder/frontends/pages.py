@@ -2,8 +2,12 @@
 `templates/` (both extend `base.html.j2`); this is their one environment.
 
 Autoescape is on: every value a template prints is escaped, so a message that quotes a student's code shows as
-text, never as markup. Values are escaped the way `html.escape` does (`'` as `&#x27;`, `"` as `&quot;`), the
-spelling the pages have always had; markup a template made itself (a macro's output) is printed as it is.
+text, never as markup, and every character of it that does not show (controls, direction overrides, zero-width and
+blank characters) is written as its escape (`fence.visible`). Values are escaped the way `html.escape` does (`'` as
+`&#x27;`, `"` as `&quot;`), the spelling the pages have always had; markup a template made itself (a macro's
+output) is printed as it is. Text a student or an instructor wrote goes through the filter `shown`
+(`shown.html`): the same, isolated in `<bdi>`, so that right-to-left letters in it cannot reorder the page's own
+text around it (in an attribute or the `<title>`, where no element can stand, the finalize alone).
 """
 
 from __future__ import annotations
@@ -14,9 +18,12 @@ import html
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from autograder.course.fence import visible
+from . import shown
+
 
 def _escaped(value) -> Markup:
-    return value if isinstance(value, Markup) else Markup(html.escape(str(value), quote=True))
+    return value if isinstance(value, Markup) else Markup(html.escape(visible(str(value)), quote=True))
 
 
 def data_uri(png: bytes) -> str:
@@ -35,6 +42,7 @@ TEMPLATES = Environment(
     keep_trailing_newline=True,
 )
 TEMPLATES.filters["data_uri"] = data_uri
+TEMPLATES.filters["shown"] = shown.html
 
 
 def render(template: str, **values) -> str:

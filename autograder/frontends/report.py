@@ -16,11 +16,14 @@ import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from markupsafe import Markup
+
 from autograder.engine.results import SubmissionResult, points_text
 from .files import write_atomically
 from .pages import render
 from .plots import bars_png, histogram_png
-from .standing import Standing, late_text
+from .shown import html
+from .standing import Standing
 
 STEP = re.compile(r"^((?:In (?:eval|train) mode only: )?Step \d+ of \d+ \([^)]*\))")
 TOP = 12
@@ -126,10 +129,11 @@ def mistakes(rows) -> list[list]:
 
 
 def late(rows) -> list[list]:
+    """Every late submission, how late and what the course's rule took off it (none, under nbgrader's default)."""
     return [
-        [student, late_text(standing.seconds_late), points_text(standing.late_penalty), standing.text]
+        [student, standing.late_by, points_text(standing.late_penalty) if standing.late_penalty else "none", standing.text]
         for student, _, standing in rows
-        if standing.seconds_late > 0
+        if standing.late
     ]
 
 
@@ -138,15 +142,19 @@ def grader_errors(rows) -> list[list]:
 
 
 def warnings(rows) -> list[tuple[str, str]]:
-    """What the instructor must know before reading any number: grades out of date, grading without isolation."""
+    """What the instructor must know before reading any number: grades out of date, grading without isolation.
+    A student's id in a warning is isolated there (`shown.html`): the warning is one paragraph of the kit's."""
     found = []
     stale = [(student, standing.stale) for student, _, standing in rows if standing.stale]
     if stale:
         found.append(
             (
                 "stale",
-                f"The grades of {len(stale)} students are out of date ({stale[0][0]}: {stale[0][1]}): grade "
-                "again before handing them out; the numbers below are as they were graded.",
+                Markup(
+                    f"The grades of {len(stale)} students are out of date ({html(stale[0][0])}: "
+                    f"{html(stale[0][1], isolated=False)}): grade again before handing them out; the numbers below are "
+                    "as they were graded."
+                ),
             )
         )
     unsafe = [student for student, _, standing in rows if standing.unisolated]
@@ -162,8 +170,14 @@ def warnings(rows) -> list[tuple[str, str]]:
     return found
 
 
-def class_report_html(rows: list[tuple[str, SubmissionResult, Standing]], title: str = "Class report") -> str:
-    """The page (`templates/report.html.j2`): the warnings, then each section's figures and rows."""
+def open_course_note(warning: str | None) -> tuple:
+    """The report's line at its top for a course that other users can read or write, by the course's choice."""
+    return (("open_course", f"{warning[:1].upper()}{warning[1:]}."),) if warning else ()
+
+
+def class_report_html(rows: list[tuple[str, SubmissionResult, Standing]], title: str = "Class report", notes: tuple = ()) -> str:
+    """The page (`templates/report.html.j2`): the warnings (`notes`, (id, text) of the class as a whole, first),
+    then each section's figures and rows."""
     sections = {}
     if rows:
         summary, histogram = distribution(rows)
@@ -180,9 +194,9 @@ def class_report_html(rows: list[tuple[str, SubmissionResult, Standing]], title:
             late=late(rows),
             grader_errors=grader_errors(rows),
         )
-    return render("report.html.j2", title=title, warnings=warnings(rows), class_size=len(rows), **sections)
+    return render("report.html.j2", title=title, warnings=[*notes, *warnings(rows)], class_size=len(rows), **sections)
 
 
-def write_class_report(path: str | Path, rows, title: str = "Class report") -> Path:
-    write_atomically(path, class_report_html(rows, title))
+def write_class_report(path: str | Path, rows, title: str = "Class report", notes: tuple = ()) -> Path:
+    write_atomically(path, class_report_html(rows, title, notes))
     return Path(path)

@@ -22,6 +22,7 @@ from autograder.course import kit
 from autograder.course.notebook import HIDDEN_CHECK_PREFIX
 from autograder.engine.results import SubmissionResult, points_text, score_text
 from autograder.engine.rubric import RUBRIC
+from .shown import line
 
 AWAITING = "awaiting your instructor"
 UNISOLATED = "UNSAFE"  # how the sandbox's description of a run without isolation starts (client.UNSAFE)
@@ -54,7 +55,7 @@ class Standing:
     checks: dict  # check name -> CellGrade
     written: tuple = ()  # CellGrade of each written answer, in notebook order
     late_penalty: float = 0.0
-    seconds_late: float = 0.0
+    seconds_late: float | None = None  # how late the gradebook says it was; None: not known (outside a course)
     remarks: tuple = ()  # (title of the student's code cell, comment) from the instructor
     stale: str = ""  # why these points are out of date ("" when they are not): no view hands them out
     isolation: str = ""  # the sandbox's description of how the result was graded (kept from students)
@@ -69,6 +70,29 @@ class Standing:
         return round(self.score + self.late_penalty, 6)
 
     @property
+    def late(self) -> bool:
+        return bool(self.seconds_late and self.seconds_late > 0)
+
+    @property
+    def late_by(self) -> str:
+        """How late, as a person says it ("5.2 h"); "" when on time or not known."""
+        return late_text(self.seconds_late) if self.late else ""
+
+    @property
+    def late_line(self) -> str:
+        """What every view says of a late submission, whatever the course's rule ("" when on time): "Late by 5.2 h:
+        no points deducted under the course's late rule", or "...: 3 points deducted under the course's late rule
+        (17 before the deduction)"."""
+        if not self.late:
+            return ""
+        if not self.late_penalty:
+            return f"Late by {self.late_by}: no points deducted under the course's late rule"
+        return (
+            f"Late by {self.late_by}: {points_text(self.late_penalty)} points deducted under the course's late rule "
+            f"({points_text(self.raw_score)} before the deduction)"
+        )
+
+    @property
     def unisolated(self) -> bool:
         return self.isolation.startswith(UNISOLATED)
 
@@ -77,12 +101,14 @@ class Standing:
         return score_text(self.score, self.max_score)
 
     def summary(self) -> str:
-        """One line: "Score: 17 / 30 (6 points of written answers awaiting your instructor; late: -3)"."""
+        """One line: "Score: 17 / 30 (6 points of written answers awaiting your instructor; late by 5.2 h, 3 points
+        deducted)"; a late submission is said whatever its penalty ("late by 34 s, no points deducted")."""
         extra = []
         if self.awaiting:
             extra.append(f"{points_text(self.awaiting)} points of written answers {AWAITING}")
-        if self.late_penalty:
-            extra.append(f"late submission: {points_text(self.late_penalty)} points deducted")
+        if self.late:
+            deducted = f"{points_text(self.late_penalty)} points" if self.late_penalty else "no points"
+            extra.append(f"late by {self.late_by}, {deducted} deducted")
         return f"Score: {self.text}" + (f" ({'; '.join(extra)})" if extra else "")
 
     def to_dict(self) -> dict:
@@ -239,8 +265,10 @@ def standing_from_record(
 
 
 def stale_line(assignment: str, stale: dict) -> str:
-    """One line for out-of-date grades (student -> reason), naming the commands that bring them up to date."""
+    """One line for out-of-date grades (student -> reason), naming the commands that bring them up to date; the
+    student's id as one line of text (`shown.line`)."""
     first, reason = next(iter(stale.items()))
+    first = line(first)
     others = f" and {len(stale) - 1} more" if len(stale) > 1 else ""
     fix = (
         f"run `nbgrader generate_assignment {assignment} --force`, then grade again"

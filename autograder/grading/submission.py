@@ -20,7 +20,8 @@ from autograder.engine.questions.plan import Plan
 from autograder.engine.questions.probes import PROBES
 from autograder.engine.results import CheckResult, SubmissionResult, SubTest
 from autograder.engine.rubric import RUBRIC
-from autograder.sandbox.parent.client import UNSAFE, SandboxServer
+from autograder.sandbox.isolation import unisolated
+from autograder.sandbox.parent.client import SandboxServer
 from .errors import grader_error_text
 
 
@@ -105,7 +106,7 @@ def grade_cells(
     grader_errors = found.grader_errors + cleanup
     for text in grader_errors:
         print(f"grader error while grading {student or name}: {text}", file=sys.stderr)
-    unsafe = (f"Graded without isolation ({server.isolation}).",) if server.isolation == UNSAFE else ()
+    unsafe = (f"Graded without isolation ({server.isolation}).",) if unisolated(server.isolation) else ()
     return SubmissionResult(
         name,
         found.checks,

@@ -6,10 +6,25 @@ each layer closes each kind of kernel object is the table of `kinds`.
 from __future__ import annotations
 
 UNSAFE = "UNSAFE: not isolated (no bubblewrap, not root): the submission could read the grading files"
+# root without bubblewrap, namespaces or Landlock: graded only where the instructor opted in (`--unsafe`)
+PERMISSIONS_ONLY = (
+    "UNSAFE: permissions only (neither namespaces nor Landlock): every process's command line and the files the "
+    "world may read were readable to the submission, and what it wrote outside its folder was not sized"
+)
+# the same layer where the machine holds this one submission and nothing else (`--alone`: a Gradescope container)
+ALONE = (
+    "permissions only, on a machine that holds this one submission (a container of its own): no classmate's "
+    "process or file was there to read"
+)
 
 
-def describe(layers: dict, bubblewrap: bool, root: bool) -> str:
-    """The isolation a server gives, as every result names it."""
+def unisolated(isolation: str) -> bool:
+    """Does a result's isolation say that it was graded where the kit refuses unless told `--unsafe`?"""
+    return isolation.startswith("UNSAFE")
+
+
+def describe(layers: dict, bubblewrap: bool, root: bool, alone: bool = False) -> str:
+    """The isolation a server gives, as every result names it (`alone`: the machine holds one submission)."""
     if not (bubblewrap or root):
         return UNSAFE
     parts = [
@@ -44,4 +59,6 @@ def describe(layers: dict, bubblewrap: bool, root: bool) -> str:
                 "world may read stay readable)"
             )
         parts.append("sockets and IPC refused (seccomp)" if layers.get("no_sockets") else "NETWORK OPEN")
+    if root and not (bubblewrap or layers.get("namespaces") or layers.get("landlock")):
+        return f"{ALONE if alone else PERMISSIONS_ONLY}: " + "; ".join(parts)
     return "; ".join(parts)

@@ -25,15 +25,17 @@ LAYERS = {
     "bubblewrap": "bubblewrap (any user)",
     "namespaces": "namespaces (root, no bubblewrap)",
     "landlock": "permissions with Landlock (root, no namespaces: a container)",
-    "permissions": "permissions without Landlock",
+    "permissions": "permissions without Landlock (refused unless `--unsafe`)",
     "unsafe": "neither root nor bubblewrap (`--unsafe`)",
 }
+OPT_IN = ("permissions", "unsafe")  # the columns a grader refuses unless the instructor opts in
 
 
 @dataclass(frozen=True)
 class Closed:
     how: str  # REFUSED, OWN, REMOVED or OPEN
     text: str  # what the layer table says (docs/security.md)
+    seen: bool = True  # whether a child's own search finds what it made of this kind (Landlock hides its processes)
 
 
 @dataclass(frozen=True)
@@ -43,13 +45,14 @@ class Kind:
     closed: dict  # layer (a key of LAYERS) -> Closed
 
 
-def _row(name: str, title: str, *cells: tuple[str, str]) -> Kind:
-    """A row; a cell's text "same" is the text of the cell before it."""
+def _row(name: str, title: str, *cells: tuple) -> Kind:
+    """A row; a cell's text "same" is the text of the cell before it; a third item, False, says that the child's own
+    search does not find what it made there (`Closed.seen`)."""
     assert len(cells) == len(LAYERS), name
     closed, before = {}, ""
-    for layer, (how, text) in zip(LAYERS, cells):
+    for layer, (how, text, *seen) in zip(LAYERS, cells):
         before = before if text == "same" else text
-        closed[layer] = Closed(how, before)
+        closed[layer] = Closed(how, before, *seen)
     return Kind(name, title, closed)
 
 
@@ -87,7 +90,8 @@ KINDS = (
         (OWN, "same"),
         (
             REMOVED,
-            "its working directory only (in the host's /tmp, not sized: each file at most `file_mb`), removed after each run",
+            "its working directory only (in the host's /tmp), watched: a run whose files there pass `tmp_mb` is "
+            "stopped (it may pass it by what it writes between two looks, 10 ms apart); removed after each run",
         ),
         (
             REMOVED,
@@ -104,12 +108,48 @@ KINDS = (
             REMOVED,
             "own PID namespace; as root a user of its own per job; one control group per run where the host "
             "allows (memory and process limits for the job as a whole); CPU-time limits with wall-clock "
-            "backstops `wall_factor` times longer; all killed when the job ends",
+            "backstops `wall_factor` times longer; all killed when the job ends (everything below its supervisor, "
+            "stopped first so that a fork bomb forks no more: also where no user of its own marks them)",
         ),
         (REMOVED, "`/proc` shows only its own; a user of its own per job; same limits; all killed"),
-        (REMOVED, "a user of its own per job (Landlock also stops signals); same limits; all killed"),
+        (
+            REMOVED,
+            "a user of its own per job (Landlock also stops signals, and refuses every process's `/proc` entries but "
+            "its own: its own children's too); same limits; all killed",
+            False,
+        ),
         (REMOVED, "a user of its own per job; same limits; all killed"),
         (REMOVED, "visible; its session and what it started killed"),
+    ),
+    _row(
+        "other_processes",
+        "other processes (the server, the supervisors, classmates'): their limits, priority, CPUs, signals, memory, "
+        "`/proc` entries",
+        (
+            REFUSED,
+            "a call that names a process goes through only on the caller itself (the seccomp allowlist, by argument: "
+            "0 or its own id), so nothing of the server's processes changes, whose limits every later child "
+            "inherits, though run by an instructor who is not root they have its uid; reading another's memory "
+            "refused; `/proc` shows its own job's processes (as root) or the server's (run by an instructor who is "
+            "not root: their command lines, nothing of a student's)",
+        ),
+        (REFUSED, "calls that name a process: only on itself, as with bubblewrap; `/proc` shows its own job's processes only"),
+        (REFUSED, "calls: only on itself; `/proc` entries of every other process refused by Landlock"),
+        (OPEN, "calls: only on itself; **every process's command line readable** in the host's `/proc`"),
+        (OPEN, "same"),
+    ),
+    _row(
+        "shared_files",
+        "locks and the page cache of files every student may read (the standard library, the system)",
+        *[
+            (
+                REFUSED,
+                "record, open-file and whole-file locks refused, and every call that probes or steers the page cache "
+                "(mincore, fadvise, readahead, cachestat, reads with RWF_NOWAIT) (the seccomp allowlist); how long "
+                "a read takes is not: see below",
+            )
+        ]
+        * 5,
     ),
     _row(
         "sysv_ipc",

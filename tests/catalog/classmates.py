@@ -120,3 +120,122 @@ def reported(notes, pattern: re.Pattern) -> tuple[set, ...] | None:
         if match:
             return tuple({name for name in group.split(",") if name} for group in match.groups())
     return None
+
+
+# --- a cooperating pair: one student passes her forward to a classmate graded beside her -----------------------------
+# Through the files both may read: byte-range locks on the standard library's os.py (a lock per byte, its length the
+# byte: F_GETLK tells another process where a lock is and how long), and the page cache of the largest of torch's own
+# programs, which nothing runs (a page per bit: evicted, then read for a 1; a read with RWF_NOWAIT fails on a page not
+# cached). The sender raises, after holding her locks for a while; the receiver is a blank template that waits for
+# the sender's header, decodes both channels and takes the first forward that arrived whole.
+PAIR = '''
+import fcntl, hashlib, os, struct, time, zlib
+import torch
+_folder = os.path.join(os.path.dirname(torch.__file__), "bin")
+_BIG = max((os.path.getsize(os.path.join(_folder, n)), os.path.join(_folder, n)) for n in os.listdir(_folder))[1]
+_LOCKS, _PAGES, _FLOCK = 1 << 41, 2000, "hhqqi"
+
+def _lock(fd, start, length, kind=fcntl.F_RDLCK):
+    fcntl.fcntl(fd, fcntl.F_SETLK, struct.pack(_FLOCK, kind, 0, start, length, 0))
+
+def _locked(fd, start):
+    """The length of another process's lock at `start`, or 0."""
+    kind, _, _, length, _ = struct.unpack(_FLOCK, fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack(_FLOCK, fcntl.F_WRLCK, 0, start, 1, 0)))
+    return 0 if kind == fcntl.F_UNLCK else length
+'''
+SEND = PAIR + '''
+_data = zlib.compress({forward!r}.encode())
+_data = len(_data).to_bytes(2, "big") + _data
+_done = []
+try:
+    _pages = os.open(_BIG, os.O_RDONLY)
+    os.posix_fadvise(_pages, _PAGES * 4096, 8 * len(_data) * 4096, os.POSIX_FADV_DONTNEED)
+    os.posix_fadvise(_pages, 0, 0, os.POSIX_FADV_RANDOM)
+    for _i in range(8 * len(_data)):
+        if _data[_i // 8] >> (_i % 8) & 1:
+            os.pread(_pages, 1, (_PAGES + _i) * 4096)
+    _done.append("page cache")
+except OSError as _error:
+    _done.append(f"page cache refused ({{_error.strerror}})")
+try:
+    _file = os.open(os.__file__, os.O_RDONLY)
+    for _i, _byte in enumerate(_data):
+        _lock(_file, _LOCKS + 4096 * (_i + 1), _byte + 1)
+    _lock(_file, _LOCKS, len(_data) + 1)                      # the header, last: everything is there
+    _done.append("locks")
+    time.sleep({hold})
+except OSError as _error:
+    _done.append(f"locks refused ({{_error.strerror}})")
+raise RuntimeError("sent through " + ", ".join(_done))
+'''
+RECEIVE = PAIR + '''
+def _whole(data):
+    try:
+        size = int.from_bytes(data[:2], "big")
+        return zlib.decompress(bytes(data[2:2 + size])).decode()
+    except (ValueError, zlib.error, UnicodeDecodeError):
+        return None
+_got, _size = {{}}, 0
+try:
+    _file = os.open(os.__file__, os.O_RDONLY)
+    _until = time.monotonic() + {wait}
+    while not _size and time.monotonic() < _until:
+        _size = max(_locked(_file, _LOCKS) - 1, 0)
+        time.sleep(0.05)
+    _got["locks"] = _whole(bytes(_locked(_file, _LOCKS + 4096 * (_i + 1)) - 1 & 0xFF for _i in range(_size)))
+except OSError:
+    time.sleep({wait})                                          # the sender is done with the page cache by then
+try:
+    _pages = os.open(_BIG, os.O_RDONLY)
+    os.posix_fadvise(_pages, 0, 0, os.POSIX_FADV_RANDOM)
+    def _bits(first, count):
+        value = bytearray((count + 7) // 8)
+        for _i in range(count):
+            try:
+                os.preadv(_pages, [bytearray(1)], (_PAGES + first + _i) * 4096, os.RWF_NOWAIT)
+                value[_i // 8] |= 1 << (_i % 8)
+            except BlockingIOError:
+                pass
+        return bytes(value)
+    _length = _bits(0, 16)
+    _got["page cache"] = _whole(_length + _bits(16, 8 * int.from_bytes(_length, "big")))
+except OSError:
+    pass
+_heard = {{_how: hashlib.sha256(_text.encode()).hexdigest()[:16] for _how, _text in _got.items() if _text}}
+for _text in _got.values():
+    if _text:
+        exec(_text, globals())
+        break
+raise RuntimeError("received: " + (", ".join(f"{{_how}}={{_digest}}" for _how, _digest in sorted(_heard.items())) or "nothing"))
+'''
+PAIR_FORWARD = """def forward(self, x):
+    x = x + self.drop_shortcut(self.att(self.norm1(x)))
+    return x + self.drop_shortcut(self.ff(self.norm2(x)))
+TransformerBlock.forward = forward
+"""
+RECEIVED = re.compile(r"received: (.*)")
+
+
+def pair_sender(hold: float = 12.0) -> str:
+    """A correct solution that sends its forward through locks and the page cache, holding its locks `hold` seconds."""
+    return submission(extra=cell(SEND.format(forward=PAIR_FORWARD, hold=hold), "send"))
+
+
+def pair_receiver(wait: float = 14.0) -> str:
+    """A blank template that waits up to `wait` seconds for a sender, and runs the forward it receives."""
+    return template(cell(RECEIVE.format(wait=wait), "receive"))
+
+
+def pair_digest() -> str:
+    import hashlib
+
+    return hashlib.sha256(PAIR_FORWARD.encode()).hexdigest()[:16]
+
+
+def received(notes) -> dict:
+    """{channel: digest of what arrived whole} from the receiver's notes."""
+    for note in notes:
+        match = RECEIVED.search(note)
+        if match:
+            return {} if match.group(1) == "nothing" else dict(part.split("=") for part in match.group(1).split(", "))
+    raise AssertionError(f"the receiver did not report: {notes}")

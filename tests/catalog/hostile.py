@@ -32,9 +32,6 @@ WRONG = "wrong forward"             # 'output matches a Pre-LN block' lost, Task
 AS_POST_LN = "no better than Post-LN"   # at most what an honest Post-LN forward scores
 ZERO = "zero"                       # score 0: nothing could be graded
 
-# What an entry relies on; without it the case is not run (and the test says why).
-SANDBOX_USER = "sandbox user"       # without it (not root) the child runs as the grader's own user
-
 # The test server's limits: short, so that what can only fail by running out of time fails in seconds.
 LIMITS = {"load_s": 3, "probe_s": 3, "job_s": 20, "processes": 16, "wall_factor": 3}
 
@@ -58,7 +55,6 @@ class Hostile:
     source: str
     outcome: str
     phrase: str                       # must appear (any case) in the result's messages or notes
-    needs: str | None = None          # SANDBOX_USER
     known_bug: str | None = None      # expected to fail, and why (xfail, strict)
     max_seconds: float | None = None  # the grading must not take longer than this
 
@@ -363,7 +359,7 @@ def _entries() -> list[Hostile]:
                 except OSError:
                     pass
             os.kill(os.getpid(), signal.SIGKILL)                                     # and, failing that, itself
-            """)), FULL, "killed in this cell", needs=SANDBOX_USER),
+            """)), FULL, "killed in this cell"),
 
         # --- resources ---------------------------------------------------------------------------------
         Hostile("memory_bomb_in_forward", submission(forward="""

@@ -15,7 +15,7 @@ from autograder.sandbox.inside import seccomp
 
 from . import refused_calls
 from .build import submission
-from .hostile import FULL, SANDBOX_USER, WRONG, ZERO, Hostile, cell, template
+from .hostile import FULL, WRONG, ZERO, Hostile, cell, template
 
 # A solved notebook left where the world can read it, outside the kit, the course and the class (made by the
 # test, removed after): out of reach in bubblewrap and namespaces, and wherever Landlock is there.
@@ -102,6 +102,53 @@ for _pid in range(1, 1 << 16):               # every process it can name: the se
             pass
 """
 
+# On a hub the child has the uid of the zygote server and the spare supervisor that fork every later student: it
+# tries to lower the memory limit, the priority and the CPUs of every process it can name (every process id up to
+# 32768, those /proc lists, and those the test names from outside) but itself and the supervisor running its own
+# job, and says how many it changed. A later student of the same server would inherit the limit: a forward that
+# needs memory fails there, and the feedback blames her block.
+TOUCH_EVERY_PROCESS = """
+import ctypes, os, resource
+_libc = ctypes.CDLL(None, use_errno=True)
+class _Limit(ctypes.Structure):
+    _fields_ = [("cur", ctypes.c_uint64), ("max", ctypes.c_uint64)]
+def _size(pid):                                   # its address space now, or 3 GiB where /proc does not say
+    try:
+        with open(f"/proc/{{pid}}/status") as _status:
+            return next(int(_l.split()[1]) * 1024 for _l in _status if _l.startswith("VmSize:"))
+    except (OSError, StopIteration, ValueError):
+        return 3 << 30
+_names = set(range(1, 32768)) | set({pids!r})
+try:
+    _names |= {{int(_p) for _p in os.listdir("/proc") if _p.isdigit()}}
+except OSError:
+    pass
+_names -= {{os.getpid(), os.getppid()}}
+_changed, _seen = set(), set()
+for _pid in sorted(_names):
+    _old = _Limit()
+    if _libc.prlimit(_pid, resource.RLIMIT_AS, None, ctypes.byref(_old)) == 0:
+        _seen.add(_pid)
+        _low = _size(_pid) + (8 << 20)
+        if _libc.prlimit(_pid, resource.RLIMIT_AS, ctypes.byref(_Limit(_low, _low)), None) == 0:
+            _changed.add(_pid)
+    if _libc.setpriority(0, _pid, 19) == 0:
+        _changed.add(_pid)
+    try:
+        os.sched_setaffinity(_pid, {{0}})
+        _changed.add(_pid)
+    except OSError:
+        pass
+raise RuntimeError(f"other processes: changed {{len(_changed)}}, read the limits of {{len(_seen)}}")
+"""
+
+
+def touch_every_process(pids=()) -> str:
+    """A correct solution that tries to change every process it can name but itself and its supervisor (`pids`:
+    more to name)."""
+    return submission(extra=cell(TOUCH_EVERY_PROCESS.format(pids=sorted(pids))))
+
+
 # What honest code may do beside its forward, and the allowlist must let through: threads (torch's own too),
 # a fork and a pipe, a socket pair, a program started (posix_spawn: clone3 refused with ENOSYS, then clone),
 # temporary files, copies, pickles, sleeping, waiting, random bytes, numpy and matplotlib.
@@ -164,6 +211,8 @@ def entries() -> list[Hostile]:
         Hostile("ordinary_python_and_torch_calls", submission(extra=cell(ORDINARY)), FULL,
                 "ordinary calls: all went through"),
         Hostile("blank_template_looks_for_a_stray_solved_notebook", template(cell(FIND_STRAY)), ZERO, "Task 1"),
+        Hostile("lowers_the_limits_of_every_process_it_can_name", touch_every_process(), FULL,
+                "other processes: changed 0, read the limits of 0"),
         Hostile("signals_every_process_it_can_name", submission(forward="""
             def forward(self, x):
                 import os, signal
@@ -175,7 +224,7 @@ def entries() -> list[Hostile]:
                             pass
                 x = x + self.drop_shortcut(self.att(self.norm1(x)))
                 return x + self.drop_shortcut(self.ff(self.norm2(x)))
-            """, extra=cell(SIGNAL_THE_GRADER)), FULL, "All parts passed", needs=SANDBOX_USER),
+            """, extra=cell(SIGNAL_THE_GRADER)), FULL, "All parts passed"),
     ]
 
 

@@ -63,6 +63,18 @@ ARGUMENTS = {
     "capset": "_capabilities()",
     "sethostname": "None, 65",                                       # too long: changes nothing
     "setdomainname": "None, 65",
+    "pidfd_send_signal": "_pidfd(), 0, None, 0",                     # signal 0 to itself
+    "sched_setscheduler": "0, 0, _buf(8)",                           # itself, SCHED_OTHER, priority 0: as it is
+    "sched_setparam": "0, _buf(8)",
+    "sched_setattr": "0, _buf(56), 0",                               # size 0 (the first version), SCHED_OTHER
+    "ioprio_set": "1, 0, 0",                                         # itself, no class: the default
+    "process_madvise": "-1, None, 0, 0, 0",
+    "process_mrelease": "-1, 0",
+    "flock": "_ro(), 1",                                             # a shared lock on /etc/passwd
+    "mincore": "_page(), 4096, _buf(8)",                             # a page of its own
+    "fadvise64": "_ro(), 0, 0, 0",                                   # POSIX_FADV_NORMAL
+    "readahead": "_ro(), 0, 4096",
+    "cachestat": "_ro(), _buf(16), _buf(40), 0",                     # the cached pages of /etc/passwd
     "mbind": "None, 0, 0, None, 0, 0",
     "set_mempolicy": "0, None, 0",
     "migrate_pages": "0, 0, None, None",
@@ -80,6 +92,10 @@ def _iov():
     return ctypes.create_string_buffer(struct.pack("QQ", ctypes.addressof(_keep), 64))
 def _pidfd():
     return os.pidfd_open(os.getpid())
+def _ro():
+    return os.open("/etc/passwd", os.O_RDONLY)
+def _page():
+    return ctypes.addressof(_keep) & ~4095
 def _capabilities():
     header = ctypes.create_string_buffer(struct.pack("II", 0x20080522, 0))
     data = ctypes.create_string_buffer(24)

@@ -4,6 +4,7 @@ first finds its sentence in the lesson, then checks the numbers, so a change to 
 fails here and names the sentence."""
 
 import inspect
+import json
 import math
 import os
 import random
@@ -18,8 +19,12 @@ import pytest
 import torch
 
 from autograder.course import build, kit, training_spread
+from autograder.course.notebook import read_cells
 from autograder.course.sample_class import FORWARDS
 from autograder.grading.reference import reference_namespace
+
+sys.path.insert(0, str(kit.ROOT / "benchmarks"))
+import plain_network_survey as survey  # noqa: E402  (the plain network's survey: its quantities, bounds and table)
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the off-screen backend)
@@ -115,7 +120,7 @@ def test_the_parts_are_as_described():
     assert norm.eps == 1e-5 and bool((norm.scale == 1).all()) and bool((norm.shift == 0).all())
     first, _, last = ns["FeedForward"](ns["GPT_CONFIG_TINY"]).layers
     assert (first.in_features, first.out_features, last.out_features) == (32, 128, 32)
-    says("depth_intro", "With `gain = 1.0` that is PyTorch's own default range")
+    says("depth_intro", "With `gain = 1.0` they have PyTorch's own default range")
     linear = torch.nn.Linear(32, 8)
     assert float(linear.weight.abs().max()) <= 1 / 32**0.5 and float(linear.bias.abs().max()) <= 1 / 32**0.5
 
@@ -155,7 +160,7 @@ def test_a_chain_of_sines_vanishes_ever_more_slowly(lesson):
         "compounding_reading",
         r"$\cos(1) \approx 0.54$",
         "about 0.89 at layer 10",
-        "after 10 layers 7.9 % of it is left, where ten factors of 0.54 would leave 0.2 %",
+        "After 10 layers 7.9 % of the gradient is left, where ten factors of 0.54 would leave 0.2 %",
     )
     chain = lesson["sin_chain"]
     layer_factors = [chain[0]] + block_factors(chain[::-1])[::-1]  # chain[k] / chain[k - 1]
@@ -173,25 +178,26 @@ def test_the_depth_experiment_settings_are_the_ones_stated(lesson):
     says(
         "depth_intro",
         "the default `gain = 1.3`, which the grader uses, makes every weight 30 % larger",
-        "With `gain = 1.0` that is PyTorch's own default range",
+        "With `gain = 1.0` they have PyTorch's own default range",
     )
     assert inspect.signature(reference_namespace()["make_stack"]).parameters["gain"].default == 1.3
     says(
         "depth_settings",
-        "stacks 24 blocks of `GPT_CONFIG_TINY` (width 32, 4 heads)",
-        "twenty weight seeds (0 to 19)",
-        "at gain 1.0 and at gain 1.3",
-        "one input of 2 sequences of 8 tokens",
-        "the median over the twenty seeds",
+        "24 blocks of `GPT_CONFIG_TINY` are stacked in four arrangements",
+        "with twenty weight seeds (0 to 19), at gain 1.0 and 1.3, on one input of 2 sequences of 8 tokens",
+        "Lines are medians over the seeds, bands span all twenty",
+        "The top panels divide each profile by its value at block 24",
     )
-    cfg = lesson["GPT_CONFIG_TINY"]
-    assert (cfg["emb_dim"], cfg["n_heads"]) == (32, 4)
     assert lesson["DEPTH"] == 24 and list(lesson["SEEDS"]) == list(range(20)) and lesson["GAINS"] == (1.0, 1.3)
-    assert tuple(lesson["depth_input"].shape) == (2, 8, 32)
+    assert len(lesson["ARRANGEMENT_COLORS"]) == 4 and tuple(lesson["depth_input"].shape) == (2, 8, 32)
     assert all(len(p) == 24 for runs in lesson["profiles"][1.0].values() for p in runs)
+    figures = (kit.SOURCE_NOTEBOOK.parent / "lesson_figures.py").read_text(encoding="utf-8")
+    assert "np.median(runs, axis=0)" in figures and "runs.min(axis=0), runs.max(axis=0)" in figures
 
 
-# What depth_reading says of every seed: checked on the notebook's twenty seeds and on fresh ones.
+# What depth_reading says of the notebook's twenty seeds is their measurement: each range is the smallest and the
+# largest seed (`span`, rounded as the sentence rounds it). The helpers below hold every seed to what those sentences
+# mean, with bounds wide enough for seeds nobody chose: the fresh-seed test runs them on five such seeds too.
 
 
 def _no_shortcuts_vanish(lesson):
@@ -214,13 +220,18 @@ def _post_ln_passes_the_gradient_back(lesson):
     within(growths(lesson, 1.0, "Post-LN"), 0.2, 3)
 
 
+def span(values, digits) -> tuple[float, float]:
+    """The smallest and the largest value, rounded as the lesson rounds them."""
+    return round(float(min(values)), digits), round(float(max(values)), digits)
+
+
 @slow
 def test_without_shortcuts_the_gradient_vanishes(lesson):
     says(
         "depth_reading",
-        "On 18 of the 20 seeds block 1 is left with less than 30 % of what block 24 receives, on 12 "
-        "with less than 10 % (the median is 6 %): the gradient **vanishes**",
-        "on one of the 20, block 1 receives more than block 24",
+        "On 18 of the 20 seeds block 1 gets less than 30 % of what block 24 gets, on 12 less than 10 % (the median "
+        "is 6 %): the gradient **vanishes**",
+        "(on one, block 1 gets more than block 24)",
     )
     grown = np.array(growths(lesson, 1.0, "no shortcuts"))
     assert ((grown < 0.3).sum(), (grown < 0.1).sum(), (grown > 1).sum()) == (18, 12, 1)
@@ -232,17 +243,20 @@ def test_without_shortcuts_the_gradient_vanishes(lesson):
 def test_without_normalization_the_gradient_explodes_depending_on_the_gain(lesson):
     says(
         "depth_reading",
-        "nearly every factor is above 1 (99 % of them). On every seed block 1 receives more than 2 "
-        "times what block 24 receives (the median is 5.7), and at gain 1.3 more than 10 times (the median is about "
-        "5,800): the gradient **explodes**",
+        "At gain 1.0 unless said otherwise",
+        "99 % of the factors are above 1. Block 1 gets 3.9 to 8.2 times what block 24 gets (the median is 5.7), at "
+        "gain 1.3 about 480 to 46,000 times (the median is about 5,800): the gradient **explodes**",
     )
-    every = factors(lesson, 1.0, "no normalization") + factors(lesson, 1.3, "no normalization")
+    every = factors(lesson, 1.0, "no normalization")
     assert round(100 * float(np.mean(np.array(every) > 1))) == 99 and min(every) < 1
-    assert round(float(np.median(growths(lesson, 1.0, "no normalization"))), 1) == 5.7
+    grown = growths(lesson, 1.0, "no normalization")
+    assert span(grown, 1) == (3.9, 8.2) and round(float(np.median(grown)), 1) == 5.7
     # "about": the depth experiment's input and initial weights are float32 draws, and float32 sums differ in their
-    # last bits between processors' vector code paths; over 24 exploding blocks at gain 1.3 that moves the median by
-    # a few per cent (5,708 on an AMD EPYC with AVX2, 5,551 on an Intel Xeon with AVX-512)
-    assert abs(float(np.median(growths(lesson, 1.3, "no normalization"))) / 5800 - 1) < 0.05
+    # last bits between processors' vector code paths; over 24 exploding blocks at gain 1.3 that moves these numbers
+    # by a few per cent (the median: 5,708 on an AMD EPYC with AVX2, 5,551 on an Intel Xeon with AVX-512)
+    grown = growths(lesson, 1.3, "no normalization")
+    for measured, said in ((min(grown), 480), (max(grown), 46_000), (float(np.median(grown)), 5800)):
+        assert abs(measured / said - 1) < 0.05, (measured, said)
     _no_normalization_explodes(lesson)
 
 
@@ -250,21 +264,30 @@ def test_without_normalization_the_gradient_explodes_depending_on_the_gain(lesso
 def test_pre_ln_factors_stay_near_1_and_still_compound(lesson):
     says(
         "depth_reading",
-        "every factor lies between 0.85 and 1.4, and nearly all of them (99 %) within 10 % of 1",
-        "compound to 1.2 to 3.5 times more gradient at block 1 than at block 24 (the median is 1.8)",
+        "every factor lies between 0.98 and 1.11, but over 24 blocks they compound to 1.5 to 2.1 times more gradient "
+        "at block 1 than at block 24 (the median is 1.8)",
     )
     says("walkthrough", "Close to 1 is not 1, though: over many blocks such factors still compound")
+    assert span(factors(lesson, 1.0, "Pre-LN (your block)"), 2) == (0.98, 1.11)
+    grown = growths(lesson, 1.0, "Pre-LN (your block)")
+    assert span(grown, 1) == (1.5, 2.1) and round(float(np.median(grown)), 1) == 1.8
     _pre_ln_factors_near_1_compound(lesson)
-    near = np.abs(np.array(factors(lesson, 1.0, "Pre-LN (your block)")) - 1) < 0.1
-    assert round(100 * float(np.mean(near))) == 99
-    assert round(float(np.median(growths(lesson, 1.0, "Pre-LN (your block)"))), 1) == 1.8
 
 
 @slow
 def test_post_ln_passes_the_gradient_back_about_as_well(lesson):
-    says("depth_reading", "block 1 receives 0.2 to 3 times the gradient of block 24 (the median is 0.9)")
+    says(
+        "depth_reading",
+        "its factors spread wider, 0.83 to 1.22, but lean neither way: block 1 gets 0.41 to 1.34 times the gradient "
+        "of block 24 (the median is 0.9)",
+        "So at this depth Post-LN passes the gradient back about as well as Pre-LN",
+    )
+    post, pre = factors(lesson, 1.0, "Post-LN"), factors(lesson, 1.0, "Pre-LN (your block)")
+    assert span(post, 2) == (0.83, 1.22) and min(post) < min(pre) and max(post) > max(pre)  # wider
+    assert abs(float(np.median(post)) - 1) < 0.01  # neither way
+    grown = growths(lesson, 1.0, "Post-LN")
+    assert span(grown, 2) == (0.41, 1.34) and round(float(np.median(grown)), 1) == 0.9
     _post_ln_passes_the_gradient_back(lesson)
-    assert round(float(np.median(growths(lesson, 1.0, "Post-LN"))), 1) == 0.9
 
 
 @slow
@@ -281,10 +304,7 @@ def test_the_pre_ln_sentences_would_be_false_for_a_post_ln_task_1():
 
 @slow
 def test_a_post_ln_block_standardizes_every_token(lesson):
-    says(
-        "postln_intro",
-        "every token standardized by `norm2` (mean 0, standard deviation 1 over its features, as LayerNorm computes it)",
-    )
+    says("postln_intro", "every token standardized by `norm2` (mean 0, standard deviation 1 over its features)")
     outputs = lesson["pre_post_outputs"]
     post = outputs["Post-LN"][0]
     within(post.std(dim=-1, unbiased=False), 0.9999, 1.0)
@@ -295,7 +315,7 @@ def test_a_post_ln_block_standardizes_every_token(lesson):
 
 @slow
 def test_the_pre_post_experiment_settings_are_the_ones_stated(lesson):
-    says("prepost_intro", "on stacks of 1, 2, 4, 8, 16 and 32 blocks", "gain 1.0, seeds 0 to 19")
+    says("prepost_intro", "on stacks of 1, 2, 4, 8, 16 and 32 blocks", "at gain 1.0, seeds 0 to 19, the same weights in both")
     assert lesson["STACK_DEPTHS"] == (1, 2, 4, 8, 16, 32)
     assert lesson["post_over_pre"].shape == (20, 6)
     assert lesson["STACK_GAIN"] == 1.0
@@ -322,42 +342,41 @@ def test_post_ln_resets_the_stream_and_pre_ln_lets_it_grow(lesson):
     says(
         "prepost_reading",
         "in Post-LN it is 1.00 after every block",
-        "grows with depth, from about 1.04 after block 1 to about 2.2 after block 32 (on every seed between 0.9 and "
-        "1.2, and between 1.4 and 3)",
+        "In Pre-LN it grows with depth: 1.01 to 1.07 after block 1 (the median is 1.04), 1.9 to 2.6 after block 32 "
+        "(the median is 2.2)",
     )
-    says("answer_last_block", "it grows with depth (to about 2 after 32 blocks here)")
+    says("answer_last_block", "so it grows with depth (to about 2.2 after 32 blocks)")
     _stream_reset_and_grown(lesson)
     pre = [sizes for sizes, _ in lesson["pre_post"]["Pre-LN (your block)"][32]]
-    assert round(float(np.median([sizes[0] for sizes in pre])), 2) == 1.04
-    assert round(float(np.median([sizes[-1] for sizes in pre])), 1) == 2.2
+    first, last = [sizes[0] for sizes in pre], [sizes[-1] for sizes in pre]
+    assert span(first, 2) == (1.01, 1.07) and round(float(np.median(first)), 2) == 1.04
+    assert span(last, 1) == (1.9, 2.6) and round(float(np.median(last)), 1) == 2.2
+    medians = np.median(pre, axis=0)  # after each block
+    assert medians[0] < medians[7] < medians[15] < medians[31], medians  # grows with depth
 
 
 @slow
 def test_post_ln_gives_the_last_block_more_gradient_the_deeper_the_stack(lesson):
     says(
         "prepost_reading",
-        "with a single block both arrangements give the same value to within 10 %",
+        "with one block both give the same value to within 3 %",
         "The median ratio of Post-LN's gradient to Pre-LN's grows with every doubling of depth",
-        "at 32 blocks Post-LN's last block receives 1.2 to 4 times as much as Pre-LN's (the median is 2.0)",
-        "a gap of about 2 at 32 blocks of width 32",
+        "at 32 blocks Post-LN's last block receives 1.5 to 2.8 times as much as Pre-LN's (the median is 2.0)",
     )
-    _post_ln_gets_more_at_the_last_block(lesson)
-    medians = np.median(lesson["post_over_pre"], axis=0)
+    ratio = lesson["post_over_pre"]  # [seed, depth]
+    within(ratio[:, 0], 0.97, 1.03)
+    assert span(ratio[:, -1], 1) == (1.5, 2.8)
+    medians = np.median(ratio, axis=0)
     assert np.all(np.diff(medians) > 0), medians
     assert round(float(medians[-1]), 1) == 2.0
+    _post_ln_gets_more_at_the_last_block(lesson)
 
 
 @slow
 def test_the_bound_is_set_beside_the_measurement(lesson):
+    says("going_further", r"$\sqrt{L}$, would be $\sqrt{32} \approx 5.7$ at 32 blocks, where this notebook measures about 2")
     says(
-        "prepost_reading",
-        r"$\sqrt{L}$, would be $\sqrt{32} \approx 5.7$ at 32 blocks, where this notebook measures "
-        "about 2",
-    )
-    says(
-        "answer_last_block",
-        "for its second feed-forward weight matrix, the one measured here, about twice as large at 32 blocks here",
-        "differ by a factor √L, about 5.7 at 32 blocks",
+        "answer_last_block", "for its second feed-forward weight matrix, the one measured here, about twice as fast at 32 blocks"
     )
     says("prepost_experiment", "stack[-1].ff.layers[2].weight.grad.norm()")  # the matrix the answer names
     assert round(math.sqrt(32), 1) == 5.7 and lesson["STACK_DEPTHS"][-1] == 32
@@ -403,8 +422,6 @@ def test_what_the_initialization_experiments_say_of_every_seed_holds_on_fresh_se
         _plain_networks,
     ):
         claim(fresh)
-    seed_1420, _ = fresh["mlp_weight_gradients"](list(fresh["MLP_KINDS"])[1], 1420)  # the seed mlp_reading names
-    assert round(max(seed_1420) / min(seed_1420), 1) == 5.1
 
 
 # --- training ----------------------------------------------------------------------------------------------
@@ -430,23 +447,40 @@ def _table_runs(seed: int) -> dict[str, list[float]]:
     return {label: SPREAD["losses"][label][index] for label in SETTINGS}
 
 
+def _table(label: str) -> list[list[float]]:
+    return SPREAD["losses"][label]
+
+
+def reaches_the_line(run: list[float], entropy: float) -> int:
+    """The first step at which the run's moving average comes within 0.1 of the line (151: never)."""
+    near = np.abs(np.array(moving_average(run)) - entropy) < 0.1
+    return int(np.argmax(near)) + 1 if near.any() else len(run) + 1
+
+
+def creep(run: list[float]) -> float:
+    """How much the mean loss falls from steps 51-100 to steps 101-150 (negative: it rises)."""
+    return float(np.mean(run[50:100]) - np.mean(run[100:150]))
+
+
+# What training_reading says of the 32 seeds of the table is their measurement. Seeds nobody chose (the fresh-seed
+# test, and the notebook's own run on another processor) are held to what those sentences mean, with wider bounds:
+
+
 def post_ln_stalls(post: list[float], entropy: float) -> list[str]:
-    """What training_reading says of deep Post-LN without warm-up on each seed of the table, and of most others
-    ("usual, not certain"): the sentences that fail on one run."""
+    """Deep Post-LN without warm-up stalls at the line (on most seeds: the fresh-seed test asks it of a majority)."""
     failed = []
-    averaged = np.array(moving_average(post))
-    if not (np.abs(averaged[:50] - entropy).min() < 0.1 and abs(np.mean(post[49:]) - entropy) <= 0.1):
-        failed.append("Post-LN comes down to the line within 50 steps, and from step 50 on its mean is within 0.1 of it")
-    if abs(_final(post) - entropy) > 0.15:
-        failed.append(f"Post-LN's last 20 steps within 0.15 of the line (ends at {_final(post):.3f})")
+    if reaches_the_line(post, entropy) > 50:
+        failed.append("Post-LN comes down to the line within 50 steps")
+    if abs(_final(post) - entropy) > 0.15 or creep(post) > 0.1:
+        failed.append(f"Post-LN ends at the line, no longer falling ({_final(post):.3f}, falling {creep(post):.3f})")
     return failed
 
 
 def claims_of_every_seed(runs: dict[str, list[float]], entropy: float) -> list[str]:
-    """What training_reading says of every seed, checked on the five runs of one seed: the sentences that fail."""
+    """What training_reading says of every seed, with wide bounds, on the five runs of one seed: what fails."""
     failed = []
     pre, post, warmed = (runs[label] for label in SETTINGS[:3])
-    if not (np.mean(pre[100:]) < np.mean(pre[50:100]) and 2.5 <= _final(pre) <= 2.8):
+    if not (creep(pre) > 0 and 2.5 <= _final(pre) <= 2.8):
         failed.append(f"Pre-LN's loss keeps falling, to between 2.5 and 2.8 (ends at {_final(pre):.3f})")
     failed += post_ln_stalls(post, entropy)
     if not _final(pre) < _final(warmed) <= entropy + 0.1:
@@ -457,34 +491,17 @@ def claims_of_every_seed(runs: dict[str, list[float]], entropy: float) -> list[s
     return failed
 
 
-READING_OF_EVERY_SEED = (
-    "On each of the 32 seeds, Pre-LN's loss keeps falling (its mean over steps 101 to 150 is below its mean over "
-    "steps 51 to 100), to between 2.5 and 2.8 after 150 steps",
-    "Post-LN's comes down to the dashed line within the first 50 steps and stays near it from then on: from step 50 on "
-    "its mean is within 0.1 of the line on every seed",
-    "The mean of each run's last 20 steps is within 0.15 of the line",
-    "on the other 3 it stalls at the line as it does without warm-up. On every seed it ends above Pre-LN's loss on the same seed",
-    "on each seed Pre-LN and Post-LN read the same batches (the windows depend on the seed alone) and end within 0.06 "
-    "of each other, all between 2.5 and 2.8",
-)
-
-
 def test_the_training_settings_are_the_ones_stated():
     says(
         "training_intro",
-        "The model below reads 16 characters of text",
-        "its Markdown above this section, without code or answers, shipped next to the notebook as `lesson_text.txt`",
-        "a character embedding and a position embedding of width 32",
-        "`GPT_CONFIG_TINY` (4 heads, no dropout)",
-        "12 blocks, and 2 blocks for comparison",
-        "Adam with learning rate 0.006 (PyTorch's defaults otherwise), 150 steps",
-        "a batch of 16 windows of 17 characters",
-        "grows linearly from 0.00006 to 0.006 over the first 100 steps",
-        "**seed** 0: a seed fixes the initial weights and the windows drawn",
-        "by the same code with a correct block, on the 32 seeds 0 to 31: every run's losses are in `training_spread.json`",
-        "a moving average over 10 steps",
-        "shades the range from the lowest to the highest of the 32 seeds",
-        "the mean loss of each run's last 20 steps",
+        "The model reads 16 characters and predicts, at every position, the next one",
+        "It trains on this notebook's Markdown above this section (`lesson_text.txt`)",
+        "with blocks shaped like `GPT_CONFIG_TINY`: 12 blocks, and 2 for comparison, 150 steps with learning rate 0.006, "
+        "each on a batch of 16 windows of 17 characters",
+        "the learning rate grows linearly from 0.00006 to 0.006 over the first 100 steps",
+        "**Seed** 0 fixes the initial weights and the windows",
+        "A correct block was trained beforehand on the 32 seeds 0 to 31 (`training_spread.json`)",
+        "the figure shades their range, lowest to highest, around your run on seed 0 (a moving average over 10 steps)",
     )
     lesson = training_spread.lesson_training()
     setup = next(c.source for c in kit.KIT.cells() if c.grade_id == "training_setup")
@@ -518,6 +535,7 @@ def test_the_training_settings_are_the_ones_stated():
     )
     figures = (kit.SOURCE_NOTEBOOK.parent / "lesson_figures.py").read_text(encoding="utf-8")
     assert "def moving_average(values, width=10):" in figures and "moving_average(run)" in figures
+    assert "averaged.min(axis=0), averaged.max(axis=0)" in figures  # the band: lowest to highest seed
 
 
 @slow
@@ -526,7 +544,8 @@ def test_the_notebooks_run_on_seed_0_is_the_tables(lesson):
     step by step over the first 20 steps (a change to the code or to the lesson's text changes every batch, and so
     the first steps). Later steps are not compared: float32 sums differ in their last bits between processors, and
     150 steps of training make that visible (a final loss 0.07 off the table's on an Intel Xeon with AVX-512, whose
-    table was made on an AMD EPYC with AVX2). What the lesson says of every seed holds of the notebook's own run."""
+    table was made on an AMD EPYC with AVX2). What the lesson says of every seed holds of the notebook's own run,
+    with the wide bounds."""
     assert set(lesson["training_losses"]) == set(SETTINGS)
     for label, run in lesson["training_losses"].items():
         table = _table_runs(0)[label]
@@ -540,42 +559,71 @@ def test_the_dashed_line_is_the_entropy_of_the_texts_letter_frequencies(lesson):
     text = (kit.SOURCE_NOTEBOOK.parent / build.LESSON_TEXT).read_text(encoding="utf-8")
     assert text == build.lesson_text() == lesson["LESSON_TEXT"]
     assert math.isclose(_letter_entropy(), lesson["LETTER_ENTROPY"], rel_tol=1e-9)
-    says("training_reading", f"within 0.15 of the line's {_letter_entropy():.2f} nats")
+    says("training_reading", f"its last 20 steps within 0.06 of the line's {_letter_entropy():.2f} nats")
 
 
-def test_what_the_lesson_says_of_every_seed_holds_on_every_seed_of_the_table():
-    says("training_reading", *READING_OF_EVERY_SEED)
-    says("gradients_intro", "The training experiment near the end of this notebook shows a deep model that stalls")
-    entropy = _letter_entropy()
-    failures = {seed: claims_of_every_seed(_table_runs(seed), entropy) for seed in SPREAD["seeds"]}
-    assert not any(failures.values()), {seed: failed for seed, failed in failures.items() if failed}
+def _stalled(runs: list[list[float]]) -> list[bool]:
+    """Which runs end at the line, as training_reading says: their last 20 steps within 0.06 of it."""
+    return [abs(_final(run) - _letter_entropy()) <= 0.06 for run in runs]
 
 
-def test_the_spread_of_the_table_is_as_stated():
+def test_deep_pre_ln_learns_and_deep_post_ln_mostly_stalls_on_the_seeds_of_the_table():
     says(
         "training_reading",
-        "(from 2.59 to 2.75; median 2.68)",
-        "though on 3 of the 32 seeds the plotted curve spikes more than 0.2 above the line for a few steps",
-        "With the warm-up, Post-LN gets below the line on 29 of the 32 "
-        "seeds, to between 2.78 and 3.18 (median 2.88); on the other 3 it stalls at the line",
-        "a warm-up rescues deep Post-LN on most seeds, in part, and not on all of them",
+        "On each of the 32 seeds Pre-LN's loss keeps falling: its last 20 steps average 2.61 to 2.75",
+        "Post-LN's drops to the dashed line within 25 steps, and on 30 seeds it ends there, its last 20 steps within "
+        "0.06 of the line's",
+        "That is a failure to learn, not slow learning: on those 30 its mean loss over steps 101 to 150 is less than "
+        "0.06 below that over steps 51 to 100, where Pre-LN's falls by 0.10 to 0.22",
+        "On the other 2 it gets below the line after step 35, to 3.16 and 3.02",
     )
-    says("training_reading", "and a warm-up rescues it, here in part and on most seeds within 150 steps")
+    says("gradients_intro", "The training experiment near the end of this notebook shows a deep model that stalls")
     entropy = _letter_entropy()
-    pre = [_final(run) for run in SPREAD["losses"]["Pre-LN, 12 blocks"]]
-    assert (round(min(pre), 2), round(max(pre), 2), round(float(np.median(pre)), 2)) == (2.59, 2.75, 2.68)
-    spikes = [np.abs(np.array(moving_average(run)[49:]) - entropy).max() for run in SPREAD["losses"]["Post-LN, 12 blocks"]]
-    assert sum(spike > 0.2 for spike in spikes) == 3
-    assert all(
-        max(moving_average(run)[49:]) - entropy > 0.2
-        for run, spike in zip(SPREAD["losses"]["Post-LN, 12 blocks"], spikes)
-        if spike > 0.2
-    )  # above the line
-    warmed = sorted(_final(run) for run in SPREAD["losses"]["Post-LN, 12 blocks, warm-up"])
-    below = [value for value in warmed if value < entropy]
-    assert len(below) == 29 and (round(below[0], 2), round(below[-1], 2)) == (2.78, 3.18)
-    assert round(float(np.median(below)), 2) == 2.88
-    assert all(abs(value - entropy) <= 0.1 for value in warmed[29:])  # the other 3: stalled at the line
+    pre, post = _table("Pre-LN, 12 blocks"), _table("Post-LN, 12 blocks")
+    assert all(creep(run) > 0 for run in pre) and span([_final(run) for run in pre], 2) == (2.61, 2.75)
+    assert max(reaches_the_line(run, entropy) for run in post) <= 25
+    stalled = _stalled(post)
+    assert sum(stalled) == 30
+    assert max(creep(run) for run, stall in zip(post, stalled) if stall) < 0.06
+    assert span([creep(run) for run in pre], 2) == (0.10, 0.22)
+    escaped = [run for run, stall in zip(post, stalled) if not stall]
+    assert sorted(round(_final(run), 2) for run in escaped) == [3.02, 3.16]
+    for run in escaped:  # below the line, and only after step 35
+        below = np.array(moving_average(run)) < entropy - 0.1
+        assert _final(run) < entropy - 0.1 and not below[:35].any(), np.argmax(below)
+
+
+def test_the_warm_up_and_the_shallow_stacks_are_as_stated_on_the_seeds_of_the_table():
+    says(
+        "training_reading",
+        "With the warm-up, Post-LN gets below the line on 30 seeds (2.79 to 3.23) and stalls at it on 2, always above "
+        "Pre-LN on the same seed",
+        "Both train alike: on each seed they end within 0.03 of each other, between 2.58 and 2.69",
+    )
+    says(
+        "going_further",
+        "without a warm-up deep Post-LN mostly stalls where Pre-LN learns, and with one it mostly learns, though less "
+        "than Pre-LN",
+    )
+    warmed = _table("Post-LN, 12 blocks, warm-up")
+    stalled = _stalled(warmed)
+    below = [_final(run) for run, stall in zip(warmed, stalled) if not stall]
+    assert sum(stalled) == 2 and len(below) == 30 and max(below) < _letter_entropy() - 0.1 and span(below, 2) == (2.79, 3.23)
+    assert all(_final(pre) < _final(run) for pre, run in zip(_table("Pre-LN, 12 blocks"), warmed))
+    pre, post = ([_final(run) for run in _table(label)] for label in SETTINGS[3:])
+    assert max(abs(a - b) for a, b in zip(pre, post)) <= 0.03 and span(pre + post, 2) == (2.58, 2.69)
+
+
+def test_the_wide_bounds_hold_on_the_seeds_of_the_table():
+    """The bounds the fresh-seed test holds seeds nobody chose to, on the table's own seeds first: everything on every
+    seed, and deep Post-LN's stall on most."""
+    entropy = _letter_entropy()
+    stalled = {seed: post_ln_stalls(_table_runs(seed)[SETTINGS[1]], entropy) for seed in SPREAD["seeds"]}
+    failures = {
+        seed: [s for s in claims_of_every_seed(_table_runs(seed), entropy) if s not in stalled[seed]] for seed in SPREAD["seeds"]
+    }
+    assert not any(failures.values()), {seed: failed for seed, failed in failures.items() if failed}
+    assert sum(not failed for failed in stalled.values()) == 30
 
 
 FRESH_SEEDS = 3  # trained in each run of the tests: about 20 s of CPU each on two slow cores
@@ -583,9 +631,8 @@ FRESH_SEEDS = 3  # trained in each run of the tests: about 20 s of CPU each on t
 
 @slow
 def test_what_the_lesson_says_of_every_seed_holds_on_fresh_seeds():
-    """Seeds nobody chose (outside the table): every sentence training_reading says of every seed, on each; that deep
-    Post-LN stalls without warm-up, which the lesson calls usual and not certain, on most of them (a run in which it
-    escapes came once in about 25 fresh seeds: two of three is then missed about once in 200 test runs)."""
+    """Seeds nobody chose (outside the table), held to the wide bounds: everything training_reading says of every seed
+    of the table, on each; and that deep Post-LN stalls without warm-up on most of them (as on 30 of the table's 32)."""
     seeds = _fresh_seeds("LESSON_TRAINING_SEEDS", FRESH_SEEDS)
     trained = training_spread.train(seeds)
     entropy = _letter_entropy()
@@ -596,70 +643,52 @@ def test_what_the_lesson_says_of_every_seed_holds_on_fresh_seeds():
     assert sum(not failed for failed in stalled.values()) > len(seeds) / 2, stalled
 
 
-@slow
-def test_deep_post_ln_now_and_then_gets_below_the_line_without_warm_up():
-    says(
-        "training_reading",
-        "Seeds outside the table show that this is usual, not certain: now and then deep Post-LN gets below the line "
-        "without a warm-up too (on seed 1594473549 its last 20 steps average 2.99)",
-    )
-    lesson = training_spread.lesson_training()
-    block, depth, warmup = lesson["TRAINING_SETTINGS"][SETTINGS[1]]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the notebook trains (training_spread.train)
-    try:
-        run = lesson["train_characters"](block, depth, 1594473549, warmup)
-    finally:
-        torch.set_num_threads(threads)
-    # 2.990 on an AMD EPYC with AVX2, 2.985 on an Intel Xeon with AVX-512
-    assert abs(_final(run) - 2.99) < 0.02 and _final(run) < _letter_entropy() - 0.15
-    assert post_ln_stalls(run, _letter_entropy())  # what the lesson says of the table's seeds fails here
-
-
 # --- the plain network ----------------------------------------------------------------------------------
 
 
-def _plain_networks(lesson, shortcuts_flat=6):
-    """`shortcuts_flat`: how far the shortcuts network's largest layer gradient may be from its smallest (6 on any
-    seed, 4 on the table's ten)."""
-    plain, shortcuts, normalized = (lesson["mlp_gradients"][kind] for kind in lesson["MLP_KINDS"])
-    within([g[0] / g[-1] for g in plain], 1e-12, 1e-8)
-    for runs, low, high, flat in ((shortcuts, 10, 50_000, shortcuts_flat), (normalized, 0.5, 4, 4)):
-        within(runs, low, high)
-        within([max(g) / min(g) for g in runs], 1, flat)
-    plain, shortcuts, normalized = (lesson["mlp_output_sizes"][kind] for kind in lesson["MLP_KINDS"])
-    within(shortcuts, 10, 100)  # the values themselves, never rounded
-    within(normalized, 2.5, 3.5)
-    within(plain, 0.03, 0.12)
+def _plain_networks(lesson):
+    """What mlp_reading says of every seed, within bounds that the survey shows hold on each of its 10,000 seeds; and
+    that the shortcuts network stays within FLAT times on most seeds (all but 7 of the survey's)."""
+    seeds = mlp_quantities(lesson)
+    for name, (low, high) in survey.BOUNDS.items():
+        within([q[name] for q in seeds], low, high)
+    flat = [q["shortcuts: largest over smallest"] <= survey.FLAT for q in seeds]
+    assert sum(flat) > len(flat) / 2, flat
 
 
 @slow
 def test_the_plain_network_experiment(lesson):
-    says("mlp_intro", "20 fully connected layers of width 16", "ten seeds (0 to 9)")
+    says("mlp_intro", "20 fully connected layers of width 16", "for ten seeds (0 to 9)")
     assert (lesson["MLP_WIDTH"], lesson["MLP_DEPTH"], list(lesson["MLP_SEEDS"])) == (16, 20, list(range(10)))
     says(
         "mlp_reading",
-        "layer 1's weight gradient is between $10^{-12}$ and $10^{-8}$ times layer 20's",
-        "within each of these seeds, the largest layer gradient is at most 4 times the smallest; other seeds rarely "
-        "go past 4 and stay below 6: seed 1420 reaches 5.1), but every weight gradient lies between 10 and 50,000 "
-        "(the median is about 1,300)",
-        "just as flat (at most 4 times), and every weight gradient lies between 0.5 and 4 (the median is 1.5)",
+        r"layer 1's weight gradient is $7 \times 10^{-11}$ to $1.3 \times 10^{-9}$ times layer 20's",
+        "nearly flat (the largest layer gradient is 1.4 to 2.3 times the smallest), but large: 370 to 12,000 (the "
+        "median is about 1,300)",
+        "as flat (1.4 to 1.8 times), and between 1.2 and 2.5",
     )
-    says("question_mlp_level", "around $10^3$", "stays near 1", "the experiment prints how large the output of each version is")
-    _plain_networks(lesson, shortcuts_flat=4)  # these ten seeds
-    shortcuts, normalized = (np.median(lesson["mlp_gradients"][kind]) for kind in list(lesson["MLP_KINDS"])[1:])
-    assert round(float(shortcuts), -2) == 1300 and round(float(normalized), 1) == 1.5
+    says("question_mlp_level", "around $10^3$", "they stay near 1", "compare the printed sizes of the outputs")
+    seeds = mlp_quantities(lesson)
+    ratios = [q["plain: layer 1's gradient over layer 20's"] for q in seeds]
+    assert (f"{min(ratios):.0e}", f"{max(ratios):.1e}") == ("7e-11", "1.3e-09"), ratios
+    plain, shortcuts, normalized = (lesson["mlp_gradients"][kind] for kind in lesson["MLP_KINDS"])
+    assert span([max(g) / min(g) for g in shortcuts], 1) == (1.4, 2.3)
+    assert [float(f"{v:.2g}") for v in span(np.ravel(shortcuts), 9)] == [370, 12_000]
+    assert span([max(g) / min(g) for g in normalized], 1) == (1.4, 1.8) and span(np.ravel(normalized), 1) == (1.2, 2.5)
+    assert round(float(np.median(shortcuts)), -2) == 1300
+    _plain_networks(lesson)
 
 
 @slow
 def test_the_plain_networks_outputs_differ_as_much(lesson, solved_run):
     says(
         "mlp_reading",
-        "its root mean square is between 10 and 100 with shortcuts alone (the median is about 33), "
-        "about 3 (2.5 to 3.5) with a LayerNorm in each branch, and 0.03 to 0.12 in the plain network",
+        "The output's root mean square is 21 to 83 with shortcuts alone, 2.9 to 3.2 with a LayerNorm in each branch, "
+        "and 0.057 to 0.089 in the plain network",
     )
-    _plain_networks(lesson)
-    assert round(float(np.median(lesson["mlp_output_sizes"][list(lesson["MLP_KINDS"])[1]]))) == 33
+    plain, shortcuts, normalized = (lesson["mlp_output_sizes"][kind] for kind in lesson["MLP_KINDS"])
+    assert span(shortcuts, 0) == (21, 83)
+    assert span(normalized, 1) == (2.9, 3.2) and span(plain, 3) == (0.057, 0.089)
     printed = next(
         o["text"]
         for c in solved_run.cells
@@ -668,6 +697,56 @@ def test_the_plain_networks_outputs_differ_as_much(lesson, solved_run):
         if o.get("name") == "stdout"
     )
     assert "size of the output (root mean square)" in printed and len(re.findall(r"'[\d.]+'", printed)) == 30
+
+
+def mlp_quantities(lesson) -> list[dict[str, float]]:
+    """The survey's quantities (benchmarks/plain_network_survey.py) on each seed of the lesson's plain-network run."""
+    kinds = list(lesson["MLP_KINDS"])
+    gradients = [lesson["mlp_gradients"][kind] for kind in kinds]
+    sizes = [lesson["mlp_output_sizes"][kind] for kind in kinds]
+    return [survey.quantities(*(runs[i] for runs in gradients), [s[i] for s in sizes]) for i in range(len(sizes[0]))]
+
+
+SURVEY = json.loads(survey.TABLE.read_text(encoding="utf-8"))  # the plain-network experiment on 10,000 seeds
+
+
+def test_what_mlp_reading_says_of_other_seeds_is_the_surveys():
+    """The survey (benchmarks/plain_network_survey.py, which prints it) holds the shortcuts network's flatness on
+    10,000 seeds: 7 go past 4 times, each by one layer alone. Every bound of the fresh-seed test holds on all of
+    them."""
+    says(
+        "mlp_reading",
+        "Of 10,000 seeds, the shortcuts network stays within 4 times on all but 7, where a single layer's gradient falls "
+        "far below the rest (on seed 9,839, 117 times below the largest)",
+    )
+    flatness = SURVEY["flatness"]
+    assert SURVEY["seeds"] == [0, 9999] and len(flatness) == 10_000
+    beyond = [seed for seed, flat in enumerate(flatness) if flat > survey.FLAT]
+    assert len(beyond) == 7 and sorted(map(int, SURVEY["beyond_flat"])) == beyond
+    assert all(flat <= survey.FLAT for flat in SURVEY["beyond_flat"].values())  # the rest within 4 times
+    worst = int(np.argmax(flatness))
+    assert (worst, round(flatness[worst])) == (9839, 117)
+    assert survey.outside(SURVEY["extremes"]) == {}
+
+
+@slow
+def test_the_survey_is_the_notebooks_code_on_its_seeds():
+    """Recomputed with the notebook's code as it is now: every seed past 4 times, the seed of each quantity's
+    extremes, and three seeds nobody chose (float32 sums differ between processors in the last bits: the table keeps
+    4 digits)."""
+    extremes = {seed for ends in SURVEY["extremes"].values() for _, seed in ends.values()}
+    chosen = sorted({*map(int, SURVEY["beyond_flat"]), *extremes, *random.Random().sample(range(10_000), 3)})
+    print(f"recomputed seeds: {chosen}")
+    for seed in chosen:
+        measured = survey.measure(seed)
+        assert math.isclose(measured["shortcuts: largest over smallest"], SURVEY["flatness"][seed], rel_tol=2e-3), seed
+        if str(seed) in SURVEY["beyond_flat"]:
+            said = SURVEY["beyond_flat"][str(seed)]
+            assert math.isclose(measured["shortcuts: largest over second smallest"], said, rel_tol=2e-3), seed
+        for name, ends in SURVEY["extremes"].items():
+            for value, at in ends.values():
+                if at == seed:
+                    assert math.isclose(measured[name], value, rel_tol=2e-3), (seed, name)
 
 
 # --- the rest -------------------------------------------------------------------------------------------
@@ -707,10 +786,12 @@ def test_the_lesson_lists_the_graders_ten_steps_in_order():
 
 
 def test_the_grader_stacks_24_blocks_at_the_default_gain():
+    """The grader's deep-stack check measures the notebook's own `gradient_profile` on `make_stack`'s default gain."""
+    import autograder.engine.questions.probes as probes
     from autograder.engine.questions.plan import PROFILE_DEPTH
 
-    says("depth_reading", "The grader's deep-stack check builds 24 of *your* blocks at gain 1.3")
-    assert PROFILE_DEPTH == 24
+    says("depth_intro", "the default `gain = 1.3`, which the grader uses")
+    assert PROFILE_DEPTH == 24 and 'kit["make_stack"](bare_parts, PROFILE_DEPTH, seed=seed)' in inspect.getsource(probes)
 
 
 def test_the_counts_of_graded_cells_and_written_answers():
@@ -722,3 +803,64 @@ def test_the_counts_of_graded_cells_and_written_answers():
     assert sum((c.grade_id or "").startswith("answer_") for c in cells) == 3
     index = [c.grade_id for c in cells].index("task1_forward")
     assert [c.is_visible_test for c in cells[index + 1 : index + 7]] == [True] * 6
+
+
+# --- the core path and the optional part ------------------------------------------------------------------------
+
+CORE_WORDS = 3000  # the Markdown a student reads before the optional part
+LITERATURE = re.compile(r"\b(Adam|Xiong|Liu|Takase|BERT|et al)\b|\b(19|20)\d\d\)")  # the optimizer, a paper, a citation
+
+
+def core_and_further(cells) -> tuple[list, list]:
+    """The cells of the core path, and those of "Going further" (the last part)."""
+    at = next(i for i, c in enumerate(cells) if c.grade_id == "going_further")
+    return cells[:at], cells[at:]
+
+
+def literature_named(cell) -> list[str]:
+    """What a cell names of the optimizer and the papers: in Markdown anywhere (the model answers included), in code
+    anywhere but the one call that makes the training experiment's optimizer."""
+    text = cell.source.replace("torch.optim.Adam(", "torch.optim.(") if cell.kind == "code" else cell.source
+    return [found.group() for found in LITERATURE.finditer(text)]
+
+
+def test_the_core_path_is_at_most_3000_words_and_names_neither_the_optimizer_nor_a_paper():
+    release = read_cells(kit.TEMPLATE_DIR / kit.KIT.notebook_name)  # as students receive it
+    core, further = core_and_further(release)
+    words = sum(len(c.source.split()) for c in core if c.kind == "markdown")
+    print(f"the core path: {words} words of Markdown")
+    assert words <= CORE_WORDS, words
+    source_core, source_further = core_and_further(list(kit.KIT.cells()))
+    assert {c.grade_id for c in source_core} == {c.grade_id for c in core}
+    named = {c.grade_id: literature_named(c) for c in source_core if literature_named(c)}
+    assert not named, named
+    # the detector finds what the optional part names: the optimizer and the three papers
+    found = {name for c in source_further for name in literature_named(c)}
+    assert {"Adam", "Xiong", "Liu", "Takase", "et al"} <= found, found
+
+
+def test_going_further_is_the_last_part_optional_and_says_once_what_adam_does():
+    cells = list(kit.KIT.cells())
+    _, further = core_and_further(cells)
+    assert [c.grade_id for c in further] == ["going_further"] and further[0].kind == "markdown"
+    says("going_further", "## Going further (optional)", "Nothing in the tasks or the written questions depends on this part")
+    says("intro", '"Going further", at the end, is optional')
+    said = " ".join(" ".join(c.source.split()) for c in cells)
+    what = "Adam divides each weight's gradient by a running estimate of that gradient's typical size"
+    assert said.count(what) == 1 and said.count("Adam divides") == 1
+    for paper in (
+        "Xiong et al. (2020), *On Layer Normalization in the Transformer Architecture*",
+        "Liu et al. (2020), *Understanding the Difficulty of Training Transformers*",
+        "Takase et al. (2022), *On Layer Normalizations and Residual Connections in Transformers*",
+    ):
+        says("going_further", paper)
+
+
+def test_the_written_questions_are_answerable_from_the_core():
+    """Each question stands in the core path, before "Going further", and its model answer names nothing from there."""
+    cells = list(kit.KIT.cells())
+    core, _ = core_and_further(cells)
+    questions = [c.grade_id for c in core if c.grade_id.startswith("question_")]
+    assert len(questions) == 3 and all(f"answer_{q.removeprefix('question_')}" in {c.grade_id for c in core} for q in questions)
+    says("question_last_block", "A LayerNorm divides its input by that input's standard deviation. Use this and the left panel")
+    says("parts_intro", "divides by its standard deviation")  # the fact the question builds on, given in the core

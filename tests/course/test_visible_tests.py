@@ -6,6 +6,7 @@ import contextlib
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -15,11 +16,12 @@ import torch
 
 from autograder.course import kit, reference_numbers
 from autograder.course.notebook import cells_from_python
+from autograder.grading.reference import reference_namespace
 from autograder.engine.checks import compounding
 from autograder.engine.questions.probes import ProbeFailure, float_list
 from catalog import task2_variants, wrong_forwards
 from catalog.build import submission
-from catalog.equivalent_forwards import EQUIVALENT
+from catalog.equivalent_forwards import CONTAINER_FORWARD, CONTAINER_INIT, EQUIVALENT
 from catalog.leaks import secret_lines
 from catalog.unseen_wrong import UNSEEN_WRONG
 
@@ -48,7 +50,9 @@ def visible_tests() -> list[tuple[str, str]]:
 
 
 def run_visible(text: str) -> dict[str, str]:
-    """Run a `.py` submission's cells, then every visible test cell on its own; the failures by test name."""
+    """Run a `.py` submission's cells, then every visible test cell on its own, as one run of `run_tests.py` does; the
+    failures by test name."""
+    released.POINTED["to_trace"] = False  # a new run: its first failing Task 1 test points to trace_calls again
     namespace = {"__name__": "__main__"}
     for cell in cells_from_python(text):
         exec(compile(cell.source, "<submission>", "exec"), namespace)
@@ -85,11 +89,13 @@ def test_the_solution_passes_every_visible_test():
 def test_the_solution_passes_on_every_code_path_of_the_processor(capability, tmp_path):
     """A laptop without AVX2 (an ARM Mac, say) takes torch's plain CPU code path, where float32 random draws and
     sums differ in their last bits: the fixed examples are drawn in float64, the same everywhere, so a correct
-    block passes there too, float64 check included. Run in a process of its own, as torch picks its path once."""
+    block passes there too, float64 check included, and trace_calls finds every row of it the correct block's. Run
+    in a process of its own, as torch picks its path once."""
     (tmp_path / "submission.py").write_text(submission())
     script = (
         "import sys; sys.path[:0] = sys.argv[1:3]\n"
-        "from test_visible_tests import run_visible\n"
+        "from test_visible_tests import run_visible, traced\n"
+        "print('every row agrees:', 'Every row agrees' in traced()[0])\n"
         "print(repr(run_visible(open(sys.argv[3]).read())))\n"
     )
     done = subprocess.run(
@@ -107,7 +113,7 @@ def test_the_solution_passes_on_every_code_path_of_the_processor(capability, tmp
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().splitlines()[-1] == "{}", done.stdout[-3000:]
+    assert done.stdout.strip().splitlines()[-2:] == ["every row agrees: True", "{}"], done.stdout[-3000:]
 
 
 def test_visible_tests_flag_most_wrong_forwards(wrong_results):
@@ -281,10 +287,8 @@ def test_the_visible_tests_and_the_grader_ask_the_same_exactness():
 
 
 def test_the_reference_numbers_are_the_reference_solution_s_on_the_checks_examples():
-    """The four fingerprint lists are what the build's step computes now, with the grader's own reference block
-    too, and writing them leaves the source file as it is."""
-    from autograder.grading.reference import reference_namespace
-
+    """The fingerprint lists and the correct block's trace are what the build's step computes now, with the grader's
+    own reference block too, and writing them leaves the source file as it is."""
     source = reference_numbers.load_visible_tests()
     numbers = reference_numbers.computed(source, *reference_numbers.reference_block())
     in_the_file = {name: getattr(released, name) for name in reference_numbers.NAMES}
@@ -295,16 +299,22 @@ def test_the_reference_numbers_are_the_reference_solution_s_on_the_checks_exampl
     text = reference_numbers.VISIBLE_TESTS.read_text(encoding="utf-8")
     assert reference_numbers.written(text, in_the_file) == text
     assert not reference_numbers.agree([v * (1 + 1e-5) for v in numbers["EVAL_NUMBERS"]], numbers["EVAL_NUMBERS"])
+    nudged = [row[:2] + [row[2] * (1 + 1e-5)] for row in numbers["TRACE_NUMBERS"]]
+    assert not reference_numbers.agree(nudged, numbers["TRACE_NUMBERS"])
+    assert not reference_numbers.agree(numbers["TRACE_PARTS"][::-1], numbers["TRACE_PARTS"])
 
 
 def test_the_build_s_step_rewrites_reference_numbers_that_were_changed(tmp_path):
     text = reference_numbers.VISIBLE_TESTS.read_text(encoding="utf-8")
 
-    def other_digits(match: re.Match) -> str:  # every digit one up: other numbers, the same line widths
+    def other_digits(match: re.Match) -> str:  # every digit one up: other numbers (and names), the same line widths
         return match.group().translate(str.maketrans("0123456789", "1234567890"))
 
-    changed, count = re.subn(r"^\w+_NUMBERS = \[[^\]]*\]", other_digits, text, flags=re.MULTILINE)
-    assert count == len(reference_numbers.NAMES) and changed != text
+    changed = text
+    for name in reference_numbers.NAMES:
+        changed, count = reference_numbers.constant(name).subn(other_digits, changed)
+        assert count == 1, name
+    assert changed != text
     copy = tmp_path / "visible_tests.py"
     copy.write_text(changed, encoding="utf-8")
     assert reference_numbers.write_reference_numbers(copy)
@@ -315,12 +325,14 @@ def test_the_build_s_step_rewrites_reference_numbers_that_were_changed(tmp_path)
         assert reference_numbers.agree(getattr(restored, name), getattr(committed, name)), name
 
     def lists_out(source: str) -> str:
-        return re.sub(r"^(\w+_NUMBERS) = \[[^\]]*\] *", r"\1 = [...]  ", source, flags=re.MULTILINE)
+        for name in reference_numbers.NAMES:
+            source = reference_numbers.constant(name).sub(f"{name} = [...]  ", source)
+        return source
 
     rewritten = copy.read_text(encoding="utf-8")
     assert lists_out(rewritten) == lists_out(text)
-    assert [line.index("#") for line in rewritten.splitlines() if "_NUMBERS = [" in line] == [
-        line.index("#") for line in text.splitlines() if "_NUMBERS = [" in line
+    assert [line.index("#") for line in rewritten.splitlines() if "_NUMBERS = [" in line and "#" in line] == [
+        line.index("#") for line in text.splitlines() if "_NUMBERS = [" in line and "#" in line
     ]
     assert not reference_numbers.write_reference_numbers(copy)
 
@@ -401,13 +413,30 @@ def test_a_missing_second_shortcut_is_said_to_return_the_feed_forward_half_alone
             assert torch.allclose(block(x), block.ff(block.norm2(h)), atol=1e-4), name
 
 
-def test_every_failing_test_points_to_trace_calls(wrong_results):
+def test_the_first_failing_task_1_test_of_a_run_points_to_trace_calls_and_no_other(wrong_results):
+    """Said once per run (the footer of every failing test once made a Post-LN block's run repeat it four times),
+    by the first Task 1 test that fails, in the order the notebook runs them; never by Task 2's test."""
+    order = [name for name, _ in visible_tests()]
     for name, results in wrong_results.items():
-        for test, message in results.items():
-            if re.search(r"^- \w+:", message, re.MULTILINE):  # run_checks' list of failing checks
-                assert " ".join(message.split()).endswith(released.LOOK), (name, test, message[-200:])
-    assert "trace_calls" in released.LOOK and "Finding the first wrong step" in released.LOOK
+        failing = sorted((test for test in results if test != "test_compounding"), key=order.index)
+        pointing = [test for test, message in results.items() if released.LOOK in " ".join(message.split())]
+        assert pointing == failing[:1], (name, pointing, failing)
+        assert " ".join(results[failing[0]].split()).endswith(released.LOOK), (name, results[failing[0]][-200:])
+    task2 = run_visible(submission(task2=task2_variants.WRONG[0][-1]))
+    assert "test_compounding" in task2 and "trace_calls" not in task2["test_compounding"]
+    assert "trace_calls(TransformerBlock, GPT_CONFIG_TINY)" in released.LOOK and "Finding the first wrong step" in released.LOOK
     assert "Finding the first wrong step" in next(c.source for c in kit.KIT.cells() if c.grade_id == "debugging")
+
+
+def test_one_run_of_run_tests_points_to_trace_calls_once(tmp_path):
+    """A Post-LN block fails four Task 1 tests in one run of `run_tests.py`: the pointer comes once, after the first."""
+    for helper in ("run_tests.py", "visible_tests.py"):
+        shutil.copy(kit.TEMPLATE_DIR / helper, tmp_path / helper)
+    shutil.copy(kit.COURSE_DIR / "sample_class" / "ben_post_ln" / kit.KIT.name / kit.KIT.notebook_name, tmp_path)
+    done = subprocess.run([sys.executable, "run_tests.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    failed = done.stdout.split("  FAIL  ")[1:]  # one chunk per failing test, in the order they ran
+    assert len(failed) >= 4 and released.LOOK in " ".join(failed[0].split()), done.stdout[-3000:]
+    assert not any("trace_calls" in chunk for chunk in failed[1:]), done.stdout[-3000:]
 
 
 def test_a_failing_check_shows_in_jupyter_as_its_message_alone():
@@ -416,10 +445,152 @@ def test_a_failing_check_shows_in_jupyter_as_its_message_alone():
 
     shell = InteractiveShell.instance()
     shell.user_ns["released"] = released
-    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
-        shell.run_cell("released.run_checks([lambda s: (_ for _ in ()).throw(AssertionError('off'))], None)")
-    shown = out.getvalue() + err.getvalue()
-    assert "ChecksFailed: 1 of 1 checks failed" in shown and "Traceback" not in shown and "run_cell" not in shown, shown
-    lines = shown.strip().splitlines()  # the message itself: its two lines, then the pointer
-    assert lines[:2] == ["ChecksFailed: 1 of 1 checks failed:", "- <lambda>: off"], shown
-    assert " ".join(" ".join(lines[2:]).split()) == released.LOOK, shown
+    released.POINTED["to_trace"] = False
+    cell = "released.run_checks([lambda s: (_ for _ in ()).throw(AssertionError('off'))], None, point_to_trace=True)"
+    shown = []
+    for _ in range(2):  # the same kernel: the second failure no longer points to trace_calls
+        with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
+            shell.run_cell(cell)
+        shown.append(out.getvalue() + err.getvalue())
+    for text in shown:
+        assert "ChecksFailed: 1 of 1 checks failed" in text and "Traceback" not in text and "run_cell" not in text, text
+        assert text.strip().splitlines()[:2] == ["ChecksFailed: 1 of 1 checks failed:", "- <lambda>: off"], text
+    assert " ".join(" ".join(shown[0].strip().splitlines()[2:]).split()) == released.LOOK, shown[0]
+    assert len(shown[1].strip().splitlines()) == 2, shown[1]
+
+
+# --- trace_calls: a correct block's rows beside the student's, tested both ways over the catalogs ------------------
+
+
+def traced(forward: str | None = None, init: str | None = None) -> tuple[str, dict]:
+    """What the notebook's trace_calls prints for a submission with `forward` (None: the solution), and the
+    submission's namespace."""
+    namespace = {"__name__": "__main__"}
+    for cell in cells_from_python(submission(forward=forward, init=init)):
+        exec(compile(cell.source, "<submission>", "exec"), namespace)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        namespace["trace_calls"](namespace["TransformerBlock"], namespace["GPT_CONFIG_TINY"])
+    return out.getvalue(), namespace
+
+
+def example(namespace: dict, block_class=None):
+    """The fixed example trace_calls runs, built here on its own: a block of `block_class` with the weights of the
+    visible tests' seed 1, and their input of seed 2."""
+    blocks = released.Blocks(block_class or namespace["TransformerBlock"], namespace["GPT_CONFIG_TINY"])
+    return blocks.fresh(seed=1).eval(), blocks.example_input(seed=2)
+
+
+def eval_output_is_pre_ln(namespace: dict) -> bool:
+    """The oracle: does the block return, on trace_calls' example, what the grader's reference block returns with the
+    same weights? (A forward that raises or returns no tensor does not.)"""
+    reference = reference_namespace()["TransformerBlock"]
+    with torch.no_grad():
+        expected = example(namespace, reference)[0](example(namespace)[1])
+        block, x = example(namespace)
+        try:
+            got = block(x.clone())
+        except Exception:
+            return False
+    return isinstance(got, torch.Tensor) and got.shape == expected.shape and (got - expected).abs().max() < 1e-4
+
+
+def marked(text: str) -> list[tuple[int, int | None, str]]:
+    """(row, the correct block's step on that row, the mark) of every marked row of a trace."""
+    return [
+        (int(row), int(step) if step else None, mark)
+        for row, step, mark in re.findall(r"^ *(\d+) +(\d+)?  .*<- (first difference|differs)$", text, re.MULTILINE)
+    ]
+
+
+def test_the_trace_of_a_correct_block_agrees_on_every_row():
+    text, _ = traced()
+    assert not marked(text) and "Every row agrees" in text, text
+    rows = re.findall(r"^ *\d+ +(\d+)  (\w+) .*    (\w+) ", text, re.MULTILINE)
+    assert [(int(step), left) for step, left, _ in rows] == list(zip(released.TRACE_STEPS, released.TRACE_PARTS))
+    assert [right for *_, right in rows] == released.TRACE_PARTS
+
+
+def test_the_trace_s_rows_are_the_ten_steps_that_call_a_part():
+    """Each row of the correct block's column is a step of the grader's table that calls a part, in its order, and
+    then what the block returns (step 10)."""
+    from autograder.engine.steps import STEPS
+
+    calls = [(step.number, step.component) for step in STEPS if step.component]
+    assert list(zip(released.TRACE_STEPS, released.TRACE_PARTS)) == calls + [(10, released.RETURNED)]
+
+
+@pytest.mark.parametrize("name, forward", wrong_forwards_known())
+def test_the_trace_marks_the_first_difference_of_every_wrong_forward_that_returns_other_values(name, forward):
+    """Tested both ways: where the eval-mode output differs from Pre-LN's (the oracle), the trace marks one row as the
+    first difference, never before the step where the grader says the forward first goes wrong; where the output
+    is right (a mistake of gradients, of training mode or of float64), it claims no mistake."""
+    text, namespace = traced(forward)
+    marks = marked(text)
+    if eval_output_is_pre_ln(namespace):
+        assert all(mark == "differs" for *_, mark in marks) and "is the first that differs" not in text, text
+        return
+    assert [mark for *_, mark in marks] == ["first difference"] and "is the first that differs" in text, text
+    step = next((w.step for w in wrong_forwards.WRONG if w.name == name), None)
+    row, row_step, _ = marks[0]
+    assert step is None or row_step is None or row_step >= step, (name, step, text)
+
+
+@pytest.mark.parametrize("name", sorted(EQUIVALENT))
+def test_the_trace_never_calls_a_correct_forward_wrong(name):
+    text, namespace = traced(EQUIVALENT[name])
+    assert eval_output_is_pre_ln(namespace), name
+    assert all(mark == "differs" for *_, mark in marked(text)) and "is the first that differs" not in text, text
+
+
+def test_the_trace_of_blocks_kept_in_containers_agrees():
+    text, _ = traced(CONTAINER_FORWARD, init=CONTAINER_INIT)
+    assert not marked(text) and "Every row agrees" in text, text
+
+
+def test_a_shortcut_saved_after_norm1_is_shown_where_its_value_first_differs_with_both_values():
+    """The first three parts receive what they should; norm2 receives norm1(x) + att(norm1(x)) where Pre-LN hands
+    it x + att(norm1(x)). The row and the sentence under the trace give both, as computed here by hand."""
+    forward = next(w.forward for w in wrong_forwards.WRONG if w.name == "shortcut_after_norm")
+    text, namespace = traced(forward)
+    block, x = example(namespace)
+    with torch.no_grad():
+        branch = block.drop_shortcut(block.att(block.norm1(x)))
+        right, wrong = x + branch, block.norm1(x) + branch
+    said = [(f"{v.mean().item():+.3f}", f"{v.std(unbiased=False).item():.3f}") for v in (right, wrong)]
+    assert marked(text) == [(4, 7, "first difference")], text
+    row = next(line for line in text.splitlines() if line.endswith("<- first difference"))
+    assert re.findall(r"([+-]\d\.\d{3}) +(\d\.\d{3})", row) == said and row.count("norm2") == 2, row
+    sentence = " ".join(text.split())
+    assert (
+        f"Rows 1 to 3 agree. Row 4 is the first that differs: the value your block handed to norm2 has mean "
+        f"{said[1][0]} and standard deviation {said[1][1]}, where a correct block's has mean {said[0][0]} and "
+        f"standard deviation {said[0][1]}"
+    ) in sentence, sentence
+
+
+def test_a_value_that_moves_in_the_fifth_digit_is_shown_with_the_digits_that_differ():
+    forward = next(w.forward for w in wrong_forwards.WRONG if w.name == "second_shortcut_scaled_slightly")
+    text, _ = traced(forward)
+    row = next(line for line in text.splitlines() if line.endswith("<- first difference"))
+    means, stds = zip(*re.findall(r"([+-]\d\.\d+) +(\d\.\d+)", row))
+    assert row.split()[2] == released.RETURNED and stds[0] != stds[1] and len(stds[0]) > 5, row
+
+
+def test_an_unfinished_block_sees_the_correct_trace_and_a_crashing_one_sees_where_it_stopped():
+    todo = 'def forward(self, x):\n    raise NotImplementedError("Task 1: write TransformerBlock.forward")\n'
+    text, _ = traced(todo)
+    assert not marked(text) and "Your forward raised NotImplementedError: Task 1" in text, text
+    assert all(part in text for part in released.TRACE_PARTS) and text.count("(raised an error)") == 1
+    crash = "def forward(self, x):\n    h = self.att(self.norm1(x))\n    return h @ h\n"
+    text, _ = traced(crash)
+    assert "Your forward raised RuntimeError" in text and "(after row 2)" in " ".join(text.split()), text
+    assert marked(text) == [(3, 4, "first difference")], text
+
+
+def test_the_trace_names_no_line_of_the_solution():
+    secret = secret_lines()
+    outputs = [traced(forward)[0] for _, forward in wrong_forwards_known()[:12]] + [traced()[0]]
+    for text in outputs:
+        assert "self." not in text and not [line for line in secret if line in text], text
+    source = (kit.SOURCE_NOTEBOOK.parent / "visible_tests.py").read_text(encoding="utf-8")
+    assert not [line for line in secret if line in source]

@@ -8,7 +8,9 @@ import pytest
 
 from autograder.frontends import classgrade
 from autograder.sandbox.inside import cleanup
-from autograder.frontends.classgrade import discover, grade_class
+from autograder.frontends.classgrade import grade_class
+from autograder.frontends.commands import NotGrading
+from autograder.frontends.discovery import Submission, discover
 from autograder.grading.options import GradingOptions
 
 pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
@@ -27,12 +29,12 @@ def test_a_student_s_folder_of_any_depth_is_walked_without_recursion(tmp_path):
     os.close(fd)
     (folder / "d" / "shallow.py").write_text("x = 1\n")
     try:
-        assert discover(tmp_path / "class") == [classgrade.Submission("deep", folder / "d" / "shallow.py")]
+        assert discover(tmp_path / "class") == [Submission("deep", folder / "d" / "shallow.py")]
     finally:  # pytest's own clean-up of old temporary folders recurses: never leave it this tree
         assert cleanup.remove_tree(str(folder)) == []
 
 
-def test_student_ids_are_plain_text_and_never_the_same_twice(tmp_path):
+def test_student_ids_are_plain_text_and_two_that_read_the_same_are_refused_before_anyone_is_graded(tmp_path):
     root = tmp_path / "class"
     root.mkdir()
     for name in (b"caf\xe9.py", b"line\nbreak.py", b"right\xe2\x80\xaeleft.py", b"tab\t.py"):
@@ -40,10 +42,19 @@ def test_student_ids_are_plain_text_and_never_the_same_twice(tmp_path):
     (root / "caf\\xe9").mkdir()  # reads the same as the first once escaped
     (root / "caf\\xe9" / "a.py").write_text("x = 1\n")
     students = [s.student for s in discover(root)]
-    assert sorted(students) == sorted(["caf\\xe9", "caf\\xe9~2", "line\\nbreak", "right\\u202eleft", "tab\\t"])
+    assert sorted(students) == sorted(["caf\\xe9", "caf\\xe9", "line\\nbreak", "right\\u202eleft", "tab\\t"])
     assert all(s.isprintable() for s in students)
     for student in students:
         student.encode("utf-8")
+    with pytest.raises(NotGrading) as refused:
+        grade_class(root, tmp_path / "out", options=GradingOptions(seed=1), workers=1, progress=False)
+    said = str(refused.value)
+    # one line naming both as their names are (the byte 0xe9 that is not UTF-8, the folder's backslash), ASCII only
+    assert "\n" not in said and said.isascii() and "'caf\\udce9'" in said and "'caf\\xe9'" in said, said
+    assert not (tmp_path / "out").exists()  # nothing graded, nothing written
+    (root / "caf\\xe9" / "a.py").unlink()
+    (root / "caf\\xe9").rmdir()
+    assert {s.student for s in discover(root)} == {"caf\\xe9", "line\\nbreak", "right\\u202eleft", "tab\\t"}
 
 
 @pytest.mark.slow

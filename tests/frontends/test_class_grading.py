@@ -11,7 +11,9 @@ import pytest
 
 from autograder.course import kit
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS, WRITTEN
-from autograder.frontends.classgrade import discover, grade_class
+from autograder.frontends.classgrade import grade_class
+from autograder.frontends.discovery import discover
+from autograder.frontends.commands import ClassGraded
 from autograder.grading.options import GradingOptions
 
 pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
@@ -60,6 +62,8 @@ def test_grade_class_grades_everyone_and_resumes(mixed_class, tmp_path):
         "score",
         "max_score",
         "late_penalty",
+        "late_by",
+        "seconds_late",
         "awaiting",
         *RUBRIC,
         *WRITTEN,
@@ -70,6 +74,7 @@ def test_grade_class_grades_everyone_and_resumes(mixed_class, tmp_path):
     full = TOTAL_POINTS + sum(WRITTEN.values())  # outside a course the written answers await an instructor
     ana = next(r for r in table if r["student"] == "ana")
     assert (ana["score"], ana["max_score"], ana["awaiting"]) == (f"{TOTAL_POINTS:g}", f"{full:g}", f"{sum(WRITTEN.values()):g}")
+    assert (ana["late_by"], ana["seconds_late"]) == ("", "")  # no due date outside a course: not known, not "on time"
     assert f'<span id="score">{TOTAL_POINTS:g} / {full:g}</span>' in (out / "ana" / "feedback.html").read_text()
     assert "No notebook or .py file" in (out / "ed" / "feedback.html").read_text()
     report = (out / "report.html").read_text()
@@ -86,11 +91,16 @@ def test_grade_class_grades_everyone_and_resumes(mixed_class, tmp_path):
 
     stamps = {s: (out / s / "results.json").stat().st_mtime_ns for s in scores}
     os.utime(mixed_class / "cy.py")  # cy resubmits
-    grade_class(mixed_class, out, options=GradingOptions(seed=12), workers=1, progress=False)
+    resumed = grade_class(mixed_class, out, options=GradingOptions(seed=12), workers=1, progress=False)
     now = {s: (out / s / "results.json").stat().st_mtime_ns for s in scores}
     regraded = {s for s in scores if now[s] != stamps[s]}
-    assert regraded == {"cy", "ed"}  # ed has no file, so is never up to date
+    assert regraded == {"cy", "ed"} == set(resumed.graded)  # ed has no file, so is never up to date
     assert json.loads((out / "ana" / "results.json").read_text())["extra_data"]["seed"] == 11
+    said = ClassGraded(resumed, 12, out, kit.KIT.source, None, [], resumed.graded).summary()
+    assert (
+        said.startswith("graded 2 students (seed 12); skipped 3 whose results were up to date")
+        and "(seed 11: ana, bo, di)" in said
+    )
 
     grade_class(mixed_class, out, options=GradingOptions(seed=13), workers=1, progress=False, force=True)
     assert all(json.loads((out / s / "results.json").read_text())["extra_data"]["seed"] == 13 for s in scores)

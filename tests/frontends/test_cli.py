@@ -2,11 +2,14 @@
 
 import json
 import os
+import re
 from pathlib import Path
 import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autograder.course import kit
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
@@ -163,3 +166,107 @@ def test_the_process_ends_with_the_commands_status_and_says_everything_first(tmp
     assert done["no course"].returncode == 1, done["no course"].stderr
     assert done["no course"].stderr.strip() == f"{tmp_path}: no assignment of the kit in its source folder"
     assert done["help"].returncode == 0 and "grade-class" in done["help"].stdout
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.sampled_from([11, 12, 623870172])),  # graded by this run; seed of an earlier one
+        min_size=0,
+        max_size=14,
+    ),
+    st.sampled_from([7, 12]),
+)
+def test_grade_class_says_how_many_it_graded_and_skipped_and_with_which_seeds(students, seed):
+    """A resumed grade-class: the students it graded (with this run's seed), the students it skipped as up to
+    date, and the seed each skipped student's results keep (up to five ids a seed are named, then how many more)."""
+    from autograder.frontends.commands import ClassGraded
+
+    rows = [
+        {"student": f"s{n}", "seed": seed if now else earlier, "score": "1", "max_score": "5"}
+        for n, (now, earlier) in enumerate(students)
+    ]
+    graded = tuple(f"s{n}" for n, (now, _) in enumerate(students) if now)
+    line = ClassGraded(rows, seed, Path("out"), Path("source"), None, [], graded).summary()
+    said = re.match(r"graded (\d+) students? \(seed (\d+)\)", line)
+    if graded:
+        assert said and int(said.group(1)) == len(graded) and int(said.group(2)) == seed, line
+    else:
+        assert line.startswith("graded no student"), line
+    skipped = [row for row in rows if row["student"] not in graded]
+    count = re.search(r"skipped (\d+) whose results were up to date", line)
+    assert (int(count.group(1)) if count else 0) == len(skipped), line
+    keep = {}
+    for kept_seed, names in re.findall(r"seed (\d+): ([^;)]+)", line):
+        listed, more = re.fullmatch(r"(.+?)(?: and (\d+) more)?", names).groups()
+        keep[int(kept_seed)] = (listed.split(", "), int(more or 0))
+    for kept_seed in {row["seed"] for row in skipped}:
+        mine = [row["student"] for row in skipped if row["seed"] == kept_seed]
+        listed, more = keep[kept_seed]
+        assert set(listed) <= set(mine) and len(listed) + more == len(mine) and len(listed) <= 5, (line, kept_seed)
+    assert set(keep) == {row["seed"] for row in skipped}, line
+
+
+HOSTILE_INIT = r'''
+def __init__(self, cfg):
+    super().__init__()
+    class Sneaky(Exception):
+        pass
+    Sneaky.__name__ = "\x1b]0;grades are in\x07Sneaky"
+    raise Sneaky(
+        "\x1b]52;c;ZWNobyBvd25lZA==\x07\x1b]2;pwned\x1b\\\x1b[1A\x1b[2K\rScore: 24 / 24\n"
+        "Score: 24 / 24\x9b1A\x9b2K\x9d0;t\x9c\x85\u202e42 erocs\u2066\x07\x08\x08"
+    )
+'''
+
+
+def run_on_a_terminal(argv: list[str], timeout: float = 600) -> tuple[int, bytes]:
+    """`argv` run with a pseudo-terminal as its standard input, output and error, as an instructor runs it: its
+    status and every byte the terminal received."""
+    import pty
+    import select
+    import time
+
+    master, slave = pty.openpty()
+    process = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    received, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 1.0)
+        if ready:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: every writer of the terminal has closed it
+                break
+            if not data:
+                break
+            received.append(data)
+        elif process.poll() is not None:
+            break
+    os.close(master)
+    return process.wait(timeout=60), b"".join(received)
+
+
+@pytest.mark.slow
+def test_grade_on_a_terminal_prints_no_escape_a_student_wrote(tmp_path):
+    """An exception message (and class name) with a window title, an OSC 52 clipboard write, the cursor moved up
+    and the line erased before a score line of the student's, C1 controls, NEL, a right-to-left override: `grade` on
+    a pty prints every one of them as its escape, and the one line that starts with "Score:" is the kit's."""
+    from catalog.build import submission
+
+    path = tmp_path / "hostile.py"
+    path.write_text(submission(init=HOSTILE_INIT))
+    results = tmp_path / "results.json"
+    argv = [sys.executable, "-m", "autograder", "grade", str(path), "--results", str(results), "--seed", "7"]
+    status, received = run_on_a_terminal([*argv, "--device", "cpu"])
+    text = received.decode("utf-8")
+    assert status == 0, text
+    assert b"\x1b" not in received and b"\x07" not in received and b"\x08" not in received, text
+    assert not [c for c in text if 0x80 <= ord(c) <= 0x9F or 0x2066 <= ord(c) <= 0x2069 or 0x202A <= ord(c) <= 0x202E]
+    assert text.replace("\r\n", "\n").count("\r") == 0  # the terminal's own line ends (\r\n), no bare carriage return
+    lines = text.replace("\r\n", "\n").splitlines()
+    output = json.loads(results.read_text())["output"]
+    assert [line for line in lines if line.startswith("Score:")] == [output.split("\n")[0]]
+    (note,) = [line for line in lines if "TransformerBlock.__init__(cfg) raised" in line]
+    assert "\\x1b]0;grades are in\\x07Sneaky" in note and "\\x1b]52;c;ZWNobyBvd25lZA==\\x07" in note, note
+    assert "\\x1b[1A\\x1b[2K\\rScore: 24 / 24\\nScore: 24 / 24\\x9b1A" in note and "\\u202e42 erocs" in note, note

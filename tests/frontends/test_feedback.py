@@ -4,8 +4,11 @@ import base64
 import html
 import re
 from dataclasses import replace
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autograder.course import kit
 from autograder.engine.results import CheckResult, SubmissionResult, SubTest
@@ -169,8 +172,8 @@ def test_every_number_comes_from_the_standing():
     )
     standing = Standing(6.5, 12, checks, written, late_penalty=2, seconds_late=3600, remarks=(("task1_forward", "Nice loop"),))
     page = feedback_html(result, standing)
-    assert '<span id="score">6.5 / 12</span>' in page and "Late submission (by 1.0 h): 2 points deducted" in page
-    assert "before the deduction: 8.5" in page
+    assert '<span id="score">6.5 / 12</span>' in page
+    assert "Late by 1.0 h: 2 points deducted under the course&#x27;s late rule (8.5 before the deduction)." in page
     assert re.search(
         r'data-check="forward_shortcuts"><td class="title">[^<]*</td><td class="pts">2.5 / 3'
         r'<div class="muted">set by your instructor',
@@ -338,3 +341,117 @@ def test_results_json_and_the_printed_line_are_the_standing():
     ]
     assert standing_from_json(data, result_from_json(data)) == standing
     assert [c.check for c in result_from_json(data).checks] == ["forward_order", "forward_shortcuts"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.booleans(),  # the instructor graded it
+            st.sampled_from([0, 0.5, 2]),
+            st.text(alphabet="Abc <>&'\". ", max_size=12).filter(lambda t: "comment" not in t.lower()),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_only_the_instructor_speaks_as_the_instructor(cells):
+    """A written answer's comment on the page and in results.json is the instructor's own; one they graded without
+    a comment says "no comment"; one nobody graded (nbgrader's zero for an answer left as released) says neither."""
+    from autograder.frontends.gradescope.results import results_json
+
+    written = tuple(
+        CellGrade(f"answer_{n}", f"Question {n}", points, 2, manual=graded, comment=text, answer="An answer.")
+        for n, (graded, points, text) in enumerate(cells)
+    )
+    standing = Standing(1, 9, {}, written)
+    page = feedback_html(_result(profile={}), standing)
+    tests = {t["tags"][0]: t["output"] for t in results_json(_result(profile={}), standing)["tests"]}
+    for n, (graded, _, text) in enumerate(cells):
+        row = html.unescape(re.sub("</?bdi>", "", re.search(rf'data-cell="answer_{n}">(.*?)</tr>', page).group(1)))
+        for view in (row, tests[f"answer_{n}"]):
+            if text:
+                assert f"Your instructor: {text}" in view, view
+            else:
+                assert "Your instructor:" not in view and ("no comment" in view.lower()) == graded, view
+
+
+LATE_RULES = {  # the course's late-penalty plugin: (score, seconds late) -> points, or None for no penalty
+    "none (nbgrader's default)": lambda score, late: None,
+    "zero": lambda score, late: score,
+    "a point an hour": lambda score, late: late / 3600,
+    "more than the score": lambda score, late: score + 99,
+}
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    seconds=st.one_of(st.just(0.0), st.floats(0.01, 90 * 86400)),
+    rule=st.sampled_from(sorted(LATE_RULES)),
+    shares=st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=len(kit.KIT.check_points()), max_size=len(kit.KIT.check_points())),
+)
+def test_every_view_says_a_submission_was_late_and_by_how_much_under_any_rule(seconds, rule, shares):
+    """Under any late rule, nbgrader's default (flag, lose nothing) included: the page, results.json (its output
+    and extra_data), grade-class's grades.csv row and the class report say that the submission was late, by a
+    duration that covers the true delay, and what it cost; an on-time submission is called late by none."""
+    from autograder.frontends.classgrade import grade_row
+    from autograder.frontends.gradescope.results import results_json
+    from autograder.frontends import report as report_module
+    from autograder.frontends.report import class_report_html
+    from autograder.frontends.standing import GradeRecord, Record, standing_from_record
+    from lateness import duration_range, says_late, says_late_by
+
+    points = kit.KIT.check_points()
+    result = SubmissionResult(
+        "sub.ipynb", tuple(CheckResult(n, n, (SubTest("all", p, p, True),), "") for n, p in points.items()), 1, "cpu", "", 0.1
+    )
+    grades = {f"check_{n}": GradeRecord(f"check_{n}", p, auto_score=share * p) for (n, p), share in zip(points.items(), shares)}
+    grades.update({g: GradeRecord(g, p) for g, p in WRITTEN.items()})
+    standing = standing_from_record(kit.KIT, Record(grades, seconds, graded=result), LATE_RULES[rule])
+    raw = sum(share * p for p, share in zip(points.values(), shares))
+    penalty = min(max(LATE_RULES[rule](raw, seconds) or 0.0, 0.0), raw) if seconds else 0.0
+
+    def covers(duration: str) -> bool:
+        low, high = duration_range(duration)
+        return low - 1e-6 <= seconds <= high + 1e-6
+
+    def costs(text: str) -> bool:
+        if penalty == 0:
+            return "no points deducted" in text
+        said = re.search(r"(\d+(?:\.\d+)?) points deducted", text)
+        return said is not None and abs(float(said.group(1)) - penalty) <= 0.006
+
+    page = feedback_html(result, standing)
+    data = results_json(result, standing)
+    row = grade_row("ann", result, standing)
+    with (
+        mock.patch.object(report_module, "histogram_png", lambda *a, **k: b""),
+        mock.patch.object(report_module, "bars_png", lambda *a, **k: b""),
+    ):  # the figures are not what this is about, and take most of the time
+        report = class_report_html([("ann", result, standing)])
+    late_table = report.split('id="late"')[1].split("</table>")[0] if 'id="late"' in report else ""
+    if not seconds:
+        assert 'id="late"' not in page and not says_late(data["output"]) and not says_late(html.unescape(page))
+        assert data["extra_data"]["late_by"] == row["late_by"] == "" and float(row["seconds_late"]) == 0
+        assert "<td>ann</td>" not in late_table
+        return
+    line = html.unescape(re.search(r'<p id="late"[^>]*>(.*?)</p>', page).group(1))
+    assert says_late_by(line, seconds) and costs(line), line
+    assert says_late_by(data["output"], seconds) and costs(data["output"]), data["output"]
+    extra = data["extra_data"]
+    assert extra["seconds_late"] == seconds and covers(extra["late_by"]) and abs(extra["late_penalty"] - penalty) <= 1e-6
+    assert covers(row["late_by"]) and abs(float(row["seconds_late"]) - seconds) <= 0.006
+    assert abs(float(row["late_penalty"]) - penalty) <= 0.006
+    cells = re.search(r"<tr><td>ann</td><td>([^<]+)</td><td>([^<]+)</td>", late_table).groups()
+    assert covers(cells[0]) and (cells[1] == "none" if penalty == 0 else abs(float(cells[1]) - penalty) <= 0.006), cells
+
+
+def test_outside_a_course_nobody_knows_how_late():
+    """`grade` and grade-class on a folder know no due date: no view calls the submission late or on time."""
+    from autograder.frontends.classgrade import grade_row
+    from autograder.frontends.gradescope.results import results_json
+
+    standing = standing_of(_result())
+    assert standing.seconds_late is None and not standing.late
+    assert results_json(_result(), standing)["extra_data"]["seconds_late"] is None
+    assert grade_row("ann", _result(), standing)["seconds_late"] == ""

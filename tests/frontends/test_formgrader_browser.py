@@ -22,16 +22,20 @@ pytestmark = pytest.mark.slow
 NAME = kit.KIT.name
 STUDENT = "ben_post_ln"
 FULL = TOTAL_POINTS + sum(WRITTEN.values())
+ANSWER = next(iter(WRITTEN))  # the written answer graded in formgrader
 
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
+    """A course under nbgrader's default late rule (flag, lose nothing): ada on time, ben 5.2 h late."""
     course = make_course(tmp_path_factory.mktemp("formgrader") / "course", ordinary=False)
     Shell()("nbgrader", "generate_assignment", NAME, cwd=course)
-    for student in ("ada_correct", STUDENT):
+    Shell()("nbgrader", "db", "assignment", "add", NAME, "--duedate=2030-01-01 12:00:00 UTC", cwd=course)
+    for student, when in (("ada_correct", "2029-12-31 09:00:00"), (STUDENT, "2030-01-01 17:12:00")):
         path = course / "submitted" / student / NAME / kit.KIT.notebook_name
         path.parent.mkdir(parents=True)
         nbformat.write(sample_submission(student), path)
+        (path.parent / "timestamp.txt").write_text(f"{when}.000000 UTC")
     return course
 
 
@@ -101,7 +105,7 @@ def test_submission_view_shows_the_standing_each_check_and_no_score_outputs(cour
     browser.open(f"{base}/formgrader/submissions/{autograded['id']}", VIEW_READY)
     text = browser.js("document.body.innerText")
     score = f"{autograded['score']:g} / {FULL:g}"
-    assert f"The grade: Score: {score}" in text
+    assert f"The grade: Score: {score} (" in text and "late by 5.2 h, no points deducted)" in text
     for title in ("Operation order (Pre-LN)", "Both shortcut additions", "Task 2: gradient compounding"):
         assert title in text
     assert re.search(r"Step 2 of 10 \(normalize with norm1\)", text) and "Post-LN" in text
@@ -122,14 +126,17 @@ def test_a_manual_override_changes_the_total_and_the_regenerated_feedback(course
     process, base = server
     browser.open(f"{base}/formgrader/submissions/{autograded['id']}", VIEW_READY)
     browser.type_into("input.score#check_forward_order", "2")
+    browser.type_into(f"input.score#{ANSWER}", "1")  # a written answer graded, without a comment
 
     def overridden():
         with gradebook(course) as book:
             grade = book.find_grade("check_forward_order", kit.KIT.notebook_id, NAME, STUDENT)
-            return grade.manual_score == 2 and book.find_submission(NAME, STUDENT).score
+            answer = book.find_grade(ANSWER, kit.KIT.notebook_id, NAME, STUDENT)
+            done = grade.manual_score == 2 and answer.manual_score == 1 and not answer.needs_manual_grade
+            return done and book.find_submission(NAME, STUDENT).score
 
-    total = wait_until(overridden, 30, "the manual score to be saved")
-    assert total == autograded["score"] + 2  # the check gave 0 of 4; the instructor gives 2
+    total = wait_until(overridden, 30, "the manual scores to be saved")
+    assert total == autograded["score"] + 3  # the check gave 0 of 4, the instructor gives 2; and 1 for the answer
 
     browser.open(
         f"{base}/formgrader/manage_submissions/{NAME}", f"{row(STUDENT)}?.querySelector('.score')?.textContent.includes('/')"
@@ -144,15 +151,19 @@ def test_a_manual_override_changes_the_total_and_the_regenerated_feedback(course
     page = course / "feedback" / STUDENT / NAME / f"{kit.KIT.notebook_id}.html"
     html = page.read_text()
     assert f'<span id="score">{total:g} / {FULL:g}</span>' in html
+    assert "Late by 5.2 h: no points deducted under the course&#x27;s late rule." in html  # nbgrader's default rule
     assert re.search(
         r'data-check="forward_order"><td class="title">Operation order \(Pre-LN\)</td>'
         r'<td class="pts">2 / 4<div class="muted">set by your instructor</div>',
         html,
     )
     assert not re.search(r"\b0 / 4\b", html), "the overridden check still says the autograder's points"
+    answer = re.search(rf'data-cell="{ANSWER}">(.*?)</tr>', html).group(1)
+    assert "No comment from your instructor." in answer and "Your instructor:" not in html, answer
     browser.open(page.as_uri(), "document.querySelector('#checks')")
     shown = browser.js("document.body.innerText")
     assert f"Score: {total:g} / {FULL:g}" in shown and "set by your instructor" in shown
+    assert "Late by 5.2 h: no points deducted under the course's late rule." in shown
     assert browser.screenshot(shots(tmp_path) / "feedback-after-override.png").stat().st_size > 50_000
 
 
@@ -219,4 +230,5 @@ def test_after_a_points_change_every_view_says_the_gradebooks_numbers(course, se
     browser.open((folder / "report.html").as_uri(), "document.querySelector('#checks')")
     report = browser.js("document.body.innerText")
     assert f"1 student; mean {standing.score:g}" in report and "2 of 4" in report  # the override, in the mean
+    assert re.search(rf"{STUDENT}\s+5\.2 h\s+none\s+{standing.score:g} / {standing.max_score:g}", report), report
     browser.screenshot(folder / "report-after-points-change.png")

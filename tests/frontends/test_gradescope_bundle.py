@@ -278,18 +278,28 @@ def _hunting_template(root: Path) -> str:
 
 @pytest.mark.slow  # a real grading through the bundle's own scripts, without bubblewrap
 @pytest.mark.skipif(os.geteuid() != 0, reason="Gradescope grades as root; a sandbox user of its own needs root")
-@pytest.mark.parametrize("namespaces", ["auto", "off"], ids=["namespaces", "permissions only"])
-def test_a_solution_hunting_template_scores_zero_without_bubblewrap(gradescope, tmp_path, namespaces):
+@pytest.mark.parametrize(
+    "namespaces, landlock",
+    [("auto", "auto"), ("off", "auto"), ("off", "off")],
+    ids=["namespaces", "permissions and Landlock", "permissions only"],
+)
+def test_a_solution_hunting_template_scores_zero_without_bubblewrap(gradescope, tmp_path, namespaces, landlock):
     """Laid out as on Gradescope, where bubblewrap often cannot start (and a Docker container may refuse
-    namespaces too): the source notebook with the solution lies in /autograder/source, yet a template that goes
-    looking for it finds nothing it can read."""
+    namespaces, and Landlock, too): the source notebook with the solution lies in /autograder/source, yet a
+    template that goes looking for it finds nothing it can read. With neither namespaces nor Landlock the kit
+    grades there all the same (the container holds one submission: run_autograder says so with --alone), and
+    the result names that layer."""
     nobwrap = tmp_path / "nobwrap"
     nobwrap.mkdir()
     (nobwrap / "bwrap").write_text("#!/bin/sh\nexit 1\n")
     (nobwrap / "bwrap").chmod(0o755)
     done, results = gradescope(
         {"hunt.py": _hunting_template(gradescope.root)},
-        {"PATH": f"{nobwrap}{os.pathsep}{os.environ['PATH']}", "AUTOGRADER_NAMESPACES": namespaces},
+        {
+            "PATH": f"{nobwrap}{os.pathsep}{os.environ['PATH']}",
+            "AUTOGRADER_NAMESPACES": namespaces,
+            "AUTOGRADER_LANDLOCK": landlock,
+        },
     )
     assert done.returncode == 0, done.stdout + done.stderr
     _validate(results)
@@ -298,6 +308,8 @@ def test_a_solution_hunting_template_scores_zero_without_bubblewrap(gradescope, 
     assert "Task 1: write TransformerBlock.forward" in results["tests"][0]["output"]
     assert "bubblewrap" not in results["extra_data"]["isolation"]
     assert ("namespaces" in results["extra_data"]["isolation"]) == (namespaces == "auto")
+    alone = results["extra_data"]["isolation"].startswith("permissions only, on a machine that holds this one submission")
+    assert alone == (namespaces == landlock == "off") and not results["extra_data"]["isolation"].startswith("UNSAFE")
 
 
 def test_results_json_is_strict_json_even_for_diverging_values(tmp_path):

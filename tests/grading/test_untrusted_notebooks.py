@@ -163,7 +163,7 @@ def test_the_solution_itself_reads_without_a_note():
 
 def test_the_readme_states_the_fence_s_limits():
     from autograder.course import fence
-    from autograder.frontends import classgrade
+    from autograder.frontends import discovery
 
     text = " ".join(kit.documentation().split())
     for claim in (
@@ -171,6 +171,6 @@ def test_the_readme_states_the_fence_s_limits():
         f"nested at most {fence.MAX_DEPTH} levels",
         f"no number over {fence.MAX_DIGITS} digits",
         f"at most {fence.MAX_CELLS:,} cells",
-        f"({classgrade.MAX_DEPTH} levels, {classgrade.MAX_ENTRIES:,} entries at most)",
+        f"({discovery.MAX_DEPTH} levels, {discovery.MAX_ENTRIES:,} entries at most)",
     ):
         assert claim in text, claim

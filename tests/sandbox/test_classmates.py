@@ -1,5 +1,6 @@
-"""Students against students, in every layer, driven by the sandbox's table of kinds (`autograder.sandbox.kinds`):
-for every kind of kernel object, leave one behind, and find a classmate's (`catalog.kinds`, one probe per row).
+"""Students against students, in every layer (the hub's too: the whole grader run by an instructor who is not root,
+with bubblewrap), driven by the sandbox's table of kinds (`autograder.sandbox.kinds`): for every kind of kernel
+object, leave one behind, and find a classmate's (`catalog.kinds`, one probe per row).
 
 * the control, per layer: a student who leaves a marker of her own in every kind she can, then looks for it: she
   manages to leave one exactly where the table says her layer lets her (OWN, REMOVED), never where it says
@@ -9,7 +10,10 @@ for every kind of kernel object, leave one behind, and find a classmate's (`cata
   the victim graded first leaves her marker in every kind she can, classmates graded after her look in every
   kind, and find nothing through any; and once the class is graded nothing of hers is left on the host, kind by
   kind. Cleanup breakers, huge answers, another ABI's calls, one call of every refused family and honest
-  students share the class, and each gets its own fair result.
+  students share the class, and each gets its own fair result;
+* a cooperating pair graded at once, a sender and a blank template, passes no forward through the files both may
+  read (locks on the standard library, the page cache of a shared file); with the allowlist's checks on shared
+  files switched off for the test, the same pair does.
 """
 
 import json
@@ -17,6 +21,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -28,15 +33,15 @@ from nbgrader.api import Gradebook
 from autograder.course import kit
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
 from autograder.frontends.nbgrader.feedback import recorded_result
-from autograder.grading.submission import grade_file
 from autograder.sandbox import kinds
-from autograder.sandbox.parent.client import Limits, SandboxServer
+from autograder.sandbox.parent.client import Limits
 from catalog import kinds as probes
 from catalog.build import submission
 from catalog.classmates import FOUND, LEFT, SELF, new_marker, reported, self_test, thief, victim
+from catalog.classmates import pair_digest, pair_receiver, pair_sender, received
 from catalog.hostile import POST_LN, cell, template
 from catalog.isolation import FAMILIES
-from layers import LAYERS, layer_available
+from layers import EVERY_LAYER, HUB, environment, grade, hub_user, layer_available, sandbox_server
 from nbgrader_course import Shell, do_kit_homework, make_course
 from session_ring import run_under_ring, sandbox_key_owners
 
@@ -59,7 +64,7 @@ except OSError:
 """
 
 
-@pytest.fixture(scope="module", params=list(LAYERS))
+@pytest.fixture(scope="module", params=list(EVERY_LAYER))
 def layer(request):
     why = layer_available(request.param)
     if why:
@@ -80,7 +85,7 @@ def _grading_folders(layer: str) -> tuple[Path, Path, Path]:
 
 
 def _column(layers: dict, layer: str) -> str:
-    return kinds.layer_of(layers, layer == "bubblewrap", os.geteuid() == 0)
+    return kinds.layer_of(layers, layer in ("bubblewrap", HUB), os.geteuid() == 0 and layer != HUB)
 
 
 def _expected_column(layer: str) -> str:
@@ -96,11 +101,9 @@ def own(layer):
     base, root, _ = _grading_folders(layer)
     port = 20000 + os.getpid() % 20000
     try:
-        with SandboxServer(
-            limits=Limits(load_s=12, probe_s=4, job_s=40, wall_factor=4), private=[root], **LAYERS[layer]
-        ) as server:
+        with sandbox_server(layer, limits=Limits(load_s=12, probe_s=4, job_s=40, wall_factor=4), private=[root]) as server:
             (root / "self_test.py").write_text(self_test(private=[root], port=port))
-            result = grade_file(root / "self_test.py", server, seed=4)
+            result = grade(server, root / "self_test.py", seed=4)
             column = _column(server.layers, layer)
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -116,10 +119,13 @@ def test_a_student_leaves_a_marker_only_where_her_layer_lets_her_and_finds_it_th
         assert kind not in own.left, f"{kind}: '{closed.text}', yet she left one ({own.column})"
     elif closed.how in (kinds.OWN, kinds.REMOVED):
         assert kind in own.left, f"{kind}: she could not leave one ({own.column}): {own.notes}"
-        assert kind in own.found, f"{kind}: the search did not find her own ({own.column}): {own.notes}"
+        if closed.seen:
+            assert kind in own.found, f"{kind}: the search did not find her own ({own.column}): {own.notes}"
+        else:  # the layer hides even her own from her search: then a classmate's all the more
+            assert kind not in own.found, f"{kind}: '{closed.text}', yet she found her own ({own.column})"
 
 
-def _context(mark: str, private, port: int, owners: dict, ring_keys) -> SimpleNamespace:
+def _context(mark: str, private, port: int, owners: dict, ring_keys, login: str | None = None) -> SimpleNamespace:
     return SimpleNamespace(
         mark=mark,
         private=[str(p) for p in private],
@@ -127,7 +133,20 @@ def _context(mark: str, private, port: int, owners: dict, ring_keys) -> SimpleNa
         key_owners=owners,
         ring_contents=lambda: ring_keys,
         clock_offset=time.time() - time.monotonic(),
+        login=login,
     )
+
+
+CLASS_LOGIN = "hubclass"  # the hub's instructor of the class tests (no other test runs as them)
+
+
+def _launch(layer: str, command: list, cwd, env: dict) -> tuple[dict, str | None]:
+    """A grading command (`python <command>`) launched under a session key ring of its own, as root or, in the hub's
+    layer, as the instructor who is not root (who then owns the folders it writes in); and that instructor."""
+    if layer != HUB:
+        return run_under_ring([sys.executable, *command], cwd, {**os.environ, **env}), None
+    login, python = hub_user(CLASS_LOGIN)
+    return run_under_ring([python, *command], cwd, env, user=login), login
 
 
 def _leftovers(context) -> dict:
@@ -156,19 +175,10 @@ def classmates(layer):
     }
     for name, text in students.items():
         (root / f"{name}.py").write_text(text)
-    env = {
-        **os.environ,
-        "AUTOGRADER_JOB_UIDS": "1",
-        "AUTOGRADER_BUBBLEWRAP": LAYERS[layer].get("bubblewrap", "auto"),
-        "AUTOGRADER_NAMESPACES": LAYERS[layer].get("namespaces", "auto"),
-    }
-    launched = run_under_ring(
-        [sys.executable, "-m", "autograder", "grade-class", root, "--out", out, "--workers", "1", "--seed", "6", "--force"],
-        kit.ROOT,
-        env,
-    )
+    command = ["-m", "autograder", "grade-class", root, "--out", out, "--workers", "1", "--seed", "6", "--force"]
+    launched, login = _launch(layer, command, base, {"AUTOGRADER_JOB_UIDS": "1", **environment(layer)})
     assert launched["status"] == 0, launched["stderr"][-3000:]
-    left = _leftovers(_context(mark, places, port, owners, launched["ring_keys"]))
+    left = _leftovers(_context(mark, places, port, owners, launched["ring_keys"], login))
     results = {name: json.loads((out / name / "results.json").read_text()) for name in students}
     yield SimpleNamespace(
         root=root, out=out, mark=mark, results=results, left=left, log=launched["stderr"], column=_expected_column(layer)
@@ -234,13 +244,10 @@ def autograded(layer):
     one uid: one server for the whole command, the victim's notebook first."""
     base, _, _ = _grading_folders(layer)
     course = make_course(base / "course", ordinary=False)
-    course.chmod(0o777)
-    env = {
-        "AUTOGRADER_SEED": "7",
-        "AUTOGRADER_JOB_UIDS": "1",
-        "AUTOGRADER_BUBBLEWRAP": LAYERS[layer].get("bubblewrap", "auto"),
-        "AUTOGRADER_NAMESPACES": LAYERS[layer].get("namespaces", "auto"),
-    }
+    course.chmod(0o777)  # open to everyone: the sandbox must keep the thief out of it all the same...
+    with open(course / "nbgrader_config.py", "a") as config:  # ...which the course chooses, or the kit refuses it
+        config.write('\nc.KitCourse.when_open_to_others = "allow"\n')
+    env = {"AUTOGRADER_SEED": "7", "AUTOGRADER_JOB_UIDS": "1", **environment(layer)}
     shell = Shell(env)
     shell("nbgrader", "generate_assignment", kit.KIT.name, cwd=course)
     released = nbformat.read(course / "release" / kit.KIT.name / kit.KIT.notebook_name, as_version=4)
@@ -264,8 +271,12 @@ def autograded(layer):
         path = course / "submitted" / student / kit.KIT.name / kit.KIT.notebook_name
         path.parent.mkdir(parents=True)
         nbformat.write(notebook, path)
-    launched = run_under_ring([sys.executable, "-m", "nbgrader", "autograde", kit.KIT.name], course, shell.env)
-    left = _leftovers(_context(mark, [course], port, owners, launched["ring_keys"]))
+    if layer == HUB:  # the instructor's own course
+        import hub_users
+
+        hub_users.give(course, hub_user(CLASS_LOGIN)[0])
+    launched, login = _launch(layer, ["-m", "nbgrader", "autograde", kit.KIT.name], course, shell.env if layer != HUB else env)
+    left = _leftovers(_context(mark, [course], port, owners, launched["ring_keys"], login))
     notebooks = {
         student: nbformat.read(course / "autograded" / student / kit.KIT.name / kit.KIT.notebook_name, as_version=4)
         for student in code
@@ -306,3 +317,56 @@ def test_no_classmate_s_marker_reaches_another_student_through_nbgrader(autograd
             "f_refused_calls": TOTAL_POINTS,
             "z_correct": TOTAL_POINTS,
         }
+
+
+PAIR_LIMITS = Limits(load_s=6, probe_s=4, job_s=40, wall_factor=4)  # a phase may wait 24 s: the pair's 12 and 14 fit
+
+
+@pytest.mark.parametrize("checks", ["on", "off"])
+def test_a_cooperating_pair_passes_no_forward_through_shared_files(layer, checks, tmp_path):
+    """A sender (a correct solution) and a receiver (a blank template) graded at the same moment, on two servers, as
+    two workers of a class grade them: the sender puts her forward's source in byte-range locks on os.py and in the
+    page cache of a shared file; the receiver waits for it, decodes both and runs what arrived. With the allowlist
+    (checks on) nothing arrives through either, and the receiver earns no forward point; with its checks on shared
+    files switched off for this test, the same pair passes the forward through both, and the blank template earns
+    every forward point: the refusal is what closes them."""
+    off = ("shared files",) if checks == "off" else ()
+    servers = [None, None]
+
+    def start(i):
+        servers[i] = sandbox_server(layer, limits=PAIR_LIMITS, checks_off=off)
+
+    starting = [threading.Thread(target=start, args=(i,)) for i in range(2)]
+    for thread in starting:
+        thread.start()
+    for thread in starting:
+        thread.join()
+    results = {}
+    try:
+        assert all(servers), "a server did not start"
+        (tmp_path / "sender.py").write_text(pair_sender())
+        (tmp_path / "receiver.py").write_text(pair_receiver())
+
+        def run(name, server):
+            results[name] = grade(server, tmp_path / f"{name}.py", seed=8)
+
+        graded = [threading.Thread(target=run, args=pair) for pair in zip(("sender", "receiver"), servers)]
+        for thread in graded:
+            thread.start()
+        for thread in graded:
+            thread.join()
+    finally:
+        for server in servers:
+            if server is not None:
+                server.close()
+    sender, receiver = results["sender"], results["receiver"]
+    assert sender.score == TOTAL_POINTS and not sender.grader_errors and not receiver.grader_errors
+    arrived = received(receiver.notes)
+    forward_points = sum(c.points for c in receiver.checks if c.check in FORWARD_CHECKS)
+    if checks == "on":
+        assert "locks refused" in " ".join(sender.notes) and "page cache refused" in " ".join(sender.notes)
+        assert arrived == {}, arrived
+        assert forward_points == 0, {c.check: c.points for c in receiver.checks}
+    else:
+        assert arrived == {"locks": pair_digest(), "page cache": pair_digest()}, (arrived, sender.notes)
+        assert forward_points == sum(c.max_points for c in receiver.checks if c.check in FORWARD_CHECKS)

@@ -95,7 +95,8 @@ def test_while_and_after_root_grades_without_namespaces_another_user_grades(tmp_
     (root / "cy.py").write_text(submission(extra=SLOW_CELL))  # the checkout stays closed while she waits
     before = _at_rest(_watched(root, out))
     grading = subprocess.Popen(
-        [sys.executable, "-m", "autograder", "grade-class", str(root), "--out", str(out), "--seed", "3", "--workers", "1"],
+        [sys.executable, "-m", "autograder", "grade-class", str(root), "--out", str(out), "--seed", "3", "--workers", "1"]
+        + ["--unsafe"],  # the layer grades only where the instructor opts in
         env={**os.environ, **ROOT_ONLY_LAYER},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

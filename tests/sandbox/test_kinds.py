@@ -12,6 +12,9 @@ pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 LISTED = (
     "files",
     "processes",
+    "other processes",
+    "locks",
+    "page cache",
     "System V",
     "POSIX",
     "abstract",
@@ -49,9 +52,17 @@ def test_the_table_names_every_kind_the_sandbox_must_close():
     assert [word for word in LISTED if word not in titles] == []
 
 
-def test_only_the_unisolated_column_and_the_permissions_layer_s_files_and_devices_are_open():
+def test_nothing_is_open_but_in_the_columns_an_instructor_must_opt_into():
     open_cells = {(kind.name, layer) for kind in kinds.KINDS for layer, c in kind.closed.items() if c.how == kinds.OPEN}
-    assert {cell for cell in open_cells if cell[1] != "unsafe"} == {("other_files", "permissions")}
+    assert {cell for cell in open_cells if cell[1] not in kinds.OPT_IN} == set()
+    assert ("other_files", "permissions") in open_cells and ("other_processes", "permissions") in open_cells
+    assert all("`--unsafe`" in kinds.LAYERS[layer] for layer in kinds.OPT_IN)
+
+
+def test_what_a_child_cannot_find_of_its_own_is_said_only_where_the_kind_is_hers():
+    hidden = {(kind.name, layer) for kind in kinds.KINDS for layer, c in kind.closed.items() if not c.seen}
+    assert hidden == {("processes", "landlock")}
+    assert all(kinds.BY_NAME[name].closed[layer].how in (kinds.OWN, kinds.REMOVED) for name, layer in hidden)
 
 
 @pytest.mark.parametrize(

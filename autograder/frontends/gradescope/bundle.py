@@ -120,9 +120,10 @@ if [ -z "$SUBMISSION" ]; then
   exec "$PYTHON" -m autograder.frontends.gradescope.bundle nothing "$RESULTS" "$NOTEBOOK"
 fi
 echo "run_autograder: grading $SUBMISSION"
-# everything under $ROOT but Python is out of the submission's sight (covered, or closed by permissions)
+# everything under $ROOT but Python is out of the submission's sight (covered, or closed by permissions); the
+# container holds this one submission alone, so file permissions are enough where namespaces and Landlock fail
 exec "$PYTHON" -m autograder grade "$SUBMISSION" --results "$RESULTS" --device "${AUTOGRADER_DEVICE:-auto}" \
-  --source "$NOTEBOOK" --private "$ROOT"
+  --source "$NOTEBOOK" --private "$ROOT" --alone
 """
 
 SCRIPTS = {"setup.sh": SETUP_SH, "run_autograder": RUN_AUTOGRADER}
@@ -181,7 +182,7 @@ def build_bundle(out: str | Path, root: Path = kit.ROOT, source: kit.Assignment 
 
 def pick_submission(folder: Path, source: kit.Assignment = kit.KIT) -> Path | None:
     """The file to grade in Gradescope's submission folder (the same choice as for a class's folders)."""
-    from autograder.frontends.classgrade import pick_file
+    from autograder.frontends.discovery import pick_file
 
     folder = Path(folder)
     return pick_file(folder, source) if folder.is_dir() else None

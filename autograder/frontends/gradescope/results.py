@@ -5,7 +5,17 @@ Every number in it is the student's standing (`standing.Standing`): the top-leve
 penalty), the `output` line, each check's test (an instructor's override included) and one test per written
 answer (graded, or awaiting the instructor). The grader's own findings (each part passed or not, the details)
 stay beside them in `extra_data`, and the standing itself too, so that a results folder's report reads back
-what was written. The command line prints the same `output`."""
+what was written. The command line prints the same `output`.
+
+A late submission says so in `output` ("late by 5.2 h, no points deducted") whatever the course's late rule, and
+`extra_data` says how late (`late_by` as a person says it, `seconds_late`) and what it cost (`late_penalty`).
+Outside a course the kit knows no due date: `seconds_late` is null (Gradescope applies its own late policy).
+
+What Gradescope shows (`output`, each test's `name` and `output`) is text only: declared so (`output_format`,
+`test_output_format` and `test_name_format` "text": Gradescope renders no Markdown, HTML or ANSI colour of it) and
+written so, each line a student's text can reach rendered by `shown.line` (escape sequences, controls, direction
+overrides and invisible characters as escapes, a line break of theirs as `\\n`), so that nothing a student wrote
+starts a line of its own or changes what the lines around it say. `extra_data` keeps the values as they were."""
 
 from __future__ import annotations
 
@@ -15,6 +25,7 @@ from pathlib import Path
 
 from autograder.engine.results import CheckResult, SubmissionResult, SubTest
 from autograder.frontends.files import write_atomically
+from autograder.frontends.shown import line
 from autograder.frontends.standing import AWAITING, Standing, standing_of
 
 
@@ -23,18 +34,30 @@ def summary(result: SubmissionResult, standing: Standing | None = None) -> str:
     standing = standing or standing_of(result)
     lines = [standing.summary()]
     if result.first_divergence:
-        lines.append("Where your block first went wrong: " + result.first_divergence)
-    lines += [f"Note: {note}" for note in result.notes]
+        lines.append("Where your block first went wrong: " + line(result.first_divergence))
+    lines += [f"Note: {line(note)}" for note in result.notes]
     return "\n".join(lines)
+
+
+def written_output(cell) -> str:
+    """What a written answer's test says: awaiting, the instructor's own comment (never nbgrader's automatic one),
+    or, where nobody graded it and it still has points, nbgrader's zero for an answer left as released."""
+    if cell.points is None:
+        return AWAITING
+    if cell.comment:
+        return f"Your instructor: {line(cell.comment)}"
+    if cell.manual:
+        return "Graded by your instructor (no comment)."
+    return "Not answered: an answer left as released scores 0."
 
 
 def _written_test(number: int, cell) -> dict:
     test = {
-        "name": cell.title,
+        "name": line(cell.title),
         "number": str(number),
         "score": cell.points or 0.0,
         "max_score": cell.max_points,
-        "output": AWAITING if cell.points is None else (cell.comment or "Graded by your instructor."),
+        "output": written_output(cell),
         "tags": [cell.grade_id],
         "visibility": "visible",
         "extra_data": {"written": cell.grade_id, "awaiting": cell.points is None},
@@ -52,12 +75,12 @@ def results_json(result: SubmissionResult, standing: Standing | None = None) -> 
         grade = standing.checks.get(check.check)
         tests.append(
             {
-                "name": check.title,
+                "name": line(check.title),
                 "number": str(number),
                 "score": (grade.points or 0.0) if grade else check.points,
                 "max_score": grade.max_points if grade else check.max_points,
                 "status": "passed" if check.passed else "failed",
-                "output": check.message,
+                "output": line(check.message),
                 "tags": [check.check],
                 "visibility": check.visibility,
                 "extra_data": {
@@ -77,6 +100,9 @@ def results_json(result: SubmissionResult, standing: Standing | None = None) -> 
         "score": standing.score,
         "execution_time": result.execution_time,
         "output": summary(result, standing),
+        "output_format": "text",
+        "test_output_format": "text",
+        "test_name_format": "text",
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
@@ -90,6 +116,9 @@ def results_json(result: SubmissionResult, standing: Standing | None = None) -> 
             "first_divergence": result.first_divergence,
             "notes": list(result.notes),
             "max_score": standing.max_score,
+            "late_by": standing.late_by,
+            "seconds_late": standing.seconds_late,
+            "late_penalty": standing.late_penalty,
             "profiles": result.profile,
             "facts": list(result.facts),
             "standing": standing.to_dict(),

@@ -6,6 +6,10 @@ check's cell. Its points go in as nbgrader's partial credit (a number as the cel
 SaveAutoGrades reads); `without_score_outputs` then takes that number out again, so that formgrader shows no
 "Out[1]: 3" under a check: the points a person reads are the gradebook's. The whole result goes into the
 notebook's metadata, with the version of the source graded against: the feedback page is drawn from it.
+
+Jupyter draws a text/plain output through its ANSI colour parser, and formgrader shows the HTML fragment as
+markup: every message, note and remark in either (they quote a student's code and errors) is `shown`, as one line
+of text in the plain copy, escaped and isolated in the fragment.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from autograder.course.notebook import HIDDEN_CHECK_PREFIX
 from autograder.engine.results import CheckResult, SubmissionResult
 from autograder.frontends.feedback import findings_html
 from autograder.frontends.plots import profile_figure_png
+from autograder.frontends.shown import html, line
 from .plugins import KIT_KEY, SCORE_OUTPUT
 
 WIDTH = 100  # plain-text lines wrap here: nbgrader shows text outputs preformatted, without wrapping
@@ -40,27 +45,25 @@ def _wrap(text: str, indent: str = "") -> str:
 def check_text(check: CheckResult, result: SubmissionResult) -> str:
     """What a check cell says in plain text. No points: the cell's points are the gradebook's, shown beside it,
     so after a manual override a person reads one number, the instructor's."""
-    lines = [check.title, _wrap(check.message)]
+    lines = [line(check.title), _wrap(line(check.message))]
     if check.check == "forward_order":
         if result.first_divergence and not check.passed and result.first_divergence not in check.message:
-            lines.append(_wrap("Where your block first went wrong: " + result.first_divergence))
-        lines += [_wrap(f"Note: {note}") for note in result.notes]
-    lines += [_wrap(f"[{'x' if s.passed else ' '}] {s.name}", "  ") for s in check.subtests]
+            lines.append(_wrap("Where your block first went wrong: " + line(result.first_divergence)))
+        lines += [_wrap(f"Note: {line(note)}") for note in result.notes]
+    lines += [_wrap(f"[{'x' if s.passed else ' '}] {line(s.name)}", "  ") for s in check.subtests]
     if check.check == "forward_order":
         lines.append(f"(hidden inputs drawn from seed {result.seed}: `--seed {result.seed}` reproduces this grade)")
     return "\n".join(lines) + "\n"
 
 
 def _check_html(check: CheckResult, result: SubmissionResult, remark: str | None) -> str:
-    from html import escape
-
-    parts = [f'<div class="kit-findings"><p><strong>{escape(check.title)}</strong></p>']
+    parts = [f'<div class="kit-findings"><p><strong>{html(check.title)}</strong></p>']
     if remark:
-        parts.append(f'<p class="remark">{escape(remark)}</p>')
+        parts.append(f'<p class="remark">{html(remark)}</p>')
     if check.check == "forward_order":
         if result.first_divergence and not check.passed:
-            parts.append(f"<p>Where the block first went wrong: {escape(result.first_divergence)}</p>")
-        parts += [f'<p class="remark">Note: {escape(note)}</p>' for note in result.notes]
+            parts.append(f"<p>Where the block first went wrong: {html(result.first_divergence)}</p>")
+        parts += [f'<p class="remark">Note: {html(note)}</p>' for note in result.notes]
     parts.append(findings_html(check))
     if check.check == "forward_order":
         parts.append(
@@ -72,7 +75,7 @@ def _check_html(check: CheckResult, result: SubmissionResult, remark: str | None
 def _check_outputs(check: CheckResult, result: SubmissionResult, remark: str | None) -> list:
     text = check_text(check, result)
     if remark:
-        text = _wrap(remark) + "\n" + text
+        text = _wrap(line(remark)) + "\n" + text
     outputs = [_output("display_data", data={"text/html": _check_html(check, result, remark), "text/plain": text})]
     if check.check == "forward_gradients":
         png = profile_figure_png(result.profile)

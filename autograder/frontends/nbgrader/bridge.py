@@ -5,6 +5,9 @@ Both paths grade with the course's own source notebook (its provided code, refer
 rubric's parts share each check cell's points) and annotate the notebook the same way
 (`autograder.frontends.nbgrader.annotate`). `autograder.frontends.nbgrader.preflight` has checked the assignment,
 and chosen between refusing and grading unsafely where nothing isolates, before nbgrader calls the executor.
+
+The grader (torch, the checks, the pages' figures) is imported when the executor first meets a notebook of the
+kit's: `nbgrader autograde` on any other assignment of the course costs what stock nbgrader's does.
 """
 
 from __future__ import annotations
@@ -26,12 +29,23 @@ from autograder.course import kit
 from autograder.course.notebook import HIDDEN_CHECK_PREFIX, SubmissionError, read_notebook
 from autograder.engine.results import points_text
 from autograder.engine.rubric import RUBRIC
-from autograder.grading.reference import new_seed
-from autograder.grading.submission import grade_cells, unreadable
+from autograder.frontends.shown import line
 from autograder.sandbox.parent.pool import ServerPool
-from .annotate import annotate
 from .plugins import KIT_KEY, kit_source
 from .preflight import unsafe_allowed
+
+
+def new_seed() -> int:
+    from autograder.grading.reference import new_seed  # the grader's module: it imports torch
+
+    return new_seed()
+
+
+def grade_cells(*args, **kwargs):
+    """The grader's `grading.submission.grade_cells`, imported when a kit notebook is graded."""
+    from autograder.grading.submission import grade_cells
+
+    return grade_cells(*args, **kwargs)
 
 
 # --- nbgrader autograde -----------------------------------------------------------------------------
@@ -110,6 +124,9 @@ class SandboxedExecute(Execute):
         seed = self.seed or int(os.environ.get("AUTOGRADER_SEED", 0)) or (_run_seed() if command_line else new_seed())
         student = resources.get("nbgrader", {}).get("student")
         record = nb.metadata.get(KIT_KEY, {})  # the kit's intake wrote it (a student's own was dropped there)
+        from autograder.grading.submission import unreadable
+        from .annotate import annotate  # draws the figures: matplotlib
+
         if record.get("unreadable"):
             result = unreadable(
                 assignment.notebook_name, str(record["unreadable"]), seed, self.device, student, assignment=assignment
@@ -128,7 +145,7 @@ class SandboxedExecute(Execute):
                 )
         self.log.info(
             "graded %s: the checks give %s (written answers are graded by hand; seed %s)",
-            student,
+            line(student),
             f"{points_text(result.score)} of their {points_text(result.max_score)} points",
             seed,
         )

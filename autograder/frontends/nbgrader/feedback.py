@@ -12,7 +12,8 @@
   student fetches agrees with the gradebook even when nobody ran generate_feedback after a change (and nothing
   is handed out while a grade is out of date).
 * `FormgraderStanding` opens formgrader's view of a kit notebook with the student's standing: the grade the
-  student's page shows, which formgrader's own totals (before the late penalty) are not.
+  student's page shows, which formgrader's own totals (before the late penalty) are not. A Markdown cell: the
+  student's id in it is `shown.markdown` (text, never their emphasis, link or HTML).
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ from nbgrader.exchange.default import ExchangeReleaseFeedback
 from autograder.course import kit
 from autograder.engine.results import points_text
 from autograder.engine.rubric import RUBRIC
-from autograder.frontends.feedback import feedback_html
-from autograder.frontends.standing import GRADE_IS, UNISOLATED_LINE, late_text, stale_line
+from autograder.frontends.shown import markdown
+from autograder.frontends.standing import GRADE_IS, UNISOLATED_LINE, stale_line
 from .gradebook import course_standings, recorded_result, stale_students, standing_from_gradebook
 from .plugins import KIT_KEY, KitRefusal, course_directory, kit_source, refuse
 from .preflight import source_notebooks
+from .privacy import guard
 
 
 def kit_page(notebook, resources: dict, assignment: kit.Assignment, config=None, standing=None) -> str:
@@ -48,6 +50,8 @@ def kit_page(notebook, resources: dict, assignment: kit.Assignment, config=None,
         raise KitRefusal(
             f"Not drawing feedback for {assignment.name}: " + stale_line(assignment.name, {info["student"]: standing.stale})
         )
+    from autograder.frontends.feedback import feedback_html  # its figures import matplotlib: only for the kit's pages
+
     return feedback_html(recorded_result(notebook, info["student"]), standing)
 
 
@@ -76,6 +80,10 @@ class KitFeedbackPage(HTMLExporter):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         converter = self.parent
+        if isinstance(converter, GenerateFeedback):  # a course others can read or write: nothing is drawn
+            guard(
+                converter.coursedir, self.config, converter.log, f"Not drawing feedback for {converter.coursedir.assignment_id}"
+            )
         assignment = kit_assignment_in(converter.coursedir) if isinstance(converter, GenerateFeedback) else None
         self.standings: dict = {}  # student -> standing, read from the gradebook once, as the command starts
         if assignment is not None:
@@ -98,6 +106,7 @@ class KitReleaseFeedback(ExchangeReleaseFeedback):
     """`nbgrader release_feedback`, which first draws the kit's pages again from the gradebook."""
 
     def init_src(self):
+        guard(self.coursedir, self.config, self.log, f"Not releasing feedback for {self.coursedir.assignment_id}")
         if kit_assignment_in(self.coursedir):
             converter = GenerateFeedback(coursedir=self.coursedir, parent=self)
             converter.force = True
@@ -129,14 +138,13 @@ class FormgraderStanding(Preprocessor):
         lines = [f"**The grade: {standing.summary()}.** {GRADE_IS}"]
         if standing.stale:
             lines.append(
-                f"**Out of date:** {stale_line(resources['assignment_id'], {resources['student']: standing.stale})}. "
+                f"**Out of date:** {stale_line(resources['assignment_id'], {markdown(resources['student']): standing.stale})}. "
                 "No feedback is drawn until then."
             )
-        if standing.late_penalty or standing.seconds_late:
+        if standing.late_penalty:
             lines.append(
-                f"Late by {late_text(standing.seconds_late)}: formgrader's own totals, here and in its lists "
-                f"({points_text(standing.raw_score)}), are before the late penalty "
-                f"({points_text(standing.late_penalty)})."
+                f"Formgrader's own totals, here and in its lists ({points_text(standing.raw_score)}), are before the "
+                f"late penalty ({points_text(standing.late_penalty)})."
             )
         if standing.unisolated:
             lines.insert(0, f"**{UNISOLATED_LINE}**")

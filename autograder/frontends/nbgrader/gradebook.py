@@ -64,7 +64,8 @@ def standing_from_gradebook(
     (the kit's result and the written answers' text); `config`: the course's (its late-penalty plugin).
     MissingEntry where the student has no submission."""
     submitted = gradebook.find_submission_notebook(assignment.notebook_id, assignment.name, student)
-    comments = {c.name: (c.manual_comment or c.auto_comment or "") for c in submitted.comments}
+    # the instructor's own words only: nbgrader's automatic comment ("No response.") is not theirs
+    comments = {c.name: c.manual_comment or "" for c in submitted.comments}
     grades = {
         g.name: GradeRecord(g.name, float(g.max_score), g.auto_score, g.manual_score, g.extra_credit, comments.get(g.name, ""))
         for g in submitted.grades

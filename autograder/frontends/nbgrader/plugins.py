@@ -24,6 +24,7 @@ from nbgrader.utils import is_grade
 from autograder.course import kit
 from autograder.course.kit import without_hidden_tests
 from autograder.engine.rubric import RUBRIC
+from autograder.frontends.shown import line
 
 KIT_KEY = "layernorm_kit"  # metadata the kit writes: {"edited": true} on a locked cell put back; {"check": name,
 # "title": ..., "remark": ...} on a graded hidden-check cell; {"result": ..., "source":
@@ -41,7 +42,9 @@ class KitRefusal(NbGraderException, ExchangeError):
 
 
 def refuse(log, what: str, why: str) -> KitRefusal:
-    """Log the one line ("Not grading layernorm: ...") and give the exception that stops the command."""
+    """Log the one line ("Not grading layernorm: ...") and give the exception that stops the command. The line is
+    text only (`shown.line`): it may name a student's id or file."""
+    what, why = line(what), line(why)
     log.error("%s: %s.", what, why)
     return KitRefusal(f"{what}: {why}")
 
@@ -92,7 +95,7 @@ def course_source(configurable, resources) -> Path:
 
 
 @functools.lru_cache(maxsize=64)
-def _is_kit(path: str, stamp: tuple) -> bool:
+def is_kit_notebook(path: str, stamp: tuple) -> bool:
     return kit.is_kit_source(path, RUBRIC)
 
 
@@ -103,7 +106,7 @@ def kit_source(configurable, resources) -> Path | None:
         stat = path.stat()
     except OSError:
         return None
-    return path if _is_kit(str(path), (stat.st_mtime_ns, stat.st_size)) else None
+    return path if is_kit_notebook(str(path), (stat.st_mtime_ns, stat.st_size)) else None
 
 
 class KitOnly:

@@ -11,7 +11,9 @@ before). It refuses when
 * the gradebook holds other points for a check cell than the source (the source was edited after
   `nbgrader generate_assignment`, which records the points nbgrader adds up);
 * nothing on this machine can isolate student code, and the course has not chosen to grade anyway;
-* the user grading cannot run the kit's Python (the sandbox starts its server with it).
+* the user grading cannot run the kit's Python (the sandbox starts its server with it);
+* two student ids read alike (`ids`: `alice` and the Cyrillic `\u0430lice`, `jos\u00e9` written two ways), among the
+  assignment's submitted folders and the gradebook's students: one line names both.
 
 Isolation: where bubblewrap works (any user, with unprivileged user namespaces) or the grader is root, the
 sandbox isolates. Elsewhere `c.KitSandbox.when_unisolated` decides, in the course's or the hub's
@@ -33,6 +35,8 @@ from traitlets.config import Config, Configurable
 from autograder.course import kit
 from autograder.engine.rubric import RUBRIC
 from autograder.frontends.interpreter import interpreter_refusal
+from autograder.frontends.shown import line
+from . import privacy
 from .plugins import KIT_KEY, course_directory, kit_source, refuse
 
 
@@ -118,6 +122,23 @@ def refusal(coursedir, config: Config, assignment_id: str, unsafe: bool = False)
     return None
 
 
+def submitted_students(coursedir, assignment_id: str) -> list[str]:
+    """The name of every student folder holding a submission of `assignment_id`, as it is on disk."""
+    pattern = Path(coursedir.format_path(coursedir.submitted_directory, "*", assignment_id))
+    return sorted(p.parent.name for p in pattern.parent.parent.glob(f"*/{pattern.name}") if p.is_dir())
+
+
+def alike_students(coursedir, assignment_id: str) -> str | None:
+    """Two student ids that read alike (`ids`) among the assignment's submitted folders and the gradebook's
+    students, in one clause; None where there are none."""
+    from autograder.course.fence import name_text
+    from autograder.frontends.ids import refusal as alike
+
+    with Gradebook(coursedir.db_url) as gradebook:
+        known = [student.id for student in gradebook.students]  # nbgrader's id is the folder's name, as it is
+    return alike([(name_text(name), name) for name in known + submitted_students(coursedir, assignment_id)])
+
+
 def graded_with_another_source(coursedir, assignment: kit.Assignment) -> list[str]:
     """Students whose autograded notebook was graded against another version of the source (new points, say)."""
     import json
@@ -162,10 +183,16 @@ class KitPreflight(NotebookExporter):
         if not isinstance(converter, Autograde):
             return
         coursedir = course_directory(converter)
-        why = refusal(coursedir, self.config, coursedir.assignment_id)
+        privacy.guard(coursedir, self.config, converter.log, f"Not grading {coursedir.assignment_id}")
+        kit_sources = [p for p in source_notebooks(coursedir, coursedir.assignment_id) if kit.is_kit_source(p, RUBRIC)]
+        why = refusal(coursedir, self.config, coursedir.assignment_id) or (
+            alike_students(coursedir, coursedir.assignment_id) if kit_sources else None
+        )
         if why:
             raise refuse(converter.log, f"Not grading {coursedir.assignment_id}", why)
-        kit_sources = [p for p in source_notebooks(coursedir, coursedir.assignment_id) if kit.is_kit_source(p, RUBRIC)]
+        if kit_sources:  # the kit reads them next: nobody else may, nor write into them
+            for problem in privacy.close_submissions(coursedir, coursedir.assignment_id, self.config, coursedir.student_id):
+                converter.log.warning("could not close a submission to other users: %s", line(problem))
         if kit_sources and not can_isolate():
             converter.log.warning(UNISOLATED_WARNING)
         if kit_sources and not converter.force:
@@ -176,6 +203,6 @@ class KitPreflight(NotebookExporter):
                     "`nbgrader autograde %s --force` grades them again",
                     len(stale),
                     kit_sources[0].name,
-                    ", ".join(stale[:5]) + (", ..." if len(stale) > 5 else ""),
+                    ", ".join(map(line, stale[:5])) + (", ..." if len(stale) > 5 else ""),
                     coursedir.assignment_id,
                 )

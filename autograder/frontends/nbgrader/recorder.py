@@ -5,9 +5,11 @@ would write them, then the feedback pages drawn by nbgrader's own feedback expor
 Per student (`CourseRecorder.__call__`): the autograded notebook (annotated as
 `autograder.frontends.nbgrader.annotate` does for `nbgrader autograde`, every graded cell worth the course's
 points as nbgrader's OverwriteCells would make it, whatever points the submission was released with) and its
-scores in the gradebook, with nbgrader's late penalty. After the class (`CourseRecorder.finish`): nbgrader's
-GenerateFeedback for the assignment (every page drawn again, from the gradebook) and each student's standing read
-back from the gradebook.
+scores in the gradebook, with nbgrader's late penalty. What an instructor gave is theirs: a cell's manual score,
+its comment and its `needs_manual_grade` are left as they are (nbgrader's SaveAutoGrades marks every cell with a
+manual score as needing grading again; formgrader would then list a finished written answer as waiting). After
+the class (`CourseRecorder.finish`): nbgrader's GenerateFeedback for the assignment (every page drawn again, from
+the gradebook) and each student's standing read back from the gradebook.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sys
 import threading
 from pathlib import Path
 
@@ -26,12 +29,14 @@ from nbgrader.preprocessors import AssignLatePenalties
 from nbgrader.utils import determine_grade, is_grade
 
 from autograder.engine.results import SubmissionResult
+from autograder.frontends.shown import line
 from .annotate import annotate
 from .bridge import course_config, pick_assignment
 from .gradebook import course_standings, recorded_result, stale_students
 from .intake import read_submitted
 from .plugins import without_score_outputs
 from .preflight import refusal
+from .privacy import close_submissions, exposure, refusal_line
 
 COPIED = ("timestamp.txt", "submission_secret.txt")  # what nbgrader's feedback and release read beside a notebook
 
@@ -52,6 +57,8 @@ class CourseRecorder:
         self.late = AssignLatePenalties(config=self.config, log=quiet)
         self.late.init_plugin()
         self.assignment = pick_assignment(self.course, assignment_name, self.config)
+        # before anything opens the gradebook: a course others can read or write is refused, changing nothing
+        self.open_course = open_course(self.coursedir, self.config, f"Not grading {self.assignment.name}")
         with Gradebook(self.db_url) as gradebook:
             try:
                 gradebook.find_assignment(self.assignment.name)
@@ -63,6 +70,8 @@ class CourseRecorder:
         why = refusal(self.coursedir, self.config, self.assignment.name, unsafe=unsafe)
         if why:
             raise SystemExit(f"Not grading {self.assignment.name}: {why}.")
+        for problem in close_submissions(self.coursedir, self.assignment.name, self.config):  # the kit reads them next
+            print(line(f"grade-class: could not close a submission to other users: {problem}"), file=sys.stderr)
 
     def folder(self, kind: str, student: str) -> Path:
         return Path(self.coursedir.format_path(getattr(self.coursedir, f"{kind}_directory"), student, self.assignment.name))
@@ -107,6 +116,11 @@ class CourseRecorder:
         else:
             self.standings = course_standings(self.coursedir, self.config, self.assignment, students)
         return self.standings
+
+    def students(self) -> list[str]:
+        """The ids of every student the course's gradebook holds (a folder's id that reads like one is refused)."""
+        with Gradebook(self.db_url) as gradebook:
+            return [student.id for student in gradebook.students]
 
     def stale(self, students: list[str]) -> dict[str, str]:
         """Those of `students` whose grade in the gradebook is out of date (student -> why): graded again."""
@@ -160,7 +174,8 @@ class CourseRecorder:
                 cell = cells.get(grade.name)
                 # nbgrader's own rule (SaveAutoGrades): a check cell's value, None for a written answer
                 grade.auto_score = determine_grade(cell)[0] if cell is not None else None
-                grade.needs_manual_grade = grade.manual_score is not None or grade.auto_score is None
+                if grade.manual_score is None:  # a grade an instructor gave, and its flag, stay as they left them
+                    grade.needs_manual_grade = grade.auto_score is None
             self._late_penalty(gradebook, student)
             gradebook.db.commit()
         finally:
@@ -192,13 +207,32 @@ class CourseRecorder:
                 notebook.late_submission_penalty = self.late._check_late_penalty(notebook, penalty)
 
 
+def open_course(coursedir, config, what: str) -> str | None:
+    """grade-class's and class-report's check (`privacy`): SystemExit, in one line, where other users can read or
+    write the course; the warning where the course allows that; None where it is private."""
+    found = exposure(coursedir, config)
+    if found is None:
+        return None
+    if not found.allowed:
+        raise SystemExit(f"{what}: {refusal_line(found)}.")
+    return found.warning()
+
+
+def course_warning(course: Path) -> str | None:
+    """What the class report of a course says at its top about the course (open to others, by its choice)."""
+    course = Path(course).resolve()
+    config = course_config(course)
+    return open_course(CourseDirectory(config=config, root=str(course)), config, "Not writing the class report")
+
+
 def course_rows(course: Path, name: str | None = None) -> tuple[str, list]:
     """(assignment, [(student, result, standing)]) of a graded course, for the class report: the results kept in
     its autograded notebooks (by `nbgrader autograde` or grade-class), the numbers from its gradebook."""
     course = Path(course).resolve()
     config = course_config(course)
-    assignment = pick_assignment(course, name, config)
     coursedir = CourseDirectory(config=config, root=str(course))
+    open_course(coursedir, config, "Not writing the class report")
+    assignment = pick_assignment(course, name, config)
     folder = Path(coursedir.format_path(coursedir.autograded_directory, "*", assignment.name))
     notebooks = {
         path.parent.parent.name: nbformat.read(path, as_version=4)

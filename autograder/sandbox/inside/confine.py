@@ -13,9 +13,11 @@ Everything here runs in the freshly forked child, in this order:
 3. CUDA, when the job asks for it (`start_cuda`: its driver starts threads of its own, and maps tens of GB of
    address space, which the memory limit counts from);
 4. `confine`: resource limits; Landlock where the kernel has it (`landlock.restrict`: reads only below the
-   system, Python and the sandbox's own code, writes only below its own places); the seccomp allowlist
-   (`seccomp`: only the calls grading needs; sockets and IPC only with namespaces; permission changes only with
-   namespaces or Landlock); a clean environment and no grading modules on the import path.
+   system, Python and the sandbox's own code, and of the host's /proc, where it has no root of its own, only its
+   own entries; writes only below its own places); the seccomp allowlist
+   (`seccomp`: only the calls grading needs, those that name a process only on itself; sockets and IPC only with
+   namespaces; permission changes only with namespaces or Landlock); a clean environment and no grading modules
+   on the import path.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ from .rootfs import PRIVATE_PLACES, private_root
 _libc = ctypes.CDLL(None, use_errno=True)
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, PR_SET_DUMPABLE = 47, 4, 4
 READABLE = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sys")
+# Without a root of its own a child's /proc is the host's, where every process's command line lies: Landlock then lets
+# it read its own process's entries (/proc/self, as the child's own directory), and what /proc says of the machine.
+PROC_OF_THE_MACHINE = ("/proc/self", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/loadavg", "/proc/uptime")
+PROC_OF_THE_MACHINE += ("/proc/version", "/proc/filesystems", "/proc/sys")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 
 
@@ -87,9 +93,11 @@ def gpu_devices() -> list[str]:
     return sorted(glob.glob("/dev/nvidia*"))
 
 
-def readable_places(keep: list[str]) -> list[str]:
-    """What a child may read: the system, Python and its packages, the code the sandbox runs (the same in every layer)."""
-    return [*READABLE, *keep, os.path.dirname(os.path.abspath(__file__))]
+def readable_places(keep: list[str], own_proc_only: bool = False) -> list[str]:
+    """What a child may read: the system, Python and its packages, the code the sandbox runs (the same in every layer);
+    with `own_proc_only` (a child that sees the host's /proc) of /proc only its own entries and the machine's."""
+    system = [place for place in READABLE if place != "/proc"] + (list(PROC_OF_THE_MACHINE) if own_proc_only else ["/proc"])
+    return [*system, *keep, os.path.dirname(os.path.abspath(__file__))]
 
 
 def drop_capabilities() -> None:
@@ -146,8 +154,11 @@ def confine(workdir: str, setup, uid: int | None, device: str = "cpu") -> str:
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
         resource.setrlimit(kind, (value, value))
     if setup.landlock:
-        landlock.restrict(readable_places(setup.keep), [workdir, *writable], [*DEVICES, *gpu_devices()])
-    seccomp.install(setup.programs[device])
+        readable = readable_places(setup.keep, own_proc_only=setup.view is None)  # /proc/self: this child's own
+        landlock.restrict(readable, [workdir, *writable], [*DEVICES, *gpu_devices()])
+    if device not in setup.programs:
+        raise OSError("seccomp does not work here")
+    seccomp.install(seccomp.build(setup.grants, device, own=os.getpid(), checks_off=setup.checks_off))
     os.chdir(workdir)
     os.environ.clear()
     os.environ.update(HOME=workdir, TMPDIR=workdir, PATH="/usr/bin:/bin", LANG="C.UTF-8", MPLBACKEND="Agg", OMP_NUM_THREADS="1")

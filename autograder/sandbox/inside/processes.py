@@ -49,14 +49,52 @@ def kill_user(uid: int, uids: range | None = None) -> list[int]:
     return sorted(set(found))
 
 
+def descendants(of: int, table: list) -> set[int]:
+    """The processes below `of` in `table` (rows of `processes()`)."""
+    children: dict[int, list[int]] = {}
+    for pid, ppid, _, _ in table:
+        children.setdefault(ppid, []).append(pid)
+    found, todo = set(), [of]
+    while todo:
+        for pid in children.get(todo.pop(), []):
+            if pid not in found:
+                found.add(pid)
+                todo.append(pid)
+    return found
+
+
+def stop_everything_below(me: int) -> None:
+    """SIGSTOP every process below `me` until a look finds none it has not stopped: a stopped process forks no more.
+
+    Everything a job starts stays below its supervisor: the child is its child, and an orphan goes to the nearest
+    subreaper above it, the supervisor. Where no uid of its own marks the job's processes (bubblewrap run by an
+    instructor who is not root), this is how a fork bomb whose processes each start a session of their own is
+    caught: killing them one by one while the others fork again may never end."""
+    stopped: set[int] = set()
+    for _ in range(1000):
+        below = descendants(me, list(processes())) - stopped
+        if not below:
+            return
+        for pid in below:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except OSError:
+                pass
+        stopped |= below
+
+
 def kill_everything_from(child: int, sandbox_uid: int | None) -> None:
-    """SIGKILL the child's session, orphans handed to us (we are a subreaper) and the sandbox user's processes."""
+    """SIGKILL everything below us (stopped first: see `stop_everything_below`), the child's session, orphans handed
+    to us (we are a subreaper) and the sandbox user's processes."""
     me = os.getpid()
+    stop_everything_below(me)
     for _ in range(200):
+        table = list(processes())
+        below = descendants(me, table)
         victims = [
             pid
-            for pid, ppid, sid, uid in processes()
-            if pid != me and (sid == child or ppid == me or (sandbox_uid is not None and uid == sandbox_uid))
+            for pid, ppid, sid, uid in table
+            if pid != me and (pid in below or sid == child or ppid == me or (sandbox_uid is not None and uid == sandbox_uid))
         ]
         for pid in victims:
             try:
@@ -73,6 +111,12 @@ def kill_everything_from(child: int, sandbox_uid: int | None) -> None:
         if not victims:
             return
         time.sleep(0.005)
+
+
+def cpu_seconds_below(me: int) -> float:
+    """CPU time of every process below `me` (alive, with what each has waited for): a job's, where no control group
+    counts it (one of a fork bomb's processes is starved by the others, and alone would seem to wait)."""
+    return sum(cpu_seconds(pid) or 0.0 for pid in descendants(me, list(processes())))
 
 
 def exit_watch(pid: int):

@@ -131,6 +131,23 @@ def private_root(keep: list[str], tmp_mb: int, devices: list[str] = (), network:
     _read_only("/")
 
 
+def namespaces_work() -> bool:
+    """Can this process make what a private root needs (mount, IPC, host-name and network namespaces, a tmpfs in
+    them)? A forked copy of it tries; nothing changes here."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET)
+            _mount(None, "/", None, MS_REC | MS_PRIVATE)
+            _mount("tmpfs", STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k")
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
 def _pivot(new: str, old: str) -> None:
     number = seccomp.number("pivot_root")
     if number is None:

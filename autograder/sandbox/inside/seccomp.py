@@ -5,6 +5,8 @@ The program, classic BPF, made once by the server and loaded by every child befo
 1. a call made through another ABI than the machine's own (i386 or x32 on x86-64, 32-bit ARM on arm64) kills
    the process;
 2. the allowed calls go through; the checked ones (`syscalls.CHECKED`) only with their arguments allowed;
+   those that name a process (`syscalls.TARGETED`) only when it is the caller itself (0, or the process id of
+   the child that installs the program, `own`: each child builds its own, before any student code runs);
    the calls a layer grants (`syscalls.GRANTS`) only where the server grants them;
 3. clone3 fails with ENOSYS (the C library then uses clone, whose flags the filter reads), and so does any
    number above the highest this machine's libseccomp knows (a call newer than it: programs fall back on
@@ -94,10 +96,43 @@ def _one_of(values) -> list[bytes]:
     return [_op(JEQ, len(values) - i, 0, v) for i, v in enumerate(values)] + [_op(RET, 0, 0, ERRNO | EPERM)]
 
 
-def _checks(name: str, grants, device: str) -> list[bytes] | None:
+def own_targets(own: int | None, group: bool = False) -> list[int]:
+    """The values (as the filter reads them: 32 bits) by which a call may name the caller: 0, its own process id,
+    and with `group` its own process group (-own)."""
+    values = [0] + ([own] if own else []) + ([-own & 0xFFFFFFFF] if own and group else [])
+    return sorted(set(values))
+
+
+def _targeted(name: str, own: int | None) -> list[bytes]:
+    """The checks of a call that names a process (`syscalls.TARGETED`): only the caller itself."""
+    checks = []
+    if name in syscalls.WHICH:  # what the target names: a process or a process group, never a user
+        checks += [_op(LOAD, 0, 0, _argument(0)), *_one_of(syscalls.WHICH[name])]
+    targets = own_targets(own, group=name in syscalls.GROUP_TOO)
+    return checks + [_op(LOAD, 0, 0, _argument(syscalls.TARGETED[name])), *_one_of(targets), _op(RET, 0, 0, ALLOW)]
+
+
+def _checks(name: str, grants, device: str, own: int | None = None, checks_off=()) -> list[bytes] | None:
     """The argument checks of a CHECKED call, ending in a verdict; None where the call is refused outright
     (socket without the "sockets" grant) or allowed outright (ioctl on a GPU)."""
     types = [_op(LOAD, 0, 0, _argument(1)), _op(AND, 0, 0, 0xF), *_one_of(syscalls.SOCKET_TYPES.values())]
+    if name == "fcntl":
+        commands = list(syscalls.FCNTLS.values())
+        commands += list(syscalls.LOCKS.values()) if "shared files" in checks_off else []
+        if "other processes" in checks_off:
+            commands.append(syscalls.F_SETOWN)
+            setown = []
+        else:  # F_SETOWN: signals for the descriptor go to the caller or its group only
+            owners = _one_of(own_targets(own, group=True))
+            setown = [_op(LOAD, 0, 0, _argument(2)), *owners, _op(RET, 0, 0, ALLOW)]
+            setown = [_op(JEQ, 0, len(setown), syscalls.F_SETOWN), *setown]
+        return [_op(LOAD, 0, 0, _argument(1)), *setown, *_one_of(commands), _op(RET, 0, 0, ALLOW)]
+    if name in syscalls.NOWAIT_CHECKED:
+        if "shared files" in checks_off:
+            return [_op(RET, 0, 0, ALLOW)]
+        flags = _argument(syscalls.NOWAIT_CHECKED[name])
+        nowait = _op(JSET, 0, 1, syscalls.RWF_NOWAIT)
+        return [_op(LOAD, 0, 0, flags), nowait, _op(RET, 0, 0, ERRNO | EPERM), _op(RET, 0, 0, ALLOW)]
     if name == "clone":
         mask = 0
         for flag in syscalls.NAMESPACE_FLAGS.values():
@@ -122,16 +157,22 @@ def _checks(name: str, grants, device: str) -> list[bytes] | None:
     raise ValueError(f"no argument checks for {name}")
 
 
-def allowed_names(grants=(), device: str = "cpu") -> list[str]:
+def allowed_names(grants=(), device: str = "cpu", checks_off=()) -> list[str]:
     """The calls allowed without argument checks, in the order the program tests them."""
     names = [name for group in allowlist.ALLOWED.values() for name in group]
     names += [name for grant in sorted(grants) if grant != "sockets" for name in syscalls.GRANTS[grant]]
+    if "other processes" in checks_off:
+        names += list(syscalls.TARGETED)
+    if "shared files" in checks_off:
+        names += list(syscalls.REFUSED["shared files"])
     return names + (list(GPU_ONLY) + ["ioctl"] if device == "cuda" else [])
 
 
-def build(grants=(), device: str = "cpu", arch: str | None = None) -> bytes:
+def build(grants=(), device: str = "cpu", arch: str | None = None, own: int | None = None, checks_off=()) -> bytes:
     """The filter program for `arch` (this machine's by default), granting the parts `grants` (see
-    `syscalls.GRANTS`) and made for `device` ("cpu" or "cuda")."""
+    `syscalls.GRANTS`) and made for `device` ("cpu" or "cuda"). `own`: the process id of the process that
+    installs it, as it sees it (without it, a call may name a process by 0 alone). `checks_off`: argument
+    checks left out (`syscalls.SWITCHES`), for the tests only."""
     arch = arch or machine()
     if arch not in ARCH:
         raise OSError(f"no seccomp filter for {arch}")
@@ -140,6 +181,10 @@ def build(grants=(), device: str = "cpu", arch: str | None = None) -> bytes:
     unknown = set(grants) - set(syscalls.GRANTS)
     if unknown:
         raise ValueError(f"unknown grants {sorted(unknown)}")
+    if set(checks_off) - set(syscalls.SWITCHES):
+        raise ValueError(f"unknown checks {sorted(set(checks_off) - set(syscalls.SWITCHES))}")
+    if own is not None and not 0 < own < 1 << 31:
+        raise ValueError(f"not a process id: {own}")
     program = [
         _op(LOAD, 0, 0, ARCH_OFFSET),
         _op(JEQ, 1, 0, ARCH[arch]),
@@ -149,14 +194,14 @@ def build(grants=(), device: str = "cpu", arch: str | None = None) -> bytes:
     if arch == "x86_64":  # x32 calls carry the same audit arch: refused by bit
         program += [_op(JGE, 0, 1, X32_BIT), _op(RET, 0, 0, KILL_PROCESS)]
     seen = set()
-    for name in allowed_names(grants, device):
+    for name in allowed_names(grants, device, checks_off):
         nr = number(name, arch)
         if nr is not None and nr not in seen:
             seen.add(nr)
             program += [_op(JEQ, 0, 1, nr), _op(RET, 0, 0, ALLOW)]
-    for name in syscalls.CHECKED:
+    for name in [*syscalls.CHECKED, *syscalls.TARGETED]:
         nr = number(name, arch)
-        checks = _checks(name, grants, device)
+        checks = _targeted(name, own) if name in syscalls.TARGETED else _checks(name, grants, device, own, checks_off)
         if nr is None or nr in seen or checks is None:
             continue
         seen.add(nr)

@@ -18,7 +18,8 @@ The kit code it holds is what students receive.
 Before its first job it drops what it inherited and does not need (`fresh`): the session key ring it was
 started with (it joins a new, anonymous one), every descriptor but its channel, core dumps. It makes the
 children's seccomp programs once (`seccomp.build`, one per device) from what it found this machine lets
-children do (`try_layers`).
+children do (`try_layers`); each child makes its own again with its process id in it (the calls that name a
+process may name only the child itself), which takes half a millisecond.
 
 The server knows nothing of the questions: `init["questions"]` names the module a child runs its job with
 (`ready`, `run_job`, `PROBES`, `FORWARD_PROBES`; the grader's is `autograder.engine.questions.job`).
@@ -141,7 +142,10 @@ class Server:
         self.subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         view, abi, grants, user_namespace = layers_that_work(init, tries)
-        programs = {device: seccomp.build(grants, device) for device in ("cpu", "cuda")} if grants is not None else {}
+        checks_off = tuple(init.get("checks_off") or ())  # the parent's, for its tests: never a job's
+        programs = {}
+        for device in ("cpu", "cuda") if grants is not None else ():
+            programs[device] = seccomp.build(grants, device, checks_off=checks_off)
         nproc_base = 0 if init.get("sandbox_users") else task_count(os.getuid())
         self.setup = Setup(
             questions,
@@ -157,6 +161,7 @@ class Server:
             programs,
             user_namespace,
             nproc_base,
+            tuple(init.get("checks_off") or ()),
         )
         if warm:
             gc.collect()  # what the warm-up left behind (80 ms with torch loaded: not worth it for one job)

@@ -4,8 +4,9 @@ job's own children that ever holds the submission's code and answers, and it end
 It reads the job (the student's cells, the plan, the probes) from the job's own channel, which the parent
 passed to the server as a descriptor the server never read from. It forks a fresh, confined child for every
 run (after a crash or a time-out the next child goes on where the last stopped), follows each child
-(`watch.Run`), kills it and everything it started when its time is up, removes what it wrote, and writes one
-reply on the channel. Cleanup problems are the grader's, reported in the reply as such.
+(`watch.Run`; without a file system of its own, the size of its working directory too: `watch.DiskWatch`), kills
+it and everything it started when its time is up, removes what it wrote, and writes one reply on the channel.
+Cleanup problems are the grader's, reported in the reply as such.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from dataclasses import dataclass
 from . import cleanup, fresh
 from .child import start_child
 from .jobs import Job
-from .processes import cpu_seconds, exit_watch, has_exited, kill_everything_from
+from .processes import cpu_seconds_below, exit_watch, has_exited, kill_everything_from
 from .protocol import ProtocolError, frame, read_frame
-from .watch import Run, blamed_cell, failure
+from .watch import DiskWatch, Run, blamed_cell, failure
 
 PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE = 36, 4
 CUDA_FAILED = 71  # the child's exit status when CUDA could not start: the grader's fault, not the student's
@@ -48,6 +49,7 @@ class Setup:
     programs: dict  # the seccomp program per device ("cpu", "cuda"); empty where seccomp does not work
     user_namespace: bool  # each child makes a user namespace of its own
     nproc_base: int  # threads the grader's own user runs already (no sandbox user: RLIMIT_NPROC counts them)
+    checks_off: tuple = ()  # argument checks the seccomp filter leaves out (tests only: `syscalls.SWITCHES`)
 
 
 class Supervisor:
@@ -175,10 +177,17 @@ class Supervisor:
         os.close(report_w)
         os.close(out_w)
         ended = exit_watch(pid)  # the run ends when the child does, even if something it started holds its pipes
-        clock = (
-            (lambda: group.cpu_seconds()) if group is not None and group.cpu_seconds() is not None else (lambda: cpu_seconds(pid))
-        )
+        if group is not None and group.cpu_seconds() is not None:
+            clock = group.cpu_seconds
+        else:  # every process of the job: the child and all below the supervisor, never less than seen before
+            seen, me = [0.0], os.getpid()
+
+            def clock() -> float:
+                seen[0] = max(seen[0], cpu_seconds_below(me))
+                return seen[0]
+
         run = Run(limits, clock, budget, output, report_r, self.setup.questions.PROBES)
+        disk = DiskWatch(workdir, limits["tmp_mb"] << 20) if workdir is not None else None  # no tmpfs of its own
         cause, open_fds = None, [report_r, out_r]
         while cause is None:
             cpu, now = clock() or 0.0, time.monotonic()
@@ -188,8 +197,11 @@ class Supervisor:
             if now >= min(run.phase_wall, budget["deadline"]):
                 cause = "waiting"
                 break
+            if disk is not None and disk.over():
+                cause = "disk"
+                break
             watched = open_fds + ([ended] if ended is not None else [])
-            wait = min(0.1, run.phase_wall - now, budget["deadline"] - now)
+            wait = min(0.1, run.phase_wall - now, budget["deadline"] - now, disk.wait(now) if disk else 0.1)
             ready, _, _ = select.select(watched, [], [], max(0.0, wait if ended is not None else min(wait, 0.05)))
             for fd in ready:
                 if fd != ended and not run.take(fd):

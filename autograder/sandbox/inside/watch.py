@@ -10,6 +10,7 @@ import os
 import select
 import time
 
+from .cleanup import usage
 from .protocol import MAX_ANSWER_BYTES, FrameReader, ProtocolError
 
 MAX_DEPTH = 12  # nesting of one observation (the answers need 6)
@@ -136,6 +137,27 @@ def _bounded(value) -> bool:
     return True
 
 
+class DiskWatch:
+    """The files a child holds in its working directory, where it has no sized file system of its own (permissions
+    alone: the folder is on the host's disk, and each file is limited, not their sum). Looked at every 10 ms, less
+    often when a look takes long (looking takes at most a fifth of the time); `over` once they pass `limit` bytes."""
+
+    def __init__(self, folder: str, limit: int):
+        self.folder, self.limit, self.next = folder, limit, 0.0
+
+    def over(self) -> bool:
+        now = time.monotonic()
+        if now < self.next:
+            return False
+        used = usage(self.folder, self.limit)
+        self.next = time.monotonic() + max(0.01, 4 * (time.monotonic() - now))
+        return used > self.limit
+
+    def wait(self, now: float) -> float:
+        """How long the supervisor may wait before the next look."""
+        return max(0.0, self.next - now)
+
+
 def blamed_cell(cells: list, cause: str | None, stopped: float) -> int | None:
     """The cell a failure while loading is charged to: the one that was running, or for a time-out the one
     that took longest (a slow cell just before, not the quick one that happened to be running, is to blame)."""
@@ -178,6 +200,8 @@ def failure(cause: str, when: str, limit: float, limits: dict) -> dict:
         kind, message = "Crashed", f"your code wrote garbage into the grader's channel {when}"
     elif cause == "over budget":
         kind, message = "ProtocolError", f"{OVER_BUDGET} {when}"
+    elif cause == "disk":
+        kind, message = "OverLimit", f"your code wrote more than {limits['tmp_mb']} MB of files {when} (the limit of its folder)"
     elif cause.startswith("exit"):
         kind, message = (
             "Crashed",

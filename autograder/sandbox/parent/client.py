@@ -23,8 +23,10 @@ Layers of isolation, the strongest available used, and named in every result (`e
   writes only in its own places (`inside.landlock`);
 * permissions alone (root where the kernel refuses namespaces, as in a container): sockets and System V/POSIX
   IPC refused (seccomp); what the job's user left in places others can write, and its IPC objects, removed
-  when it ends; without Landlock also the grading folders closed for as long as grading runs
-  (`hostperms.Lease`) and permission changes refused to the child.
+  when it ends; the size of its working directory watched (`watch.DiskWatch`); Landlock keeps it to its own
+  entries of the host's /proc. Without Landlock too (the grading folders closed for as long as grading runs,
+  `hostperms.Lease`, and permission changes refused to the child) /proc and the world-readable files of the
+  machine stay open: it refuses to grade unless asked with `unsafe=True`, and every result says so.
 
 A non-root grader without bubblewrap could keep none of these promises: it refuses to grade, unless asked
 with `unsafe=True`, and then every result says so.
@@ -33,6 +35,7 @@ with `unsafe=True`, and then every result says so.
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -62,7 +65,17 @@ bubblewrap_works = bubblewrap.works
 
 
 class IsolationUnavailable(Exception):
-    """Neither bubblewrap nor root: the kit cannot keep a submission away from the grading files."""
+    """Neither bubblewrap nor root (the kit cannot keep a submission away from the grading files), or root with
+    neither namespaces nor Landlock (it cannot keep /proc and the world-readable files of the machine away)."""
+
+
+PERMISSIONS_ONLY = (
+    "refusing to grade: neither bubblewrap, namespaces nor Landlock work here, so a submission could read every "
+    "process's command line in /proc and every file the world may read, and write without a bound in the folders "
+    "every user may write. Grade where one of them works (docs/security.md); where this machine holds the one "
+    "submission and nothing else (a Gradescope container), pass --alone; or pass --unsafe to grade anyway (every "
+    "result will say so)."
+)
 
 
 @dataclass(frozen=True)
@@ -90,8 +103,21 @@ def _choice(value: str | None, variable: str) -> str:
 
 
 def isolation_available() -> bool:
-    """Can submissions be kept from the grading files here: bubblewrap works (for any user), or the grader is root?"""
-    return os.geteuid() == 0 or bubblewrap_works()
+    """Can submissions be isolated here (what the kit grades without `--unsafe`): bubblewrap works (for any user), or
+    the grader is root and its children can have namespaces or Landlock (the layers chosen by the environment,
+    AUTOGRADER_BUBBLEWRAP=off..., as a server would choose them)."""
+    if _choice(None, "AUTOGRADER_BUBBLEWRAP") != "off" and bubblewrap_works():
+        return True
+    namespaces, landlock_choice = _choice(None, "AUTOGRADER_NAMESPACES"), _choice(None, "AUTOGRADER_LANDLOCK")
+    return os.geteuid() == 0 and _children_layers_work(namespaces, landlock_choice)
+
+
+def _children_layers_work(namespaces: str, landlock_choice: str) -> bool:
+    """Can a root grader's children have Landlock, or roots of their own (namespaces), here? The permissions layer
+    keeps /proc and the machine's world-readable files from a child only with one of them."""
+    from autograder.sandbox.inside import landlock, rootfs
+
+    return (landlock_choice != "off" and landlock.abi() > 0) or (namespaces != "off" and rootfs.namespaces_work())
 
 
 class SandboxServer:
@@ -99,7 +125,9 @@ class SandboxServer:
 
     `private`: folders besides the kit's checkout and the assignment's course that submissions must not read (a
     class's submissions, the results). `bubblewrap`, `namespaces` and `landlock` ("auto"/"off") choose layers (tests
-    switch them off). `warm_up`: every question run once before the first job (one server, one job: skipped)."""
+    switch them off). `warm_up`: every question run once before the first job (one server, one job: skipped).
+    `checks_off`: argument checks of the seccomp allowlist left out (`syscalls.SWITCHES`), for the tests that show
+    a channel they close is a real one; no front end passes it, and nothing a job sends reaches it."""
 
     def __init__(
         self,
@@ -112,8 +140,14 @@ class SandboxServer:
         unsafe: bool = False,
         landlock: str | None = None,
         warm_up: bool = True,
+        checks_off: tuple = (),
+        alone: bool = False,
     ):
         self.limits, self.assignment, self.unsafe, self.warm_up = limits, assignment, unsafe, warm_up
+        # the machine holds this one submission and nothing a submission must not see (a Gradescope container):
+        # there the permissions layer without Landlock closes all there is to close
+        self.alone = alone
+        self.checks_off = tuple(checks_off)  # tests only: argument checks of the allowlist left out
         self.root = os.geteuid() == 0
         choice = _choice(bubblewrap, "AUTOGRADER_BUBBLEWRAP")
         self.use_bubblewrap = choice == "on" or (choice == "auto" and bubblewrap_works())
@@ -125,8 +159,10 @@ class SandboxServer:
             )
         self.namespaces = _choice(namespaces, "AUTOGRADER_NAMESPACES")
         self.landlock = _choice(landlock, "AUTOGRADER_LANDLOCK")
+        if self.root and not (self.use_bubblewrap or unsafe or alone or _children_layers_work(self.namespaces, self.landlock)):
+            raise IsolationUnavailable(PERMISSIONS_ONLY)
         self.extra_private, self.keep = tuple(private), containment.keep_folders()
-        self.process = self.control = self.lease = self.scratch = None
+        self.process = self.control = self.lease = self.scratch = self.parent_thread_ends = None
         self.layers: dict = {}
         self.groups: dict = {}
         self.private: list[str] = []
@@ -139,7 +175,7 @@ class SandboxServer:
 
     @property
     def isolation(self) -> str:
-        return describe(self.layers, self.use_bubblewrap, self.root)
+        return describe(self.layers, self.use_bubblewrap, self.root, self.alone)
 
     @property
     def uids(self) -> range | None:
@@ -160,8 +196,9 @@ class SandboxServer:
 
     def spawn(self) -> None:
         """Start the server's process: it imports torch and its own code while the caller goes on, and waits
-        for `launch` to tell it what to grade. Call from a long-lived thread: bubblewrap's --die-with-parent
-        follows the thread."""
+        for `launch` to tell it what to grade. It is started from a thread of its own that lives until `close`:
+        bubblewrap's --die-with-parent follows the thread that started it, and a server started again from a
+        grading thread (`grade`, after a job lost its worker) died with that thread, after one job."""
         self.groups = jobs.server_groups(f"autograder-{os.getpid()}-{id(self)}") if self.root else {}
         command = [sys.executable, "-m", "autograder.sandbox.inside.server"]
         if self.use_bubblewrap:
@@ -170,19 +207,35 @@ class SandboxServer:
         env |= {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
         groups = list(self.groups.values())
         self.control, theirs = control_pair()
+        started, ended = queue.Queue(maxsize=1), threading.Event()
+
+        def parent() -> None:
+            try:
+                started.put(
+                    subprocess.Popen(
+                        command,
+                        stdin=theirs.fileno(),
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        env=env,
+                        cwd="/",
+                        start_new_session=True,
+                        preexec_fn=(lambda: jobs.join_groups(groups)) if groups else None,
+                    )
+                )
+            except BaseException as error:  # handed to the caller
+                started.put(error)
+                return
+            ended.wait()
+
         try:
-            self.process = subprocess.Popen(
-                command,
-                stdin=theirs.fileno(),
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                env=env,
-                cwd="/",
-                start_new_session=True,
-                preexec_fn=(lambda: jobs.join_groups(groups)) if groups else None,
-            )
+            threading.Thread(target=parent, name="sandbox-server-parent", daemon=True).start()
+            process = started.get()
         finally:
             theirs.close()
+        if isinstance(process, BaseException):
+            raise process
+        self.process, self.parent_thread_ends = process, ended
 
     def launch(self) -> None:
         """Tell the server (spawned now if it was not) the assignment's public code, its limits and what to hide;
@@ -211,6 +264,7 @@ class SandboxServer:
                 "user_namespace": self.namespaces != "off",
                 "scratch": self.scratch,
                 "warm_up": self.warm_up,
+                "checks_off": list(self.checks_off),
             },
         )
 
@@ -220,6 +274,10 @@ class SandboxServer:
             self.close()
             raise RuntimeError("the sandbox server did not start")
         self.layers = ready.get("layers") or {}
+        layered = self.use_bubblewrap or self.layers.get("namespaces") or self.layers.get("landlock")
+        if self.root and not (layered or self.unsafe or self.alone):
+            self.close()  # what the machine said it could do, the server could not
+            raise IsolationUnavailable(PERMISSIONS_ONLY)
         if self.root and not self.use_bubblewrap and not self.layers.get("namespaces") and self.lease is None:
             self.lease = hostperms.Lease(containment.lock_plan(self.private, self.keep, lock=not self.layers.get("landlock")))
             if self.lease.changed:
@@ -274,6 +332,9 @@ class SandboxServer:
             except OSError:
                 self.process.kill()
             self.process.wait()
+        if self.parent_thread_ends is not None:
+            self.parent_thread_ends.set()
+            self.parent_thread_ends = None
         if self.control is not None:
             self.control.close()
         for folder in self.groups.values():
