@@ -93,7 +93,11 @@ def result_saying(value: str, name: str | None = None) -> SubmissionResult:
         CheckResult("forward_shortcuts", "Both shortcut additions", parts, value),
     )
     divergence = f"{STEP}{value}"
-    return SubmissionResult(name or value, checks, 17, "cpu", "isolated", 1.5, divergence, (value, value), {}, value, (value,))
+    # the smallest input it went wrong on, whose words quote the error its forward raised there
+    differs = {"kind": "differs", "where": "with one token", "detail": f"your forward raised ValueError: {value}"}
+    return SubmissionResult(
+        name or value, checks, 17, "cpu", "isolated", 1.5, divergence, (value, value), {}, value, (value,), (differs,)
+    )
 
 
 def standing_saying(value: str, late: bool = False, stale: str = "") -> Standing:
