@@ -104,7 +104,7 @@ def grant(node: Node, user: User, want: int) -> Grant | None:
         return Grant("owner", f"{user.name} owns it")
     if node.opaque:
         return Grant("opaque", f"{node.opaque} the kit cannot read exactly")
-    if node.acl:
+    if node.acl and node.mode & 0o070:  # the kernel reads an access list only where its mask grants something
         return _acl_grant(node.acl, node.gid, user, want)
     mode, member = f"mode {stat.S_IMODE(node.mode):04o}", node.gid in user.gids
     if (node.mode >> 3 if member else node.mode) & want != want:

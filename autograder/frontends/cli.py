@@ -48,7 +48,7 @@ def refusals_in_one_line():
     not there is a usage error. A refusal of the course's (nbgrader's plugins') has been logged by nbgrader's log
     already: it is said once more here."""
     from autograder.grading.options import DeviceUnavailable
-    from autograder.sandbox.parent.client import IsolationUnavailable
+    from autograder.sandbox.parent.policy import IsolationUnavailable
     from .commands import NotGrading
 
     try:

@@ -2,7 +2,7 @@
 parses the options, calls one of them and prints what it returns.
 
 A refusal, before anything ran, is an exception whose message is the whole answer in one line: `NotGrading`,
-`autograder.sandbox.parent.client.IsolationUnavailable` (nothing can isolate a submission),
+`autograder.sandbox.parent.policy.IsolationUnavailable` (nothing can isolate a submission),
 `autograder.grading.options.DeviceUnavailable`, or nbgrader's refusal of the course (`KitRefusal`, or a
 SystemExit naming what is wrong). The sandbox servers start before this process imports torch and the grader:
 they warm up on their own meanwhile, so nothing here imports either at the top.
@@ -18,7 +18,7 @@ from autograder.course import kit
 from autograder.engine.results import points_text
 from autograder.engine.rubric import RUBRIC
 from autograder.grading.options import GradingOptions
-from autograder.sandbox.parent.client import IsolationUnavailable, isolation_available
+from autograder.sandbox.parent.policy import IsolationUnavailable, isolation_available
 from autograder.sandbox.parent.pool import ServerPool
 from . import interpreter
 from .shown import line

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from autograder.course import kit
-from autograder.sandbox.parent.client import Limits
+from autograder.sandbox.parent.policy import Limits
 
 
 class DeviceUnavailable(ValueError):

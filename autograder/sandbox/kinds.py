@@ -12,8 +12,8 @@ A row is a kind of kernel object (files, processes, IPC, key rings, cgroups...),
 
 The containment tests iterate this table in every layer, for two things: leave one behind, and find a
 classmate's (`tests/catalog/kinds.py` holds one probe per row, and a test fails for a row without one). The
-layer table of docs/security.md is generated from it (`layer_table`), and a test compares the two. A new kind is a
-row.
+layer table of docs/security.md is generated from it (`autograder.sandbox.layer_page`), and a test compares the
+two. A new kind is a row.
 """
 
 from __future__ import annotations
@@ -270,40 +270,3 @@ def layer_of(layers: dict, bubblewrap: bool, root: bool) -> str:
     if layers.get("namespaces"):
         return "namespaces"
     return "landlock" if layers.get("landlock") else "permissions"
-
-
-def layer_table() -> str:
-    """The layer table of docs/security.md, in Markdown."""
-    lines = ["| | " + " | ".join(LAYERS.values()) + " |", "|---" * (len(LAYERS) + 1) + "|"]
-    for kind in KINDS:
-        texts = [kind.closed[layer].text for layer in LAYERS]
-        shown = [text if i == 0 or text != texts[i - 1] else "same" for i, text in enumerate(texts)]
-        lines.append(f"| {kind.title} | " + " | ".join(shown) + " |")
-    return "\n".join(lines) + "\n"
-
-
-BEGIN = "<!-- the layer table: generated from autograder/sandbox/kinds.py (python -m autograder.sandbox.kinds) -->"
-END = "<!-- end of the layer table -->"
-
-
-def in_page(text: str) -> str | None:
-    """The layer table as a page of the documentation holds it (between BEGIN and END), or None."""
-    if BEGIN not in text or END not in text:
-        return None
-    return text.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n") + "\n"
-
-
-def write_page(path) -> None:
-    """Put the table generated now into the page at `path` (docs/security.md), between its markers."""
-    from pathlib import Path
-
-    path = Path(path)
-    text = path.read_text()
-    head, rest = text.split(BEGIN, 1)
-    path.write_text(head + BEGIN + "\n" + layer_table() + END + rest.split(END, 1)[1])
-
-
-if __name__ == "__main__":
-    from pathlib import Path
-
-    write_page(Path(__file__).resolve().parents[2] / "docs" / "security.md")

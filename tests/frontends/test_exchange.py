@@ -206,6 +206,20 @@ def run_the_course(root: Path, instructor: str, logins: dict, hub: SimpleNamespa
             as_student(student, "nbgrader", "fetch_feedback", NAME)
         as_instructor("nbgrader", "export")
         as_instructor("nbgrader", "export", f"--assignment={NAME}", "--to=layernorm.csv")
+        roster = [["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]]
+        roster += [[s.title(), str(i), f"s{i}", s, "A"] for i, s in enumerate(STUDENTS)]
+        (course / "canvas-export.csv").write_text("".join(",".join(row) + "\r\n" for row in roster))
+        hub_users.give(course / "canvas-export.csv", instructor)
+        canvas = (
+            "nbgrader",
+            "export",
+            "--exporter=autograder.frontends.nbgrader.lms.CanvasExport",
+            "--to=canvas-import.csv",
+            "--CanvasExport.roster=canvas-export.csv",
+            "--CanvasExport.match_column=SIS Login ID",
+        )
+        awaiting = as_instructor(*canvas, check=False)  # as documented: refused while written answers await grading
+        as_instructor(*canvas, "--CanvasExport.awaiting_as_zero=True")
         report = as_instructor("python", "-m", "autograder", "class-report", "--course", str(course), "--assignment", NAME)
         views = {s: formgrader.page(f"/formgrader/submissions/{submission(course, NAME, s)['notebook_id']}/") for s in STUDENTS}
         listed = formgrader.page(f"/formgrader/api/submissions/{NAME}")
@@ -221,6 +235,7 @@ def run_the_course(root: Path, instructor: str, logins: dict, hub: SimpleNamespa
         autograded=autograded,
         views=views,
         listed=json.loads(listed),
+        awaiting=awaiting,
         report=report,
         instructor=instructor,
         instructor_env=instructor_env,
@@ -402,6 +417,16 @@ def test_one_assignment_exported_alone(hub):
         assert {row["assignment"] for row in csv.DictReader(handle)} == {NAME}
 
 
+def test_the_documented_canvas_export_fills_the_assignment_for_every_student_on_the_roster(hub):
+    said = hub.awaiting.stdout + hub.awaiting.stderr
+    assert hub.awaiting.returncode == 1 and "Not writing canvas-import.csv: written answers await grading" in said, said
+    with open(hub.course / "canvas-import.csv", newline="", encoding="utf-8-sig") as handle:
+        rows = list(csv.DictReader(handle))
+    column = next(title for title in rows[0] if title.split(" (")[0] == NAME)
+    filled = {row["SIS Login ID"]: row[column] for row in rows if row["SIS Login ID"]}
+    assert set(filled) == set(STUDENTS) and all(float(value) >= 0 for value in filled.values())
+
+
 def readme_commands() -> list[tuple[list[str], dict]]:
     """The nbgrader and grade-class commands of the instructors' guide, docs/instructors.md and docs/deployment.md
     (shell blocks only): each as its tokens and its `[--option VALUE]` optional parts (option -> how many values
@@ -411,7 +436,7 @@ def readme_commands() -> list[tuple[list[str], dict]]:
     for block in re.findall(r"```bash\n(.*?)```", guide, flags=re.DOTALL):
         if block.startswith("# as "):  # the hub's set-up: run as a whole by `set_up_the_hub`
             continue
-        for line in block.splitlines():
+        for line in block.replace("\\\n", " ").splitlines():  # a line continued with a backslash is one command
             line = re.sub(r"\s+#.*$", "", line).strip()
             if line.startswith(("nbgrader ", "python -m autograder grade-class")):
                 optional = {group.split()[0]: len(group.split()) - 1 for group in re.findall(r"\[([^\]]*)\]", line)}

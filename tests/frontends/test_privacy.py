@@ -217,7 +217,6 @@ def test_the_kit_calls_a_path_open_exactly_where_another_user_reads_writes_or_re
         trusted = ids["team"] if case["trusted"] else None
         found = openings(privacy.private_paths(coursedir), owner=ids["own"], trusted=trusted, within=str(course))
         said = {(o.verb == "replace", o.path) for o in found}
-
         keys = [k for k in [*SKELETON, "a/course/feedback"] if k.startswith("a/course")]
         present = [(k, real(base, k, case)) for k in keys if os.path.lexists(real(base, k, case))]
         spec = {
@@ -286,6 +285,30 @@ def test_an_access_list_the_kit_cannot_read_counts_as_open(place, monkeypatch):
     assert f"other users can read and write {course} (an NFSv4 access list the kit cannot read exactly)" in line, line
     assert line.endswith(f"run `chmod 700 {course}, and take other users out of its access list`"), line
     assert access.parse_acl(b"\x02\x00\x00\x00\x01\x00") is None and access.parse_acl(b"\x03\x00\x00\x00") is None
+
+
+def test_an_access_list_whose_mask_grants_nothing_is_not_read_and_the_mode_decides(people, place):
+    """The kernel consults an access list only where its mask (the mode's group bits) grants something: with a mask of
+    0 an entry denying the classmate's group does not stop the mode's other bits (found by the property above)."""
+    course, coursedir = kit_course(place / "masked", 0o705)
+    (course / "source").chmod(0o700)
+    (course / "gradebook.db").chmod(0o600)
+    team = grp.getgrnam(people["team"]).gr_gid
+    entries = [(access.USER_OBJ, 7, -1), (access.GROUP_OBJ, 0, -1), (access.GROUP, 0, team), (access.MASK, 0, -1)]
+    entries += [(access.OTHER, 5, -1)]
+    os.setxattr(
+        course,
+        access.ACCESS_ACL,
+        struct.pack("<I", 2) + b"".join(struct.pack("<HHI", t, p, i & 0xFFFFFFFF) for t, p, i in entries),
+    )
+    done = hub_users.run_as(people["peer"], [people["python"], "-I", "-S", "-c", f"import os; os.listdir({str(course)!r})"], "/")
+    assert done.returncode == 0, done.stderr  # the classmate, in the group the list names with nothing, reads it
+    found = openings(privacy.private_paths(coursedir), owner=os.getuid(), within=str(course))
+    assert {(o.user.name, o.verb, o.how.text) for o in found if o.path == str(course)} == {
+        ("any user", "read", "mode 0705: any user"),
+        (people["peer"], "read", f"mode 0705: {people['peer']}"),
+    }
+    assert privacy.exposure(coursedir, Config()).line.startswith(f"other users can read {course} (mode 0705: any user)")
 
 
 def test_a_default_access_list_counts_for_what_will_be_made_in_a_folder(people, place):

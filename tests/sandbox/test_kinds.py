@@ -4,7 +4,7 @@ docs/security.md."""
 import pytest
 
 from autograder.course import kit
-from autograder.sandbox import kinds
+from autograder.sandbox import kinds, layer_page
 from catalog import kinds as probes
 
 pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
@@ -34,8 +34,8 @@ LISTED = (
 
 
 def test_the_documentation_s_layer_table_is_the_one_the_table_generates():
-    assert kinds.in_page(kit.documentation("security.md")) == kinds.layer_table(), (
-        "docs/security.md's layer table is stale: run `python -m autograder.sandbox.kinds`"
+    assert layer_page.in_page(kit.documentation("security.md")) == layer_page.layer_table(), (
+        "docs/security.md's layer table is stale: run `python -m autograder.sandbox.layer_page`"
     )
 
 

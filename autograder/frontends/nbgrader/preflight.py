@@ -60,7 +60,7 @@ def unsafe_allowed(config: Config) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def can_isolate() -> bool:
-    from autograder.sandbox.parent.client import isolation_available
+    from autograder.sandbox.parent.policy import isolation_available
 
     return isolation_available()
 

@@ -27,9 +27,6 @@ Layers of isolation, the strongest available used, and named in every result (`e
   entries of the host's /proc. Without Landlock too (the grading folders closed for as long as grading runs,
   `hostperms.Lease`, and permission changes refused to the child) /proc and the world-readable files of the
   machine stay open: it refuses to grade unless asked with `unsafe=True`, and every result says so.
-
-A non-root grader without bubblewrap could keep none of these promises: it refuses to grade, unless asked
-with `unsafe=True`, and then every result says so.
 """
 
 from __future__ import annotations
@@ -41,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from autograder.course import kit
 from autograder.sandbox.isolation import UNSAFE, describe  # noqa: F401  (UNSAFE: named here for the grader)
@@ -49,6 +46,7 @@ from autograder.sandbox.inside import cleanup, jobs
 from autograder.sandbox.inside.processes import kill_user
 from autograder.sandbox.inside.protocol import MAX_ANSWER_BYTES, control_pair, hand_over, receive_within, send_message
 from . import bubblewrap, containment, hostperms
+from .policy import PERMISSIONS_ONLY, IsolationUnavailable, Limits, bubblewrap_works, choose_layers  # noqa: F401 (bubblewrap_works: for tests)
 
 # the server's whole environment, with PATH, PYTHONPATH and PASSED_ENV
 SERVER_ENV = {"LANG": "C.UTF-8", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -61,63 +59,6 @@ JOB_UIDS = 256
 # AUTOGRADER_JOB_UIDS=N: the jobs of a server take turns over N uids of its block only (tests: N=1 makes every job
 # of a server reuse one uid, as job 257 reuses job 1's)
 REPLY_LIMIT = 2 * MAX_ANSWER_BYTES + (8 << 20)
-bubblewrap_works = bubblewrap.works
-
-
-class IsolationUnavailable(Exception):
-    """Neither bubblewrap nor root (the kit cannot keep a submission away from the grading files), or root with
-    neither namespaces nor Landlock (it cannot keep /proc and the world-readable files of the machine away)."""
-
-
-PERMISSIONS_ONLY = (
-    "refusing to grade: neither bubblewrap, namespaces nor Landlock work here, so a submission could read every "
-    "process's command line in /proc and every file the world may read, and write without a bound in the folders "
-    "every user may write. Grade where one of them works (docs/security.md); where this machine holds the one "
-    "submission and nothing else (a Gradescope container), pass --alone; or pass --unsafe to grade anyway (every "
-    "result will say so)."
-)
-
-
-@dataclass(frozen=True)
-class Limits:
-    load_s: float = 20.0  # CPU seconds to execute the submission's cells
-    probe_s: float = 10.0  # CPU seconds for any one check's run of the student's code
-    job_s: float = 60.0  # CPU seconds for everything of one submission
-    wall_factor: float = 5.0  # code that waits instead of computing gets this many times as long, in wall time
-    memory_mb: int = 2048  # for everything the submission starts together (per process where no cgroup)
-    processes: int = 64
-    file_mb: int = 16
-    tmp_mb: int = 64  # each private writable place (/tmp, /var/tmp, /dev/shm, /run/lock)
-    output_kb: int = 64  # printed output kept (the rest is read and dropped)
-    max_runs: int = 20  # fresh children after crashes
-
-    @property
-    def wall_s(self) -> float:
-        """The longest one submission can take, whatever it does."""
-        return self.job_s * self.wall_factor
-
-
-def _choice(value: str | None, variable: str) -> str:
-    """A layer choice: the caller's, else the environment's (AUTOGRADER_BUBBLEWRAP=off, ...: for tests)."""
-    return value or os.environ.get(variable, "auto")
-
-
-def isolation_available() -> bool:
-    """Can submissions be isolated here (what the kit grades without `--unsafe`): bubblewrap works (for any user), or
-    the grader is root and its children can have namespaces or Landlock (the layers chosen by the environment,
-    AUTOGRADER_BUBBLEWRAP=off..., as a server would choose them)."""
-    if _choice(None, "AUTOGRADER_BUBBLEWRAP") != "off" and bubblewrap_works():
-        return True
-    namespaces, landlock_choice = _choice(None, "AUTOGRADER_NAMESPACES"), _choice(None, "AUTOGRADER_LANDLOCK")
-    return os.geteuid() == 0 and _children_layers_work(namespaces, landlock_choice)
-
-
-def _children_layers_work(namespaces: str, landlock_choice: str) -> bool:
-    """Can a root grader's children have Landlock, or roots of their own (namespaces), here? The permissions layer
-    keeps /proc and the machine's world-readable files from a child only with one of them."""
-    from autograder.sandbox.inside import landlock, rootfs
-
-    return (landlock_choice != "off" and landlock.abi() > 0) or (namespaces != "off" and rootfs.namespaces_work())
 
 
 class SandboxServer:
@@ -149,18 +90,7 @@ class SandboxServer:
         self.alone = alone
         self.checks_off = tuple(checks_off)  # tests only: argument checks of the allowlist left out
         self.root = os.geteuid() == 0
-        choice = _choice(bubblewrap, "AUTOGRADER_BUBBLEWRAP")
-        self.use_bubblewrap = choice == "on" or (choice == "auto" and bubblewrap_works())
-        if not (self.use_bubblewrap or self.root or unsafe):
-            raise IsolationUnavailable(
-                "refusing to grade: bubblewrap does not work here and the grader is not root, so a submission could "
-                "read the solution and other students' files. Install bubblewrap (Debian: apt-get install "
-                "bubblewrap), or grade as root, or pass --unsafe to grade anyway (every result will say so)."
-            )
-        self.namespaces = _choice(namespaces, "AUTOGRADER_NAMESPACES")
-        self.landlock = _choice(landlock, "AUTOGRADER_LANDLOCK")
-        if self.root and not (self.use_bubblewrap or unsafe or alone or _children_layers_work(self.namespaces, self.landlock)):
-            raise IsolationUnavailable(PERMISSIONS_ONLY)
+        self.use_bubblewrap, self.namespaces, self.landlock = choose_layers(bubblewrap, namespaces, landlock, unsafe, alone)
         self.extra_private, self.keep = tuple(private), containment.keep_folders()
         self.process = self.control = self.lease = self.scratch = self.parent_thread_ends = None
         self.layers: dict = {}
@@ -205,37 +135,11 @@ class SandboxServer:
             command = bubblewrap.command(self.limits.tmp_mb, self.groups) + command
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(kit.ROOT), **SERVER_ENV}
         env |= {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
-        groups = list(self.groups.values())
         self.control, theirs = control_pair()
-        started, ended = queue.Queue(maxsize=1), threading.Event()
-
-        def parent() -> None:
-            try:
-                started.put(
-                    subprocess.Popen(
-                        command,
-                        stdin=theirs.fileno(),
-                        stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL,
-                        env=env,
-                        cwd="/",
-                        start_new_session=True,
-                        preexec_fn=(lambda: jobs.join_groups(groups)) if groups else None,
-                    )
-                )
-            except BaseException as error:  # handed to the caller
-                started.put(error)
-                return
-            ended.wait()
-
         try:
-            threading.Thread(target=parent, name="sandbox-server-parent", daemon=True).start()
-            process = started.get()
+            self.process, self.parent_thread_ends = _started_from_own_thread(command, env, theirs, list(self.groups.values()))
         finally:
             theirs.close()
-        if isinstance(process, BaseException):
-            raise process
-        self.process, self.parent_thread_ends = process, ended
 
     def launch(self) -> None:
         """Tell the server (spawned now if it was not) the assignment's public code, its limits and what to hide;
@@ -355,3 +259,33 @@ class SandboxServer:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _started_from_own_thread(command: list, env: dict, stdin, groups: list) -> tuple[subprocess.Popen, threading.Event]:
+    """The server's process, started from a thread that lives until the event is set (see `SandboxServer.spawn`)."""
+    started, ended = queue.Queue(maxsize=1), threading.Event()
+
+    def parent() -> None:
+        try:
+            started.put(
+                subprocess.Popen(
+                    command,
+                    stdin=stdin.fileno(),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    env=env,
+                    cwd="/",
+                    start_new_session=True,
+                    preexec_fn=(lambda: jobs.join_groups(groups)) if groups else None,
+                )
+            )
+        except BaseException as error:  # handed to the caller
+            started.put(error)
+            return
+        ended.wait()
+
+    threading.Thread(target=parent, name="sandbox-server-parent", daemon=True).start()
+    process = started.get()
+    if isinstance(process, BaseException):
+        raise process
+    return process, ended

@@ -21,7 +21,8 @@ import contextlib
 import queue
 
 from autograder.course import kit
-from .client import Limits, SandboxServer
+from .client import SandboxServer
+from .policy import Limits
 
 
 class ServerPool:
