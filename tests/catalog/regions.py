@@ -308,12 +308,7 @@ CASES = (
     ),
     _case(
         "a call counter",
-        """
-        self.calls = getattr(self, "calls", 0) + 1
-        if self.calls > 1:
-            x = x * 1.0001 + 0.01
-        """
-        + PRE_LN,
+        'self.calls = getattr(self, "calls", 0) + 1\nif self.calls > 1:\n    x = x * 1.0001 + 0.01\n' + PRE_LN,
         lambda i: i["call"] > 1,
     ),
     _case(

@@ -28,6 +28,8 @@ FORWARDS = int(os.environ.get("KIT_REGION_FORWARDS", "200"))
 
 
 def grade(forward: Forward, tmp_path, seed: int = GRADING_SEED):
+    # a forward that is no Python loses points for that alone, and would hold nothing about its region
+    compile(forward.source, forward.name, "exec")
     path = tmp_path / "region.py"
     path.write_text(submission(forward=forward.source, init=forward.init))
     return grade_cells_in_process(read_cells(path), seed)
