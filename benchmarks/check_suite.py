@@ -17,6 +17,9 @@ Everything is `time.process_time()` (all threads of this process), median of --r
 Target: the full suite (child + parent, reference cached) <= 0.3 s CPU after import torch. The line
 "with the reference" is the stricter reading (one submission graded on its own), held to 1 s.
 
+Side by side with another checkout of the kit (the kit before a change), run its copy of this script from its root
+with PYTHONPATH set to that root: the environment's editable install otherwise imports this checkout's grader.
+
 Reading the output: per-probe CPU in ms (with its share of the probes), the stages, the totals with
 OK / MISSED, and the suite as a multiple of the `import torch` baseline. The sanity line gives the
 score the verdicts gave the submission (the solution should get full marks).
