@@ -116,18 +116,6 @@ def _replace(name: str, body: str) -> str:
 
 
 WRONG = [
-    # right wherever the lesson's examples go, wrong at the edges of the domain: a factor of 0, a depth of 0
-    ("formula_through_logarithms", "magnitude_by_formula", "math domain error", _replace("magnitude_by_formula", """
-        def magnitude_by_formula(factor, n_layers):
-            return [math.exp(k * math.log(abs(factor))) for k in range(1, n_layers + 1)]""")),
-    ("autograd_stacks_an_empty_list", "magnitude_by_autograd", "non-empty", _replace("magnitude_by_autograd", """
-        def magnitude_by_autograd(layer, n_layers):
-            x = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
-            y, out = x, []
-            for _ in range(n_layers):
-                y = layer(y)
-                out.append(torch.autograd.grad(y, x, retain_graph=True)[0].abs())
-            return torch.stack(out)""")),
     ("formula_starts_at_layer_0", "magnitude_by_formula", "one layer behind", _replace("magnitude_by_formula", """
         def magnitude_by_formula(factor, n_layers):
             return [abs(factor) ** k for k in range(n_layers)]""")),
@@ -203,4 +191,19 @@ WRONG = [
             if abs(abs(factor) - 1) < 0.01:
                 return "stable"
             return "vanishing" if abs(factor) < 1 else "exploding\"""")),
+]
+# Right wherever the lesson's examples go (so the students' own tests pass them), wrong at the edges of the domain
+# that only the grader asks about: a factor of 0, a depth of 0.
+EDGES = [
+    ("formula_through_logarithms", "magnitude_by_formula", "math domain error", _replace("magnitude_by_formula", """
+        def magnitude_by_formula(factor, n_layers):
+            return [math.exp(k * math.log(abs(factor))) for k in range(1, n_layers + 1)]""")),
+    ("autograd_stacks_an_empty_list", "magnitude_by_autograd", "non-empty", _replace("magnitude_by_autograd", """
+        def magnitude_by_autograd(layer, n_layers):
+            x = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+            y, out = x, []
+            for _ in range(n_layers):
+                y = layer(y)
+                out.append(torch.autograd.grad(y, x, retain_graph=True)[0].abs())
+            return torch.stack(out)""")),
 ]

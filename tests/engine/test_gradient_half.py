@@ -6,7 +6,7 @@ import pytest
 from autograder.engine.checks.gradients import profile_verdict
 from autograder.engine.rubric import RUBRIC
 from catalog.build import submission
-from catalog.task2_variants import RIGHT, WRONG
+from catalog.task2_variants import EDGES, RIGHT, WRONG
 
 pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
@@ -85,7 +85,7 @@ def test_compounding_accepts_exact_answers_in_any_style(grade_source, name):
     assert check.passed, check.message
 
 
-@pytest.mark.parametrize("name, part, phrase, task2", WRONG, ids=[w[0] for w in WRONG])
+@pytest.mark.parametrize("name, part, phrase, task2", WRONG + EDGES, ids=[w[0] for w in WRONG + EDGES])
 def test_compounding_rejects_each_mistake_with_its_message(grade_source, name, part, phrase, task2):
     result = grade_source(submission(task2=task2))
     check = next(c for c in result.checks if c.check == "compounding")
