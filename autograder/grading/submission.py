@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from autograder.course import kit
-from autograder.course.fence import name_text
+from autograder.course.fence import name_text, visible
 from autograder.course.notebook import SubmissionError, read_submission, student_code
 from autograder.engine.questions.plan import Plan
 from autograder.engine.questions.probes import PROBES
@@ -130,7 +130,7 @@ def grade_file(
     try:
         reading = read_submission(path)
     except SubmissionError as error:
-        print(f"could not read {name_text(str(path))} ({student or name}): {error}", file=sys.stderr)
+        print(f"could not read {name_text(str(path))} ({visible(str(student or name))}): {visible(str(error))}", file=sys.stderr)
         return unreadable(name, could_not_read(path, error), seed, device, student, assignment=server.assignment)
     return grade_cells(reading.cells, name, server, seed=seed, device=device, student=student, notes=reading.notes)
 

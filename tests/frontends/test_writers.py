@@ -125,6 +125,25 @@ def test_results_json_is_text_and_only_the_kit_breaks_its_lines(value):
 
 @given(hostile)
 @PROPERTY
+def test_an_unreadable_submission_s_line_on_stderr_is_text_on_one_line(value):
+    from autograder.course.notebook import SubmissionError
+    from autograder.grading import submission
+
+    def unreadable(path):
+        raise SubmissionError(f"could not read {value}")
+
+    server = mock.Mock(assignment=None)
+    err = io.StringIO()
+    with mock.patch.object(submission, "read_submission", unreadable), mock.patch.object(submission.sys, "stderr", err):
+        with mock.patch.object(submission, "unreadable", lambda *a, **k: None):
+            submission.grade_file(Path("ada.ipynb"), server, seed=1, student=value)
+    said = err.getvalue()
+    assert said.endswith("\n") and "\n" not in said[:-1] and keeps(said, value)
+    assert_text(said[:-1])
+
+
+@given(hostile)
+@PROPERTY
 def test_grade_class_summary_and_refusals_are_text_on_one_line_each(value):
     rows = [
         {"student": value, "score": "3", "max_score": "5", "seed": 11},

@@ -236,3 +236,77 @@ def test_the_gpu_checks_script_says_when_the_solution_is_missing_or_below_full_m
     assert checks.compare(runs, lambda text="": None) == [f"the solution got 20 / 30 on cpu: {lost}"]
     runs["cpu"]["rows"]["zz_solution"]["score"] = "24"
     assert checks.compare(runs, lambda text="": None) == []
+
+
+# --- a CUDA host function a student launches runs as confined as the child -----------------------------------
+
+HOST_FUNCTION = r'''
+import ctypes, fcntl, os, resource, torch
+ESCAPES = {}
+
+
+def _try_to_escape(_):
+    """Run by a thread of CUDA's driver: what the allowlist and Landlock refuse the child."""
+    try:
+        with open(os.__file__, "rb") as handle:  # a lock on a file every job reads: a channel to a classmate
+            fcntl.lockf(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        ESCAPES["lock"] = "done"
+    except OSError as error:
+        ESCAPES["lock"] = f"refused ({error.errno})"
+    try:
+        resource.prlimit(1, resource.RLIMIT_NOFILE)  # another process's limits
+        ESCAPES["prlimit"] = "done"
+    except OSError as error:
+        ESCAPES["prlimit"] = f"refused ({error.errno})"
+    try:
+        with open(%(private)r, "rb") as handle:  # a file of the grader's
+            handle.read(1)
+        ESCAPES["read"] = "done"
+    except OSError as error:
+        ESCAPES["read"] = f"refused ({error.errno})"
+
+
+_HOST = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_try_to_escape)
+torch.zeros(1, device="cuda")  # CUDA started in the child, after its confinement
+_cuda = ctypes.CDLL("libcuda.so.1")
+_cuda.cuLaunchHostFunc.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+ESCAPES["launched"] = _cuda.cuLaunchHostFunc(ctypes.c_void_p(torch.cuda.current_stream().cuda_stream), _HOST, None)
+torch.cuda.synchronize()
+'''
+
+HOST_FORWARD = """
+def forward(self, x):
+    if ESCAPES.get("launched") != 0 or set(ESCAPES) != {"launched", "lock", "prlimit", "read"}:
+        raise RuntimeError(f"the host function did not run: {ESCAPES}")
+    done = [name for name in ("lock", "prlimit", "read") if ESCAPES[name] == "done"]
+    if done:
+        raise RuntimeError(f"the host function escaped: {done}")
+    shortcut = x
+    x = shortcut + self.drop_shortcut(self.att(self.norm1(x)))
+    return x + self.drop_shortcut(self.ff(self.norm2(x)))
+"""
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("refused", [True, False], ids=["allowlist on", "shared-file checks off"])
+def test_a_cuda_host_function_launched_by_a_student_is_as_confined_as_the_child(refused, seed, tmp_path):
+    """A host function runs on a thread CUDA's driver makes after the child confined itself: the allowlist and
+    Landlock hold there too. Both ways: with the allowlist's shared-file checks off (a test-only switch) the same
+    thread takes a lock on a file every job reads, and the forward says so."""
+    from autograder.sandbox.inside import syscalls
+    from autograder.sandbox.parent.client import SandboxServer
+
+    private = tmp_path / "private.txt"
+    private.write_text("the grader's")
+    path = tmp_path / "submission.py"
+    path.write_text(submission(prefix=HOST_FUNCTION % {"private": str(private)}, forward=HOST_FORWARD))
+    off = () if refused else ("shared files",)
+    assert set(off) <= set(syscalls.SWITCHES)
+    with SandboxServer(private=[tmp_path], checks_off=off, warm_up=False) as sandbox:
+        result = grade_file(path, sandbox, seed=seed, device="cuda")
+    said = " ".join(c.message for c in result.checks)
+    if refused:
+        assert result.score == TOTAL_POINTS, _lost(result)
+    else:
+        assert "the host function escaped: ['lock']" in said, said
