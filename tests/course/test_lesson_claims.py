@@ -787,11 +787,11 @@ def test_the_lesson_lists_the_graders_ten_steps_in_order():
 
 def test_the_grader_stacks_24_blocks_at_the_default_gain():
     """The grader's deep-stack check measures the notebook's own `gradient_profile` on `make_stack`'s default gain."""
-    import autograder.engine.questions.probes as probes
+    import autograder.engine.questions.stack as stack
     from autograder.engine.questions.plan import PROFILE_DEPTH
 
     says("depth_intro", "the default `gain = 1.3`, which the grader uses")
-    assert PROFILE_DEPTH == 24 and 'kit["make_stack"](bare_parts, PROFILE_DEPTH, seed=seed)' in inspect.getsource(probes)
+    assert PROFILE_DEPTH == 24 and 'kit["make_stack"](bare_parts, PROFILE_DEPTH, seed=seed)' in inspect.getsource(stack)
 
 
 def test_the_counts_of_graded_cells_and_written_answers():
