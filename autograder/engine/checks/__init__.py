@@ -116,22 +116,23 @@ class Evidence:
             return True
         if mode == "eval":
             return False
-        expected = self.train_gradients
+        expected = self.train_gradients()
         return expected is not None and self._agrees(self.obs("train"), self.obs("train")["y"], *expected)
 
-    @functools.cached_property
-    def train_gradients(self):
+    @per_instance
+    def train_gradients(self, independent: bool = True):
         """Pre-LN's gradients under the masks the student's train run drew, where that run holds Pre-LN's values
         boundary by boundary (None where it does not, or the run failed). The masks are read from the values at the
         boundary between the halves, as the sweep reads them (`reading/sweep.py`: each element exactly dropped or
         kept and scaled, whatever the draw), or, where that reading finds no such masks (norm2 received h in pieces
-        it cannot join), the walk's (each element's ratio of values, which rounding blurs where a branch is near 0)."""
+        it cannot join), the walk's (each element's ratio of values, which rounding blurs where a branch is near 0).
+        `independent=False` reads one mask drawn for both halves too: the derivative of what such a forward computes."""
         flow = self.flows.get("train")
         if flow is None or not self.obs("train")["ok"]:
             return None
         run = self.obs("train")
         pieces = [call["input"] for call in run["calls"] if call["name"] == "norm2"]
-        masks = read_masks(self.x, pieces, run["y"], self.parts, self.drop_p)
+        masks = read_masks(self.x, pieces, run["y"], self.parts, self.drop_p, independent=independent)
         if masks is None:
             walk = Walk(flow, self.parts, "train", self.drop_p)
             masks = walk.masks if walk.first() is None else None

@@ -63,7 +63,7 @@ def _fit(added: torch.Tensor, branch: torch.Tensor, p: float, tol: float) -> tup
     return None, None
 
 
-def masks_of(x, h, y, parts: dict, p: float, tol: float) -> dict:
+def masks_of(x, h, y, parts: dict, p: float, tol: float, independent: bool = True) -> dict:
     """Pre-LN's two branches from the boundary values, and the masks under which the block's values are them
     (see the module docstring): {"m1", "m2"}, or {"miss": (what, half, detail)}: half None where both halves
     show it."""
@@ -84,7 +84,7 @@ def masks_of(x, h, y, parts: dict, p: float, tol: float) -> dict:
         return {"miss": (what, half, detail)}
     both = ~torch.isnan(m1) & ~torch.isnan(m2)
     n = int(both.sum())
-    if p > 0.0 and n:
+    if independent and p > 0.0 and n:
         agree = float((m1[both] == m2[both]).double().mean())
         expected = (1 - p) ** 2 + p**2
         spread = math.sqrt(expected * (1 - expected) / n)
@@ -135,16 +135,18 @@ def _half(mask, scale, half: str, name: str, p: float) -> tuple | None:
     return None
 
 
-def read_masks(x: np.ndarray, pieces: list, y: np.ndarray, parts: dict, p: float, tol: float = TOLERANCE) -> dict | None:
+def read_masks(
+    x: np.ndarray, pieces: list, y: np.ndarray, parts: dict, p: float, tol: float = TOLERANCE, independent: bool = True
+) -> dict | None:
     """A recorded train run's masks, read from its values at the boundary between the halves (what norm2 received,
     `pieces`, and what the block returned, `y`), as the walk holds them ({"d1", "d2"}: each branch's factor, 0 or
-    1 / (1 - p), per element); None where the values are not Pre-LN's under two such masks, independent draws with
-    the share kept that p keeps."""
+    1 / (1 - p), per element); None where the values are not Pre-LN's under two such masks, with the share kept
+    that p keeps and, with `independent`, independent draws (without it: one mask twice is read too)."""
     x = torch.as_tensor(x, dtype=torch.float32)
     y = torch.as_tensor(y, dtype=torch.float32)
     keep = 1.0 / (1.0 - p)
     for h in between_halves(pieces, tuple(x.shape)):
-        read = masks_of(x, torch.as_tensor(h, dtype=torch.float32), y, parts, p, tol)
+        read = masks_of(x, torch.as_tensor(h, dtype=torch.float32), y, parts, p, tol, independent)
         if read.get("miss") is None:
             return {name: (keep * read[m]).double().numpy().reshape(-1) for name, m in (("d1", "m1"), ("d2", "m2"))}
     return None
