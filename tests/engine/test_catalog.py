@@ -133,3 +133,35 @@ def test_the_deep_stack_message_names_the_broken_block_counted_from_the_input(br
         assert passed
     else:
         assert not passed and message.startswith(f"block {broken} of 24 multiplies the gradient by 0.30")
+
+
+# The attention half reaches the output through a final norm2 of the whole sum: norm2's first call receives x, a
+# sum with attention's branch left out, but the half is not left out of the block (the grader's change of
+# attention's output moves the output). The page said it "does not reach the output"; it is said only where the
+# grader's change left the output as it was (the catalog's feed-forward case keeps it).
+HALF_REACHES_THROUGH_THE_END = """
+def forward(self, x):
+    h = x + self.drop_shortcut(self.att(self.norm1(x)))
+    f = self.drop_shortcut(self.ff(self.norm2(x)))
+    return self.norm2(h + f)
+"""
+
+
+@pytest.mark.parametrize("seed", [7, 2026])
+def test_a_half_that_reaches_the_output_is_not_said_to_miss_it(seed, tmp_path):
+    import torch
+
+    from autograder.course.notebook import read_cells
+    from autograder.grading.inprocess import grade_cells_in_process
+
+    path = tmp_path / "submission.py"
+    path.write_text(submission(forward=HALF_REACHES_THROUGH_THE_END))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        result = grade_cells_in_process(read_cells(path), seed)
+    finally:
+        torch.set_num_threads(threads)
+    said = " ".join([result.first_divergence or ""] + [c.message for c in result.checks])
+    assert result.score < TOTAL_POINTS and "norm2 (call 1 of 2) received x" in said, said
+    assert "does not reach the output" not in said, said
