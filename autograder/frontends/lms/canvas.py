@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from .grades import Choices, Graded, Refused, Written, check_awaiting, missing_grades, number, stale_lines, value
+from .grades import Choices, Graded, Refused, Written, check_awaiting, number, value, written_file
 from .match import Matching, match
 from .table import Table, quoted
 
@@ -66,16 +66,7 @@ def canvas_file(table: Table, assignments: list[Graded], matching: Matching, cho
                 lines += [f"{row}: {why}; given 0"] if why else []
             elif why.startswith("no submission"):
                 lines.append(f"{row}: {why}; left as Canvas has it")
-    return Written(
-        header,
-        rows,
-        lines,
-        held_back=stale_lines(assignments, set(found.students.values())),
-        missing=missing_grades(assignments, written),
-        filled=len(filled),
-        bom=table.bom,
-        line_end=table.line_end,
-    )
+    return written_file(header, rows, lines, table, assignments, set(found.students.values()), written, len(filled))
 
 
 def _first_assignment_column(table: Table) -> int:

@@ -112,3 +112,18 @@ def stale_lines(assignments: list[Graded], students: set) -> str:
 def missing_grades(assignments: list[Graded], written: set) -> set:
     """(student, assignment) of every grade the gradebook holds that `written` (the same pairs) leaves out."""
     return {(s, g.name) for g in assignments for s in g.standings if (s, g.name) not in written}
+
+
+def written_file(header, rows, lines, table, assignments: list[Graded], students: set, written: set, filled: int) -> Written:
+    """An LMS's file in `table`'s own encoding (byte-order mark, line ends), with what it holds back (`students`: those
+    it matched) and the gradebook's grades it leaves out (`written`: the (student, assignment) pairs it holds)."""
+    return Written(
+        header,
+        rows,
+        lines,
+        held_back=stale_lines(assignments, students),
+        missing=missing_grades(assignments, written),
+        filled=filled,
+        bom=table.bom,
+        line_end=table.line_end,
+    )

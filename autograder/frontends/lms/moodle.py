@@ -15,7 +15,7 @@ assignment's score under its name (or `--column`).
 
 from __future__ import annotations
 
-from .grades import Choices, Graded, Refused, Written, check_awaiting, missing_grades, stale_lines, value
+from .grades import Choices, Graded, Refused, Written, check_awaiting, value, written_file
 from .match import Matching, match
 from .table import Table, quoted
 
@@ -56,13 +56,4 @@ def moodle_file(table: Table, assignments: list[Graded], matching: Matching, cho
             lines += [f"row {index + 2} ({who(index)}): {', '.join(zeros[index])}; given 0"] if zeros[index] else []
             written |= {(found.students.get(index), graded.name) for graded in assignments}
     header = [table.header[identifier], *[choices.column or graded.name for graded in assignments]]
-    return Written(
-        header,
-        rows,
-        lines,
-        held_back=stale_lines(assignments, set(found.students.values())),
-        missing=missing_grades(assignments, written),
-        filled=len(rows),
-        bom=table.bom,
-        line_end=table.line_end,
-    )
+    return written_file(header, rows, lines, table, assignments, set(found.students.values()), written, len(rows))

@@ -114,7 +114,19 @@ def usage(path: str, enough: int) -> int:
     """The bytes the files below `path` take on disk (their blocks), counted without recursion and without following
     links; the count stops once it passes `enough`."""
     total, todo = 0, [path]
-    while todo and total <= enough:
+    for entry, info in _entries(todo):
+        total += info.st_blocks * 512
+        if total > enough:
+            break
+        if stat.S_ISDIR(info.st_mode):
+            todo.append(entry.path)
+    return total
+
+
+def _entries(todo: list):
+    """Each entry of the folders on the stack `todo` with its own status (links not followed), popping folders as it
+    goes; the caller pushes the folders it wants walked. What cannot be read is passed over."""
+    while todo:
         try:
             entries = list(os.scandir(todo.pop()))
         except OSError:
@@ -124,10 +136,7 @@ def usage(path: str, enough: int) -> int:
                 info = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            total += info.st_blocks * 512
-            if stat.S_ISDIR(info.st_mode):
-                todo.append(entry.path)
-    return total
+            yield entry, info
 
 
 # --- the job's user's leftovers in places others can write (permissions alone) ----------------------------
@@ -137,22 +146,12 @@ def remove_files_of(uid: int, places) -> list[str]:
     """Remove every entry owned by `uid` in `places` and in the world-writable folders below them (the only
     folders a job's user of its own can write in). Returns the problems met."""
     problems, todo, seen = [], [p for p in places if os.path.isdir(p)], set()
-    while todo:
-        folder = todo.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if info.st_uid == uid:
-                problems += remove_tree(entry.path)
-            elif stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH and (info.st_dev, info.st_ino) not in seen:
-                seen.add((info.st_dev, info.st_ino))
-                todo.append(entry.path)
+    for entry, info in _entries(todo):
+        if info.st_uid == uid:
+            problems += remove_tree(entry.path)
+        elif stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH and (info.st_dev, info.st_ino) not in seen:
+            seen.add((info.st_dev, info.st_ino))
+            todo.append(entry.path)
     return problems
 
 
