@@ -110,7 +110,7 @@ def environment(log: Log) -> dict:
 
     reset_torch_state()  # what every probe starts from, in the sandbox and for the reference
     info["tf32_in_probes"] = tf32_state()
-    from autograder.sandbox.parent.client import bubblewrap_works
+    from autograder.sandbox.parent.policy import bubblewrap_works
 
     info["bubblewrap"] = bubblewrap_works()
     if shutil.which("nvidia-smi"):

@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from autograder.sandbox.parent.client import Limits, bubblewrap_works
+from autograder.sandbox.parent.policy import Limits, bubblewrap_works
 
 LAYERS = {
     "bubblewrap": {"bubblewrap": "on"},

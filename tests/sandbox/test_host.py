@@ -19,7 +19,7 @@ import pytest
 from autograder.course import kit
 from autograder.engine.rubric import TOTAL_POINTS
 from autograder.sandbox.parent import hostperms
-from autograder.sandbox.parent.client import bubblewrap_works
+from autograder.sandbox.parent.policy import bubblewrap_works
 from catalog.build import submission
 import hub_users
 from nbgrader_course import Shell, do_kit_homework, make_course

@@ -232,7 +232,7 @@ def test_every_refused_family_fails_in_the_layers_the_class_tests_do_not_play(wh
     import tempfile
 
     from autograder.engine.rubric import TOTAL_POINTS
-    from autograder.sandbox.parent.client import bubblewrap_works
+    from autograder.sandbox.parent.policy import bubblewrap_works
     from catalog.build import submission
     from catalog.hostile import cell
     import hub_users

@@ -46,7 +46,7 @@ from autograder.sandbox.inside import cleanup, jobs
 from autograder.sandbox.inside.processes import kill_user
 from autograder.sandbox.inside.protocol import MAX_ANSWER_BYTES, control_pair, hand_over, receive_within, send_message
 from . import bubblewrap, containment, hostperms
-from .policy import PERMISSIONS_ONLY, IsolationUnavailable, Limits, bubblewrap_works, choose_layers  # noqa: F401 (bubblewrap_works: for tests)
+from .policy import PERMISSIONS_ONLY, IsolationUnavailable, Limits, choose_layers
 
 # the server's whole environment, with PATH, PYTHONPATH and PASSED_ENV
 SERVER_ENV = {"LANG": "C.UTF-8", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
