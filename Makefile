@@ -19,10 +19,10 @@ demo: $(STAMP)   ## the main job: the whole instructor pipeline on the bundled s
 # The suite runs on every core (pytest-xdist): a module, or a group of modules (tests/conftest.py), to a worker.
 XDIST := -n auto --dist loadscope --no-loadscope-reorder
 
-test: $(STAMP)   ## the kit's own test suite, after the linter (pyflakes and the line length) and the formatter's check (see pyproject.toml); ends with the 25 slowest tests
+test: $(STAMP)   ## the kit's own test suite, after the linter (pyflakes and the line length) and the formatter's check (see pyproject.toml); ends with the wall time, the ten slowest units (tests/unit_times.py) and every skip with its reason
 	$(VENV)/bin/ruff check autograder tests benchmarks
 	$(VENV)/bin/ruff format --check autograder tests benchmarks
-	$(PY) -m pytest $(XDIST) --durations=25
+	$(PY) -m pytest $(XDIST) -rs
 
 test-quick: $(STAMP)   ## the inner loop: a fast tier touching every wing (about a minute and a half)
 	$(PY) -m pytest $(XDIST) -m "quick and not slow"

@@ -1,0 +1,41 @@
+"""What `make test` ends with: the run's wall time and its ten slowest units of work (a module, or a group of
+modules: `conftest.unit`), each with the time its tests took (set-up, call and tear-down summed, on whichever
+worker ran them). A unit's time is what the whole suite waits for when that unit runs last; `docs/development.md`
+keeps these numbers from the last fresh-clone run, with the budget per wing. No test asserts a time."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+SHOWN = 10
+
+
+class UnitTimes:
+    def __init__(self, unit_of):
+        self.unit_of = unit_of
+        self.started = time.monotonic()
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.tests: dict[str, set] = defaultdict(set)
+
+    def pytest_runtest_logreport(self, report):
+        unit = self.unit_of(report.nodeid)
+        self.seconds[unit] += getattr(report, "duration", 0.0) or 0.0
+        self.tests[unit].add(report.nodeid)
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not self.seconds:
+            return
+        wall = time.monotonic() - self.started
+        summed = sum(self.seconds.values())
+        write = terminalreporter.write_line
+        terminalreporter.section(f"the {SHOWN} slowest units")
+        for unit, seconds in sorted(self.seconds.items(), key=lambda pair: -pair[1])[:SHOWN]:
+            write(f"{seconds:8.1f} s  {unit} ({len(self.tests[unit])} tests)")
+        write(f"wall time {wall / 60:.1f} min; test time summed over workers {summed / 60:.1f} min")
+
+
+def register(config, unit_of) -> None:
+    """Only in the process that reports (xdist's controller, or a run without workers)."""
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(UnitTimes(unit_of), "unit-times")
