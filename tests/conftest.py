@@ -71,8 +71,8 @@ def pytest_xdist_make_scheduler(config, log):
 
 def pytest_configure(config):
     """The run's wall time and slowest units at its end (`unit_times`); one grading seed for the whole run, every
-    worker's (the seed fixture reads it); and, where the run is spread
-    over workers, one thread for torch in each (two workers of two threads each on two cores wait on each other)."""
+    worker's (the seed fixture reads it); and, where the run is spread over workers, one thread for torch in each
+    (two workers of two threads each on two cores wait on each other)."""
     unit_times.register(config, unit)
     if not os.environ.get("GRADER_TEST_SEED") and not os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ["GRADER_TEST_SEED"] = str(random.randrange(1, 2**31))
