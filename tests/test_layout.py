@@ -81,6 +81,58 @@ def test_imports_run_one_way_between_wings():
     assert not wrong, "\n".join(wrong)
 
 
+# The engine's own layers, bottom first: a module imports only modules of lower layers, or of its own layer where
+# that makes no circle. What the grader asks (`questions`, run in the sandbox) and the tables (`steps`, `rubric`,
+# `results`) stand on nothing; the facts on the steps; reading a run on the questions and facts; explaining it on
+# the reading; the checks on all of them.
+ENGINE_LAYERS = {
+    "steps": 0, "rubric": 0, "results": 0, "questions": 0,
+    "facts": 1, "replayed": 2, "reading": 3, "diagnosis": 4, "checks": 5,
+}  # fmt: skip
+
+
+def engine_part(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if module.startswith("autograder.engine.") else None
+
+
+def test_the_engine_imports_downward_and_in_no_circle():
+    inside = [(a, line, b) for a, line, b in EDGES if engine_part(a) and engine_part(b) and a != b]
+    parts = {engine_part(m) for m in map(module_name, MODULES) if engine_part(m)}
+    assert parts == set(ENGINE_LAYERS), f"every part of the engine has a layer: {sorted(parts ^ set(ENGINE_LAYERS))}"
+    upward = [f"{a}:{line} imports {b}" for a, line, b in inside if ENGINE_LAYERS[engine_part(b)] > ENGINE_LAYERS[engine_part(a)]]
+    assert not upward, "\n".join(upward)
+    graph: dict = {}
+    for a, _, b in inside:
+        graph.setdefault(a, set()).add(b)
+    assert not _circle(graph), " -> ".join(_circle(graph))
+
+
+def _circle(graph: dict) -> list:
+    """One circle of `graph` (module -> the modules it imports), as the modules on it; [] when there is none."""
+    state: dict = {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (found := visit(nxt, path + [nxt])):
+                return found
+        state[node] = "done"
+        return []
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start, [start])):
+            return found
+    return []
+
+
+def test_the_circle_finder_finds_a_planted_circle_and_none_where_there_is_none():
+    assert _circle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _circle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
+
+
 def test_the_engine_and_the_sandbox_are_joined_only_by_a_name():
     """The sandbox runs the engine's questions by the module name the course gives, and that name is real."""
     assert importlib.util.find_spec(kit.QUESTIONS) is not None

@@ -39,7 +39,7 @@ def _call(component: str, call: int | None, calls: int | None) -> str:
     return f"{what_of(component)} (call {call} of {calls})"
 
 
-KINDS: dict = {}  # kind -> its class: every fact registers itself (those of `replayed` too)
+KINDS: dict = {}  # kind -> its class: every fact class registers itself when its module is imported (`replayed`'s too)
 
 
 @dataclass(frozen=True)
@@ -293,6 +293,3 @@ class Said:
     def text(self) -> str:
         body = "; ".join(fact.text() for fact in self.facts if not isinstance(fact, FirstStep))
         return body + (f"; {self.extra}" if body and self.extra else self.extra)
-
-
-from . import replayed  # noqa: E402,F401  (the facts of the grader's replays, registered in KINDS)

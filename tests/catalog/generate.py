@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from autograder.engine.diagnosis.edits import single_edits
-from autograder.engine.diagnosis.script import PRE_LN, Edit, Line
+from autograder.engine.reading.script import PRE_LN, Edit, Line
 from autograder.engine.questions.parts import make_parts
 from autograder.engine.questions.plan import GRADING_CFG
 from autograder.engine.reading.program import ALWAYS, Variant, canonical, in_mode, live, numpy_run, signature

@@ -26,7 +26,7 @@ from autograder.engine.diagnosis.anatomy import Anatomy
 from autograder.engine.diagnosis.boundaries import Walk
 from autograder.engine.facts import Ran
 from autograder.engine.replayed import Responds
-from autograder.engine.diagnosis.script import PRE_LN, compile_script
+from autograder.engine.reading.script import PRE_LN, compile_script
 from autograder.engine.reading.dataflow import arrays_close
 from autograder.engine.reading.program import in_mode, live
 from autograder.engine.reading.replays import param_gradients, per_instance

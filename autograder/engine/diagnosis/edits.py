@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from autograder.engine.reading.program import ALWAYS, Variant
 from . import structure
-from .script import COMPONENT, NAMES, PRE_LN, Edit, Line, on_value
+from autograder.engine.reading.script import COMPONENT, NAMES, PRE_LN, Edit, Line, on_value
 
 
 # --- the steps of edges ----------------------------------------------------------------------------------

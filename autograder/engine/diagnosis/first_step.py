@@ -25,7 +25,7 @@ from autograder.engine.reading.program import ALWAYS, Program, canonical, in_mod
 from autograder.engine.steps import step_text
 from . import edits, structure
 from .boundaries import Walk
-from .script import PRE_LN, compile_script
+from autograder.engine.reading.script import PRE_LN, compile_script
 
 __all__ = ["Divergence", "first_divergence"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .script import COMPONENT, PRE_LN, Edit, Line, on_value
+from autograder.engine.reading.script import COMPONENT, PRE_LN, Edit, Line, on_value
 
 
 def edits():

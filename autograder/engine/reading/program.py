@@ -2,7 +2,7 @@
 
 A program is a list of calls of the block's components (norm1, att, drop, norm2, ff, or a functional
 layer_norm), each on a sum of earlier values (the block input x and earlier calls' outputs, with
-coefficients), and the sum it returns. Pre-LN is one such program (`diagnosis.script.PRE_LN` compiled); a student's recorded run,
+coefficients), and the sum it returns. Pre-LN is one such program (`reading.script.PRE_LN` compiled); a student's recorded run,
 once named (`naming.analyse`), is another; the wrong arrangements and every single-step mistake
 (`edits`) are others. The grader runs any of them with its own components (`run`), so it can compare them
 value by value, differentiate them, stack them and feed them inputs the student's code never saw.

@@ -184,7 +184,7 @@ class Replays:
         """How much the eval output depends on each token's content through each branch, as a fraction of Pre-LN's
         (1: as much): the median over tokens of the ratio of the two (`path_weights`), so that a branch that depends
         on a few tokens only, or on none, has little weight."""
-        from autograder.engine.diagnosis.script import PRE_LN, compile_script
+        from autograder.engine.reading.script import PRE_LN, compile_script
 
         flow = self.flows["eval"]
         reference = path_weights(
