@@ -23,7 +23,7 @@ from autograder.engine.questions.probes import PROBES, Probing
 from autograder.engine.reading.answers import read_answer
 from autograder.engine.reading.naming import analyse
 from autograder.engine.reading.replays import Replays
-from autograder.engine.results import CheckResult, SubTest
+from autograder.engine.results import CheckResult, Diverged, SubTest
 from autograder.engine.rubric import RUBRIC
 from .errors import grader_error_text
 from .reference import expected_shapes, reference, reference_namespace, trusted_parts
@@ -55,6 +55,7 @@ class Evaluation:
     profiles: dict
     grader_errors: tuple[str, ...]
     facts: tuple = ()  # every fact the feedback states, as dicts (`engine.facts`)
+    diverged: Diverged | None = None  # the first divergent step, as data
 
 
 GRADER_MARK = "the grader could not read its own question's answer"
@@ -239,7 +240,8 @@ def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list) 
     )
     facts = tuple(dict.fromkeys(f for f in (*told, *checked, *remarked)))
     facts = tuple(f.to_dict() for f in sorted(facts, key=_smallest_input_first))
-    return Evaluation(checks, divergence.text() if divergence else None, notes, profiles, tuple(errors), facts)
+    diverged = Diverged(divergence.step, divergence.mode, divergence.only, divergence.cause) if divergence else None
+    return Evaluation(checks, divergence.text() if divergence else None, notes, profiles, tuple(errors), facts, diverged)
 
 
 def _smallest_input_first(fact) -> int:
