@@ -14,6 +14,7 @@ import torch
 
 from autograder.course import kit
 from autograder.engine.checks import Evidence, compounding, dropout, fail, gradients, order, prenorm, robustness, shortcuts
+from autograder.engine.checks.walked import train_walk
 from autograder.engine.diagnosis.first_step import first_divergence
 from autograder.engine.facts import FirstStep
 from autograder.engine.replayed import Responds
@@ -214,7 +215,8 @@ def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list) 
             if student["moved"]["ok"] and not matching
             else None
         )  # read only by the diagnosis
-        divergence = None if matching else first_divergence(flows, parts, plan.drop_p, responses, moved)
+        walked = {"train": train_walk(evidence)[0]} if flows.get("train") is not None and not matching else {}
+        divergence = None if matching else first_divergence(flows, parts, plan.drop_p, responses, moved, walked)
     except Exception as error:  # an explanation is a bonus: its failure costs no points, but is reported
         errors.append(grader_error_text("finding the first divergent step", error))
         divergence = None

@@ -13,6 +13,7 @@ import torch
 
 from autograder.course import kit
 from autograder.course.notebook import read_cells, student_code
+from autograder.engine.diagnosis import boundaries
 from autograder.engine.questions.cells import load_cells
 from autograder.engine.questions.plan import Plan
 from autograder.engine.questions.probes import Probing, run_probe
@@ -126,3 +127,19 @@ def test_a_check_writes_nothing_into_the_evidence(answers, monkeypatch, name):
     evaluation.evaluate(copy.deepcopy(raws[name]), plan)
     assert seen == [(name, True) for name in RUBRIC]
     assert not hasattr(evaluation.Evidence, "facts") and "facts" not in {f.name for f in dataclasses.fields(evaluation.Evidence)}
+
+
+@pytest.mark.parametrize("name", sorted(FORWARDS))
+def test_the_train_run_is_walked_once_for_the_diagnosis_and_every_check(answers, monkeypatch, name):
+    """The diagnosis, the gradient check and the dropout check read one walk of the train run against Pre-LN."""
+    plan, raws = answers
+    walked = []
+    first = boundaries.Walk.first
+
+    def counted(walk):
+        walked.append(walk.mode)
+        return first(walk)
+
+    monkeypatch.setattr(boundaries.Walk, "first", counted)
+    evaluation.evaluate(copy.deepcopy(raws[name]), plan)
+    assert walked.count("train") == (0 if name == "solution" else 1), walked  # before: up to 3 for one submission

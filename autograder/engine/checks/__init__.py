@@ -24,7 +24,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from autograder.engine.diagnosis.anatomy import Anatomy
-from autograder.engine.diagnosis.boundaries import Walk
 from autograder.engine.facts import Ran
 from autograder.engine.replayed import Responds
 from autograder.engine.diagnosis.script import PRE_LN, compile_script
@@ -36,6 +35,7 @@ from autograder.engine.reading.sweep import Miss, Reader
 
 from .outcomes import PASS, Outcome, fail, failed
 from .regions import sweep_parts
+from .walked import train_walk
 from .work import times_ran, weights_from_values
 
 # Tolerance tiers for comparing float32 results with the reference: CUDA kernels reorder sums.
@@ -121,8 +121,7 @@ class Evidence:
         pieces = [call["input"] for call in run["calls"] if call["name"] == "norm2"]
         masks = read_masks(self.x, pieces, run["y"], self.parts, self.drop_p, independent=independent)
         if masks is None:
-            walk = Walk(flow, self.parts, "train", self.drop_p)
-            masks = walk.masks if walk.first() is None else None
+            masks = train_walk(self)[1]
         if masks is None:
             return None
         program = live(in_mode(compile_script(PRE_LN, self.drop_p), "train"))

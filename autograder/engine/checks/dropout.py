@@ -8,10 +8,10 @@ call per sequence, say) are fine: what counts is that drop_shortcut acts once on
 
 from __future__ import annotations
 
-from autograder.engine.diagnosis.boundaries import Walk
 from autograder.engine.facts import Output, Said
 
 from . import Evidence, PASS, error_text, fail, swept
+from .walked import train_walk
 
 NAME = "forward_dropout"
 ATT, FF, EVAL = ("dropout on attention's output", "dropout on the feed-forward output", "dropout is off in eval mode")
@@ -59,7 +59,7 @@ def _train_only(evidence: Evidence):
     flow = evidence.flows.get("train")
     if flow is None or evidence.matches("train") or not evidence.matches("eval"):
         return None
-    found = Walk(flow, evidence.parts, "train", evidence.drop_p).first()
+    found = train_walk(evidence)[0]
     if found is None:
         return None
     said = Said(tuple(found.facts), f"Pre-LN hands it {found.expected}" if found.boundary < 10 else "").text()
