@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from .steps import step_text
+
 
 def points_text(value: float | None) -> str:
     """17.0 -> "17", 2.5 -> "2.5", 1.6667 -> "1.67"."""
@@ -54,6 +56,25 @@ class CheckResult:
 
 
 @dataclass(frozen=True)
+class Diverged:
+    """Where a forward first differs from Pre-LN, as data: the step (None: the values show where, not which step),
+    the run it was seen in where the two runs differ, whether the other run shows no divergence at all, and the
+    verified cause's kind (None: facts only). Readers group and compare by these fields; `label` words them."""
+
+    step: int | None
+    mode: str | None = None
+    only: bool = False
+    cause: str | None = None
+
+    def label(self) -> str | None:
+        """'In train mode only: Step 4 of 10 (...)', 'Step 2 of 10 (...)'; None where no step is named."""
+        if self.step is None:
+            return None
+        where = f"In {self.mode} mode{' only' if self.only else ''}: " if self.mode else ""
+        return where + step_text(self.step)
+
+
+@dataclass(frozen=True)
 class SubmissionResult:
     submission: str
     checks: tuple[CheckResult, ...]
@@ -67,6 +88,7 @@ class SubmissionResult:
     student: str | None = None
     grader_errors: tuple[str, ...] = ()  # failures of the grader itself, for the instructor
     facts: tuple[dict, ...] = ()  # what the feedback says the forward did, as data (`engine.facts`)
+    diverged: Diverged | None = None  # the first divergent step as data; `first_divergence` says it in words
 
     @property
     def score(self) -> float:
@@ -90,5 +112,6 @@ class SubmissionResult:
                 "notes": tuple(data.get("notes") or ()),
                 "grader_errors": tuple(data.get("grader_errors") or ()),
                 "facts": tuple(data.get("facts") or ()),
+                "diverged": Diverged(**data["diverged"]) if data.get("diverged") else None,
             }
         )

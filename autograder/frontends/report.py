@@ -25,7 +25,6 @@ from .plots import bars_png, histogram_png
 from .shown import html
 from .standing import Standing
 
-STEP = re.compile(r"^((?:In (?:eval|train) mode only: )?Step \d+ of \d+ \([^)]*\))")
 TOP = 12
 
 
@@ -97,13 +96,14 @@ def pass_rates(rows) -> tuple[bytes, list[list]]:
 
 def divergences(rows) -> tuple[bytes | None, list[list]]:
     """The most common first divergent steps, as bars and as rows with one anonymised message each (none: no
-    block diverged)."""
+    block diverged). A result is counted by the step it carries (`SubmissionResult.diverged`), never by what its
+    message says; one whose values show where but not which step is not counted."""
     counts, example = Counter(), {}
     for student, result, _ in rows:
-        match = STEP.match(result.first_divergence or "")
-        if match:
-            counts[match.group(1)] += 1
-            example.setdefault(match.group(1), anonymised(result.first_divergence, _names(student, result)))
+        step = result.diverged.label() if result.diverged else None
+        if step:
+            counts[step] += 1
+            example.setdefault(step, anonymised(result.first_divergence or "", _names(student, result)))
     common = counts.most_common(TOP)
     if not common:
         return None, []

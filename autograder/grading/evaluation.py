@@ -14,6 +14,7 @@ import torch
 
 from autograder.course import kit
 from autograder.engine.checks import Evidence, compounding, dropout, fail, gradients, order, prenorm, robustness, shortcuts
+from autograder.engine.checks.walked import train_walk
 from autograder.engine.diagnosis.first_step import first_divergence
 from autograder.engine.facts import FirstStep
 from autograder.engine.replayed import Responds
@@ -23,7 +24,7 @@ from autograder.engine.questions.probes import PROBES, Probing
 from autograder.engine.reading.answers import read_answer
 from autograder.engine.reading.naming import analyse
 from autograder.engine.reading.replays import Replays
-from autograder.engine.results import CheckResult, SubTest
+from autograder.engine.results import CheckResult, Diverged, SubTest
 from autograder.engine.rubric import RUBRIC
 from .errors import grader_error_text
 from .reference import expected_shapes, reference, reference_namespace, trusted_parts
@@ -55,6 +56,7 @@ class Evaluation:
     profiles: dict
     grader_errors: tuple[str, ...]
     facts: tuple = ()  # every fact the feedback states, as dicts (`engine.facts`)
+    diverged: Diverged | None = None  # the first divergent step, as data
 
 
 GRADER_MARK = "the grader could not read its own question's answer"
@@ -64,20 +66,25 @@ NOT_GRADED = (
 )
 
 
-def _check_result(module, evidence: Evidence, errors: list, points: float | None = None) -> CheckResult:
-    """One check's result, its parts sharing `points` (the course's cell points) by the rubric's weights. A part
-    whose verdict rests on an answer the grader itself could not read is the grader's error, not the student's."""
+def _check_result(module, evidence: Evidence, points: float | None = None, shared: dict | None = None) -> tuple:
+    """One check's result, its parts sharing `points` (the course's cell points) by the rubric's weights, with the
+    facts its parts' messages state and the error it raised (None: it raised none). A part whose verdict rests on
+    an answer the grader itself could not read is the grader's error, not the student's. The check's details are
+    `shared` (the runner's own) and what its parts rest on, in the rubric's order of parts."""
     spec = RUBRIC[module.NAME]
-    grader_error = None
+    grader_error = raised = None
     try:
         outcomes = module.evaluate(evidence)
         missing = set(spec.parts) - set(outcomes)
         if missing:
             raise KeyError(f"no verdict for {sorted(missing)}")
     except Exception as error:
-        grader_error = grader_error_text(f"check {module.NAME}", error)
-        errors.append(grader_error)
+        grader_error = raised = grader_error_text(f"check {module.NAME}", error)
         outcomes = {part: fail(NOT_GRADED) for part in spec.parts}
+    facts = tuple(fact for part in spec.parts for fact in outcomes[part].facts)
+    details = dict(shared or {})
+    for part in spec.parts:
+        details.update(outcomes[part].details)
     unread = [part for part, outcome in outcomes.items() if not outcome.passed and GRADER_MARK in outcome.message]
     if unread:
         grader_error = grader_error or f"check {module.NAME}: {', '.join(unread)} rest on an answer it could not read"
@@ -88,7 +95,16 @@ def _check_result(module, evidence: Evidence, errors: list, points: float | None
     )
     failed = [_sentence(s.message) for s in subtests if not s.passed]
     message = "All parts passed." if not failed else " ".join(dict.fromkeys(failed))
-    return CheckResult(module.NAME, spec.title, subtests, message, spec.visibility, dict(evidence.details), grader_error)
+    return CheckResult(module.NAME, spec.title, subtests, message, spec.visibility, details, grader_error), facts, raised
+
+
+def _run_checks(evidence: Evidence, points: dict, shared: dict, errors: list) -> tuple:
+    """Every check of `CHECKS` on the same evidence, gathered in the rubric's order whatever order they ran in:
+    (their results, the facts their messages state). Checks write nothing into the evidence."""
+    ran = {module.NAME: _check_result(module, evidence, points.get(module.NAME), shared) for module in CHECKS}
+    ordered = [ran[name] for name in RUBRIC if name in ran]
+    errors.extend(raised for _, _, raised in ordered if raised)
+    return tuple(result for result, _, _ in ordered), tuple(fact for _, facts, _ in ordered for fact in facts)
 
 
 def _sentence(text: str) -> str:
@@ -199,32 +215,35 @@ def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list) 
             if student["moved"]["ok"] and not matching
             else None
         )  # read only by the diagnosis
-        divergence = None if matching else first_divergence(flows, parts, plan.drop_p, responses, moved)
+        walked = {"train": train_walk(evidence)[0]} if flows.get("train") is not None and not matching else {}
+        divergence = None if matching else first_divergence(flows, parts, plan.drop_p, responses, moved, walked)
     except Exception as error:  # an explanation is a bonus: its failure costs no points, but is reported
         errors.append(grader_error_text("finding the first divergent step", error))
         divergence = None
     evidence.divergence = divergence
-    if divergence is not None:  # for the instructor (and the kit's tests): the step, and the cause if verified
-        evidence.details["divergence"] = {
+    shared = {}
+    if divergence is not None:  # for the instructor: the step, and the cause if verified
+        shared["divergence"] = {
             "step": divergence.step,
             "mode": divergence.mode,
             "cause": divergence.cause,
             "message": divergence.message,
         }
-    points = assignment.check_points()
-    checks = tuple(_check_result(module, evidence, errors, points.get(module.NAME)) for module in CHECKS)
+    checks, checked = _run_checks(evidence, assignment.check_points(), shared, errors)
     if all(check.passed for check in checks if check.check != compounding.NAME):
         divergence = None  # the trace only explains lost points; equivalent code in any style has nothing to explain
     profiles = {"student": _student_profile(evidence, student), **ref.profiles}
-    notes = _notes(raw, student) + _code_notes(evidence)
+    remarks, remarked = _code_notes(evidence)
+    notes = _notes(raw, student) + remarks
     told = (
         ()
         if divergence is None
         else (*([FirstStep(divergence.mode, divergence.step)] if divergence.step is not None else []), *divergence.facts)
     )
-    facts = tuple(dict.fromkeys(f for f in (*told, *evidence.facts)))
+    facts = tuple(dict.fromkeys(f for f in (*told, *checked, *remarked)))
     facts = tuple(f.to_dict() for f in sorted(facts, key=_smallest_input_first))
-    return Evaluation(checks, divergence.text() if divergence else None, notes, profiles, tuple(errors), facts)
+    diverged = Diverged(divergence.step, divergence.mode, divergence.only, divergence.cause) if divergence else None
+    return Evaluation(checks, divergence.text() if divergence else None, notes, profiles, tuple(errors), facts, diverged)
 
 
 def _smallest_input_first(fact) -> int:
@@ -245,7 +264,8 @@ def _student_profile(evidence: Evidence, student: dict):
 
 
 def _code_notes(evidence: Evidence) -> tuple:
-    notes = []
+    """Remarks read from the code and the runs, and the facts they state: (notes, facts)."""
+    notes, facts = [], []
     note = robustness.device_note(evidence.sources)
     if note:
         notes.append(note + ".")
@@ -261,9 +281,9 @@ def _code_notes(evidence: Evidence) -> tuple:
         ]
         if idle:
             for name in idle:
-                evidence.facts.append(Responds("eval", name, False))
+                facts.append(Responds("eval", name, False))
             notes.append(
                 f"Your forward also called {', '.join(idle)}, but what it returns does not change when "
                 f"{'its' if len(idle) == 1 else 'their'} output changes: such calls earn nothing."
             )
-    return tuple(notes)
+    return tuple(notes), tuple(facts)

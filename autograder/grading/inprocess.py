@@ -53,6 +53,7 @@ def grade_namespace(
         found.notes,
         found.profiles,
         facts=found.facts,
+        diverged=found.diverged,
     )
 
 

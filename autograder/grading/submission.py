@@ -120,6 +120,7 @@ def grade_cells(
         student,
         grader_errors,
         found.facts,
+        found.diverged,
     )
 
 

@@ -88,18 +88,15 @@ def _verdict(result) -> dict:
 
 
 def _names_step(result, step: int) -> bool:
-    return (
-        result.first_divergence is not None
-        and re.match(rf"(In (train|eval) mode( only)?: )?Step {step} of 10 ", result.first_divergence) is not None
-    )
+    return result.diverged is not None and result.diverged.step == step and result.first_divergence is not None
 
 
 def _assert_mutant(result, case, causes):
     assert result.score < TOTAL_POINTS, f"{case.edit.text}: full marks"
     assert _names_step(result, case.edit.step), (case.edit.text, result.first_divergence)
-    found = result.checks[0].details.get("divergence") or {}
-    assert found.get("cause") is not None, f"{case.edit.text}: no verified cause ({result.first_divergence})"
-    assert (found["step"], found["message"]) in causes[case.key], (case.edit.text, found)
+    assert result.diverged.cause is not None, f"{case.edit.text}: no verified cause ({result.first_divergence})"
+    found = result.checks[0].details["divergence"]  # the cause's words, for the instructor
+    assert (result.diverged.step, found["message"]) in causes[case.key], (case.edit.text, found)
 
 
 @pytest.mark.parametrize("case", mutants(), ids=lambda c: c.name)

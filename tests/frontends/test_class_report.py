@@ -17,7 +17,7 @@ from matplotlib.image import imread
 
 from autograder.course import kit
 from autograder.course.notebook import cells_from_python, read_cells
-from autograder.engine.results import CheckResult, SubmissionResult, SubTest
+from autograder.engine.results import CheckResult, Diverged, SubmissionResult, SubTest
 from autograder.frontends.report import anonymised, class_report_html, family
 from autograder.frontends.standing import standing_of
 from autograder.grading.inprocess import grade_cells_in_process
@@ -68,11 +68,8 @@ def test_every_count_in_the_report_is_the_classs(generated_class):
         expected = sum(next(c for c in r.checks if c.title == title.replace("&#x27;", "'")).passed for _, r, _ in generated_class)
         assert int(passed) == expected, title
     assert len(checks) == len(generated_class[0][1].checks)
-    steps = Counter(
-        re.match(r"((?:In \w+ mode only: )?Step \d+ of \d+ \([^)]*\))", r.first_divergence).group(1)
-        for _, r, _ in generated_class
-        if r.first_divergence
-    )
+    steps = Counter(r.diverged.label() for _, r, _ in generated_class if r.diverged and r.diverged.step is not None)
+    assert steps  # the class has forwards that diverge at a named step
     table = page.split('id="divergences"')[1].split("</table>")[0]
     shown = re.findall(r"<tr><td>([^<]+)</td><td>(\d+)</td>", table)
     assert [(s.replace("&#x27;", "'"), int(n)) for s, n in shown] == steps.most_common(12)
@@ -120,9 +117,10 @@ def test_hostile_text_in_the_report_is_text_never_markup():
                 "cpu",
                 "",
                 0.1,
-                f"Step 2 of 10 (norm1): {text}",
+                f"Step 2 of 10 (normalize with norm1): {text}",
                 grader_errors=(text,),
                 student=f"s{number}",
+                diverged=Diverged(2),
             )
             standing = replace(standing_of(result), seconds_late=60, late_penalty=1, stale=text if number else "")
             rows.append((f"{text}{number}", result, standing))
@@ -135,6 +133,32 @@ def test_hostile_text_in_the_report_is_text_never_markup():
     # and its part, each of the 3 ids in the late table and beside its grader error, each grader error
     assert Parsed(hostile).text.count(HOSTILE) == hostile.count(html.escape(HOSTILE)) == 16
     assert HOSTILE not in Parsed(hostile).values
+
+
+def test_first_steps_are_counted_by_the_step_a_result_carries_never_by_its_words():
+    """The report groups by `SubmissionResult.diverged`: a message whose words name another step (or none, or a
+    step in words the kit never writes) is counted under the step its result carries."""
+    check = (CheckResult("forward_order", "Operation order (Pre-LN)", (SubTest("p", 0, 4, False, "wrong"),), "wrong"),)
+
+    def row(student: str, words: str | None, diverged: Diverged | None):
+        result = SubmissionResult(f"{student}.py", check, 1, "cpu", "", 0.1, words, student=student, diverged=diverged)
+        return student, result, standing_of(result)
+
+    rows = [
+        row("a", "Step 3 of 10 (run attention on norm1's output): but the step is 7", Diverged(7)),
+        row("b", "Norm2 was not applied", Diverged(7)),
+        row("c", "In train mode: Step 4 of 10 (apply drop_shortcut to attention's output): x", Diverged(9, "train", True)),
+        row("d", "Step 3 of 10 (run attention on norm1's output): said, but carried as no step", Diverged(None)),
+        row("e", "Step 3 of 10 (run attention on norm1's output): no divergence carried", None),
+    ]
+    page = class_report_html(rows)
+    table = page.split('id="divergences"')[1].split("</table>")[0]
+    shown = [(html.unescape(s), int(n)) for s, n in re.findall(r"<tr><td>([^<]+)</td><td>(\d+)</td>", table)]
+    assert shown == [
+        ("Step 7 of 10 (normalize with norm2)", 2),
+        ("In train mode only: Step 9 of 10 (apply drop_shortcut to the feed-forward output)", 1),
+    ]
+    assert "but the step is 7" in table  # the example is the first such student's own message
 
 
 def test_an_empty_class_still_gets_a_page():

@@ -1,7 +1,9 @@
 """The student's feedback page: made from results alone, escaped, standalone, and free of the solution."""
 
 import base64
+import dataclasses
 import html
+import json
 import re
 from dataclasses import replace
 from unittest import mock
@@ -11,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autograder.course import kit
-from autograder.engine.results import CheckResult, SubmissionResult, SubTest
+from autograder.engine.results import CheckResult, Diverged, SubmissionResult, SubTest
 from autograder.engine.rubric import TOTAL_POINTS, WRITTEN
 from autograder.frontends.feedback import feedback_html, write_feedback_page
 from autograder.frontends.plots import profile_figure_png
@@ -341,6 +343,19 @@ def test_results_json_and_the_printed_line_are_the_standing():
     ]
     assert standing_from_json(data, result_from_json(data)) == standing
     assert [c.check for c in result_from_json(data).checks] == ["forward_order", "forward_shortcuts"]
+
+
+@pytest.mark.parametrize("diverged", [Diverged(4, "train", True, "dropout_moved"), Diverged(None), None])
+def test_the_first_step_travels_as_data_through_results_json_and_a_kept_result(diverged):
+    """What the report and the tests read: the step, its run and its cause, as fields, wherever a result is kept."""
+    from autograder.frontends.gradescope.results import results_json, result_from_json
+
+    result = replace(_result(), diverged=diverged)
+    data = json.loads(json.dumps(results_json(result)))
+    assert data["extra_data"]["diverged"] == (None if diverged is None else dataclasses.asdict(diverged))
+    assert result_from_json(data).diverged == diverged
+    assert SubmissionResult.from_dict(json.loads(json.dumps(result.to_dict()))).diverged == diverged
+    assert SubmissionResult.from_dict({k: v for k, v in result.to_dict().items() if k != "diverged"}).diverged is None
 
 
 @settings(max_examples=60, deadline=None)

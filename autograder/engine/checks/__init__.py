@@ -2,8 +2,9 @@
 
 A check module has `NAME` (its rubric key) and `evaluate(evidence) -> dict[part, Outcome]`, one entry per
 rubric part. Checks are pure: they read `Evidence` (the child's answers as read by `answers`, the reference's
-answers to the same questions, the named flows of the student's runs, the grader's replays of them) and
-never run student code.
+answers to the same questions, the named flows of the student's runs, the grader's replays of them), never run
+student code and write nothing into it: each outcome carries the facts its message states and the numbers it
+rests on (`Outcome.facts`, `Outcome.details`), and whoever runs the checks gathers them in the rubric's order.
 
 Every point needs agreement with something the grader computed itself on inputs it chose: the reference's
 answers, or the grader's own replay of the student's program. Two rules run through every check:
@@ -18,12 +19,11 @@ answers, or the grader's own replay of the student's program. Two rules run thro
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from autograder.engine.diagnosis.anatomy import Anatomy
-from autograder.engine.diagnosis.boundaries import Walk
 from autograder.engine.facts import Ran
 from autograder.engine.replayed import Responds
 from autograder.engine.reading.script import PRE_LN, compile_script
@@ -33,26 +33,15 @@ from autograder.engine.reading.replays import param_gradients, per_instance
 from autograder.engine.reading.masks import read_masks
 from autograder.engine.reading.sweep import Miss, Reader
 
+from .outcomes import PASS, Outcome, fail, failed
 from .regions import sweep_parts
+from .walked import train_walk
 from .work import times_ran, weights_from_values
 
 # Tolerance tiers for comparing float32 results with the reference: CUDA kernels reorder sums.
 TOLERANCES = {"cpu": (1e-5, 1e-6), "cuda": (2e-3, 2e-4)}
 # A branch does real work when the output's dependence on x through it is at least this fraction of Pre-LN's.
 REAL_WEIGHT = 0.05
-
-
-@dataclass(frozen=True)
-class Outcome:
-    passed: bool
-    message: str = ""
-
-
-PASS = Outcome(True)
-
-
-def fail(message: str) -> Outcome:
-    return Outcome(False, message)
 
 
 @dataclass(eq=False)
@@ -69,8 +58,6 @@ class Evidence:
     device: str = "cpu"
     drop_p: float = 0.5
     divergence: object = None  # diagnosis.Divergence
-    details: dict = field(default_factory=dict)
-    facts: list = field(default_factory=list)  # facts the parts' messages state (`engine.facts`)
 
     def obs(self, probe: str) -> dict:
         return self.student.get(probe) or {"ok": False, "error": {"type": "Missing", "message": "this probe did not run"}}
@@ -134,8 +121,7 @@ class Evidence:
         pieces = [call["input"] for call in run["calls"] if call["name"] == "norm2"]
         masks = read_masks(self.x, pieces, run["y"], self.parts, self.drop_p, independent=independent)
         if masks is None:
-            walk = Walk(flow, self.parts, "train", self.drop_p)
-            masks = walk.masks if walk.first() is None else None
+            masks = train_walk(self)[1]
         if masks is None:
             return None
         program = live(in_mode(compile_script(PRE_LN, self.drop_p), "train"))
@@ -206,25 +192,25 @@ class Evidence:
             return PASS if mode == "eval" else self._worked(side)
         anatomy = self.anatomy(mode)
         if getattr(anatomy, side) is None:
-            return fail(self.absent(mode, side) + f"{what}.")
+            why, facts = self.absent(mode, side)
+            return fail(why + f"{what}.", facts)
         found = getattr(anatomy, finder)(side)
         if found is not None:
             return fail(found.text())
         return self._worked(side)
 
-    def absent(self, mode: str, side: str) -> str:
-        """Why a half is missing from what the grader can follow in the `mode` run, said from values: the branch
-        never ran (no call was recorded), or what the block returns does not change when the grader changes the
-        branch's output, or (neither known) that the grader could not see its output reach the result."""
+    def absent(self, mode: str, side: str) -> tuple[str, tuple]:
+        """Why a half is missing from what the grader can follow in the `mode` run, said from values, with the fact
+        that says it: the branch never ran (no call was recorded), or what the block returns does not change when
+        the grader changes the branch's output, or (neither known) that the grader could not see its output reach
+        the result."""
         ran = times_ran(self.flows[mode], side)
         if not ran:
-            self.facts.append(Ran(mode, side, 0))
-            return Ran(mode, side, 0).text().capitalize()
+            return Ran(mode, side, 0).text().capitalize(), (Ran(mode, side, 0),)
         responds = self.responds(side)
         if responds is False:
-            self.facts.append(Responds("eval", side, False))
-            return Responds("eval", side, False).text().capitalize()
-        return f"{NAMES[side].capitalize()} ran, but the grader could not follow its output into what your block returns"
+            return Responds("eval", side, False).text().capitalize(), (Responds("eval", side, False),)
+        return f"{NAMES[side].capitalize()} ran, but the grader could not follow its output into what your block returns", ()
 
     def responds(self, side: str) -> bool | None:
         """Does the eval output change when the grader changes `side`'s output (the `respond` question)? None:
@@ -251,9 +237,10 @@ class Evidence:
         """`outcome`, paid only for a block that did the work (see `work`)."""
         if not outcome.passed or self.work is None:
             return outcome
-        return fail(
+        return failed(
+            outcome,
             f"Not credited: {self.work}, and this part counts only for a block whose output depends on x "
-            "through attention and through the feed-forward network, each with real weight."
+            "through attention and through the feed-forward network, each with real weight.",
         )
 
 
@@ -264,8 +251,8 @@ def swept(evidence: Evidence, part: str, outcome: Outcome) -> Outcome:
         return outcome
     for miss in evidence.sweep:
         if part in sweep_parts(miss):
-            evidence.facts.append(miss)
-            return fail(f"Not on every valid input: {miss.where}, {miss.detail}.")
+            said = failed(outcome, f"Not on every valid input: {miss.where}, {miss.detail}.")
+            return replace(said, facts=(*outcome.facts, miss))
     return outcome
 
 

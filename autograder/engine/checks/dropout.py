@@ -8,10 +8,10 @@ call per sequence, say) are fine: what counts is that drop_shortcut acts once on
 
 from __future__ import annotations
 
-from autograder.engine.diagnosis.boundaries import Walk
 from autograder.engine.facts import Output, Said
 
 from . import Evidence, PASS, error_text, fail, swept
+from .walked import train_walk
 
 NAME = "forward_dropout"
 ATT, FF, EVAL = ("dropout on attention's output", "dropout on the feed-forward output", "dropout is off in eval mode")
@@ -30,10 +30,10 @@ def _eval_off(evidence: Evidence):
         )
     steady = seeds["ok"] and evidence.close(seeds["y_a"], seeds["y_b"])  # eval mode gives one output per input
     if steady and evidence.close(train["y"], run["y"]):
-        evidence.facts.append(Output("train", "eval", True))
         return fail(
             "Not credited: in train mode your forward returned exactly what it returns in eval mode, so it "
-            "dropped nothing and there is no dropout to switch off."
+            "dropped nothing and there is no dropout to switch off.",
+            (Output("train", "eval", True),),
         )
     return evidence.gate(PASS)
 
@@ -54,17 +54,18 @@ def _placed(evidence: Evidence, side: str):
 def _train_only(evidence: Evidence):
     """Both dropout parts read right, yet the train run holds other values than Pre-LN under its own masks while
     the eval run holds Pre-LN's (an extra dropout on a sum, say): the part of the half where the train run first
-    differs fails, with what the values show there. None when the train run matches or the eval run does not."""
+    differs fails, with what the values show there: (part, its outcome). None when the train run matches or the eval
+    run does not."""
     flow = evidence.flows.get("train")
     if flow is None or evidence.matches("train") or not evidence.matches("eval"):
         return None
-    found = Walk(flow, evidence.parts, "train", evidence.drop_p).first()
+    found = train_walk(evidence)[0]
     if found is None:
         return None
-    evidence.facts.extend(found.facts)
     said = Said(tuple(found.facts), f"Pre-LN hands it {found.expected}" if found.boundary < 10 else "").text()
-    return (ATT if found.boundary <= 5 else FF), (
-        f"In train mode your forward holds other values than Pre-LN does under the masks its own dropouts drew: {said}."
+    return (ATT if found.boundary <= 5 else FF), fail(
+        f"In train mode your forward holds other values than Pre-LN does under the masks its own dropouts drew: {said}.",
+        tuple(found.facts),
     )
 
 
@@ -78,7 +79,7 @@ def evaluate(evidence: Evidence) -> dict:
         placed = {part: swept(evidence, part, outcome) for part, outcome in placed.items()}
     unexplained = _train_only(evidence) if all(o.passed for o in placed.values()) else None
     if unexplained is not None:
-        placed[unexplained[0]] = fail(unexplained[1])
+        placed[unexplained[0]] = unexplained[1]
     if not evidence.obs("eval")["ok"]:
         return {**placed, EVAL: fail(error_text(evidence.obs("eval")))}
     return {**placed, EVAL: _eval_off(evidence)}

@@ -97,8 +97,9 @@ def _expected(evidence: Evidence, mode: str):
     return evidence.replays.gradients(mode)
 
 
-def _gradients(evidence: Evidence, mode: str, which: str) -> Outcome:
-    """`which`: "input" (the block input's gradient), "params" (every component's) or "all"."""
+def _gradients(evidence: Evidence, mode: str, which: str, causes: dict) -> Outcome:
+    """`which`: "input" (the block input's gradient), "params" (every component's) or "all"; `causes`: the cut
+    path named for each mode's gradients, found once (see `_cause`)."""
     run = evidence.obs(mode)
     label = f"in {mode} mode"
     if not run["ok"]:
@@ -121,25 +122,23 @@ def _gradients(evidence: Evidence, mode: str, which: str) -> Outcome:
         wrong += sorted({name.split(".")[0] for name in grads if not evidence.close(reported[name], grads[name], 10)})
     if not wrong:
         return PASS
-    cause = _cause(evidence, mode, (x_reported, reported))
+    if mode not in causes:
+        causes[mode] = _cause(evidence, mode, (x_reported, reported))
+    cause = causes[mode]
     return fail(
         f"{label.capitalize()}, the gradients autograd computed for {', '.join(wrong)} are not the derivative "
-        f"of what your forward returns" + (f": {cause}." if cause else ".")
+        f"of what your forward returns" + (f": {cause}." if cause else "."),
+        details={f"gradient cause {mode}": cause},
     )
 
 
 def _cause(evidence: Evidence, mode: str, reported: tuple) -> str | None:
     """A cut path, named only when the grader's replay with that one value detached gives the student's
     gradients (see `diagnosis.gradient_cause`)."""
-    key = f"gradient cause {mode}"
-    if key not in evidence.details:
-        flow = evidence.flows.get(mode)
-        evidence.details[key] = (
-            gradient_cause(flow, mode, evidence.parts, evidence.replays.readout, reported, lambda a, b: evidence.close(a, b, 10))
-            if flow is not None
-            else None
-        )
-    return evidence.details[key]
+    flow = evidence.flows.get(mode)
+    if flow is None:
+        return None
+    return gradient_cause(flow, mode, evidence.parts, evidence.replays.readout, reported, lambda a, b: evidence.close(a, b, 10))
 
 
 def _profile(evidence: Evidence, gradients_right: bool) -> Outcome:
@@ -166,21 +165,22 @@ def _profile(evidence: Evidence, gradients_right: bool) -> Outcome:
             f"block computes alone ({what}): your forward behaves differently in a deep stack."
         )
     passed, message, stats = profile_verdict(values)
-    evidence.details["profile"] = {"values": values, **stats}
+    details = {"profile": {"values": values, **stats}}
     if passed:
-        return PASS
+        return Outcome(True, details=details)
     cause = (
         f" The first difference from Pre-LN in your block itself: {evidence.divergence.text()}." if evidence.divergence else ""
     )
-    return fail(f"In a stack of 24 of your blocks, {message}.{cause}")
+    return fail(f"In a stack of 24 of your blocks, {message}.{cause}", details=details)
 
 
 def evaluate(evidence: Evidence) -> dict:
-    in_eval = _gradients(evidence, "eval", "all")
+    causes: dict = {}
+    in_eval = _gradients(evidence, "eval", "all", causes)
     outcomes = {
-        INPUT: _gradients(evidence, "eval", "input"),
-        PARAMS: _gradients(evidence, "eval", "params"),
-        TRAIN: _gradients(evidence, "train", "all"),
+        INPUT: _gradients(evidence, "eval", "input", causes),
+        PARAMS: _gradients(evidence, "eval", "params", causes),
+        TRAIN: _gradients(evidence, "train", "all", causes),
         PROFILE: _profile(evidence, in_eval.passed),
     }
     for part, mode in ((INPUT, "eval"), (TRAIN, "train")):

@@ -14,7 +14,7 @@ Gradient-only mistakes (a cut path) are hypotheses too: see `cuts`.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -196,18 +196,23 @@ def _near(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
 
 
 def first_divergence(
-    flows: dict, parts: dict, drop_p: float, responses: dict | None = None, moved: dict | None = None
+    flows: dict, parts: dict, drop_p: float, responses: dict | None = None, moved: dict | None = None, walked: dict | None = None
 ) -> Divergence | None:
     """The earliest boundary where the eval or train run differs from Pre-LN (see `boundaries`), with its facts,
     and the verified cause where one edit of Pre-LN reproduces the runs and breaks that very step. `responses`: the
     `respond` question's runs; `moved`: the `moved` question's runs ("runs") and the values it held and moved
-    ("values"), both of the eval run."""
+    ("values"), both of the eval run; `walked`: mode -> what `Walk.first` gave for that run where it was walked
+    already (the checks read the same train walk), read and never changed."""
     found = {}
     for mode in ("eval", "train"):
         if flows.get(mode) is not None:
-            seen = Walk(
-                flows[mode], parts, mode, drop_p, responses if mode == "eval" else None, moved if mode == "eval" else None
-            ).first()
+            seen = (
+                walked[mode]
+                if walked and mode in walked
+                else Walk(
+                    flows[mode], parts, mode, drop_p, responses if mode == "eval" else None, moved if mode == "eval" else None
+                ).first()
+            )
             if seen is not None:
                 found[mode] = _checked_sums(seen, mode, getattr(flows[mode], "other", None), parts, drop_p)
     if not found:
@@ -270,10 +275,8 @@ def _checked_sums(seen, mode: str, other, parts: dict, drop_p: float):
         for fact in seen.facts
     ]
     unknown = {(f.component, f.call) for f in facts if isinstance(f, Unknown)}
-    seen.facts = list(
-        dict.fromkeys(f for f in facts if not (isinstance(f, Received) and not f.equal and (f.component, f.call) in unknown))
-    )
-    return seen
+    kept = dict.fromkeys(f for f in facts if not (isinstance(f, Received) and not f.equal and (f.component, f.call) in unknown))
+    return replace(seen, facts=list(kept))  # a copy: `seen` may be a walk the checks read too
 
 
 def _cause(flows: dict, parts: dict, drop_p: float, mode: str, step: int | None):

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import asdict
 from pathlib import Path
 
-from autograder.engine.results import CheckResult, SubmissionResult, SubTest
+from autograder.engine.results import CheckResult, Diverged, SubmissionResult, SubTest
 from autograder.frontends.files import write_atomically
 from autograder.frontends.shown import line
 from autograder.frontends.standing import AWAITING, Standing, standing_of
@@ -114,6 +115,7 @@ def results_json(result: SubmissionResult, standing: Standing | None = None) -> 
             "device": result.device,
             "isolation": result.isolation,
             "first_divergence": result.first_divergence,
+            "diverged": asdict(result.diverged) if result.diverged else None,
             "notes": list(result.notes),
             "max_score": standing.max_score,
             "late_by": standing.late_by,
@@ -185,6 +187,7 @@ def result_from_json(data: dict) -> SubmissionResult:
         extra.get("student"),
         tuple(extra.get("grader_errors") or ()),
         tuple(extra.get("facts") or ()),
+        Diverged(**extra["diverged"]) if extra.get("diverged") else None,
     )
 
 
