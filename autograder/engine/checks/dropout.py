@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from autograder.engine.diagnosis.boundaries import Walk
 from autograder.engine.facts import Output, Said
+from autograder.engine.steps import HALVES, OUTPUT
 
 from . import Evidence, PASS, error_text, fail, swept
 
@@ -62,8 +63,8 @@ def _train_only(evidence: Evidence):
     if found is None:
         return None
     evidence.facts.extend(found.facts)
-    said = Said(tuple(found.facts), f"Pre-LN hands it {found.expected}" if found.boundary < 10 else "").text()
-    return (ATT if found.boundary <= 5 else FF), (
+    said = Said(tuple(found.facts), f"Pre-LN hands it {found.expected}" if found.boundary < OUTPUT else "").text()
+    return (ATT if found.boundary <= HALVES["att"].sum else FF), (
         f"In train mode your forward holds other values than Pre-LN does under the masks its own dropouts drew: {said}."
     )
 

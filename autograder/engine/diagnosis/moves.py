@@ -20,6 +20,7 @@ import numpy as np
 
 from autograder.engine.replayed import Moved
 from .location import locate_padded, whole_tokens
+from autograder.engine.steps import LAST_STEP_AT
 from .values import HALVES, close
 
 HELD = ("att", "ff")
@@ -172,7 +173,7 @@ def step_of(facts: dict | None, half: str, at_out: bool = False) -> tuple[int | 
     if facts["placed"] and not facts["shortcut rearranged"] and not facts["scaled in layout"]:
         return rule["replaced"], [shortcut] + ([branch] if branch.exactly else [])
     if across is not None and across.exactly and not branch.exactly:
-        return (7 if half == "att" else rule["sum"]), [across, branch]
+        return LAST_STEP_AT[rule["sum"]], [across, branch]
     return None, []
 
 
