@@ -41,11 +41,11 @@ class Walk(Sums):
         return found
 
     def _shortcut_first(self, found: Found) -> Found:
-        """Steps 1 and 6 (the shortcuts) come before the steps of their half, but show only at the half's sum. A
-        divergence seen at steps 2-3 (7-8) is the first only where that sum's shortcut is right: the grader's change
-        of the branch component's output moves the sum by exactly that change (the branch reaches it as it is), and
-        the sum less that branch is x (h). A shortcut that is not is the first step (1, 6); where the values cannot
-        tell, no step is named."""
+        """The step that saves a half's shortcut comes before the half's other steps, but shows only at the half's
+        sum. A divergence seen at a half's LayerNorm or branch is the first only where that sum's shortcut is right:
+        the grader's change of the branch component's output moves the sum by exactly that change (the branch reaches
+        it as it is), and the sum less that branch is x (h). A shortcut that is not makes the saving step the first;
+        where the values cannot tell, no step is named."""
         att, ff = HALVES["att"], HALVES["ff"]
         first = found.step in (att.norm, att.branch)
         if not (first or found.step in (ff.norm, ff.branch)):  # a dropout step: the dropout itself changes what the sum holds
@@ -75,7 +75,7 @@ class Walk(Sums):
         if close(shortcut, expected, self.tol):
             return found
         if express(shortcut, {"shortcut": expected}, self.tol) is not None:
-            return found  # the shortcut scaled: that breaks the sum (5, 10), later than this step
+            return found  # the shortcut scaled: that breaks the half's sum, later than this step
         return Found(
             found.boundary,
             att.saved if first else ff.saved,
@@ -165,8 +165,8 @@ class Walk(Sums):
         return close(self.placed(norm2[0]) - branch, start, self.tol) and not close(start, self.x, self.tol)
 
     def _attention(self, att: Seen, n1: np.ndarray) -> Found:
-        """Attention did not receive norm1(x): step 2 when x was not normalized by norm1 (left as it is, another
-        normalization, norm1 on something else), else 3."""
+        """Attention did not receive norm1(x): norm1's step when x was not normalized by norm1 (left as it is,
+        another normalization, norm1 on something else), else attention's."""
         expected = "norm1(x)"
         norm1 = self.seen(("norm1",), self.x)
         if not att.calls:

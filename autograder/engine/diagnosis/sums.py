@@ -21,8 +21,8 @@ class Sums(Dropouts):
 
     def _second_start(self, norm2: Seen, h: np.ndarray, d1: np.ndarray, att: Seen) -> Found:
         """norm2 did not receive h. What the feed-forward network received, and the second shortcut (what the block
-        returned, less the feed-forward branch), tell whether h itself was wrong (steps 1-5) or only what followed
-        it (6, 7)."""
+        returned, less the feed-forward branch), tell whether h itself was wrong (the first half's steps) or only what
+        followed it (the second shortcut, or norm2)."""
         second = second_shortcut(self)
         ffs = self.calls_of("ff")
         skipped = next((c for c in ffs if locate(c.input, h, self.near) is not None), None)
@@ -34,7 +34,7 @@ class Sums(Dropouts):
         if skipped is not None:  # the feed-forward network received h itself: norm2 was skipped
             facts = [x for x in [self._ran("norm2")] if x] if not norm2.calls else [self.received(norm2.off(self.used), "h")]
             return Found(NUMBER["h"], NUMBER["n2"], facts + [self.received(skipped, "h", True)], "norm2(h)")
-        if not norm2.calls:  # step 7 where norm2 never ran; where it ran unrecorded (in vmap), 7 and 8 look alike
+        if not norm2.calls:  # norm2's step where norm2 never ran; where it ran unrecorded (in vmap), norm2 and ff look alike
             facts = [x for x in [self._ran("norm2")] if x] + ([self.received(ffs[0], "n2")] if ffs else [])
             known = second is not None and close(second, h, self.tol) and not self.counts.get("norm2")
             step, told = (
@@ -175,8 +175,8 @@ class Sums(Dropouts):
         return rule["replaced"] if change.exactly else None
 
     def _feed_forward(self, ff: Seen, h: np.ndarray, n2: np.ndarray, norm2: Seen) -> Found:
-        """The feed-forward network did not receive norm2(h): step 7 when h was not normalized by norm2 (left as it
-        is, another normalization, norm2 again), else 8."""
+        """The feed-forward network did not receive norm2(h): norm2's step when h was not normalized by norm2 (left
+        as it is, another normalization, norm2 again), else the feed-forward network's."""
         expected = "norm2(h)"
         if not ff.calls:
             ran = self._ran("ff")
@@ -197,8 +197,8 @@ class Sums(Dropouts):
         return Found(NUMBER["f"], NUMBER["f"], facts + self.said(call, "n2"), expected)
 
     def _output_step(self, h: np.ndarray, d2: np.ndarray, ff: Seen, facts: list) -> int | None:
-        """What the block returned is not h + its branch: an operation after the sum (10), else the second sum's
-        own rules."""
+        """What the block returned is not h + its branch: an operation after the sum (the output's step), else the
+        second sum's own rules."""
         after = self.output_of(self.y, None)
         if (
             after is not None
