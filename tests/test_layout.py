@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from autograder.course import kit
+from autograder.engine.steps import STEPS
 from autograder.sandbox.parent import containment
 
 pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
@@ -316,3 +317,137 @@ def test_every_link_between_the_pages_lands_and_the_readme_links_every_page():
     assert not broken, broken
     readme_links = {(kit.ROOT / t.partition("#")[0]).resolve() for t in _links(kit.ROOT / "README.md")}
     assert kit.documentation_pages()[1:] and set(kit.documentation_pages()[1:]) <= readme_links
+
+
+# ---- the ten steps, written once ---------------------------------------------------------------------------
+
+STEP_TABLE = PACKAGE / "engine" / "steps.py"
+STEP_WORD = re.compile(r"step|boundary", re.IGNORECASE)  # a name that holds a step (`step`, `_sum_step`, `boundary`)
+
+
+def _int_literals(node: ast.AST) -> list[ast.Constant]:
+    """The integer literals that could be a step (1 to 10) in an expression, indices, slices and ranges aside."""
+    found, stack = [], [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, ast.Constant) and type(current.value) is int and 1 <= current.value <= len(STEPS):
+            found.append(current)
+        elif isinstance(current, ast.Subscript):
+            stack.append(current.value)
+        elif isinstance(current, ast.Call) and _callee(current) == "range":
+            continue  # a range's bounds count (layers, tries), they name no step
+        else:
+            stack.extend(ast.iter_child_nodes(current))
+    return found
+
+
+def _named_for_a_step(node: ast.AST) -> bool:
+    """A name, attribute or subscript of one whose last name says it holds a step (`found.step`, `seen.boundary`)."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return bool(STEP_WORD.search(name))
+
+
+def _callee(call: ast.Call) -> str:
+    return call.func.id if isinstance(call.func, ast.Name) else call.func.attr if isinstance(call.func, ast.Attribute) else ""
+
+
+def step_parameters(trees: list[ast.Module]) -> dict[str, set[int]]:
+    """Callable name -> the positions of its parameters named for a step, over every function and dataclass of the
+    package (a method's `self` not counted): `Found(boundary, step, ...)` gives {0, 1}."""
+    found: dict[str, set[int]] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                fields = [s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)]
+                found.setdefault(node.name, set()).update(i for i, f in enumerate(fields) if STEP_WORD.search(f))
+                for method in (s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))):
+                    names = [a.arg for a in method.args.posonlyargs + method.args.args][1:]
+                    found.setdefault(method.name, set()).update(i for i, a in enumerate(names) if STEP_WORD.search(a))
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = [a.arg for a in node.args.posonlyargs + node.args.args]
+                found.setdefault(node.name, set()).update(i for i, a in enumerate(names) if STEP_WORD.search(a))
+    return {name: places for name, places in found.items() if places}
+
+
+def step_literals(tree: ast.Module, parameters: dict[str, set[int]]) -> list[int]:
+    """The lines where a module writes a step number (an integer 1 to 10) where a step goes: as an argument of a
+    parameter named for a step (by position or keyword), beside a name for a step in a comparison (`step in (2, 3)`)
+    or an assignment (`step = 7`, `for ..., step in ((..., 5), ...)`, a key "steps"), returned by a function named
+    for a step, or in a table from numbers to numbers (`{3: 3, 4: 4}`). Other numbers (`10 * tol`, `range(1, n)`,
+    `{1: "first"}`) are no steps."""
+    places: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            positions = parameters.get(_callee(node), set())
+            places += [arg for i, arg in enumerate(node.args) if i in positions]
+            places += [k.value for k in node.keywords if k.arg and STEP_WORD.search(k.arg)]
+        elif isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(_named_for_a_step(side) for side in sides):
+                places += [side for side in sides if not _named_for_a_step(side)]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = node.iter if isinstance(node, ast.For) else node.value
+            if value is not None and any(_named_for_a_step(t) for target in targets for t in ast.walk(target)):
+                places.append(value)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and STEP_WORD.search(node.name):
+            places += [r.value for r in ast.walk(node) if isinstance(r, ast.Return) and r.value is not None]
+            places += [d for d, a in zip(node.args.defaults[::-1], node.args.args[::-1]) if STEP_WORD.search(a.arg)]
+        elif isinstance(node, ast.Dict):
+            places += [
+                v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant) and STEP_WORD.search(str(k.value))
+            ]
+            parts = [*node.keys, *node.values]
+            if len(node.keys) > 1 and all(part is not None and _int_literals(part) == [part] for part in parts):
+                places.append(node)
+    return sorted({literal.lineno for place in places for literal in _int_literals(place)})
+
+
+def _package_trees() -> dict[Path, ast.Module]:
+    return {path: ast.parse(path.read_text()) for path in MODULES}
+
+
+def test_no_step_number_is_written_outside_the_table():
+    """Pre-LN's ten steps are numbered in `engine/steps.py` alone: every other module names a step by what it is
+    (its node, `NUMBER["n2"]`; a half's part, `HALVES["att"].sum`; `LAST_STEP_AT`), so the table can change in one
+    place."""
+    trees = _package_trees()
+    parameters = step_parameters(list(trees.values()))
+    assert {"Found", "Finding", "Edit", "Divergence"} <= set(parameters), sorted(parameters)  # the rule sees them
+    written = [
+        f"{path.relative_to(kit.ROOT)}:{line}"
+        for path, tree in trees.items()
+        if path != STEP_TABLE
+        for line in step_literals(tree, parameters)
+    ]
+    assert not written, "a step number written outside engine/steps.py:\n" + "\n".join(written)
+
+
+PLANTED = {
+    "Found(7, None, [], 'h')": True,
+    "Found(NUMBER['h'], step=7)": True,
+    "Finding(HALVES['att'].norm if a else 6, 'said')": True,
+    "LAST = {3: 3, 4: 4}": True,
+    "first = found.step in (2, 3)": True,
+    "if seen.boundary < 10: pass": True,
+    "step, told = (7, []) if known else (None, [])": True,
+    "def _sum_step(x):\n    return 10": True,
+    "for value, step in (('h', 5), ('y', 10)): pass": True,
+    "SIDE = {'att': {'steps': (2, 3, 4, 5)}}": True,
+    "self._dropout(4, a, 'a', att)": True,
+    "ok = close(a, b, 10) and norm <= 10 * tol": False,
+    "Found(NUMBER['h'], LAST_STEP_AT[NUMBER['h']], facts[1:], 'h')": False,
+    "values = [k for k in range(1, n + 1)] + [len(calls) == 1]": False,
+    "WORDS = {1: 'first', 2: 'second'}": False,
+    "count = sum(1 for c in calls if c.number == 2)": False,
+    "steps = range(1, n + 1)": False,
+}
+
+
+@pytest.mark.parametrize("source", PLANTED, ids=range(len(PLANTED)))
+def test_the_step_rule_fires_on_a_step_number_and_only_there(source):
+    """The rule both ways: it finds a step number planted where a step goes, and leaves other numbers alone."""
+    parameters = step_parameters(list(_package_trees().values()))
+    assert bool(step_literals(ast.parse(source), parameters)) == PLANTED[source], source

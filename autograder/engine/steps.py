@@ -50,6 +50,7 @@ STEPS: tuple[Step, ...] = (
 )
 BY_NUMBER = {step.number: step for step in STEPS}
 BY_NODE = {step.node: step for step in STEPS}
+NUMBER = {step.node: step.number for step in STEPS}  # a step named by the value it produces: NUMBER["n2"] is norm2's
 
 # (producer, consumer) -> the step a change on that edge breaks. "out" is what the block returns.
 EDGES: dict[tuple[str, str], int] = {
@@ -70,6 +71,35 @@ SHORTCUT_SCALED = {("x", "h"): 5, ("h", "y"): 10}
 # A branch left out of its sum entirely: its whole half does not reach the output, which shows first where the half
 # starts (its LayerNorm's step).
 BRANCH_LEFT_OUT = {("d1", "h"): 2, ("d2", "y"): 7}
+
+
+@dataclass(frozen=True)
+class Half:
+    """One half of the block: its five steps, in the table's order (save the shortcut, normalize, run the branch's
+    component, drop, add the shortcut back)."""
+
+    component: str  # the branch's component: "att" or "ff"
+    saved: int  # the step that saves the half's shortcut
+    norm: int  # its LayerNorm
+    branch: int  # its branch's component
+    drop: int  # the dropout on the branch
+    sum: int  # the addition that ends the half
+
+
+def _halves() -> dict[str, Half]:
+    size = len(STEPS) // 2
+    halves = (STEPS[:size], STEPS[size:])
+    return {steps[2].component: Half(steps[2].component, *(step.number for step in steps)) for steps in halves}
+
+
+HALVES = _halves()  # "att" and "ff"
+# The boundaries where the walk reads a run against Pre-LN, by the value read there: what attention gives (a), what
+# the first dropout gives (d1), the first sum as norm2 receives it (h), what the feed-forward network gives (f), what
+# the second dropout gives (d2), what the block returns (y); with the last step a divergence first seen at each can
+# be. h is read where norm2 receives it, so a divergence seen there may still be norm2's own step (a LayerNorm
+# skipped, or one on the shortcut path); elsewhere it is the boundary's own step.
+LAST_STEP_AT = {NUMBER[node]: NUMBER["n2" if node == "h" else node] for node in ("a", "d1", "h", "f", "d2", "y")}
+OUTPUT = NUMBER["y"]  # the last step: what the block returns
 
 
 def step_text(number: int) -> str:

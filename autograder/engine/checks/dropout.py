@@ -9,6 +9,7 @@ call per sequence, say) are fine: what counts is that drop_shortcut acts once on
 from __future__ import annotations
 
 from autograder.engine.facts import Output, Said
+from autograder.engine.steps import HALVES, OUTPUT
 
 from . import Evidence, PASS, error_text, fail, swept
 from .walked import train_walk
@@ -62,8 +63,8 @@ def _train_only(evidence: Evidence):
     found = train_walk(evidence)[0]
     if found is None:
         return None
-    said = Said(tuple(found.facts), f"Pre-LN hands it {found.expected}" if found.boundary < 10 else "").text()
-    return (ATT if found.boundary <= 5 else FF), fail(
+    said = Said(tuple(found.facts), f"Pre-LN hands it {found.expected}" if found.boundary < OUTPUT else "").text()
+    return (ATT if found.boundary <= HALVES["att"].sum else FF), fail(
         f"In train mode your forward holds other values than Pre-LN does under the masks its own dropouts drew: {said}.",
         tuple(found.facts),
     )

@@ -23,6 +23,7 @@ from autograder.engine.facts import Gave, Ran, Received, Shortcut, Sum, Unknown
 from .moves import shortcut_intact
 from .sums import Sums, grader_change
 from .location import locate
+from autograder.engine.steps import HALVES, NUMBER, OUTPUT
 from .values import DROPS, NORMS, VALUE, Found, Seen, close, express
 
 
@@ -40,13 +41,14 @@ class Walk(Sums):
         return found
 
     def _shortcut_first(self, found: Found) -> Found:
-        """Steps 1 and 6 (the shortcuts) come before the steps of their half, but show only at the half's sum. A
-        divergence seen at steps 2-3 (7-8) is the first only where that sum's shortcut is right: the grader's change
-        of the branch component's output moves the sum by exactly that change (the branch reaches it as it is), and
-        the sum less that branch is x (h). A shortcut that is not is the first step (1, 6); where the values cannot
-        tell, no step is named."""
-        first = found.step in (2, 3)
-        if not (first or found.step in (7, 8)):  # a dropout step: the dropout itself changes what the sum holds
+        """The step that saves a half's shortcut comes before the half's other steps, but shows only at the half's
+        sum. A divergence seen at a half's LayerNorm or branch is the first only where that sum's shortcut is right:
+        the grader's change of the branch component's output moves the sum by exactly that change (the branch reaches
+        it as it is), and the sum less that branch is x (h). A shortcut that is not makes the saving step the first;
+        where the values cannot tell, no step is named."""
+        att, ff = HALVES["att"], HALVES["ff"]
+        first = found.step in (att.norm, att.branch)
+        if not (first or found.step in (ff.norm, ff.branch)):  # a dropout step: the dropout itself changes what the sum holds
             return found
         half = "att" if first else "ff"
         branches = self.calls_of(half)
@@ -73,8 +75,13 @@ class Walk(Sums):
         if close(shortcut, expected, self.tol):
             return found
         if express(shortcut, {"shortcut": expected}, self.tol) is not None:
-            return found  # the shortcut scaled: that breaks the sum (5, 10), later than this step
-        return Found(found.boundary, 1 if first else 6, found.facts + [change, Shortcut(self.mode, half, False)], found.expected)
+            return found  # the shortcut scaled: that breaks the half's sum, later than this step
+        return Found(
+            found.boundary,
+            att.saved if first else ff.saved,
+            found.facts + [change, Shortcut(self.mode, half, False)],
+            found.expected,
+        )
 
     def _first(self) -> Found | None:
         n1 = self.values["norm1(x)"] = self.component("norm1", self.x)
@@ -83,8 +90,8 @@ class Walk(Sums):
         if not att.covers and not self._handed_on(a, self.x + a):
             return self._attention(att, n1)
         if att.covers and not close(att.outputs, a, self.tol):
-            return Found(3, 3, [Gave(self.mode, "att", VALUE["n1"], VALUE["a"], False)], "att(norm1(x))")
-        found, d1 = self._dropout(4, a, "a", att)
+            return Found(NUMBER["a"], NUMBER["a"], [Gave(self.mode, "att", VALUE["n1"], VALUE["a"], False)], "att(norm1(x))")
+        found, d1 = self._dropout(NUMBER["d1"], a, "a", att)
         if found is not None:
             return found
         h = self.values["h"] = self.x + d1
@@ -98,16 +105,16 @@ class Walk(Sums):
         if not ff.covers and not self._handed_on(f, None, h + f):
             return self._feed_forward(ff, h, n2, norm2)
         if ff.covers and not close(ff.outputs, f, self.tol):
-            return Found(8, 8, [Gave(self.mode, "ff", VALUE["n2"], VALUE["f"], False)], "ff(norm2(h))")
-        found, d2 = self._dropout(9, f, "f", ff)
+            return Found(NUMBER["f"], NUMBER["f"], [Gave(self.mode, "ff", VALUE["n2"], VALUE["f"], False)], "ff(norm2(h))")
+        found, d2 = self._dropout(NUMBER["d2"], f, "f", ff)
         if found is not None:
             return found
         if close(self.y, h + d2, self.tol):
             self.masks = {"d1": d1 / np.where(a == 0, 1.0, a), "d2": d2 / np.where(f == 0, 1.0, f)}
             return None
         facts = [Unknown(self.mode, None, None, "h + drop_shortcut(ff(norm2(h)))")]
-        step = self._output(h, d2, ff, facts)
-        return Found(10, step, facts if len(facts) == 1 else facts[1:], "h + drop_shortcut(ff(norm2(h)))")
+        step = self._output_step(h, d2, ff, facts)
+        return Found(OUTPUT, step, facts if len(facts) == 1 else facts[1:], "h + drop_shortcut(ff(norm2(h)))")
 
     def _handed_on(self, branch: np.ndarray, sum_in_eval: np.ndarray | None, out_in_eval=None) -> bool:
         """Pre-LN's branch value reached its consumer though no recorded call of the branch's component gave it
@@ -158,33 +165,33 @@ class Walk(Sums):
         return close(self.placed(norm2[0]) - branch, start, self.tol) and not close(start, self.x, self.tol)
 
     def _attention(self, att: Seen, n1: np.ndarray) -> Found:
-        """Attention did not receive norm1(x): step 2 when x was not normalized by norm1 (left as it is, another
-        normalization, norm1 on something else), else 3."""
+        """Attention did not receive norm1(x): norm1's step when x was not normalized by norm1 (left as it is,
+        another normalization, norm1 on something else), else attention's."""
         expected = "norm1(x)"
         norm1 = self.seen(("norm1",), self.x)
         if not att.calls:
             ran = self._ran("att")
             if ran is None:  # it ran where the grader could not record it (inside vmap, say)
-                return Found(3, None, [], expected)
+                return Found(NUMBER["a"], None, [], expected)
             handed = self.seen(DROPS, n1).covers if self.mode == "train" else self.seen(("norm2",), self.x + n1).covers
             if norm1.covers or handed:  # norm1(x) was made, and went on without attention
-                return Found(3, 3, [ran], expected)
+                return Found(NUMBER["a"], NUMBER["a"], [ran], expected)
             unseen = self.counts.get("norm1", 0) > len(self.calls_of("norm1"))
-            return Found(3, None if unseen else 2, [ran], expected)
+            return Found(NUMBER["a"], None if unseen else NUMBER["n1"], [ran], expected)
         partial = att.partial(self.mode, "att", expected)
         if partial is not None:
-            return Found(3, 3, [partial], expected)
+            return Found(NUMBER["a"], NUMBER["a"], [partial], expected)
         call = att.off(self.used)
         if not self.used(call) and not any(self.used(c) for c in att.calls):
-            return Found(3, None, [self.received(call, "n1")], expected)  # no account of attention's work
+            return Found(NUMBER["a"], None, [self.received(call, "n1")], expected)  # no account of attention's work
         facts = [self.received(call, "n1")]
         if locate(call.input, self.x, self.near) is not None:
-            return Found(3, 2, facts + [self.received(call, "x", True)], expected)
+            return Found(NUMBER["a"], NUMBER["n1"], facts + [self.received(call, "x", True)], expected)
         source = self.output_of(call.input, NORMS)
         if source is not None:
             facts.append(Sum(self.mode, call.name, call.number, ((f"{source.name}#{source.number}", 1.0),), call.total))
             if source.name != "norm1" or getattr(source, "variant", None) is not None:
-                return Found(3, 2, facts, expected)
+                return Found(NUMBER["a"], NUMBER["n1"], facts, expected)
             if locate(source.input, self.x, self.near) is None:
                 facts.append(Received(self.mode, "norm1", source.number, "x", False, source.total))
                 if self._input_replaced(source):
@@ -192,12 +199,12 @@ class Walk(Sums):
                         "what norm1 received is also what the first sum adds attention's branch to: x "
                         "itself was changed before the block used it"
                     )
-                    return Found(3, 1, facts, expected)
-                return Found(3, 2, facts, expected)
+                    return Found(NUMBER["a"], NUMBER["s1"], facts, expected)
+                return Found(NUMBER["a"], NUMBER["n1"], facts, expected)
         if not norm1.covers:
             recorded = len(self.calls_of("norm1"))
             if self.counts.get("norm1", 0) > recorded:  # norm1 ran where the grader could not record it
-                return Found(3, None, facts, expected)
+                return Found(NUMBER["a"], None, facts, expected)
             what = [Ran(self.mode, "norm1", 0)] if not recorded else [Received(self.mode, "norm1", None, "x", False, None)]
-            return Found(3, 2, facts + what, expected)
-        return Found(3, 3, facts + self.said(call, "n1"), expected)
+            return Found(NUMBER["a"], NUMBER["n1"], facts + what, expected)
+        return Found(NUMBER["a"], NUMBER["a"], facts + self.said(call, "n1"), expected)

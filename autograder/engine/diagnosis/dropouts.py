@@ -8,11 +8,12 @@ import numpy as np
 
 from autograder.engine.facts import Dropout, Ran, Sum
 from .recording import Recording
+from autograder.engine.steps import NUMBER
 from .values import DROPS, VALUE, Found, Seen, scale_of, close, masked
 
 
 class Dropouts(Recording):
-    """The walk's dropout boundaries (4 and 9) and its test of a component applied once more."""
+    """The walk's dropout boundaries (one on each branch) and its test of a component applied once more."""
 
     def _again(self, value: np.ndarray, component: str, seen: Seen):
         """A call of `component` other than those that sat on Pre-LN's value, whose output `value` is: the
@@ -51,7 +52,7 @@ class Dropouts(Recording):
             again = self._again(call.input, component, before)
             if again is not None:
                 facts.append(Sum(self.mode, call.name, call.number, ((f"{again.name}#{again.number}", 1.0),), call.total))
-                return Found(boundary, boundary - 1, facts, value), None
+                return Found(boundary, NUMBER[name], facts, value), None  # the branch's component, again
             return Found(boundary, boundary, facts, value), None
         ratio = scale_of(drops.outputs, branch)
         if ratio is not None and abs(ratio - self.keep) > 1e-3 * max(self.keep, 1.0):

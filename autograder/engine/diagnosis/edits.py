@@ -15,6 +15,7 @@ import itertools
 from dataclasses import replace
 
 from autograder.engine.reading.program import ALWAYS, Variant
+from autograder.engine.steps import BRANCH_LEFT_OUT, EDGES, NUMBER, OUTPUT, SHORTCUT_SCALED
 from . import structure
 from autograder.engine.reading.script import COMPONENT, NAMES, PRE_LN, Edit, Line, on_value
 
@@ -22,26 +23,24 @@ from autograder.engine.reading.script import COMPONENT, NAMES, PRE_LN, Edit, Lin
 # --- the steps of edges ----------------------------------------------------------------------------------
 
 
+LINES = {line.target: line for line in PRE_LN}
+
+
 def _edge_step(target: str, index: int, new: str | None, kind: str) -> int:
-    """The step an edit on the `index`-th term of line `target` breaks (`new`: a replacement value)."""
-    if target == "n1":
-        return 2
-    if target in ("a", "f"):
-        normalized = new is None or new in ("n1", "n2")
-        return (3 if target == "a" else 8) if normalized else (2 if target == "a" else 7)
-    if target in ("d1", "d2"):
-        return 4 if target == "d1" else 9
-    if target == "n2":
-        return 7
-    if target == "h":
-        if index == 0:
-            return 1 if kind in ("replace", "insert") else 5
-        return 4 if new == "a" else 5
-    if target == "y":
-        if index == 0:
-            return 6 if kind in ("replace", "insert") else 10
-        return 9 if new == "f" else 10
-    return 10
+    """The step an edit on the `index`-th term of line `target` breaks (`new`: a replacement value), by the rules of
+    `steps`: a branch component handed a value from before its LayerNorm skipped that LayerNorm's step; a sum handed
+    the branch from before its dropout skipped the dropout's step; a shortcut scaled, left out or dropped breaks its
+    addition, one replaced or changed by an inserted call the step that saves it; else the step of the edge."""
+    if target not in LINES:
+        return OUTPUT
+    old = LINES[target].terms[index][0]  # what Pre-LN hands there
+    if target in ("a", "f") and new not in (None, "n1", "n2"):
+        return NUMBER[old]
+    if LINES[target].kind == "sum" and old in LINES and LINES[old].name == "drop" and new == LINES[old].terms[0][0]:
+        return NUMBER[old]
+    if (old, target) in SHORTCUT_SCALED and kind not in ("replace", "insert"):
+        return SHORTCUT_SCALED[(old, target)]
+    return EDGES[(old, target)]
 
 
 def _where(target: str, index: int) -> str:
@@ -102,11 +101,11 @@ def _term_edits(factors: tuple):
                         _with(PRE_LN, line.target, terms=terms),
                     )
                 else:  # the branch never reaches the output: its whole half is missing from the result
-                    half = ("attention half (norm1, att)", 2) if line.target == "h" else ("feed-forward half (norm2, ff)", 7)
+                    half = "attention half (norm1, att)" if line.target == "h" else "feed-forward half (norm2, ff)"
                     yield Edit(
                         "remove_term",
-                        half[1],
-                        f"the {half[0]} does not reach the output: the "
+                        BRANCH_LEFT_OUT[(old, line.target)],
+                        f"the {half} does not reach the output: the "
                         f"{'first' if index == 1 and line.target == 'h' else 'second'} "
                         f"sum is {kept} alone",
                         _with(PRE_LN, line.target, terms=terms),
@@ -196,7 +195,7 @@ def _moved(drop: Line, half: str):
         which = "first" if value == "h" else "second"
         yield Edit(
             "move_drop",
-            4 if drop.target == "d1" else (6 if value == "h" else 9),
+            NUMBER["s2"] if drop.target == "d2" and value == "h" else NUMBER[drop.target],  # on h: the second shortcut
             f"the dropout that belongs on {half} was applied to the {which} sum, shortcut included",
             on_value(base, value, moved),
             f"a dropout was applied to the {which} sum, shortcut included",
@@ -211,7 +210,7 @@ def _moved(drop: Line, half: str):
             step = _edge_step(line.target, index, None, "scale")  # a dropout on an edge, as insert_drop counts one
             yield Edit(
                 "move_drop",
-                min(step, 4 if drop.target == "d1" else 9),
+                min(step, NUMBER[drop.target]),
                 f"the dropout that belongs on {half} was applied to {NAMES[old]} instead, as {_where(line.target, index)}",
                 lines,
                 f"a dropout was applied to {NAMES[old]}, as {_where(line.target, index)}",
@@ -220,10 +219,10 @@ def _moved(drop: Line, half: str):
 
 def _scaled_sums(factors: tuple):
     """A whole sum scaled, wherever it is used (the first half's result, or what the block returns)."""
-    for value, step, what in (("h", 5, "the first sum (the first half's result h)"), ("y", 10, "the second sum")):
+    for value, what in (("h", "the first sum (the first half's result h)"), ("y", "the second sum")):
         for factor in factors:
             scaled = Line(f"{value}_scaled", "sum", ((value, factor),))
-            yield Edit("scale_sum", step, f"{what} was scaled by {factor:.6g}", on_value(PRE_LN, value, scaled))
+            yield Edit("scale_sum", NUMBER[value], f"{what} was scaled by {factor:.6g}", on_value(PRE_LN, value, scaled))
 
 
 def single_edits(*, factors: tuple = (0.5, 2.0), variants: tuple = (), drop_ps: tuple = ()) -> list:

@@ -22,7 +22,7 @@ import torch
 from autograder.engine.facts import Received, Said, Sum, Unknown
 from autograder.engine.reading.dataflow import Flow
 from autograder.engine.reading.program import ALWAYS, Program, canonical, in_mode, live, run, signature
-from autograder.engine.steps import step_text
+from autograder.engine.steps import LAST_STEP_AT, OUTPUT, step_text
 from . import edits, structure
 from .boundaries import Walk
 from autograder.engine.reading.script import PRE_LN, compile_script
@@ -235,7 +235,7 @@ def first_divergence(
     step = cause[0].step if cause else seen.step
     lesson = (
         f"Pre-LN hands it {seen.expected}"
-        if seen.expected and seen.boundary < 10
+        if seen.expected and seen.boundary < OUTPUT
         else f"Pre-LN returns {seen.expected}"
         if seen.expected
         else ""
@@ -245,12 +245,6 @@ def first_divergence(
     return Divergence(
         step, message, label, cause[0].kind if cause else None, label is not None and len(found) == 1, tuple(seen.facts)
     )
-
-
-# The last step a divergence first seen at each boundary can be: what attention receives (3), the first dropout (4),
-# what norm2 receives (5: the first sum, or norm2's own input), the feed-forward network's input (8), the second
-# dropout (9), what the block returns (10).
-LAST_STEP_AT = {3: 3, 4: 4, 5: 7, 8: 8, 9: 9, 10: 10}
 
 
 def _checked_sums(seen, mode: str, other, parts: dict, drop_p: float):

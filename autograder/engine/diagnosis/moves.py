@@ -20,6 +20,7 @@ import numpy as np
 
 from autograder.engine.replayed import Moved
 from .location import locate_padded, whole_tokens
+from autograder.engine.steps import LAST_STEP_AT
 from .values import HALVES, close
 
 HELD = ("att", "ff")
@@ -153,13 +154,14 @@ def _placed(where: np.ndarray | None, features: int) -> bool:
 
 def step_of(facts: dict | None, half: str, at_out: bool = False) -> tuple[int | None, list]:
     """The step a wrong sum of `half` breaks, from the facts of `moves`, with the facts that show it: the shortcut
-    reaching the consumer as it is, the branch was changed on its way in or something added (5, 10), and so where
-    the shortcut reaches it scaled (a scaled shortcut breaks the addition); the branch reaching it whole (rearranged
-    only as the consumer's own input is) and the shortcut not even rearranged or scaled, the shortcut was replaced
-    (1, 6); only the sum reaching it, something was done to the sum (7, 10). `at_out`: attention's half read in what
-    the block returned, through the second shortcut, where the sum may be right and the second shortcut changed:
-    only a branch that reaches it as it is shows the way from h to the output intact, and then a shortcut scaled
-    breaks the addition (5), one otherwise changed was replaced (1). (None, []): they cannot tell."""
+    reaching the consumer as it is, the branch was changed on its way in or something added (the half's sum), and so
+    where the shortcut reaches it scaled (a scaled shortcut breaks the addition); the branch reaching it whole
+    (rearranged only as the consumer's own input is) and the shortcut not even rearranged or scaled, the shortcut was
+    replaced (the step that saves it); only the sum reaching it, something was done to the sum (the last step seen
+    where the sum is read: norm2's, or the output's). `at_out`: attention's half read in what the block returned,
+    through the second shortcut, where the sum may be right and the second shortcut changed: only a branch that
+    reaches it as it is shows the way from h to the output intact, and then a shortcut scaled breaks the addition,
+    one otherwise changed was replaced. (None, []): they cannot tell."""
     if facts is None or facts["shortcut"] is None:
         return None, []
     rule, shortcut, branch, across = HALVES[half], facts["shortcut"], facts["branch"], facts["across"]
@@ -172,7 +174,7 @@ def step_of(facts: dict | None, half: str, at_out: bool = False) -> tuple[int | 
     if facts["placed"] and not facts["shortcut rearranged"] and not facts["scaled in layout"]:
         return rule["replaced"], [shortcut] + ([branch] if branch.exactly else [])
     if across is not None and across.exactly and not branch.exactly:
-        return (7 if half == "att" else rule["sum"]), [across, branch]
+        return LAST_STEP_AT[rule["sum"]], [across, branch]
     return None, []
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from autograder.engine.reading.script import COMPONENT, PRE_LN, Edit, Line, on_value
+from autograder.engine.steps import HALVES, NUMBER, OUTPUT
 
 
 def edits():
@@ -15,7 +16,7 @@ def edits():
     norm_h = Line("hn", "call", (("h", 1.0),), "norm1")
     yield Edit(
         "norm_on_path",
-        6,
+        NUMBER["s2"],
         "a LayerNorm (norm1) was applied to the first half's sum, and the second half "
         "started from its output: a LayerNorm sits on the shortcut path",
         on_value(PRE_LN, "h", norm_h),
@@ -23,7 +24,9 @@ def edits():
     )
     for norm in ("norm1", "norm2", "layer_norm"):
         out = Line("yn", "call", (("y", 1.0),), norm)
-        yield Edit("norm_output", 10, f"{COMPONENT[norm]} was applied to the second sum before it was returned", PRE_LN + (out,))
+        yield Edit(
+            "norm_output", OUTPUT, f"{COMPONENT[norm]} was applied to the second sum before it was returned", PRE_LN + (out,)
+        )
     swapped = (
         Line("n2", "call", (("x", 1.0),), "norm2"),
         Line("f", "call", (("n2", 1.0),), "ff"),
@@ -36,15 +39,15 @@ def edits():
     )
     yield Edit(
         "swap",
-        2,
+        NUMBER["n1"],
         "the two halves ran in the opposite order: the feed-forward half (norm2, ff) first, then the attention half (norm1, att)",
         swapped,
         "the feed-forward half (norm2, ff) ran first, on the block input x",
     )
-    for norm, branch, add, step in (("norm1", "a", "h", 2), ("norm2", "f", "y", 7)):
+    for half, norm, branch, add in ((HALVES["att"], "norm1", "a", "h"), (HALVES["ff"], "norm2", "f", "y")):
         yield Edit(
             "move_norm",
-            step,
+            half.norm,
             f"{norm} was moved from {COMPONENT[branch_of(branch)]}'s input to after the "
             f"{'first' if add == 'h' else 'second'} addition: that half is arranged Post-LN",
             post_ln_half(norm, add),
@@ -71,11 +74,11 @@ def arrangements(drop_p: float) -> list:
     return [
         Edit(
             "arrangement",
-            2,
+            NUMBER["n1"],
             "the block is arranged Post-LN: attention and the feed-forward network receive "
             "the values their halves start from, without normalization, and each LayerNorm "
             "follows its addition",
             post,
         ),
-        Edit("arrangement", 5, "neither shortcut is added back: each half returns its branch alone", none),
+        Edit("arrangement", HALVES["att"].sum, "neither shortcut is added back: each half returns its branch alone", none),
     ]

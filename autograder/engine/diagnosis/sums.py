@@ -12,6 +12,7 @@ from autograder.engine.reading.placement import tidy
 from .dropouts import Dropouts
 from .moves import moved_step
 from .location import locate
+from autograder.engine.steps import NUMBER, OUTPUT
 from .values import DROPS, HALVES, NORMS, Found, Seen, close, express, masked
 
 
@@ -20,24 +21,24 @@ class Sums(Dropouts):
 
     def _second_start(self, norm2: Seen, h: np.ndarray, d1: np.ndarray, att: Seen) -> Found:
         """norm2 did not receive h. What the feed-forward network received, and the second shortcut (what the block
-        returned, less the feed-forward branch), tell whether h itself was wrong (steps 1-5) or only what followed
-        it (6, 7)."""
+        returned, less the feed-forward branch), tell whether h itself was wrong (the first half's steps) or only what
+        followed it (the second shortcut, or norm2)."""
         second = second_shortcut(self)
         ffs = self.calls_of("ff")
         skipped = next((c for c in ffs if locate(c.input, h, self.near) is not None), None)
         if not norm2.calls and not ffs and not self.counts.get("norm2") and not self.counts.get("ff"):
             facts = [Ran(self.mode, "norm2", 0), Ran(self.mode, "ff", 0)]  # no second half: what came back?
             if close(self.y, h, self.tol):
-                return Found(5, 7, facts + [Sum(self.mode, None, None, (("h", 1.0),))], "norm2(h)")
-            return Found(5, self._sum_step(self.y, d1, "att", None, facts, att), facts, "h")
+                return Found(NUMBER["h"], NUMBER["n2"], facts + [Sum(self.mode, None, None, (("h", 1.0),))], "norm2(h)")
+            return Found(NUMBER["h"], self._sum_step(self.y, d1, "att", None, facts, att), facts, "h")
         if skipped is not None:  # the feed-forward network received h itself: norm2 was skipped
             facts = [x for x in [self._ran("norm2")] if x] if not norm2.calls else [self.received(norm2.off(self.used), "h")]
-            return Found(5, 7, facts + [self.received(skipped, "h", True)], "norm2(h)")
-        if not norm2.calls:  # step 7 where norm2 never ran; where it ran unrecorded (in vmap), 7 and 8 look alike
+            return Found(NUMBER["h"], NUMBER["n2"], facts + [self.received(skipped, "h", True)], "norm2(h)")
+        if not norm2.calls:  # norm2's step where norm2 never ran; where it ran unrecorded (in vmap), norm2 and ff look alike
             facts = [x for x in [self._ran("norm2")] if x] + ([self.received(ffs[0], "n2")] if ffs else [])
             known = second is not None and close(second, h, self.tol) and not self.counts.get("norm2")
             step, told = (
-                (7, [])
+                (NUMBER["n2"], [])
                 if known
                 else moved_step(
                     self.moved,
@@ -49,10 +50,10 @@ class Sums(Dropouts):
                     at_out=second is not None and not close(second, h, self.tol),
                 )
             )
-            return Found(5, step, facts + told, "norm2(h)")
+            return Found(NUMBER["h"], step, facts + told, "norm2(h)")
         partial = norm2.partial(self.mode, "norm2", "h")
         if partial is not None:
-            return Found(5, 7, [partial], "h")
+            return Found(NUMBER["h"], NUMBER["n2"], [partial], "h")
         call = norm2.off(self.used)
         facts = [self.received(call, "h")]
         v = self.placed(call)
@@ -65,16 +66,21 @@ class Sums(Dropouts):
             # norm2 saw the student's first sum only in pieces (padded, chunked), and the second half is Pre-LN's on
             # the value the block returns less the feed-forward branch: that value is the first sum, and its rules
             # name the step (said with no sum of its own: norm2's calls received it only in pieces)
-            return Found(5, self._sum_step(second, d1, "att", call, [], att), facts, "h")
+            return Found(NUMBER["h"], self._sum_step(second, d1, "att", call, [], att), facts, "h")
         after = self.output_of(call.input, None)
         if after is not None and locate(after.input, h, self.near) is not None:  # something was done to h first
             facts.append(Sum(self.mode, call.name, call.number, ((f"{after.name}#{after.number}", 1.0),), call.total))
-            return Found(5, 6 if second is not None and v is not None and close(second, v, self.tol) else 7, facts, "h")
+            return Found(
+                NUMBER["h"],
+                NUMBER["s2"] if second is not None and v is not None and close(second, v, self.tol) else NUMBER["n2"],
+                facts,
+                "h",
+            )
         if second is not None and close(second, h, self.tol):
-            return Found(5, 7, facts + self.said(call, "h"), "h")
+            return Found(NUMBER["h"], NUMBER["n2"], facts + self.said(call, "h"), "h")
         if v is None:  # norm2 received another shape (h padded, say): how its input sees the sum's terms
             step, told = moved_step(self.moved, self.mode, "att", call, self.shape, self.tol)
-            return Found(5, step, facts + told, "h")
+            return Found(NUMBER["h"], step, facts + told, "h")
         dropped = self.mode == "train" and (
             masked(v - d1, self.x, self.keep, self.tol) or masked(v - self.x, d1, self.keep, self.tol)
         )
@@ -85,8 +91,8 @@ class Sums(Dropouts):
             and express(v, {"x": self.x, "branch": d1}, self.tol) is None
         ):
             step, told = moved_step(self.moved, self.mode, "att", call, self.shape, self.tol)  # norm2's input and
-            return Found(5, step, facts + told, "h")  # the second shortcut differ, both from h
-        return Found(5, self._sum_step(v, d1, "att", call, facts, att), facts, "h")
+            return Found(NUMBER["h"], step, facts + told, "h")  # the second shortcut differ, both from h
+        return Found(NUMBER["h"], self._sum_step(v, d1, "att", call, facts, att), facts, "h")
 
     def _sum_step(self, total: np.ndarray, branch: np.ndarray, half: str, call, facts: list, before: Seen) -> int | None:
         """The step a wrong sum of Pre-LN's (x + branch, or h + branch) breaks, from its values: a branch left out
@@ -169,30 +175,30 @@ class Sums(Dropouts):
         return rule["replaced"] if change.exactly else None
 
     def _feed_forward(self, ff: Seen, h: np.ndarray, n2: np.ndarray, norm2: Seen) -> Found:
-        """The feed-forward network did not receive norm2(h): step 7 when h was not normalized by norm2 (left as it
-        is, another normalization, norm2 again), else 8."""
+        """The feed-forward network did not receive norm2(h): norm2's step when h was not normalized by norm2 (left
+        as it is, another normalization, norm2 again), else the feed-forward network's."""
         expected = "norm2(h)"
         if not ff.calls:
             ran = self._ran("ff")
-            return Found(8, 8 if ran else None, [ran] if ran else [], expected)
+            return Found(NUMBER["f"], NUMBER["f"] if ran else None, [ran] if ran else [], expected)
         partial = ff.partial(self.mode, "ff", expected)
         if partial is not None:
-            return Found(8, 8, [partial], expected)
+            return Found(NUMBER["f"], NUMBER["f"], [partial], expected)
         call = ff.off(self.used)
         if not self.used(call) and not any(self.used(c) for c in ff.calls):
-            return Found(8, None, [self.received(call, "n2")], expected)
+            return Found(NUMBER["f"], None, [self.received(call, "n2")], expected)
         facts = [self.received(call, "n2")]
         if locate(call.input, h, self.near) is not None:
-            return Found(8, 7, facts + [self.received(call, "h", True)], expected)
+            return Found(NUMBER["f"], NUMBER["n2"], facts + [self.received(call, "h", True)], expected)
         source = self.output_of(call.input, NORMS)
         if source is not None:
             facts.append(Sum(self.mode, call.name, call.number, ((f"{source.name}#{source.number}", 1.0),), call.total))
-            return Found(8, 7, facts, expected)
-        return Found(8, 8, facts + self.said(call, "n2"), expected)
+            return Found(NUMBER["f"], NUMBER["n2"], facts, expected)
+        return Found(NUMBER["f"], NUMBER["f"], facts + self.said(call, "n2"), expected)
 
-    def _output(self, h: np.ndarray, d2: np.ndarray, ff: Seen, facts: list) -> int | None:
-        """What the block returned is not h + its branch: an operation after the sum (10), else the second sum's
-        own rules."""
+    def _output_step(self, h: np.ndarray, d2: np.ndarray, ff: Seen, facts: list) -> int | None:
+        """What the block returned is not h + its branch: an operation after the sum (the output's step), else the
+        second sum's own rules."""
         after = self.output_of(self.y, None)
         if (
             after is not None
@@ -201,12 +207,12 @@ class Sums(Dropouts):
         ):
             facts.append(Sum(self.mode, None, None, ((f"{after.name}#{after.number}", 1.0),)))
             facts.append(Received(self.mode, after.name, after.number, "h + drop_shortcut(ff(norm2(h)))", True, after.total))
-            return 10
+            return OUTPUT
         scaled = express(self.y, {"sum": h + d2}, self.tol)
         if scaled is not None and scaled["sum"] != 1.0:  # the sum, scaled (or zeroed) on its way out
             branch = "drop_shortcut(ff(norm2(h)))" if self.mode == "train" else "ff(norm2(h))"
             facts.append(Sum(self.mode, None, None, (("h", scaled["sum"]), (branch, scaled["sum"])) if scaled["sum"] else ()))
-            return 10
+            return OUTPUT
         return self._sum_step(self.y, d2, "ff", None, facts, ff)
 
 

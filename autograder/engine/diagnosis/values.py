@@ -10,13 +10,22 @@ import numpy as np
 
 from autograder.engine.facts import Partial
 from autograder.engine.reading.placement import tidy
+from autograder.engine.steps import HALVES as STEP_HALVES
 
 DROPS = ("drop_shortcut", "dropout")
 NORMS = ("norm1", "norm2", "layer_norm")
 VALUE = {"x": "x", "n1": "norm1(x)", "a": "att(norm1(x))", "h": "h", "n2": "norm2(h)", "f": "ff(norm2(h))"}
 HALVES = {  # the two sums: what each half is made of, and the steps its values break (see `steps`)
-    "att": {"shortcut": "x", "left out": 2, "sum": 5, "replaced": 1, "drop": 4, "branch": 3, "inner": "att(norm1(x))"},
-    "ff": {"shortcut": "h", "left out": 7, "sum": 10, "replaced": 6, "drop": 9, "branch": 8, "inner": "ff(norm2(h))"},
+    name: {
+        "shortcut": shortcut,
+        "left out": half.norm,  # a branch left out of its sum: its whole half is missing, seen first at its LayerNorm
+        "sum": half.sum,
+        "replaced": half.saved,
+        "drop": half.drop,
+        "branch": half.branch,
+        "inner": inner,
+    }
+    for (name, half), shortcut, inner in zip(STEP_HALVES.items(), ("x", "h"), ("att(norm1(x))", "ff(norm2(h))"))
 }
 
 

@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from autograder.engine.steps import BY_NUMBER, HALVES
 from .program import Op, Program, Variant, dead, in_mode, live
 
 NORMS = ("norm1", "norm2", "layer_norm")
 DROPOUTS = ("drop_shortcut", "dropout")
-H_NAME = "h"
-H_LEGEND = "h = x + drop_shortcut(att(norm1(x))), the first half's result"
+FIRST_SUM = BY_NUMBER[HALVES["att"].sum]  # the first half's result, as the table of steps names it
+H_NAME = FIRST_SUM.node
+H_LEGEND = f"{FIRST_SUM.value}, the first half's result"
 
 
 def standardized(values, scale=None, shift=None) -> bool:

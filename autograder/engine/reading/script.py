@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from autograder.engine.reading.program import TRAIN, Op, Program, Variant
+from autograder.engine.steps import EDGES, STEPS
 
 NAMES = {
     "x": "the block input x",
@@ -44,15 +45,17 @@ class Line:
     when: str = TRAIN
 
 
-PRE_LN = (
-    Line("n1", "call", (("x", 1.0),), "norm1"),
-    Line("a", "call", (("n1", 1.0),), "att"),
-    Line("d1", "call", (("a", 1.0),), "drop"),
-    Line("h", "sum", (("x", 1.0), ("d1", 1.0))),
-    Line("n2", "call", (("h", 1.0),), "norm2"),
-    Line("f", "call", (("n2", 1.0),), "ff"),
-    Line("d2", "call", (("f", 1.0),), "drop"),
-    Line("y", "sum", (("h", 1.0), ("d2", 1.0))),
+# Pre-LN itself, read off the table of `steps`: one line per step that computes a value (a saved shortcut is the
+# value it saves), taking what the table's edges hand it, in order.
+PRE_LN = tuple(
+    Line(
+        step.node,
+        "call" if step.component else "sum",
+        tuple((producer, 1.0) for producer, consumer in EDGES if consumer == step.node),
+        "drop" if step.component == "drop_shortcut" else step.component or "",
+    )
+    for step in STEPS
+    if any(consumer == step.node for _, consumer in EDGES)
 )
 
 

@@ -1,4 +1,4 @@
-"""Steps 5 and 10: each shortcut addition, the branch added unscaled to the value its half started from."""
+"""Each shortcut addition (each half's sum step): the branch added unscaled to the value its half started from."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ class AdditionFinder(Halves):
 
     def addition(self, side: str) -> Finding | None:
         s, h = SIDE[side], getattr(self, side)
-        add = s["steps"][3]
+        add = s["half"].sum
         if h is None:
             return None
         flow = self.flow

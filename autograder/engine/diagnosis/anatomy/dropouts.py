@@ -1,4 +1,4 @@
-"""Steps 4 and 9: dropout on each branch's output, active in train mode only, once, with the block's p."""
+"""Each half's dropout step: dropout on its branch's output, active in train mode only, once, with the block's p."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ class DropoutFinder(Halves):
 
     def dropout(self, side: str) -> Finding | None:
         s, h = SIDE[side], getattr(self, side)
-        step = s["steps"][2]
+        step = s["half"].drop
         if h is None:
             return None
         pieces = self._pieces(side)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autograder.engine.reading.dataflow import H_LEGEND, H_NAME, Flow, Step
+from autograder.engine.steps import HALVES
 
 PRE_LN_H = {"eval": ("x + att(norm1(x))",), "train": ("x + drop_shortcut(att(norm1(x)))", "x + dropout(att(norm1(x)))")}
 SIDE = {
@@ -16,14 +17,14 @@ SIDE = {
         "norm": "norm1",
         "what": "attention",
         "out": "attention's output",
-        "steps": (2, 3, 4, 5),
+        "half": HALVES["att"],  # its steps
         "start": "the block input x",
     },
     "ff": {
         "norm": "norm2",
         "what": "the feed-forward network",
         "out": "the feed-forward output",
-        "steps": (7, 8, 9, 10),
+        "half": HALVES["ff"],
         "start": "h",
     },
 }
@@ -146,7 +147,7 @@ class Halves:
                 None
                 if branch.pieces is None
                 else Finding(
-                    s["steps"][1],
+                    s["half"].branch,
                     f"{s['what']} was called {len(branch.pieces)} times on pieces of shape "
                     f"{tuple(branch.pieces[0].shape)}, and together they give other values than "
                     f"{s['what']} on the whole block's sequences",
@@ -157,13 +158,13 @@ class Halves:
         if not branch.covers.any() or made > len(branch.calls):  # not all it received is placed: say what is
             held = "its recorded call" if made == 1 else f"its {made} recorded calls"
             return Finding(
-                s["steps"][1],
+                s["half"].branch,
                 f"of what {s['what']} received in {held}, the grader "
                 f"can place {int(branch.covers.sum())} of the block's "
                 f"{branch.covers.size} values",
             )
         return Finding(
-            s["steps"][1],
+            s["half"].branch,
             f"{s['what']} ran on only {int(branch.covers.sum())} of the block's "
             f"{branch.covers.size} values ({calls}): it ran on only some of the tokens",
         )
@@ -179,7 +180,7 @@ class Halves:
         if norm is None or not norm.is_norm:
             return None
         return Finding(
-            s["steps"][1],
+            s["half"].branch,
             f"{s['what']} received {source.name}({norm.name}(...)): a dropout acted on "
             f"{norm.name}'s output before {s['what']}; Pre-LN applies dropout to {s['out']}",
         )

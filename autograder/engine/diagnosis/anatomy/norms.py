@@ -1,4 +1,4 @@
-"""Steps 2-3 and 7-8: the LayerNorm in front of each branch."""
+"""The LayerNorm in front of each branch, and what the branch received (each half's norm and branch steps)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ class NormFinder(Halves):
 
     def norm(self, side: str) -> Finding | None:
         s, h = SIDE[side], getattr(self, side)
-        step = s["steps"][0]
+        step = s["half"].norm
         if h is None:
-            return Finding(s["steps"][1], f"{s['what']} never ran")
+            return Finding(s["half"].branch, f"{s['what']} never ran")
         pieces = self._pieces(side)
         if pieces is not None:
             return pieces

@@ -1,7 +1,9 @@
-"""Steps 1, 6 and 10: the path between the halves and to the output, with nothing in between."""
+"""The shortcut path between the halves and to the output, with nothing in between (the steps that save each
+shortcut, and what the block returns)."""
 
 from __future__ import annotations
 
+from autograder.engine.steps import NUMBER, OUTPUT
 from .halves import Finding, Halves, close
 
 
@@ -19,12 +21,12 @@ class PathFinder(Halves):
         if first.result is None:
             return None
         if not close(flow, flow.value(first.start), flow.x):
-            return Finding(2, f"the first half started from {flow.describe(first.start)}, not from the block input x")
+            return Finding(NUMBER["n1"], f"the first half started from {flow.describe(first.start)}, not from the block input x")
         if second.start is None:
-            return Finding(6, "the value the second half started from is not a sum of the block's earlier values")
+            return Finding(NUMBER["s2"], "the value the second half started from is not a sum of the block's earlier values")
         if not close(flow, flow.value(second.start), flow.value(first.result)):
             return Finding(
-                6,
+                NUMBER["s2"],
                 f"the second half started from {flow.describe(second.start)}, not from the first "
                 f"half's result {flow.describe(first.result)}",
             )
@@ -38,18 +40,18 @@ class PathFinder(Halves):
         if second is None or second.result is None:
             return None
         if flow.y_takes is None:
-            return Finding(10, "the returned value is not a sum of the block's earlier values")
+            return Finding(OUTPUT, "the returned value is not a sum of the block's earlier values")
         last = max([second.branch.index] + [d.index for d in second.drops])
         extra = next((st for st in flow.live if st.index > last), None)
         if extra is not None:
             return Finding(
-                10,
+                OUTPUT,
                 f"after the second branch your forward still ran {extra.name} on "
                 f"{self._say(extra.takes)}, and returned {self._say(flow.y_takes)}; Pre-LN returns "
                 "the second sum itself",
             )
         if not close(flow, flow.value(flow.y_takes), flow.value(second.result)):
             return Finding(
-                10, f"the block returned {self._say(flow.y_takes)} instead of the second sum {self._say(second.result)}"
+                OUTPUT, f"the block returned {self._say(flow.y_takes)} instead of the second sum {self._say(second.result)}"
             )
         return None
