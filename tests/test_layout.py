@@ -349,6 +349,14 @@ def _named_for_a_step(node: ast.AST) -> bool:
     return bool(STEP_WORD.search(name))
 
 
+def _unpacked(target: ast.AST) -> list[ast.AST]:
+    """What an assignment writes: each name of a tuple or list it unpacks, else the target itself (`counts[step]`
+    writes into `counts`, whatever its key is called)."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [t for element in target.elts for t in _unpacked(element)]
+    return [target.value if isinstance(target, ast.Starred) else target]
+
+
 def _callee(call: ast.Call) -> str:
     return call.func.id if isinstance(call.func, ast.Name) else call.func.attr if isinstance(call.func, ast.Attribute) else ""
 
@@ -390,7 +398,7 @@ def step_literals(tree: ast.Module, parameters: dict[str, set[int]]) -> list[int
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             value = node.iter if isinstance(node, ast.For) else node.value
-            if value is not None and any(_named_for_a_step(t) for target in targets for t in ast.walk(target)):
+            if value is not None and any(_named_for_a_step(t) for target in targets for t in _unpacked(target)):
                 places.append(value)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and STEP_WORD.search(node.name):
             places += [r.value for r in ast.walk(node) if isinstance(r, ast.Return) and r.value is not None]
@@ -443,6 +451,8 @@ PLANTED = {
     "WORDS = {1: 'first', 2: 'second'}": False,
     "count = sum(1 for c in calls if c.number == 2)": False,
     "steps = range(1, n + 1)": False,
+    "counts[step] += 1": False,
+    "step = 3 if late else 4": True,
 }
 
 
