@@ -21,8 +21,9 @@ are shorter than that:
   every position of the batch and multiply per-layer factors, each step adding its own rounding.
 
 `TOLERANCE` holds `tol` per device and number type: float32 on CPU rounds at about 1e-7, so 1e-5 leaves a hundred
-times that; CUDA kernels reorder sums and may round products at TF32's precision (about 1e-3); float64 rounds at
-about 1e-16, and 1e-9 still sets apart a value that went through float32 on the way.
+times that; CUDA kernels reorder and split sums (TF32 is off in every probe), and CUDA keeps the wider tier the
+grade has always had there; float64 rounds at about 1e-16, and 1e-9 still sets apart a value that went through
+float32 on the way.
 """
 
 from __future__ import annotations
