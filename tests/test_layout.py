@@ -87,7 +87,7 @@ def test_imports_run_one_way_between_wings():
 # `results`) stand on nothing; the facts on the steps; reading a run on the questions and facts; explaining it on
 # the reading; the checks on all of them.
 ENGINE_LAYERS = {
-    "steps": 0, "rubric": 0, "results": 0, "questions": 0,
+    "steps": 0, "rubric": 0, "results": 0, "questions": 0, "tolerance": 0,
     "facts": 1, "replayed": 2, "reading": 3, "diagnosis": 4, "checks": 5,
 }  # fmt: skip
 

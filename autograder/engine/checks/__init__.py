@@ -27,19 +27,17 @@ from autograder.engine.diagnosis.anatomy import Anatomy
 from autograder.engine.facts import Ran
 from autograder.engine.replayed import Responds
 from autograder.engine.reading.script import PRE_LN, compile_script
-from autograder.engine.reading.dataflow import arrays_close
 from autograder.engine.reading.program import in_mode, live
 from autograder.engine.reading.replays import param_gradients, per_instance
 from autograder.engine.reading.masks import read_masks
 from autograder.engine.reading.sweep import Miss, Reader
+from autograder.engine.tolerance import GRADIENTS, close, tolerance
 
 from .outcomes import PASS, Outcome, fail, failed
 from .regions import sweep_parts
 from .walked import train_walk
 from .work import times_ran, weights_from_values
 
-# Tolerance tiers for comparing float32 results with the reference: CUDA kernels reorder sums.
-TOLERANCES = {"cpu": (1e-5, 1e-6), "cuda": (2e-3, 2e-4)}
 # A branch does real work when the output's dependence on x through it is at least this fraction of Pre-LN's.
 REAL_WEIGHT = 0.05
 
@@ -63,12 +61,8 @@ class Evidence:
         return self.student.get(probe) or {"ok": False, "error": {"type": "Missing", "message": "this probe did not run"}}
 
     def close(self, a, b, scale: float = 1.0) -> bool:
-        """Equal within the device's tolerance; the absolute part scales with the values' size, since float32
-        rounding does (the same forward written token by token, say, rounds its sums differently)."""
-        rtol, atol = TOLERANCES.get(self.device, TOLERANCES["cpu"])
-        values = np.asarray(b, dtype=np.float64)
-        size = float(np.max(np.abs(values))) if values.size and np.all(np.isfinite(values)) else 1.0
-        return arrays_close(a, b, rtol * scale, atol * scale * max(1.0, size))
+        """Equal within the device's float32 tolerance, `scale` times it (`engine.tolerance`: the rule and why)."""
+        return close(a, b, tolerance(self.device), scale)
 
     @per_instance
     def anatomy(self, mode: str) -> Anatomy | None:
@@ -82,7 +76,7 @@ class Evidence:
         if "grad_error" in run or not self.close(run["y"], y):
             return False
         grads = [(run["x_grad"], x_grad)] + [(run["param_grads"][k], param_grads[k]) for k in param_grads]
-        return all(a is not None and b is not None and self.close(a, b, 10) for a, b in grads)
+        return all(a is not None and b is not None and self.close(a, b, GRADIENTS) for a, b in grads)
 
     @per_instance
     def as_reference(self, mode: str) -> bool:
@@ -119,7 +113,7 @@ class Evidence:
             return None
         run = self.obs("train")
         pieces = [call["input"] for call in run["calls"] if call["name"] == "norm2"]
-        masks = read_masks(self.x, pieces, run["y"], self.parts, self.drop_p, independent=independent)
+        masks = read_masks(self.x, pieces, run["y"], self.parts, self.drop_p, tolerance(self.device), independent)
         if masks is None:
             masks = train_walk(self)[1]
         if masks is None:

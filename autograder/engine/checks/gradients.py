@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from autograder.engine.diagnosis.cuts import gradient_cause
+from autograder.engine.tolerance import GRADIENTS
 from . import Evidence, Outcome, PASS, error_text, fail, swept
 
 NAME = "forward_gradients"
@@ -116,10 +117,10 @@ def _gradients(evidence: Evidence, mode: str, which: str, causes: dict) -> Outco
     reported = {name: (g if g is not None else np.zeros_like(grads[name])) for name, g in run["param_grads"].items()}
     x_reported = run["x_grad"] if run["x_grad"] is not None else np.zeros_like(x_grad)
     wrong = []
-    if which in ("input", "all") and not evidence.close(x_reported, x_grad, 10):
+    if which in ("input", "all") and not evidence.close(x_reported, x_grad, GRADIENTS):
         wrong.append("the block input")
     if which in ("params", "all"):
-        wrong += sorted({name.split(".")[0] for name in grads if not evidence.close(reported[name], grads[name], 10)})
+        wrong += sorted({name.split(".")[0] for name in grads if not evidence.close(reported[name], grads[name], GRADIENTS)})
     if not wrong:
         return PASS
     if mode not in causes:
@@ -138,7 +139,9 @@ def _cause(evidence: Evidence, mode: str, reported: tuple) -> str | None:
     flow = evidence.flows.get(mode)
     if flow is None:
         return None
-    return gradient_cause(flow, mode, evidence.parts, evidence.replays.readout, reported, lambda a, b: evidence.close(a, b, 10))
+    return gradient_cause(
+        flow, mode, evidence.parts, evidence.replays.readout, reported, lambda a, b: evidence.close(a, b, GRADIENTS)
+    )
 
 
 def _profile(evidence: Evidence, gradients_right: bool) -> Outcome:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from autograder.engine.tolerance import close, tolerance
+
 
 def weights_from_values(evidence) -> dict | None:
     """The branches' weights from values alone (None: the answers needed are missing): how much the eval output
@@ -25,34 +27,26 @@ def weights_from_values(evidence) -> dict | None:
         if not inputs and evidence.flows.get("eval") is not None and times_ran(evidence.flows["eval"], side):
             weights[side] = None  # it ran, through its own layers or unrecorded: the grader's change of its
             continue  # output touched nothing, and says nothing of its work
-        fixed = _same_inputs(inputs, evidence.obs("eval_other"), side) or _same_inputs(
+        fixed = _same_inputs(inputs, evidence.obs("eval_other"), side, tolerance(evidence.device)) or _same_inputs(
             inputs, evidence.obs("token"), side, TOKEN_CHANGE
         )
         weights[side] = 0.0 if not inputs or fixed or base == 0 else moved / base
     return weights
 
 
-# What a branch's input may move, relative to its size, when one token of each sequence is given other content and the
-# branch still counts as blind to it: float32 rounding of a global mean, magnified by a LayerNorm of a constant, moves
-# it by about 1e-4; in Pre-LN it moves by about a fifth (three tokens of 24 changed by half their size).
+# What a branch's input may move, relative to its size (as `close` measures it), when one token of each sequence is
+# given other content and the branch still counts as blind to it: float32 rounding of a global mean, magnified by a
+# LayerNorm of a constant, moves it by about 1e-4; in Pre-LN it moves by about a fifth (three tokens of 24 changed by
+# half their size).
 TOKEN_CHANGE = 1e-3
 
 
-def _same_inputs(inputs: list, other: dict, side: str, relative: float | None = None) -> bool:
-    """Did `side` receive the same values in the run `other` as in the eval run: the very same (`relative` None), or
-    within `relative` of their largest size?"""
+def _same_inputs(inputs: list, other: dict, side: str, tol: float) -> bool:
+    """Did `side` receive the same values within `tol` (`engine.tolerance.close`) in the run `other` as in the eval run?"""
     if not other["ok"]:
         return False
     elsewhere = [c["input"] for c in other["calls"] if c["name"] == side]
-
-    def same(a, b) -> bool:
-        if a.shape != b.shape:
-            return False
-        if relative is None:
-            return np.allclose(a, b)
-        return float(np.max(np.abs(a - b), initial=0.0)) <= relative * max(float(np.max(np.abs(b), initial=0.0)), 1e-12)
-
-    return len(elsewhere) == len(inputs) and all(same(a, b) for a, b in zip(inputs, elsewhere))
+    return len(elsewhere) == len(inputs) and all(close(a, b, tol) for a, b in zip(inputs, elsewhere))
 
 
 def times_ran(flow, component: str) -> int:

@@ -23,6 +23,7 @@ from autograder.engine.facts import Received, Said, Sum, Unknown
 from autograder.engine.reading.dataflow import Flow
 from autograder.engine.reading.program import ALWAYS, Program, canonical, in_mode, live, run, signature
 from autograder.engine.steps import LAST_STEP_AT, OUTPUT, step_text
+from autograder.engine.tolerance import REPLAYED, close
 from . import edits, structure
 from .boundaries import Walk
 from autograder.engine.reading.script import PRE_LN, compile_script
@@ -165,11 +166,11 @@ class Diagnosis:
         for op, step in zip(program.ops[:count], recorded[:count]):
             covered = step.covers
             if not (
-                _near(_total(flat, op.takes)[covered], step.input[covered], flow.tol)
-                and _near(flat[op.key].numpy()[covered], step.output[covered], flow.tol)
+                close(_total(flat, op.takes)[covered], step.input[covered], flow.tol, REPLAYED)
+                and close(flat[op.key].numpy()[covered], step.output[covered], flow.tol, REPLAYED)
             ):
                 return False
-        return not whole or _near(y.numpy().reshape(-1), flow.y.reshape(-1), flow.tol)
+        return not whole or close(y.numpy().reshape(-1), flow.y.reshape(-1), flow.tol, REPLAYED)
 
 
 @functools.lru_cache(maxsize=64)
@@ -188,11 +189,6 @@ def _total(flat: dict, takes: dict) -> np.ndarray:
     for key, c in takes.items():
         value = value + c * flat[key]
     return value.numpy()
-
-
-def _near(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return a.shape == b.shape and bool(np.linalg.norm(a - b) <= 10 * tol * max(float(np.linalg.norm(b)), 1.0))
 
 
 def first_divergence(

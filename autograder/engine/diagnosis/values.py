@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import functools
+
 import numpy as np
 
+from autograder.engine import tolerance
 from autograder.engine.facts import Partial
 from autograder.engine.reading.placement import tidy
 from autograder.engine.steps import HALVES as STEP_HALVES
@@ -29,13 +32,7 @@ HALVES = {  # the two sums: what each half is made of, and the steps its values 
 }
 
 
-def close(a, b, tol: float) -> bool:
-    a, b = np.asarray(a, dtype=np.float64).reshape(-1), np.asarray(b, dtype=np.float64).reshape(-1)
-    return (
-        a.shape == b.shape
-        and bool(np.all(np.isfinite(a)))
-        and bool(np.linalg.norm(a - b) <= tol * max(float(np.linalg.norm(b)), 1.0))
-    )
+close = functools.partial(tolerance.close, flat=True)  # close(a, b, tol): values over the block's positions
 
 
 def express(value: np.ndarray, vectors: dict, tol: float) -> dict | None:
@@ -46,7 +43,7 @@ def express(value: np.ndarray, vectors: dict, tol: float) -> dict | None:
         return None
     matrix = np.stack([vectors[k] for k in names], axis=1)
     coefficients, *_ = np.linalg.lstsq(matrix, v, rcond=None)
-    if np.linalg.norm(matrix @ coefficients - v) > tol * max(float(np.linalg.norm(v)), 1.0):
+    if not close(matrix @ coefficients, v, tol):
         return None
     return {k: tidy(float(c)) for k, c in zip(names, coefficients)}
 

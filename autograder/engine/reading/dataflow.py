@@ -37,24 +37,9 @@ def standardized(values, scale=None, shift=None) -> bool:
     return bool(np.all(np.abs(v.mean(-1)) < 1e-3) and np.all(np.abs(v.var(-1) - 1) < 2e-2))
 
 
-def tolerance(device: str) -> float:
-    """Relative size of a residual that still counts as 'this value is that sum' (float32 values)."""
-    return 1e-5 if device == "cpu" else 2e-4
-
-
 def coefficient_text(c: float) -> str:
     """Enough digits to show how a coefficient differs from 1 (1.0001 stays 1.0001)."""
     return f"{c:.6g}"
-
-
-def arrays_close(a, b, rtol: float, atol: float) -> bool:
-    """Same shape, finite, and equal within the tolerances."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return a.shape == b.shape and bool(np.all(np.isfinite(a))) and bool(np.allclose(a, b, rtol=rtol, atol=atol))
-
-
-def _close(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
-    return arrays_close(a, b, 10 * tol, 10 * tol)
 
 
 def _shape(value: np.ndarray) -> str:
@@ -147,7 +132,7 @@ class Flow:
     x: np.ndarray
     y: np.ndarray
     train: bool
-    tol: float
+    tol: float  # the device's float32 tolerance (`engine.tolerance`)
     calls: list = field(default_factory=list)  # every recorded call
     steps: list = field(default_factory=list)  # every call of the program (joined), in order
     y_takes: dict | None = None
@@ -280,17 +265,4 @@ def _term(label: str, c: float) -> str:
     return f"{coefficient_text(c)}*{label}"
 
 
-__all__ = [
-    "Call",
-    "Flow",
-    "Step",
-    "Op",
-    "arrays_close",
-    "coefficient_text",
-    "dead",
-    "in_mode",
-    "standardized",
-    "tolerance",
-    "H_LEGEND",
-    "H_NAME",
-]
+__all__ = ["Call", "Flow", "Step", "Op", "coefficient_text", "dead", "in_mode", "standardized", "H_LEGEND", "H_NAME"]

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 
 from autograder.engine.questions.sweep import randn
+from autograder.engine.tolerance import tolerance
 
-TOLERANCE = 2e-5  # values read at float32's precision
 MARGIN = 8.0  # standard deviations of a dropout's draw that a share of kept values, or two masks' agreement, may stray
 
 
@@ -136,7 +136,7 @@ def _half(mask, scale, half: str, name: str, p: float) -> tuple | None:
 
 
 def read_masks(
-    x: np.ndarray, pieces: list, y: np.ndarray, parts: dict, p: float, tol: float = TOLERANCE, independent: bool = True
+    x: np.ndarray, pieces: list, y: np.ndarray, parts: dict, p: float, tol: float | None = None, independent: bool = True
 ) -> dict | None:
     """A recorded train run's masks, read from its values at the boundary between the halves (what norm2 received,
     `pieces`, and what the block returned, `y`), as the walk holds them ({"d1", "d2"}: each branch's factor, 0 or
@@ -144,7 +144,7 @@ def read_masks(
     that p keeps and, with `independent`, independent draws (without it: one mask twice is read too)."""
     x = torch.as_tensor(x, dtype=torch.float32)
     y = torch.as_tensor(y, dtype=torch.float32)
-    keep = 1.0 / (1.0 - p)
+    keep, tol = 1.0 / (1.0 - p), tolerance() if tol is None else tol
     for h in between_halves(pieces, tuple(x.shape)):
         read = masks_of(x, torch.as_tensor(h, dtype=torch.float32), y, parts, p, tol, independent)
         if read.get("miss") is None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from autograder.engine.tolerance import REPLAYED, close
+
 from .placement import tidy
 from .program import Variant
 
@@ -57,7 +59,7 @@ def _eps(source: np.ndarray, standard: np.ndarray, over: str) -> tuple[float, bo
 def _matches(variant: Variant, source: np.ndarray, value: np.ndarray, parts: dict, tol: float) -> bool:
     with torch.no_grad():
         got = variant.apply(torch.as_tensor(source, dtype=torch.float64), parts).numpy()
-    return bool(np.linalg.norm(got - value) <= 10 * tol * max(float(np.linalg.norm(value)), 1.0))
+    return close(got, value, tol, REPLAYED)
 
 
 def _nice_eps(eps: float, reference: float) -> float:

@@ -21,6 +21,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from autograder.engine.tolerance import close
+
 
 def tidy(c: float) -> float:
     """A least-squares coefficient (estimated from float32 values, so good to about 1e-8) as the short number
@@ -90,18 +92,17 @@ class Nodes:
         if not np.all(np.isfinite(v)):
             return None
         index = place.reshape(-1)
-        scale = max(float(np.linalg.norm(v)), 1.0)
         keys = [k for k in self.keys if self.covers[k][index].any()]
         if not keys:
-            return {} if np.linalg.norm(v) <= self.tol * scale else None
+            return {} if close(v, np.zeros_like(v), self.tol) else None
         matrix = np.stack([self.vectors[k][index] for k in keys], axis=1)
         coefficients, *_ = np.linalg.lstsq(matrix, v, rcond=None)
-        if np.linalg.norm(matrix @ coefficients - v) > self.tol * scale:
+        if not close(matrix @ coefficients, v, self.tol):
             return None
         # A coefficient of a small column is known only roughly (1.000001 for 1): the short number near it is the
         # coefficient when the sum with it still gives the value within the same tolerance.
         short = np.array([snap(float(c)) for c in coefficients])
-        if np.linalg.norm(matrix @ short - v) <= self.tol * scale:
+        if close(matrix @ short, v, self.tol):
             coefficients = short
         return {k: tidy(float(c)) for k, c in zip(keys, coefficients) if abs(c) > 1e-6}
 

@@ -27,10 +27,10 @@ import torch
 from autograder.engine.facts import Fact
 from autograder.engine.questions.parts import make_parts
 from autograder.engine.questions.sweep import MAX_NORM2_CALLS, call_input, rate_of
-from .masks import TOLERANCE, between_halves, gradient_under, masks_of
-from .strict import Malformed, _dict, _field, _short_list, error_info, tensor
+from autograder.engine.tolerance import close, tolerance
 
-DOUBLE_RTOL = 1e-9  # float64 results of the same function agree to ~1e-15; float32's rounding is ~1e-7
+from .masks import between_halves, gradient_under, masks_of
+from .strict import Malformed, _dict, _field, _short_list, error_info, tensor
 
 
 @dataclass(frozen=True)
@@ -146,11 +146,8 @@ class Reader:
         self.plan, self.kit, self.close = plan, kit, close  # close(a, b, scale) -> bool: the device's tolerance
 
     def _same(self, a, b, dtype: str, scale: float = 1.0) -> bool:
-        if dtype == "float64":
-            a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-            if a.shape != b.shape or not np.all(np.isfinite(a)):
-                return False
-            return float(np.linalg.norm(a - b)) <= DOUBLE_RTOL * scale * max(float(np.linalg.norm(b)), 1e-12)
+        if dtype == "float64":  # computed in float64 all the way: float32's rounding (about 1e-7) shows
+            return close(a, b, tolerance(dtype="float64"), scale)
         return self.close(a, b, scale)
 
     def misses(self, student: dict, reference: dict) -> list[Miss]:
@@ -207,7 +204,7 @@ class Reader:
         y = torch.as_tensor(got["y"], dtype=dtype)
         read = None
         for h in between_halves(got.get("norm2") or [], tuple(x.shape)):
-            read = masks_of(x, torch.as_tensor(h, dtype=dtype), y, parts, p, TOLERANCE)
+            read = masks_of(x, torch.as_tensor(h, dtype=dtype), y, parts, p, tolerance())
             if read.get("miss") is None or read["miss"][0] != "values":
                 break
         if read is None:

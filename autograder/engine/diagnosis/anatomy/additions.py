@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from autograder.engine.reading.dataflow import coefficient_text
-from .halves import SIDE, Finding, Halves, close
+from autograder.engine.tolerance import REPLAYED, close
+
+from .halves import SIDE, Finding, Halves
 
 
 class AdditionFinder(Halves):
@@ -36,7 +38,7 @@ class AdditionFinder(Halves):
                 f"{coefficient_text(h.coefficient)} (Pre-LN adds it unscaled)",
             )
         rest = h.added_to
-        if close(flow, flow.value(rest), flow.value(h.start)):
+        if close(flow.value(rest), flow.value(h.start), flow.tol, REPLAYED, flat=True):
             return None
         if not rest:
             return Finding(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 
 from autograder.engine.reading.dataflow import H_LEGEND, H_NAME, Flow, Step
 from autograder.engine.steps import HALVES
@@ -41,11 +40,6 @@ class Finding:
         body = self.message
         spaced = f" {body} ".replace(",", " ").replace(")", " ").replace(";", " ").replace(":", " ")
         return body + (f" [{H_LEGEND}]" if f" {H_NAME} " in spaced else "")
-
-
-def close(flow: Flow, a: np.ndarray, b: np.ndarray, scale: float = 10.0) -> bool:
-    a, b = np.asarray(a, dtype=np.float64).reshape(-1), np.asarray(b, dtype=np.float64).reshape(-1)
-    return a.shape == b.shape and bool(np.linalg.norm(a - b) <= scale * flow.tol * max(np.linalg.norm(b), 1.0))
 
 
 @dataclass

@@ -4,7 +4,9 @@ shortcut, and what the block returns)."""
 from __future__ import annotations
 
 from autograder.engine.steps import NUMBER, OUTPUT
-from .halves import Finding, Halves, close
+from autograder.engine.tolerance import REPLAYED, close
+
+from .halves import Finding, Halves
 
 
 class PathFinder(Halves):
@@ -20,11 +22,11 @@ class PathFinder(Halves):
             first, second = second, first
         if first.result is None:
             return None
-        if not close(flow, flow.value(first.start), flow.x):
+        if not close(flow.value(first.start), flow.x, flow.tol, REPLAYED, flat=True):
             return Finding(NUMBER["n1"], f"the first half started from {flow.describe(first.start)}, not from the block input x")
         if second.start is None:
             return Finding(NUMBER["s2"], "the value the second half started from is not a sum of the block's earlier values")
-        if not close(flow, flow.value(second.start), flow.value(first.result)):
+        if not close(flow.value(second.start), flow.value(first.result), flow.tol, REPLAYED, flat=True):
             return Finding(
                 NUMBER["s2"],
                 f"the second half started from {flow.describe(second.start)}, not from the first "
@@ -50,7 +52,7 @@ class PathFinder(Halves):
                 f"{self._say(extra.takes)}, and returned {self._say(flow.y_takes)}; Pre-LN returns "
                 "the second sum itself",
             )
-        if not close(flow, flow.value(flow.y_takes), flow.value(second.result)):
+        if not close(flow.value(flow.y_takes), flow.value(second.result), flow.tol, REPLAYED, flat=True):
             return Finding(
                 OUTPUT, f"the block returned {self._say(flow.y_takes)} instead of the second sum {self._say(second.result)}"
             )
