@@ -66,12 +66,13 @@ class Diverged:
     only: bool = False
     cause: str | None = None
 
+    def where(self) -> str:
+        """'In train mode only: ', 'In eval mode: ' where the two runs differ; '' where they agree."""
+        return f"In {self.mode} mode{' only' if self.only else ''}: " if self.mode else ""
+
     def label(self) -> str | None:
         """'In train mode only: Step 4 of 10 (...)', 'Step 2 of 10 (...)'; None where no step is named."""
-        if self.step is None:
-            return None
-        where = f"In {self.mode} mode{' only' if self.only else ''}: " if self.mode else ""
-        return where + step_text(self.step)
+        return None if self.step is None else self.where() + step_text(self.step)
 
 
 @dataclass(frozen=True)

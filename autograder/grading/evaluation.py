@@ -242,7 +242,7 @@ def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list) 
     )
     facts = tuple(dict.fromkeys(f for f in (*told, *checked, *remarked)))
     facts = tuple(f.to_dict() for f in sorted(facts, key=_smallest_input_first))
-    diverged = Diverged(divergence.step, divergence.mode, divergence.only, divergence.cause) if divergence else None
+    diverged = divergence.diverged() if divergence else None
     return Evaluation(checks, divergence.text() if divergence else None, notes, profiles, tuple(errors), facts, diverged)
 
 

@@ -22,7 +22,8 @@ import torch
 from autograder.engine.facts import Received, Said, Sum, Unknown
 from autograder.engine.reading.dataflow import Flow
 from autograder.engine.reading.program import ALWAYS, Program, canonical, in_mode, live, run, signature
-from autograder.engine.steps import LAST_STEP_AT, OUTPUT, step_text
+from autograder.engine.results import Diverged
+from autograder.engine.steps import LAST_STEP_AT, OUTPUT
 from autograder.engine.tolerance import REPLAYED, close
 from . import edits, structure
 from .boundaries import Walk
@@ -40,15 +41,14 @@ class Divergence:
     only: bool = False  # the other run shows no divergence at all
     facts: tuple = field(default_factory=tuple)  # the facts the message states (`facts`)
 
+    def diverged(self) -> Diverged:
+        """The same as data: what the result carries and every reader groups by."""
+        return Diverged(self.step, self.mode, self.only, self.cause)
+
     def text(self) -> str:
-        body = (
-            f"{step_text(self.step)}: {self.message}"
-            if self.step is not None
-            else f"Where your forward first differs from Pre-LN: {self.message}"
-        )
-        if not self.mode:
-            return body
-        return f"In {self.mode} mode{' only' if self.only else ''}: {body}"
+        """The sentence the student reads: the words of `diverged()`, then the message."""
+        label = self.diverged().label() or f"{self.diverged().where()}Where your forward first differs from Pre-LN"
+        return f"{label}: {self.message}"
 
 
 def student_program(flow: Flow, mode: str) -> Program:
