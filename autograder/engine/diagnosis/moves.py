@@ -20,8 +20,8 @@ import numpy as np
 
 from autograder.engine.replayed import Moved
 from .location import locate_padded, whole_tokens
-from autograder.engine.steps import LAST_STEP_AT
-from .values import HALVES, close
+from autograder.engine.steps import HALVES, LAST_STEP_AT
+from .values import close
 
 HELD = ("att", "ff")
 MOVES = {"att": ("x", "att"), "ff": ("att", "ff")}  # half -> (the run that moves its shortcut, its branch)
@@ -164,17 +164,17 @@ def step_of(facts: dict | None, half: str, at_out: bool = False) -> tuple[int | 
     one otherwise changed was replaced. (None, []): they cannot tell."""
     if facts is None or facts["shortcut"] is None:
         return None, []
-    rule, shortcut, branch, across = HALVES[half], facts["shortcut"], facts["branch"], facts["across"]
+    half_steps, shortcut, branch, across = HALVES[half], facts["shortcut"], facts["branch"], facts["across"]
     if at_out:
         if not branch.exactly or shortcut.exactly:
             return None, []
-        return (rule["sum"] if facts["shortcut scaled"] else rule["replaced"]), [shortcut, branch]
+        return (half_steps.sum if facts["shortcut scaled"] else half_steps.saved), [shortcut, branch]
     if shortcut.exactly or facts["shortcut scaled"]:
-        return rule["sum"], [shortcut]
+        return half_steps.sum, [shortcut]
     if facts["placed"] and not facts["shortcut rearranged"] and not facts["scaled in layout"]:
-        return rule["replaced"], [shortcut] + ([branch] if branch.exactly else [])
+        return half_steps.saved, [shortcut] + ([branch] if branch.exactly else [])
     if across is not None and across.exactly and not branch.exactly:
-        return LAST_STEP_AT[rule["sum"]], [across, branch]
+        return LAST_STEP_AT[half_steps.sum], [across, branch]
     return None, []
 
 

@@ -12,8 +12,8 @@ from autograder.engine.reading.placement import tidy
 from .dropouts import Dropouts
 from .moves import moved_step
 from .location import locate
-from autograder.engine.steps import NUMBER, OUTPUT
-from .values import DROPS, HALVES, NORMS, Found, Seen, close, express, masked
+from autograder.engine.steps import HALVES, NUMBER, OUTPUT
+from .values import DROPS, NORMS, SUMS, Found, Seen, close, express, masked
 
 
 class Sums(Dropouts):
@@ -100,7 +100,7 @@ class Sums(Dropouts):
         again, an extra term, a dropout on the shortcut or a second one on the branch; else the grader's change of
         the branch component's output tells a shortcut replaced (the sum moved by exactly that change) from a
         branch changed on its way in."""
-        rule = HALVES[half]
+        rule, half_steps = SUMS[half], HALVES[half]
         shortcut = self.values[rule["shortcut"]]
         branch_name = f"drop_shortcut({rule['inner']})" if self.mode == "train" else rule["inner"]
         where = (call.name if call is not None else None, getattr(call, "number", None), getattr(call, "total", None))
@@ -124,32 +124,32 @@ class Sums(Dropouts):
                     + ("attention half (norm1, att)" if half == "att" else "feed-forward half (norm2, ff)")
                     + " does not reach the output"
                 )
-            return rule["left out"] if terms[branch_name] == 0 else rule["sum"]
+            return half_steps.norm if terms[branch_name] == 0 else half_steps.sum
         terms = express(total - branch, {rule["shortcut"]: shortcut}, self.tol)
         if terms is not None:  # the shortcut left out or scaled
             said(terms, {branch_name: 1.0})
-            return rule["sum"]
+            return half_steps.sum
         terms = express(total, {rule["shortcut"]: shortcut, branch_name: branch}, self.tol)
         if terms is not None and all(terms.values()):  # both scaled (the sum halved, say)
             said(terms)
-            return rule["sum"]
+            return half_steps.sum
         if masked(total - shortcut, branch, self.keep, self.tol):  # a second dropout on the branch (in eval
-            return rule["drop"]  # mode: one that drops there too)
+            return half_steps.drop  # mode: one that drops there too)
         if self.mode == "train" and masked(total - branch, shortcut, self.keep, self.tol):  # a dropout on the shortcut
-            return rule["sum"]
+            return half_steps.sum
         known = {k: v for k, v in {**self.values, **self.outputs()}.items() if k != rule["shortcut"]}
         for name, value in known.items():  # the shortcut is another value
             if close(total - branch, value, self.tol) and not close(value, shortcut, self.tol):
                 said({name: 1.0, branch_name: 1.0})
-                return rule["replaced"]
+                return half_steps.saved
         again = self.output_of(total - shortcut, (half,), besides=before.on)
         if again is not None:  # the branch component applied again
             said({rule["shortcut"]: 1.0, f"{again.name}#{again.number}": 1.0})
-            return rule["branch"]
+            return half_steps.branch
         terms = express(total - shortcut - branch, known, self.tol)
         if terms is not None and len([c for c in terms.values() if c]) <= 2:  # an extra term in the sum
             said({rule["shortcut"]: 1.0, branch_name: 1.0}, terms)
-            return rule["sum"]
+            return half_steps.sum
         if self.mode == "train" and shortcut_where_dropped(total, branch, shortcut, self.values.get(rule["inner"]), self.tol):
             facts.append(
                 Dropped(
@@ -160,7 +160,7 @@ class Sums(Dropouts):
                     getattr(call, "total", None),
                 )
             )
-            return rule["sum"]
+            return half_steps.sum
         step, told = moved_step(self.moved, self.mode, half, call, self.shape, self.tol)
         if step is not None:
             facts.extend(told)
@@ -172,7 +172,7 @@ class Sums(Dropouts):
         # exactly: the branch reaches the sum as it is, so the other term, the shortcut, was replaced. Otherwise the
         # branch was changed on its way in, or the sum after it was made, or both it and the shortcut: the values
         # cannot tell which, and no step is named.
-        return rule["replaced"] if change.exactly else None
+        return half_steps.saved if change.exactly else None
 
     def _feed_forward(self, ff: Seen, h: np.ndarray, n2: np.ndarray, norm2: Seen) -> Found:
         """The feed-forward network did not receive norm2(h): norm2's step when h was not normalized by norm2 (left

@@ -4,31 +4,21 @@ with as few terms as will do, masks a dropout drew, and what a component's recor
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import functools
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from autograder.engine import tolerance
 from autograder.engine.facts import Partial
 from autograder.engine.reading.placement import tidy
-from autograder.engine.steps import HALVES as STEP_HALVES
 
 DROPS = ("drop_shortcut", "dropout")
 NORMS = ("norm1", "norm2", "layer_norm")
 VALUE = {"x": "x", "n1": "norm1(x)", "a": "att(norm1(x))", "h": "h", "n2": "norm2(h)", "f": "ff(norm2(h))"}
-HALVES = {  # the two sums: what each half is made of, and the steps its values break (see `steps`)
-    name: {
-        "shortcut": shortcut,
-        "left out": half.norm,  # a branch left out of its sum: its whole half is missing, seen first at its LayerNorm
-        "sum": half.sum,
-        "replaced": half.saved,
-        "drop": half.drop,
-        "branch": half.branch,
-        "inner": inner,
-    }
-    for (name, half), shortcut, inner in zip(STEP_HALVES.items(), ("x", "h"), ("att(norm1(x))", "ff(norm2(h))"))
+SUMS = {  # what each half's sum is made of; the steps its values break are the half's in `steps.HALVES`
+    "att": {"shortcut": "x", "inner": "att(norm1(x))"},
+    "ff": {"shortcut": "h", "inner": "ff(norm2(h))"},
 }
 
 
