@@ -38,10 +38,21 @@ class UnitTimes:
         terminalreporter.section(f"the {SHOWN} slowest units")
         for unit, seconds in sorted(self.seconds.items(), key=lambda pair: -pair[1])[:SHOWN]:
             write(f"{seconds:8.1f} s  {unit} ({len(self.tests[unit])} tests)")
+        wings: dict[str, float] = defaultdict(float)
+        for nodeid, seconds in self.each.items():
+            wings[wing(nodeid)] += seconds
+        write("by wing: " + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in sorted(wings.items(), key=lambda p: -p[1])))
         write(f"wall time {wall / 60:.1f} min; test time summed over workers {summed / 60:.1f} min")
         if os.environ.get("KIT_TEST_TIMES"):
             with open(os.environ["KIT_TEST_TIMES"], "w") as out:
                 json.dump(dict(sorted(self.each.items(), key=lambda pair: -pair[1])), out, indent=0)
+
+
+def wing(nodeid: str) -> str:
+    """The wing a test belongs to: its folder under tests/ (engine, sandbox, grading, frontends, course), or
+    "layout" for the tests of the repository as a whole."""
+    parts = nodeid.split("::", 1)[0].removeprefix("tests/").split("/")
+    return parts[0] if len(parts) > 1 else "layout"
 
 
 def register(config, unit_of) -> None:
