@@ -57,6 +57,30 @@ class Hostile:
     phrase: str                       # must appear (any case) in the result's messages or notes
     known_bug: str | None = None      # expected to fail, and why (xfail, strict)
     max_seconds: float | None = None  # the grading must not take longer than this
+    # Where it runs (tests/layers.py). `touches`: the kinds of kernel object of the sandbox's table
+    # (`autograder.sandbox.kinds`, its rows) that its fair outcome depends on; each layer closes them its own way, so
+    # it runs in every layer. Without any, `once` says in one line why no layer changes its outcome (the parent reads
+    # what the child sends or does the same way in every layer): it runs in one layer (`layers.one_layer`).
+    touches: tuple[str, ...] = ()
+    once: str = ""
+
+    @property
+    def every_layer(self) -> bool:
+        return bool(self.touches)
+
+
+# Why an entry runs in one layer: what decides its outcome is the same code, and the same kernel objects, in each.
+COMPILES = "the cells are compiled in the child's own interpreter: nothing of the layer is involved"
+CLOCKS = ("the supervisor's CPU and wall clocks, and the kill of one process, the same code in every layer (the "
+          "clock and the kill over a whole process tree, in each layer: fork_bomb_in_forward)")
+ENDS = ("how its one process ends (an exit, an exception, its stack overflowing): its supervisor reads the status and "
+        "the channel the same way in every layer")
+OUTPUT = "what it prints: pipes its supervisor drains and bounds the same way in every layer"
+VALUES = "what forward returns: an answer on the channel, read and judged by the parent the same way in every layer"
+CHANNEL = ("what it sends on the grader's channel (forged, malformed, deep or huge frames): read by the parent the "
+           "same way in every layer")
+PATCHES = ("what it patches in its own process (the harness, torch, numpy): its own memory, gone with it, whatever "
+           "the layer")
 
 
 def cell(code: str, label: str = "hostile") -> str:
@@ -303,17 +327,17 @@ def _entries() -> list[Hostile]:
     return [
         # --- code that does not compile ----------------------------------------------------------------
         Hostile("syntax_error_in_forward", submission(forward="def forward(self, x):\n    return x +\n"),
-                TASK2_ONLY, "SyntaxError"),
+                TASK2_ONLY, "SyntaxError", once=COMPILES),
         Hostile("syntax_error_everywhere", "def forward(self x):\n    return x\n\nclass TransformerBlock(\n",
-                ZERO, "SyntaxError"),
+                ZERO, "SyntaxError", once=COMPILES),
 
         # --- never finishing ---------------------------------------------------------------------------
         Hostile("endless_loop_in_forward",
                 submission(forward="def forward(self, x):\n    while True:\n        pass\n"),
-                TASK2_ONLY, "did not finish within 3 s"),
+                TASK2_ONLY, "did not finish within 3 s", once=CLOCKS),
         Hostile("endless_loop_while_loading_ignoring_signals",
                 submission(extra=cell(IGNORE_SIGNALS + "\nimport time\nwhile True:\n    time.sleep(0.01)")),
-                FULL, "did not finish within 9 s in this cell, most of it spent waiting"),
+                FULL, "did not finish within 9 s in this cell, most of it spent waiting", once=CLOCKS),
         Hostile("endless_loop_in_task2", submission(task2="""
             def magnitude_by_formula(factor, n_layers):
                 while True:
@@ -324,27 +348,27 @@ def _entries() -> list[Hostile]:
 
             def classify_factor(factor):
                 return magnitude_by_formula(factor, 1)
-            """), TASK1_ONLY, "did not finish within 3 s of computing time during the 'compounding' check"),
+            """), TASK1_ONLY, "did not finish within 3 s of computing time during the 'compounding' check", once=CLOCKS),
 
         # --- ending the process ------------------------------------------------------------------------
-        Hostile("sys_exit_while_loading", submission(extra=cell("import sys\nsys.exit(0)")), FULL, "SystemExit"),
+        Hostile("sys_exit_while_loading", submission(extra=cell("import sys\nsys.exit(0)")), FULL, "SystemExit", once=ENDS),
         Hostile("os_exit_while_loading", submission(extra=cell("import os\nos._exit(0)")),
-                FULL, "ended the grading process in this cell"),
+                FULL, "ended the grading process in this cell", once=ENDS),
         Hostile("keyboard_interrupt_while_loading", submission(extra=cell("raise KeyboardInterrupt")),
-                FULL, "KeyboardInterrupt"),
+                FULL, "KeyboardInterrupt", once=ENDS),
         Hostile("sigkill_self_while_loading",
                 submission(extra=cell("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")),
-                FULL, "killed in this cell"),
+                FULL, "killed in this cell", touches=("other_processes",)),
         Hostile("sys_exit_in_forward", submission(forward="def forward(self, x):\n    import sys\n    sys.exit(1)\n"),
-                TASK2_ONLY, "SystemExit"),
+                TASK2_ONLY, "SystemExit", once=ENDS),
         Hostile("os_exit_in_forward", submission(forward="def forward(self, x):\n    import os\n    os._exit(0)\n"),
-                TASK2_ONLY, "ended the grading process during the 'eval' check"),
+                TASK2_ONLY, "ended the grading process during the 'eval' check", once=ENDS),
         Hostile("keyboard_interrupt_in_forward",
                 submission(forward="def forward(self, x):\n    raise KeyboardInterrupt\n"),
-                TASK2_ONLY, "KeyboardInterrupt"),
+                TASK2_ONLY, "KeyboardInterrupt", once=ENDS),
         Hostile("sigkill_self_in_forward",
                 submission(forward="def forward(self, x):\n    import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)\n"),
-                TASK2_ONLY, "killed during the 'eval' check"),
+                TASK2_ONLY, "killed during the 'eval' check", touches=("other_processes",)),
         Hostile("kill_the_grader", submission(extra=cell("""
             import os, signal
             def _parent_of(pid):
@@ -359,7 +383,7 @@ def _entries() -> list[Hostile]:
                 except OSError:
                     pass
             os.kill(os.getpid(), signal.SIGKILL)                                     # and, failing that, itself
-            """)), FULL, "killed in this cell"),
+            """)), FULL, "killed in this cell", touches=("other_processes",)),
 
         # --- resources ---------------------------------------------------------------------------------
         Hostile("memory_bomb_in_forward", submission(forward="""
@@ -367,10 +391,11 @@ def _entries() -> list[Hostile]:
                 hog = []
                 while True:
                     hog.append(torch.empty(2**27))
-            """), TASK2_ONLY, "can't allocate memory"),
-        Hostile("memory_bomb_while_loading", submission(extra=cell("_hog = [0] * 2**40")), FULL, "out of memory"),
+            """), TASK2_ONLY, "can't allocate memory", touches=("processes",)),
+        Hostile("memory_bomb_while_loading", submission(extra=cell("_hog = [0] * 2**40")), FULL, "out of memory",
+                touches=("processes",)),
         Hostile("fork_bomb_while_loading", submission(extra=cell("import os\nwhile True:\n    os.fork()")),
-                FULL, "BlockingIOError"),
+                FULL, "BlockingIOError", touches=("processes",)),
         Hostile("fork_bomb_in_forward", submission(forward="""
             def forward(self, x):
                 import os
@@ -380,16 +405,16 @@ def _entries() -> list[Hostile]:
                             os.setsid()     # out of the child's session: the grader must still find it
                     except OSError:
                         pass
-            """), TASK2_ONLY, "did not finish within 3 s"),
+            """), TASK2_ONLY, "did not finish within 3 s", touches=("processes",)),
         Hostile("output_flood_while_loading", submission(extra=cell(
             "import os, sys\nfor _ in range(50):\n    sys.stdout.write('x' * 1_000_000)\n"
-            "sys.stderr.write('y' * 10_000_000)\nos.write(1, b'z' * 1_000_000)")), FULL, PASSED),
+            "sys.stderr.write('y' * 10_000_000)\nos.write(1, b'z' * 1_000_000)")), FULL, PASSED, once=OUTPUT),
         Hostile("output_flood_in_forward", submission(forward="""
             def forward(self, x):
                 print("x" * 1_000_000)
                 x = x + self.drop_shortcut(self.att(self.norm1(x)))
                 return x + self.drop_shortcut(self.ff(self.norm2(x)))
-            """), FULL, PASSED),
+            """), FULL, PASSED, once=OUTPUT),
         Hostile("background_thread_keeps_printing", submission(extra=cell("""
             import sys, threading, time
             def _chatter():
@@ -397,7 +422,7 @@ def _entries() -> list[Hostile]:
                     sys.stdout.write("still here\\n")
                     time.sleep(0.001)
             threading.Thread(target=_chatter, daemon=True).start()
-            """)), FULL, PASSED),
+            """)), FULL, PASSED, touches=("processes",)),
         Hostile("orphan_keeps_the_pipes_open", submission(extra=cell("""
             import os, time
             if os.fork() == 0:
@@ -405,16 +430,16 @@ def _entries() -> list[Hostile]:
                 if os.fork() == 0:
                     time.sleep(600)
                 os._exit(0)
-            """)), FULL, PASSED, max_seconds=LIMITS["probe_s"]),
+            """)), FULL, PASSED, max_seconds=LIMITS["probe_s"], touches=("processes",)),
         Hostile("os_exit_in_forward_while_an_orphan_keeps_the_pipes", submission(
             forward="def forward(self, x):\n    import os\n    os._exit(3)\n",
             extra=cell("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(600)")),
-                TASK2_ONLY, "ended the grading process during the 'eval' check (exit 3"),
+                TASK2_ONLY, "ended the grading process during the 'eval' check (exit 3", touches=("processes",)),
         Hostile("unbounded_recursion_in_forward", submission(forward="def forward(self, x):\n    return self(x)\n"),
-                TASK2_ONLY, "RecursionError"),
+                TASK2_ONLY, "RecursionError", once=ENDS),
         Hostile("unbounded_recursion_while_loading",
                 submission(extra=cell("def _down(n):\n    return _down(n + 1)\n_down(0)")),
-                FULL, "RecursionError"),
+                FULL, "RecursionError", once=ENDS),
         Hostile("unbounded_recursion_past_a_raised_limit", submission(extra=cell("""
             import sys
             class _Deeper:
@@ -422,23 +447,24 @@ def _entries() -> list[Hostile]:
                     return self(n + 1)      # through C: the process's own stack overflows, not Python's limit
             sys.setrecursionlimit(10**8)
             _Deeper()(0)
-            """)), FULL, "deep recursion"),
+            """)), FULL, "deep recursion", once=ENDS),
 
         # --- wrong values, wrong types -----------------------------------------------------------------
-        Hostile("nan_output", submission(forward="def forward(self, x):\n    return x * float('nan')\n"), WRONG, "NaN"),
+        Hostile("nan_output", submission(forward="def forward(self, x):\n    return x * float('nan')\n"), WRONG, "NaN",
+                once=VALUES),
         Hostile("inf_output", submission(forward="""
             def forward(self, x):
                 x = x + self.drop_shortcut(self.att(self.norm1(x)))
                 x = x + self.drop_shortcut(self.ff(self.norm2(x)))
                 return x + float("inf")
-            """), WRONG, "NaN or inf"),
+            """), WRONG, "NaN or inf", once=VALUES),
         Hostile("returns_a_tuple", submission(forward="def forward(self, x):\n    return x, None\n"),
-                TASK2_ONLY, "not a tensor"),
+                TASK2_ONLY, "not a tensor", once=VALUES),
         Hostile("returns_a_numpy_array",
                 submission(forward="def forward(self, x):\n    return x.detach().numpy()\n"),
-                TASK2_ONLY, "not a tensor"),
+                TASK2_ONLY, "not a tensor", once=VALUES),
         Hostile("returns_the_wrong_shape", submission(forward="def forward(self, x):\n    return x[:, :-1]\n"),
-                TASK2_ONLY, "shape"),
+                TASK2_ONLY, "shape", once=VALUES),
 
         # --- forgery -----------------------------------------------------------------------------------
         Hostile("patched_comparisons_on_a_wrong_forward", submission(forward=POST_LN, extra=cell("""
@@ -452,19 +478,20 @@ def _entries() -> list[Hostile]:
             numpy.allclose = numpy.array_equal = lambda *a, **k: True
             numpy.isclose = lambda a, b, *r, **k: numpy.ones(numpy.shape(a), dtype=bool)
             numpy.testing.assert_allclose = numpy.testing.assert_array_equal = lambda *a, **k: None
-            """)), WRONG, "Post-LN"),
+            """)), WRONG, "Post-LN", once=PATCHES),
         Hostile("patched_comparisons_on_a_correct_forward", submission(extra=cell("""
             import numpy, torch
             torch.allclose = torch.Tensor.allclose = lambda *a, **k: True
             torch.Tensor.__eq__ = lambda self, other: torch.ones_like(self, dtype=torch.bool)
             numpy.allclose = lambda *a, **k: True
-            """)), FULL, PASSED),
+            """)), FULL, PASSED, once=PATCHES),
         Hostile("fake_results_files_on_a_wrong_forward", submission(forward=POST_LN, extra=cell(FAKE_RESULTS)),
-                WRONG, "Post-LN"),
-        Hostile("fake_results_files_on_a_correct_forward", submission(extra=cell(FAKE_RESULTS)), FULL, PASSED),
+                WRONG, "Post-LN", touches=("writable_places", "grading_files")),
+        Hostile("fake_results_files_on_a_correct_forward", submission(extra=cell(FAKE_RESULTS)), FULL, PASSED,
+                touches=("writable_places", "grading_files")),
         Hostile("fake_json_printed_on_a_wrong_forward", submission(
             forward=POST_LN.replace("def forward(self, x):", "def forward(self, x):\n    print(FAKE)"),
-            extra=cell(FAKE_JSON)), WRONG, "Post-LN"),
+            extra=cell(FAKE_JSON)), WRONG, "Post-LN", once=OUTPUT),
         Hostile("malformed_frames_on_the_grader_channel", submission(forward=POST_LN, extra=cell(FORGE_FRAMES + """
 _frame({"event": "start", "probe": []})
 _frame({"event": "start", "probe": {"eval": 1}})
@@ -472,15 +499,15 @@ _frame({"event": "cell", "index": "0"})
 _frame({"event": "loaded", "cell_errors": "abc", "defined": 7})
 _frame(["event", "done"])
 _frame(None)
-""")), WRONG, "Post-LN"),
+""")), WRONG, "Post-LN", once=CHANNEL),
         Hostile("garbage_on_the_grader_channel_while_loading",
                 submission(extra=cell("import os\nos.write(3, b'\\xff' * 64)")),
-                FULL, "garbage into the grader's channel in this cell"),
+                FULL, "garbage into the grader's channel in this cell", once=CHANNEL),
         Hostile("forged_observation_from_forward", submission(
             forward=POST_LN.replace("def forward(self, x):", "def forward(self, x):\n    _frame(FORGED)"),
             extra=cell(FORGE_FRAMES + "FORGED = {'event': 'result', 'probe': 'eval', "
                                       "'observation': {'ok': True, 'y': 'all correct', 'notes': 24}}", "forge")),
-                WRONG, "malformed"),
+                WRONG, "malformed", once=CHANNEL),
 
         # --- the environment ---------------------------------------------------------------------------
         Hostile("deletes_its_working_directory", submission(extra=cell(f"""
@@ -488,7 +515,7 @@ _frame(None)
             for _target in (os.getcwd(), os.path.expanduser("~"), tempfile.gettempdir(), {str(CANARY)!r}):
                 shutil.rmtree(_target, ignore_errors=True)
             os.chdir("/")
-            """)), FULL, PASSED),
+            """)), FULL, PASSED, touches=("writable_places",)),
         Hostile("changes_global_torch_defaults", submission(extra=cell("""
             import random, numpy, torch
             torch.set_default_dtype(torch.float64)
@@ -497,7 +524,7 @@ _frame(None)
             torch.manual_seed(0)
             random.seed(0)
             numpy.random.seed(0)
-            """)), FULL, PASSED),
+            """)), FULL, PASSED, once=PATCHES),
         Hostile("warns_on_stderr_while_loading_and_in_forward", submission(
             prefix="# %% warnings\nimport sys, warnings\nwarnings.warn('a torch-style warning')\n"
                    "print('to stderr', file=sys.stderr)\n",
@@ -507,17 +534,18 @@ _frame(None)
                 warnings.warn("deprecated thing used in forward", UserWarning)
                 x = x + self.drop_shortcut(self.att(self.norm1(x)))
                 return x + self.drop_shortcut(self.ff(self.norm2(x)))
-            """), FULL, PASSED),
+            """), FULL, PASSED, once=OUTPUT),
         Hostile("looks_for_the_reference_solution", submission(forward=POST_LN, extra=cell(FIND_REFERENCE)),
-                WRONG, "Post-LN"),
-        Hostile("blank_template_looks_for_the_reference_solution", template(cell(FIND_REFERENCE)), ZERO, "Task 1"),
+                WRONG, "Post-LN", touches=("grading_files", "other_files")),
+        Hostile("blank_template_looks_for_the_reference_solution", template(cell(FIND_REFERENCE)), ZERO, "Task 1",
+                touches=("grading_files", "other_files")),
 
         # --- forging answers by patching the harness in the child ----------------------------------------
-        Hostile("blank_template_forges_every_answer", template(cell(FORGE_EVERYTHING)), ZERO, "malformed"),
+        Hostile("blank_template_forges_every_answer", template(cell(FORGE_EVERYTHING)), ZERO, "malformed", once=PATCHES),
         Hostile("blank_template_forges_a_consistent_story", template(cell(FORGE_CONSISTENT_CALLS)), ZERO,
-                "not what norm1 computes"),
+                "not what norm1 computes", once=PATCHES),
         Hostile("post_ln_that_recognises_the_special_questions", submission(forward=POST_LN_RECOGNISING_PROBES),
-                AS_POST_LN, "Post-LN"),
+                AS_POST_LN, "Post-LN", once=VALUES),
         Hostile("skips_the_device_check_it_needs", submission(
             forward="""
             def forward(self, x):
@@ -527,18 +555,19 @@ _frame(None)
             """, extra=cell("""
             import sys
             sys.modules["autograder.engine.questions.probes"].PROBES["robust_meta"] = lambda p: {"screened": True}
-            """)), FULL, ".cpu()"),
-        Hostile("answers_nested_400_levels_deep", template(cell(NESTED_ANSWER)), ZERO, "nested too deeply"),
+            """)), FULL, ".cpu()", once=PATCHES),
+        Hostile("answers_nested_400_levels_deep", template(cell(NESTED_ANSWER)), ZERO, "nested too deeply", once=PATCHES),
         Hostile("frame_200000_levels_deep_with_a_survivor", submission(extra=cell(DEEP_FRAME_AND_SURVIVOR)), FULL,
-                "garbage into the grader's channel"),
+                "garbage into the grader's channel", touches=("processes",)),
         Hostile("thousands_of_recorded_calls", submission(extra=cell(THOUSANDS_OF_CALLS)), TASK2_ONLY,
-                "at most 96 calls", max_seconds=30),
+                "at most 96 calls", max_seconds=30, once=CHANNEL),
         Hostile("task2_answer_of_tens_of_megabytes", submission(extra=cell(HUGE_TASK2_ANSWER)), TASK1_ONLY,
-                "garbage into the grader's channel", max_seconds=30),
+                "garbage into the grader's channel", max_seconds=30, once=CHANNEL),
 
         # --- resources of the job as a whole -------------------------------------------------------------
-        Hostile("forked_children_share_one_memory_limit", submission(extra=cell(FORKED_MEMORY)), FULL, PASSED),
-        Hostile("fills_the_working_directory", submission(extra=cell(FILL_THE_DISK)), FULL, PASSED),
+        Hostile("forked_children_share_one_memory_limit", submission(extra=cell(FORKED_MEMORY)), FULL, PASSED,
+                touches=("processes",)),
+        Hostile("fills_the_working_directory", submission(extra=cell(FILL_THE_DISK)), FULL, PASSED, touches=("writable_places",)),
         Hostile("slow_but_valid_imports", submission(
             prefix="# %% imports\nimport csv, unittest\nimport numpy.testing\nimport networkx\n",
             forward="""
@@ -546,7 +575,7 @@ _frame(None)
                 import networkx  # noqa: F401  (imported again: cached)
                 x = x + self.drop_shortcut(self.att(self.norm1(x)))
                 return x + self.drop_shortcut(self.ff(self.norm2(x)))
-            """), FULL, PASSED),
+            """), FULL, PASSED, touches=("grading_files",)),   # the files a child may read: Python's, each layer its own way
     ]
 
 

@@ -15,7 +15,7 @@ from autograder.sandbox.inside import seccomp
 
 from . import refused_calls
 from .build import submission
-from .hostile import FULL, WRONG, ZERO, Hostile, cell, template
+from .hostile import CHANNEL, FULL, VALUES, WRONG, ZERO, Hostile, cell, template
 
 # A solved notebook left where the world can read it, outside the kit, the course and the class (made by the
 # test, removed after): out of reach in bubblewrap and namespaces, and wherever Landlock is there.
@@ -196,23 +196,33 @@ DTYPE_FORWARDS = {      # a Pre-LN forward whose values end up in another dtype
 }
 
 
+# The kinds of the table that the refused families' calls would reach (key rings, signals and memory of other
+# processes, locks, clocks, sockets, watches, mounts and host names, descriptors handed on): the allowlist each layer
+# installs grants its own calls (System V IPC is a child's own in a namespace, refused without one).
+REFUSED_KINDS = ("key_rings", "other_processes", "shared_files", "timers_and_clocks", "network", "watches", "proc_and_sys",
+                 "descriptors", "memory", "sysv_ipc")
+
+
 def entries() -> list[Hostile]:
     dtypes = [Hostile(f"dtype_{name}", submission(forward="def forward(self, x):\n    " + body), WRONG,
-                      "complex numbers" if name.startswith("complex") else "")
+                      "complex numbers" if name.startswith("complex") else "", once=VALUES)
               for name, body in DTYPE_FORWARDS.items()]
     return dtypes + [
-        Hostile("deep_tree_unreadable_folders_left_behind", submission(extra=cell(DEEP_TREE)), FULL, "All parts passed"),
-        Hostile("as_many_files_as_its_time_allows", submission(extra=cell(MANY_FILES)), FULL, "All parts passed"),
+        Hostile("deep_tree_unreadable_folders_left_behind", submission(extra=cell(DEEP_TREE)), FULL, "All parts passed",
+                touches=("writable_places",)),
+        Hostile("as_many_files_as_its_time_allows", submission(extra=cell(MANY_FILES)), FULL, "All parts passed",
+                touches=("writable_places",)),
         Hostile("eleven_answers_of_fifteen_megabytes", template(cell(HUGE_ANSWERS)), ZERO, "MB of answers in all",
-                max_seconds=60),
-        Hostile("x32_system_call", submission(extra=cell(X32_SOCKET)), FULL, "SIGSYS"),
+                max_seconds=60, once=CHANNEL),
+        Hostile("x32_system_call", submission(extra=cell(X32_SOCKET)), FULL, "SIGSYS", touches=("network",)),
         Hostile("one_call_of_every_refused_family", submission(extra=cell(refused_calls.probe_source())), FULL,
-                refused_calls.summary_phrase()),
+                refused_calls.summary_phrase(), touches=REFUSED_KINDS),
         Hostile("ordinary_python_and_torch_calls", submission(extra=cell(ORDINARY)), FULL,
-                "ordinary calls: all went through"),
-        Hostile("blank_template_looks_for_a_stray_solved_notebook", template(cell(FIND_STRAY)), ZERO, "Task 1"),
+                "ordinary calls: all went through", touches=("processes", "writable_places", "descriptors", "network")),
+        Hostile("blank_template_looks_for_a_stray_solved_notebook", template(cell(FIND_STRAY)), ZERO, "Task 1",
+                touches=("other_files",)),
         Hostile("lowers_the_limits_of_every_process_it_can_name", touch_every_process(), FULL,
-                "other processes: changed 0, read the limits of 0"),
+                "other processes: changed 0, read the limits of 0", touches=("other_processes",)),
         Hostile("signals_every_process_it_can_name", submission(forward="""
             def forward(self, x):
                 import os, signal
@@ -224,7 +234,7 @@ def entries() -> list[Hostile]:
                             pass
                 x = x + self.drop_shortcut(self.att(self.norm1(x)))
                 return x + self.drop_shortcut(self.ff(self.norm2(x)))
-            """, extra=cell(SIGNAL_THE_GRADER)), FULL, "All parts passed"),
+            """, extra=cell(SIGNAL_THE_GRADER)), FULL, "All parts passed", touches=("other_processes",)),
     ]
 
 

@@ -6,11 +6,16 @@ error, the grading server still the same process, and no process of the sandbox 
 corpus: a correct and a wrong submission graded before and after it give identical results, and nothing
 outside the sandbox (the repository, the temporary folder, a canary) was touched.
 
-The corpus runs once per layer (see `layers.EVERY_LAYER`): with bubblewrap; without it, with the namespaces root can
-make; with neither, on permissions and seccomp alone (a container that refuses namespaces); and with bubblewrap run
-by an instructor who is not root, as on a hub, where the child has the uid of the server that grades the next
-student (the cases that signal or kill every process they can name run there too). Every outcome must hold in
-each; a layer this machine cannot give is reported as a skip that names it.
+An entry whose fair outcome depends on what a layer closes (it touches a kind of kernel object of the sandbox's
+table, `autograder.sandbox.kinds`: files, processes and signals, memory and process limits, sockets...) runs in every
+layer (see `layers.EVERY_LAYER`): with bubblewrap; without it, with the namespaces root can make; with neither, on
+permissions and seccomp alone (a container that refuses namespaces); and with bubblewrap run by an instructor who is
+not root, as on a hub, where the child has the uid of the server that grades the next student (the cases that signal
+or kill every process they can name run there too). Its outcome must hold in each; a layer this machine cannot give
+is reported as a skip that names it. An entry that only tests how the parent reads what the child sends or does
+(its channel, its output, its exit, its values, what it patches in its own process: `Hostile.once` says why) runs
+in one layer (`layers.one_layer`: bubblewrap where the machine has it); which is which is data of the catalog
+(`Hostile.touches`), and a test holds it to what each entry's code does.
 
 The corpus runs on its own server with short limits (catalog.hostile.LIMITS), so the cases that can only
 fail by running out of time fail in seconds.
@@ -18,6 +23,7 @@ fail by running out of time fail in seconds.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -30,6 +36,7 @@ import pytest
 from autograder.course import kit
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
 from autograder.frontends.gradescope.results import results_json
+from autograder.sandbox import kinds
 from autograder.sandbox.parent.client import Limits
 from catalog.build import submission
 from catalog.hostile import (
@@ -46,11 +53,19 @@ from catalog.hostile import (
     TASK2_ONLY,
     WRONG,
     ZERO,
+    template,
 )
 from catalog.isolation import FAMILIES, STRAY
-from layers import EVERY_LAYER, HubServer, grade, layer_available, sandbox_server
+from layers import EVERY_LAYER, HubServer, grade, layer_available, one_layer, sandbox_server
 
 CORPUS = HOSTILE + FAMILIES
+ONE = one_layer()
+
+
+def runs_in(entry, layer: str) -> bool:
+    """Whether `entry` runs in `layer`: in every layer if it touches a kind of the table, else in `ONE` only."""
+    return entry.every_layer or layer == ONE
+
 
 TASK2 = "compounding"
 FORWARD_CHECKS = [name for name in RUBRIC if name != TASK2]
@@ -181,7 +196,8 @@ class Corpus:
 
     def grade_all(self) -> None:
         for entry in CORPUS:
-            self.grade(entry)
+            if runs_in(entry, self.server.layer):
+                self.grade(entry)
 
 
 @pytest.fixture(scope="session")
@@ -232,13 +248,16 @@ def assert_outcome(result, outcome: str, honest: dict) -> None:
         raise AssertionError(f"unknown outcome {outcome!r}")
 
 
-def _param(entry):
+def _param(layer, entry):
     marks = [pytest.mark.xfail(reason=entry.known_bug, strict=True)] if entry.known_bug else []
-    return pytest.param(entry, id=entry.name, marks=marks)
+    return pytest.param(layer, entry, id=f"{layer}-{entry.name}", marks=marks)
+
+
+CASES = [(layer, entry) for layer in EVERY_LAYER for entry in CORPUS if runs_in(entry, layer)]
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # numpy, on inf outputs
-@pytest.mark.parametrize("entry", [_param(e) for e in CORPUS])
+@pytest.mark.parametrize("hostile_server, entry", [_param(*case) for case in CASES], indirect=["hostile_server"])
 def test_hostile_submission_gets_its_fair_result(corpus, hostile_server, before, entry):
     graded = corpus.grade(entry)
     assert not graded.server_restarted, "the grading server had to be restarted"
@@ -286,3 +305,46 @@ def test_nothing_outside_the_sandbox_changes(before, corpus, hostile_server):
     # without a private root, the jobs' folders lie in the server's scratch folder: empty between jobs
     left = os.listdir(hostile_server.scratch) if hostile_server.scratch else []
     assert not left, f"working folders left behind: {left}"
+
+
+# --- where each entry runs -----------------------------------------------------------------------------------------
+# What an entry's own code does, read from its source in words the catalog's data does not use (the calls it makes),
+# as an oracle for `Hostile.touches`: a kind of the sandbox's table -> the calls that reach it. RAW (a system call made
+# through ctypes) may reach any kind: such an entry must name at least one.
+RAW = "a raw system call"
+SIGNS = {
+    # processes and threads it starts, and memory past the job's limit (the table's row of processes holds the limits)
+    "processes": r"\bos\.fork\(|\bthreading\b|\bsubprocess\b|2\s*\*\*\s*(2[7-9]|[3-9]\d)\b|1024\s*\*\*\s*3\b",
+    "other_processes": r"\bos\.kill(pg)?\(|\bprlimit\b|\bsetpriority\b|\bsched_setaffinity\b",
+    "writable_places": r"\bopen\([^)\n]*[\"'][wax]b?[\"']|\bshutil\.(rmtree|copy\w*|move)\("
+    r"|\bos\.(mkdir|makedirs|remove|unlink|rename)\(|\bTemporaryDirectory\(",
+    "grading_files": re.escape(str(kit.ROOT)),
+    "other_files": r"\bos\.walk\(|/var/tmp\b|/srv\b|/home\b",
+    "network": r"\bsocket\b",
+    RAW: r"\bctypes\b|\.syscall\(",
+}
+
+
+def _signs(source: str) -> set:
+    return {kind for kind, pattern in SIGNS.items() if re.search(pattern, source)}
+
+
+@pytest.mark.quick
+def test_every_entry_that_reaches_a_kind_of_the_table_runs_in_every_layer():
+    """The split between every layer and one is data (`Hostile.touches`, `Hostile.once`), held here to each entry's
+    code: a call that reaches a kind of the table, seen in its source, must be among the kinds it names, and those run
+    it in every layer; an entry that names none says why it runs in one."""
+    assert _signs(submission()) == set() and _signs(template()) == set()  # the honest code around the entries
+    for entry in CORPUS:
+        assert bool(entry.touches) != bool(entry.once), f"{entry.name}: name the kinds it touches, or say why once"
+        assert set(entry.touches) <= set(kinds.BY_NAME), entry.name
+        seen = _signs(entry.source)
+        assert seen - {RAW} <= set(entry.touches), f"{entry.name} reaches {sorted(seen - {RAW})}: {entry.touches}"
+        assert RAW not in seen or entry.touches, f"{entry.name} makes raw system calls and runs in one layer"
+        layers = {layer for layer, case in CASES if case is entry}
+        assert layers == (set(EVERY_LAYER) if entry.touches else {ONE}), (entry.name, layers)
+    # the oracle can see each kind it knows of (in the entries that run in every layer)
+    assert set(SIGNS) <= set().union(*(_signs(entry.source) for entry in CORPUS if entry.every_layer))
+    # what the reasons claim: the clocks and the kill over a whole process tree run in every layer
+    bomb = next(entry for entry in CORPUS if entry.name == "fork_bomb_in_forward")
+    assert bomb.every_layer and "did not finish within" in bomb.phrase
