@@ -13,13 +13,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 GROUPS = {
     # they look, after a hostile corpus, for what it left in the machine's shared tables (keys, System V objects,
     # /tmp, processes of sandbox users): one corpus at a time, each module after the other on one worker
-    "kernel": (
-        "sandbox/test_hostile.py",
-        "sandbox/test_classmates.py",
-        "sandbox/test_keyrings.py",
-        "sandbox/test_kinds.py",
-        "sandbox/test_containment.py",
-    ),
+    "kernel": ("sandbox/test_hostile.py", "sandbox/test_classmates.py", "sandbox/test_kinds.py", "sandbox/test_containment.py"),
     # their root graders close the checkout to other users for as long as they run (no namespaces, no Landlock),
     # and test_host compares the checkout's permissions before and after its own: one at a time
     "checkout": ("sandbox/test_host.py", "sandbox/test_seccomp.py"),
