@@ -138,6 +138,16 @@ def grade_source(server, seed, tmp_path):
     return grade
 
 
+@pytest.fixture
+def grade_here(seed):
+    """Grade `.py` source text in this process as the sandbox grades it (tests/graded.py: once per source and seed
+    in a test process); returns the SubmissionResult. For tests of what a submission earns: tests of the sandbox
+    itself grade through `server` or `layer_server`."""
+    import graded
+
+    return lambda text, seed=seed: graded.grade(text, seed)
+
+
 @pytest.fixture(scope="session")
 def solved_run(tmp_path_factory):
     """The solved notebook run once per session as a student runs it: in a Jupyter kernel, top to bottom, from a
