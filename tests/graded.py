@@ -45,19 +45,21 @@ class InProcess:
         import torch
 
         from autograder.engine.questions import job
-        from autograder.sandbox.inside.protocol import FrameReader, encoded_answer, frame
+        from autograder.sandbox.inside.protocol import MAX_ANSWER_BYTES, FrameReader, encoded_answer, frame
         from autograder.sandbox.inside.watch import Run
         from autograder.sandbox.parent.policy import Limits
 
         if self._kit is None:
             self._kit = job.ready(self.assignment.public_code(), warm_up=False)
         run = Run(asdict(Limits()), lambda: 0.0, {}, bytearray(), -1, job.PROBES)
-        reader = FrameReader()
+        reader, sent = FrameReader(), [0]
 
         def report(event: dict) -> None:  # as `child.Reporter` sends it and the supervisor's `Run` reads it
             if "observation" in event:
                 event = {**event, "observation": encoded_answer(event["observation"])}
-            for item in reader.feed(frame(event)):
+            data = frame(event)
+            sent[0] += len(data)
+            for item in reader.feed(data):
                 run.follow(item)
 
         threads = torch.get_num_threads()
@@ -69,6 +71,8 @@ class InProcess:
             torch.set_num_threads(threads)
         missing = [probe for probe in probes if probe not in run.observations]
         assert run.done and not missing, f"the job ended without answering {missing}"
+        # past this, the sandbox stops reading a child's answers (`Run.take`): such a submission is graded there
+        assert sent[0] <= MAX_ANSWER_BYTES, f"answers of {sent[0]} bytes: over what the sandbox reads of a job"
         return {"observations": run.observations, "loaded": run.loaded, "cleanup": []}
 
 

@@ -25,6 +25,7 @@ import graded
 from autograder.engine.rubric import RUBRIC
 from catalog.build import submission
 from catalog.equivalent_forwards import EQUIVALENT
+from catalog.generate import equivalents
 from catalog.task2_variants import WRONG as WRONG_TASK2
 from catalog.wrong_forwards import HINTED, TRIVIAL, WRONG
 from layers import EVERY_LAYER, HUB, HubServer, grade, layer_available, sandbox_server
@@ -35,13 +36,16 @@ HUB_LOGIN = "parity"  # a hub instructor of this module's own: the kernel tests 
 _forward = {w.name: w.forward for w in WRONG}
 _task2 = {name: text for name, _, _, text in WRONG_TASK2}
 
-# name -> the submission's text: right ones in two styles, one with a remark; one mistake of each family of the
-# forward (order, shortcuts, norms, dropout, gradients, robustness), three of them with a mistake of Task 2 as
-# well; a block that does no work at all; and a cell that raises.
+# name -> the submission's text: right ones in three styles, one with a remark, one whose answers record a call per
+# token; one mistake of each family of the forward (order, shortcuts, norms, dropout, gradients, robustness), three
+# of them with a mistake of Task 2 as well; a block that does no work at all; and a cell that raises.
 SAMPLE = {
     "the solution": submission(),
     "Pre-LN written otherwise": submission(forward=EQUIVALENT[sorted(EQUIVALENT)[0]]),
     "Pre-LN that would leave its device": submission(forward=HINTED["cpu_inside_forward"][0]),
+    "Pre-LN, the feed-forward network token by token": submission(
+        forward=next(case for case in equivalents() if case.name == "pre_ln_per_token_ff").forward
+    ),
     "Post-LN; a formula that sums": submission(forward=_forward["post_ln"], task2=_task2["formula_sums"]),
     "no first shortcut; autograd one layer short": submission(
         forward=_forward["missing_first_shortcut"], task2=_task2["autograd_one_layer_short"]
