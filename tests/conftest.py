@@ -21,6 +21,8 @@ GROUPS = {
     "solved": ("course/test_assignment.py", "course/test_lesson_claims.py"),
     # they share the session's hub_machine (the hub's environment, installed once: minutes of pip)
     "hub": ("frontends/test_exchange.py", "frontends/test_hub.py"),
+    # they grade the same wrong forwards on the session's seed, once in a worker (tests/graded.py remembers them)
+    "catalogs": ("engine/test_catalog.py", "engine/test_corpus.py"),
 }
 # The longest units start first (their minutes, serially, on two cores), so that no worker is left with one at
 # the end; the rest follow in the order pytest collects them.
@@ -29,7 +31,7 @@ FIRST = (
     "kernel",
     "engine/test_fuzz.py",
     "engine/test_seeds.py",
-    "engine/test_corpus.py",
+    "catalogs",
     "engine/test_regions.py",
     "solved",
     "frontends/test_course.py",
@@ -130,6 +132,16 @@ def grade_source(server, seed, tmp_path):
         return grade_file(path, server, seed=seed)
 
     return grade
+
+
+@pytest.fixture
+def grade_here(seed):
+    """Grade `.py` source text in this process as the sandbox grades it (tests/graded.py: once per source and seed
+    in a test process); returns the SubmissionResult. For tests of what a submission earns: tests of the sandbox
+    itself grade through `server` or `layer_server`."""
+    import graded
+
+    return lambda text, seed=seed: graded.grade(text, seed)
 
 
 @pytest.fixture(scope="session")

@@ -274,11 +274,11 @@ def test_the_visible_tests_and_the_grader_read_a_list_of_floats_alike(value):
     assert same, (value, seen_locally, graded)
 
 
-def test_a_numpy_array_from_magnitude_by_formula_passes_locally_and_in_grading(grade_source):
+def test_a_numpy_array_from_magnitude_by_formula_passes_locally_and_in_grading(grade_here):
     """NumPy arrays are lists of floats for both (they once passed here and lost a point in grading)."""
     task2 = task2_variants.RIGHT["numpy_arrays_and_local_factors"]
     assert "test_compounding" not in run_visible(submission(task2=task2))
-    result = grade_source(submission(task2=task2))
+    result = grade_here(submission(task2=task2))
     assert next(c for c in result.checks if c.check == "compounding").passed
 
 

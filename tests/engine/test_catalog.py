@@ -1,7 +1,10 @@
 """The hidden suite, mutation-tested: every wrong forward loses points on its check with its message and its
 first divergent step, and nowhere else but the direct consequences it declares; every equivalent forward,
 and the solution, gets full marks on several seeds; a forward that does none of the block's work gets no
-forward points at all."""
+forward points at all.
+
+Graded in this process as the sandbox grades (`grade_here`, tests/graded.py): what a forward earns does not depend
+on the isolation that ran it (tests/grading/test_parity.py holds every layer to it)."""
 
 import pytest
 
@@ -22,21 +25,21 @@ def _by_check(result):
 
 @pytest.mark.parametrize("offset", [0, 1, 2], ids=["seed", "seed+1", "seed+2"])
 @pytest.mark.parametrize("name", sorted(EQUIVALENT))
-def test_equivalent_forward_gets_full_marks(grade_source, seed, name, offset):
-    result = grade_source(submission(forward=EQUIVALENT[name]), seed=seed + offset)
+def test_equivalent_forward_gets_full_marks(grade_here, seed, name, offset):
+    result = grade_here(submission(forward=EQUIVALENT[name]), seed=seed + offset)
     lost = {c.check: c.message for c in result.checks if not c.passed}
     assert result.score == TOTAL_POINTS, lost
     assert result.first_divergence is None and not result.grader_errors
 
 
-def test_components_kept_in_containers_are_followed(grade_source):
-    result = grade_source(submission(forward=CONTAINER_FORWARD, init=CONTAINER_INIT))
+def test_components_kept_in_containers_are_followed(grade_here):
+    result = grade_here(submission(forward=CONTAINER_FORWARD, init=CONTAINER_INIT))
     assert result.score == TOTAL_POINTS, {c.check: c.message for c in result.checks if not c.passed}
 
 
 @pytest.mark.parametrize("wrong", WRONG, ids=lambda w: w.name)
-def test_wrong_forward_loses_points_where_its_mistake_is_named(grade_source, wrong):
-    result = grade_source(submission(forward=wrong.forward))
+def test_wrong_forward_loses_points_where_its_mistake_is_named(grade_here, wrong):
+    result = grade_here(submission(forward=wrong.forward))
     checks = _by_check(result)
     check = checks[wrong.check]
     assert check.points < check.max_points, f"{wrong.check} did not notice {wrong.name}"
@@ -54,11 +57,11 @@ def test_wrong_forward_loses_points_where_its_mistake_is_named(grade_source, wro
 
 
 @pytest.mark.parametrize("write", ["x += branch", "x.add_(branch)", "x[...] = x + branch"])
-def test_a_forward_that_writes_into_its_input_loses_the_repeated_call_and_only_that_part(grade_source, write):
+def test_a_forward_that_writes_into_its_input_loses_the_repeated_call_and_only_that_part(grade_here, write):
     """Read from values: the repeated question hands the same tensor twice, so the second call answers for the
     input the first call left behind. Every other output was computed on an input of the grader's own."""
     statement = write.replace("branch", "self.drop_shortcut(self.att(self.norm1(x)))")
-    result = grade_source(
+    result = grade_here(
         submission(
             forward=f"""
         def forward(self, x):
@@ -76,11 +79,11 @@ def test_a_forward_that_writes_into_its_input_loses_the_repeated_call_and_only_t
 
 
 @pytest.mark.parametrize("returned", ["x + shortcut", "shortcut + x", "x + h"])
-def test_without_the_first_shortcut_the_attention_branch_is_not_followed_into_the_feed_forward_half(grade_source, returned):
+def test_without_the_first_shortcut_the_attention_branch_is_not_followed_into_the_feed_forward_half(grade_here, returned):
     """The attention branch goes on through calls that take its value alone (an extra LayerNorm is part of it),
     but never into the other half: with the first shortcut missing, norm2 takes the branch alone, and the part
     says that nothing was added to it, not that the feed-forward half's output was "the attention branch"."""
-    result = grade_source(
+    result = grade_here(
         submission(
             forward=f"""
         def forward(self, x):
@@ -99,17 +102,17 @@ def test_without_the_first_shortcut_the_attention_branch_is_not_followed_into_th
 
 
 @pytest.mark.parametrize("name", sorted(HINTED))
-def test_a_forward_that_would_leave_its_device_is_told_so_and_loses_nothing(grade_source, name):
+def test_a_forward_that_would_leave_its_device_is_told_so_and_loses_nothing(grade_here, name):
     forward, phrase = HINTED[name]
-    result = grade_source(submission(forward=forward))
+    result = grade_here(submission(forward=forward))
     assert result.score == TOTAL_POINTS, {c.check: c.message for c in result.checks if not c.passed}
     note = next((n for n in result.notes if "x.device" in n), "")
     assert phrase in note and "costs no point" in note, result.notes
 
 
 @pytest.mark.parametrize("name", sorted(TRIVIAL))
-def test_a_forward_that_does_no_work_gets_no_forward_points(grade_source, name):
-    result = grade_source(submission(forward=TRIVIAL[name]))
+def test_a_forward_that_does_no_work_gets_no_forward_points(grade_here, name):
+    result = grade_here(submission(forward=TRIVIAL[name]))
     checks = _by_check(result)
     assert {n: checks[n].points for n in FORWARD_CHECKS} == {n: 0 for n in FORWARD_CHECKS}
     assert checks["compounding"].passed and not result.grader_errors
@@ -144,20 +147,8 @@ def forward(self, x):
 
 
 @pytest.mark.parametrize("seed", [7, 2026])
-def test_a_half_that_reaches_the_output_is_not_said_to_miss_it(seed, tmp_path):
-    import torch
-
-    from autograder.course.notebook import read_cells
-    from autograder.grading.inprocess import grade_cells_in_process
-
-    path = tmp_path / "submission.py"
-    path.write_text(submission(forward=HALF_REACHES_THROUGH_THE_END))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        result = grade_cells_in_process(read_cells(path), seed)
-    finally:
-        torch.set_num_threads(threads)
+def test_a_half_that_reaches_the_output_is_not_said_to_miss_it(grade_here, seed):
+    result = grade_here(submission(forward=HALF_REACHES_THROUGH_THE_END), seed=seed)
     said = " ".join([result.first_divergence or ""] + [c.message for c in result.checks])
     assert result.score < TOTAL_POINTS and "norm2 (call 1 of 2) received x" in said, said
     assert "does not reach the output" not in said, said

@@ -7,42 +7,23 @@
   Post-LN exactly Post-LN's score, near misses and other wrong forwards their step and phrase.
 
 The engine's verdict is a function of the child's answers, not of the isolation layer that carried them: every
-case is graded once, in this process (`grading/inprocess.py`, one thread as the sandbox's child runs), and held
-to its rule there; a fixed sample of every family (`_layer_sample`) is graded again through the real sandbox in
-every isolation layer this machine has (the layers of test_hostile.py), one server per layer, and must get the
-very same result, part by part and fact by fact. The layers themselves are tested by the sandbox's own tests.
+case is graded once, in this process as the sandbox grades (tests/graded.py), and held to its rule there;
+tests/grading/test_parity.py holds every isolation layer to the results graded so.
 """
 
 import re
 
 import pytest
-import torch
 
-from autograder.course.notebook import read_cells
+import graded
 from autograder.engine.diagnosis.edits import single_edits
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
-from autograder.grading.inprocess import grade_cells_in_process
-from autograder.grading.submission import grade_file
 from catalog.build import submission
 from catalog.families import AS_POST_LN, FAMILIES, FULL, NOTHING
 from catalog.generate import DROP_P, DROP_PS, FACTORS, VARIANTS, program_key, equivalents, mutants, styled_mutants
 from catalog.hostile import POST_LN
 
 FORWARD_CHECKS = [name for name in RUBRIC if name != "compounding"]
-PER_FAMILY = 10  # cases of each family graded again in every isolation layer
-
-
-def _spread(items: list, count: int = PER_FAMILY) -> list:
-    """`count` items spread evenly over `items`, always the same ones."""
-    step = max(1, len(items) // count)
-    return items[::step][:count]
-
-
-def _layer_sample() -> list[tuple[str, str]]:
-    """(name, forward) of the cases graded in every layer: ten of each family of the corpus, and Post-LN."""
-    cases = [(c.name, c.forward) for family in (mutants(), styled_mutants(), equivalents()) for c in _spread(list(family))]
-    cases += [(name, FAMILIES[name][0]) for name in _spread(sorted(FAMILIES))]
-    return cases + [("post_ln", POST_LN)]
 
 
 @pytest.fixture(scope="module")
@@ -62,29 +43,9 @@ def _checked(result):
 
 
 @pytest.fixture(scope="module")
-def in_process(seed, tmp_path_factory):
-    """Grade a forward in this process, once per forward for the whole module."""
-    graded: dict = {}
-    folder = tmp_path_factory.mktemp("in_process")
-
-    def grade(forward: str):
-        if forward not in graded:
-            path = folder / f"submission_{len(graded)}.py"
-            path.write_text(submission(forward=forward))
-            threads = torch.get_num_threads()
-            torch.set_num_threads(1)  # as the sandbox's child grades
-            try:
-                graded[forward] = _checked(grade_cells_in_process(read_cells(path), seed))
-            finally:
-                torch.set_num_threads(threads)
-        return graded[forward]
-
-    return grade
-
-
-def _verdict(result) -> dict:
-    """Everything a result says of the forward (not how it was run: no file name, layer or time)."""
-    return {key: value for key, value in result.to_dict().items() if key not in ("submission", "isolation", "execution_time")}
+def in_process(seed):
+    """Grade a forward in this process (once per forward and seed in a test process: tests/graded.py)."""
+    return lambda forward: _checked(graded.grade(submission(forward=forward), seed))
 
 
 def _names_step(result, step: int) -> bool:
@@ -190,17 +151,3 @@ def test_a_branch_counts_from_a_twentieth_of_pre_ln_s_weight(in_process, factor,
     assert gated.passed == works, gated.message
     shortcut = next(s for c in result.checks for s in c.subtests if s.name == "shortcut around attention")
     assert not shortcut.passed and f"coefficient {factor:g}" in shortcut.message
-
-
-@pytest.mark.parametrize("name, forward", _layer_sample(), ids=[name for name, _ in _layer_sample()])
-def test_a_sample_of_every_family_is_graded_alike_in_every_layer(layer_server, in_process, name, forward, seed, tmp_path):
-    path = tmp_path / "submission.py"
-    path.write_text(submission(forward=forward))
-    assert _verdict(_checked(grade_file(path, layer_server, seed=seed))) == _verdict(in_process(forward))
-
-
-def test_the_layer_sample_holds_every_family():
-    names = [name for name, _ in _layer_sample()]
-    assert len(names) == len(set(names)) == 4 * PER_FAMILY + 1
-    for family in (mutants(), styled_mutants(), equivalents()):
-        assert sum(name in {c.name for c in family} for name in names) == min(PER_FAMILY, len(family))

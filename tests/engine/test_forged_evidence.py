@@ -1,6 +1,10 @@
 """No point from the child's word: forgers that patch the grader's harness in their own sandbox to report
-made-up answers (catalog/forged_evidence.py) score no more than their honest selves, part by part, through
-the real sandbox in every isolation layer this machine has (the layers of test_hostile.py)."""
+made-up answers (catalog/forged_evidence.py) score no more than their honest selves, part by part.
+
+Through the real sandbox (`server`): a forger patches the grader's modules where it runs, which in the test's own
+process would be the grader's, not a child's. In one layer, the strongest this machine gives: what a child reports
+is read by the same parent in every layer, and tests/grading/test_parity.py holds every layer's results to the
+grader's own process."""
 
 import pytest
 
@@ -13,12 +17,12 @@ def _parts(result) -> dict:
 
 
 @pytest.mark.parametrize("case", FORGED, ids=lambda c: c.name)
-def test_a_forger_gains_nothing_over_its_honest_self(layer_server, case, seed, tmp_path):
+def test_a_forger_gains_nothing_over_its_honest_self(server, case, seed, tmp_path):
     graded = {}
     for which in ("honest", "forged"):
         path = tmp_path / f"{which}.py"
         path.write_text(getattr(case, which))
-        graded[which] = grade_file(path, layer_server, seed=seed)
+        graded[which] = grade_file(path, server, seed=seed)
     honest, forged = graded["honest"], graded["forged"]
     assert not honest.grader_errors and not forged.grader_errors, (honest.grader_errors, forged.grader_errors)
     gained = [part for part, passed in _parts(forged).items() if passed and not _parts(honest)[part]]

@@ -1,5 +1,5 @@
-"""The fuzzer: forwards from a vocabulary that is not the grader's (`catalog/fuzz.py`), graded in one process
-(`grading/inprocess.py`), each held to what its generator knows by construction, and every fact the grader states
+"""The fuzzer: forwards from a vocabulary that is not the grader's (`catalog/fuzz.py`), graded in this process
+as the sandbox grades (tests/graded.py), each held to what its generator knows by construction, and every fact the grader states
 evaluated by an oracle that records its own run (`catalog/oracle.py`).
 
 The properties, for every forward:
@@ -23,9 +23,8 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from autograder.course.notebook import read_cells
+import graded
 from autograder.engine.rubric import TOTAL_POINTS
-from autograder.grading.inprocess import grade_cells_in_process
 from catalog.build import submission
 from catalog.fuzz import Forward, corpus, draw
 from catalog.fuzz_regressions import REGRESSIONS
@@ -39,10 +38,8 @@ LOCATED_RATE = 0.90  # first change at boundaries the grader records
 VALUED_RATE = 0.90  # every forward whose first change shows in values
 
 
-def grade(forward: Forward, tmp_path, seed: int = GRADING_SEED):
-    path = tmp_path / "fuzzed.py"
-    path.write_text(submission(forward.source))
-    return grade_cells_in_process(read_cells(path), seed)
+def grade(forward: Forward, seed: int = GRADING_SEED):
+    return graded.grade(submission(forward.source), seed)
 
 
 def problems(forward: Forward, result, tally: Counter | None = None) -> list[str]:
@@ -83,18 +80,18 @@ def _show(forward: Forward, result, found: list) -> str:
 
 
 @pytest.mark.parametrize("forward", REGRESSIONS, ids=lambda f: f.name)
-def test_regressions(forward, tmp_path):
+def test_regressions(forward):
     """Shrunk failures of earlier fuzzing runs, each a forward the grader once mistreated."""
-    result = grade(forward, tmp_path)
+    result = grade(forward)
     found = problems(forward, result)
     assert not found, _show(forward, result, found)
 
 
 @pytest.mark.quick
 @pytest.mark.parametrize("index", range(12))
-def test_a_fixed_slice(index, tmp_path):
+def test_a_fixed_slice(index):
     forward = corpus(12, seed=2026)[index]
-    result = grade(forward, tmp_path)
+    result = grade(forward)
     found = problems(forward, result)
     assert not found, _show(forward, result, found)
 
@@ -108,21 +105,21 @@ def test_a_fixed_slice(index, tmp_path):
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(seed=st.integers(0, 2**32 - 1), wrong=st.integers(0, 3), open_only=st.sampled_from([True, None, False]))
-def test_property(seed, wrong, open_only, tmp_path):
+def test_property(seed, wrong, open_only):
     forward = draw(random.Random(seed), wrong=wrong if open_only is not False else min(wrong, 1), open_only=open_only)
-    result = grade(forward, tmp_path)
+    result = grade(forward)
     found = problems(forward, result)
     assert not found, _show(forward, result, found)
 
 
-def test_the_corpus(tmp_path):
+def test_the_corpus():
     """`FORWARDS` forwards from one seed: a quarter right, half with one to three changes from the open
     vocabulary, a quarter with one change the diagnosis has an edit for. Every property on every one, and the
     rates of first steps named right."""
     forwards = corpus(FORWARDS, seed=1)
     tally, failures = Counter(), []
     for forward in forwards:
-        result = grade(forward, tmp_path)
+        result = grade(forward)
         found = problems(forward, result, tally)
         if found:
             failures.append(_show(forward, result, found))

@@ -79,15 +79,15 @@ def test_measurement_rejects_broken_profiles():
 
 
 @pytest.mark.parametrize("name", sorted(RIGHT))
-def test_compounding_accepts_exact_answers_in_any_style(grade_source, name):
-    result = grade_source(submission(task2=RIGHT[name]))
+def test_compounding_accepts_exact_answers_in_any_style(grade_here, name):
+    result = grade_here(submission(task2=RIGHT[name]))
     check = next(c for c in result.checks if c.check == "compounding")
     assert check.passed, check.message
 
 
 @pytest.mark.parametrize("name, part, phrase, task2", WRONG + EDGES, ids=[w[0] for w in WRONG + EDGES])
-def test_compounding_rejects_each_mistake_with_its_message(grade_source, name, part, phrase, task2):
-    result = grade_source(submission(task2=task2))
+def test_compounding_rejects_each_mistake_with_its_message(grade_here, name, part, phrase, task2):
+    result = grade_here(submission(task2=task2))
     check = next(c for c in result.checks if c.check == "compounding")
     failed = {s.name: s.message for s in check.subtests if not s.passed}
     assert set(failed) == {part}, failed
@@ -95,7 +95,7 @@ def test_compounding_rejects_each_mistake_with_its_message(grade_source, name, p
     assert sum(s.points for s in check.subtests) == RUBRIC["compounding"].points - RUBRIC["compounding"].parts[part]
 
 
-def test_gradient_check_fails_post_ln_and_no_shortcut_blocks(grade_source):
+def test_gradient_check_fails_post_ln_and_no_shortcut_blocks(grade_here):
     from catalog.wrong_forwards import WRONG as FORWARDS
 
     post_ln = next(w for w in FORWARDS if w.name == "post_ln")
@@ -105,7 +105,7 @@ def test_gradient_check_fails_post_ln_and_no_shortcut_blocks(grade_source):
             return self.drop_shortcut(self.ff(self.norm2(x)))
         """
     for forward in (post_ln.forward, no_shortcut):
-        result = grade_source(submission(forward=forward))
+        result = grade_here(submission(forward=forward))
         gradients = next(c for c in result.checks if c.check == "forward_gradients")
         profile_part = next(s for s in gradients.subtests if s.name == "24-block stack keeps a Pre-LN profile")
         assert not profile_part.passed and "stack of 24 of your blocks" in profile_part.message

@@ -1,5 +1,5 @@
 """The input-space generator (`catalog/regions.py`): forwards right everywhere, or wrong only on a region of the
-space of valid inputs, graded in one process (`grading/inprocess.py`) and held to what their generator knows:
+space of valid inputs, graded in this process as the sandbox grades (tests/graded.py) and held to what their generator knows:
 
 - a right one (its components reached through attributes, plain lists and dicts, aliases, closures,
   `get_submodule`, `_modules` or a kept bound method) earns full marks and the grader names no input;
@@ -17,9 +17,8 @@ import os
 
 import pytest
 
-from autograder.course.notebook import read_cells
+import graded
 from autograder.engine.rubric import TOTAL_POINTS
-from autograder.grading.inprocess import grade_cells_in_process
 from catalog.build import submission
 from catalog.regions import CASES, Forward, corpus
 
@@ -27,12 +26,10 @@ GRADING_SEED = 11
 FORWARDS = int(os.environ.get("KIT_REGION_FORWARDS", "200"))
 
 
-def grade(forward: Forward, tmp_path, seed: int = GRADING_SEED):
+def grade(forward: Forward, seed: int = GRADING_SEED):
     # a forward that is no Python loses points for that alone, and would hold nothing about its region
     compile(forward.source, forward.name, "exec")
-    path = tmp_path / "region.py"
-    path.write_text(submission(forward=forward.source, init=forward.init))
-    return grade_cells_in_process(read_cells(path), seed)
+    return graded.grade(submission(forward=forward.source, init=forward.init), seed)
 
 
 def problems(forward: Forward, result) -> list[str]:
@@ -61,28 +58,28 @@ def _show(forward: Forward, result, found: list) -> str:
 
 
 @pytest.mark.parametrize("forward", CASES, ids=lambda f: f.name)
-def test_a_case_written_as_students_write_it(forward, tmp_path):
-    result = grade(forward, tmp_path)
+def test_a_case_written_as_students_write_it(forward):
+    result = grade(forward)
     found = problems(forward, result)
     assert not found, _show(forward, result, found)
 
 
 @pytest.mark.quick
 @pytest.mark.parametrize("index", range(12))
-def test_a_fixed_slice(index, tmp_path):
+def test_a_fixed_slice(index):
     forward = corpus(12, seed=2027)[index]
-    result = grade(forward, tmp_path)
+    result = grade(forward)
     found = problems(forward, result)
     assert not found, _show(forward, result, found)
 
 
-def test_the_generated_forwards(tmp_path):
+def test_the_generated_forwards():
     """`FORWARDS` forwards from one seed: half right, the others wrong on a region, at some rates, or through a
     component the grader cannot reach."""
     forwards = corpus(FORWARDS, seed=1)
     failures, wrong_named = [], 0
     for forward in forwards:
-        result = grade(forward, tmp_path)
+        result = grade(forward)
         found = problems(forward, result)
         wrong_named += not forward.right and any(f["kind"] == "differs" for f in result.facts)
         if found:

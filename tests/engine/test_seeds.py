@@ -1,6 +1,7 @@
 """The same submission, the same points, on every seed: every forward of the hand-written catalogs (wrong ones,
 equivalent ones, the unseen sets, the families, the region cases, the fuzzer's regressions, Pre-LN in every style)
-and 100 fuzzed ones, each graded on five seeds in one process, get the same points on all five, part by part.
+and 100 fuzzed ones, each graded on five seeds in this process as the sandbox grades (tests/graded.py), get the
+same points on all five, part by part.
 
 Inputs are fresh on every seed; no part's verdict may depend on the draw (docs/grading.md, "The same points on every
 seed"). `KIT_STABILITY_SEEDS` and `KIT_STABILITY_FUZZED` size the run; `benchmarks/seed_stability.py` runs more seeds
@@ -12,10 +13,8 @@ from __future__ import annotations
 import os
 
 import pytest
-import torch
 
-from autograder.course.notebook import read_cells
-from autograder.grading.inprocess import grade_cells_in_process
+import graded
 from catalog.build import submission
 from catalog.everything import catalog_forwards
 from catalog.fuzz import corpus as fuzzed
@@ -34,15 +33,8 @@ def points_by_part(result) -> dict:
 
 
 @pytest.mark.parametrize("name, source", cases(), ids=[name for name, _ in cases()])
-def test_the_same_points_on_every_seed(name, source, tmp_path):
-    path = tmp_path / "submission.py"
-    path.write_text(submission(**source))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the sandbox's child grades
-    try:
-        results = {seed: grade_cells_in_process(read_cells(path), seed) for seed in SEEDS}
-    finally:
-        torch.set_num_threads(threads)
+def test_the_same_points_on_every_seed(name, source):
+    results = {seed: graded.grade(submission(**source), seed) for seed in SEEDS}
     first = points_by_part(results[SEEDS[0]])
     for seed, result in results.items():
         moved = {part: (first[part], points) for part, points in points_by_part(result).items() if points != first[part]}
@@ -56,14 +48,12 @@ def test_the_same_points_on_every_seed(name, source, tmp_path):
 SHARED_MASK_SEEDS = (1457897381, 1243096271, 1711473846)
 
 
-def test_one_mask_for_both_halves_has_its_gradients_checked_on_every_seed(tmp_path):
+def test_one_mask_for_both_halves_has_its_gradients_checked_on_every_seed():
     from catalog.regions import CASES
 
     case = next(c for c in CASES if c.name == "one dropout mask for both halves")
-    path = tmp_path / "submission.py"
-    path.write_text(submission(forward=case.source, init=case.init))
     for seed in SHARED_MASK_SEEDS:
-        result = grade_cells_in_process(read_cells(path), seed)
+        result = graded.grade(submission(forward=case.source, init=case.init), seed)
         part = {(c.check, p.name): p for c in result.checks for p in c.subtests}
         train = part[("forward_gradients", "gradients flow through every path (train mode)")]
         assert train.points == 1, (seed, train.message)

@@ -98,6 +98,8 @@ def unfinished_score():
 
 @pytest.mark.parametrize("name", sorted(FORGED))
 def test_a_forged_magnitude_by_autograd_gains_nothing(grade_source, unfinished_score, name):
+    """Through the real sandbox (`grade_source`): a forger patches the grader's own modules where it runs, which
+    in the test's process would be the grader's, not a child's; and its honest self is graded the same way."""
     honest = unfinished_score(grade_source)
     result = grade_source(submission(task2=FORGED[name]))
     check = next(c for c in result.checks if c.check == "compounding")

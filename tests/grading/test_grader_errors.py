@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+import graded
 from autograder.engine.checks import prenorm
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
 from autograder.frontends.classgrade import grade_class
@@ -25,8 +26,8 @@ def broken_check(monkeypatch):
     monkeypatch.setattr(prenorm, "evaluate", crash)
 
 
-def test_a_check_that_crashes_is_a_grader_error_not_a_lost_point(broken_check, grade_source, capsys):
-    result = grade_source(submission())
+def test_a_check_that_crashes_is_a_grader_error_not_a_lost_point(broken_check, seed, capsys):
+    result = graded.grade_fresh(submission(), seed)  # the checks run in the grader's process, sandbox or not
     checks = {c.check: c for c in result.checks}
     crashed = checks["forward_prenorm"]
     assert crashed.grader_error and "ValueError" in crashed.grader_error
@@ -39,9 +40,9 @@ def test_a_check_that_crashes_is_a_grader_error_not_a_lost_point(broken_check, g
     assert "grader error" in capsys.readouterr().err
 
 
-def test_a_grader_failure_of_a_whole_submission_is_a_result(monkeypatch, grade_source):
+def test_a_grader_failure_of_a_whole_submission_is_a_result(monkeypatch, seed):
     monkeypatch.setattr(evaluation, "evaluate", lambda *a, **k: 1 / 0)
-    result = grade_source(submission())
+    result = graded.grade_fresh(submission(), seed)
     assert result.score == 0 and result.grader_errors and "ZeroDivisionError" in result.grader_errors[0]
     assert all("grader itself failed" in c.message for c in result.checks)
 
