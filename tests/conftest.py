@@ -104,6 +104,15 @@ def hub_machine():
         shared.remove()
 
 
+@pytest.fixture(scope="session")
+def released(tmp_path_factory):
+    """The session's nbgrader courses with their assignments generated (tests/nbgrader_course.py: `Released`), each
+    made once; `released.copy(folder, ordinary=...)` gives a test its own copy."""
+    from nbgrader_course import Released
+
+    return Released(tmp_path_factory.mktemp("released"))
+
+
 @pytest.fixture(scope="module", params=list(LAYERS))
 def layer_server(request):
     """A sandbox server in each isolation layer of tests/layers.py (skipped where this machine lacks it), one per

@@ -19,7 +19,7 @@ from autograder.grading.options import GradingOptions
 from autograder.sandbox.parent.client import Limits
 from catalog.malformed import READ, SHAPES
 from layers import LAYERS, layer_available
-from nbgrader_course import KIT_STUDENTS, Shell, do_kit_homework, make_course, sample_submission
+from nbgrader_course import KIT_STUDENTS, Shell, do_kit_homework, sample_submission
 
 pytestmark = pytest.mark.slow
 
@@ -76,10 +76,9 @@ def test_grade_class_grades_the_honest_and_gives_each_odd_notebook_its_own_resul
     assert {r["student"]: float(r["score"]) for r in forced} == before
 
 
-def test_nbgrader_autograde_gives_each_odd_notebook_its_own_result(tmp_path):
-    course = make_course(tmp_path / "course", ordinary=False)
+def test_nbgrader_autograde_gives_each_odd_notebook_its_own_result(released, tmp_path):
+    course = released.copy(tmp_path / "course", ordinary=False)
     shell = Shell({"AUTOGRADER_SEED": "9"})
-    shell("nbgrader", "generate_assignment", kit.KIT.name, cwd=course)
     released = nbformat.read(course / "release" / kit.KIT.name / kit.KIT.notebook_name, as_version=4)
     for student in KIT_STUDENTS:
         path = course / "submitted" / student / kit.KIT.name / kit.KIT.notebook_name
