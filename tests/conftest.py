@@ -27,6 +27,8 @@ GROUPS = {
     "solved": ("course/test_assignment.py", "course/test_lesson_claims.py"),
     # they share the session's hub_machine (the hub's environment, installed once: minutes of pip)
     "hub": ("frontends/test_exchange.py", "frontends/test_hub.py"),
+    # they share the session's student_folder (the students' environment, torch and Jupyter installed once)
+    "environments": ("course/test_student_setup.py", "frontends/test_install.py"),
 }
 # The longest units start first (their minutes, serially, on two cores), so that no worker is left with one at
 # the end; the rest follow in the order pytest collects them.
@@ -40,9 +42,8 @@ FIRST = (
     "solved",
     "frontends/test_course.py",
     "frontends/test_course_states.py",
-    "frontends/test_install.py",
+    "environments",
     "frontends/test_untrusted_class.py",
-    "course/test_student_setup.py",
 )
 
 
@@ -102,6 +103,15 @@ def hub_machine():
         yield shared
     finally:
         shared.remove()
+
+
+@pytest.fixture(scope="session")
+def student_folder(tmp_path_factory):
+    """The release's files and the environment the lines of docs/students.md make there (tests/student_env.py), made
+    once per session; gives the folder and the student's shell environment."""
+    import student_env
+
+    return student_env.make(tmp_path_factory.mktemp("student") / "layernorm")
 
 
 @pytest.fixture(scope="session")
