@@ -23,6 +23,8 @@ GROUPS = {
     "hub": ("frontends/test_exchange.py", "frontends/test_hub.py"),
     # they grade the same wrong forwards on the session's seed, once in a worker (tests/graded.py remembers them)
     "catalogs": ("engine/test_catalog.py", "engine/test_corpus.py"),
+    # they share the session's student_folder (the students' environment, torch and Jupyter installed once)
+    "environments": ("course/test_student_setup.py", "frontends/test_install.py"),
 }
 # The longest units start first (their minutes, serially, on two cores), so that no worker is left with one at
 # the end; the rest follow in the order pytest collects them.
@@ -36,9 +38,8 @@ FIRST = (
     "solved",
     "frontends/test_course.py",
     "frontends/test_course_states.py",
-    "frontends/test_install.py",
+    "environments",
     "frontends/test_untrusted_class.py",
-    "course/test_student_setup.py",
 )
 
 
@@ -98,6 +99,24 @@ def hub_machine():
         yield shared
     finally:
         shared.remove()
+
+
+@pytest.fixture(scope="session")
+def student_folder(tmp_path_factory):
+    """The release's files and the environment the lines of docs/students.md make there (tests/student_env.py), made
+    once per session; gives the folder and the student's shell environment."""
+    import student_env
+
+    return student_env.make(tmp_path_factory.mktemp("student") / "layernorm")
+
+
+@pytest.fixture(scope="session")
+def released(tmp_path_factory):
+    """The session's nbgrader courses with their assignments generated (tests/nbgrader_course.py: `Released`), each
+    made once; `released.copy(folder, ordinary=...)` gives a test its own copy."""
+    from nbgrader_course import Released
+
+    return Released(tmp_path_factory.mktemp("released"))
 
 
 @pytest.fixture(scope="module", params=list(LAYERS))

@@ -1,9 +1,11 @@
 """The hub set-up of docs/deployment.md ("Set up a hub"), run as written: every shell block, root's as root, each
 instructor's in a login shell of theirs with nothing from root's shell, the first block's places pointed at a
 test's own folders. The tests that follow it (tests/frontends/test_exchange.py, tests/frontends/test_hub.py) are
-instructors of one machine: the kit's checkout, the environment (the expensive part, minutes of pip) and the
-proxy are the machine's (`machine`, made once per test session and shared); every module runs root's blocks again
-with its own course id, exchange, hub-wide configuration and hub, finding the environment already there."""
+instructors of one machine: the kit's checkout, the environment (the expensive part, minutes of pip), bubblewrap,
+formgrader turned off in the environment and the proxy are the machine's (`machine`, made once per test session
+and shared), and so are root's blocks that set them up (`machine_block`: those that name no place of one hub's),
+run as written once per machine, by the first module's `set_up`; every module runs the hub's own blocks (the
+environment on the PATH, the course id and exchange, the hub's configuration) with its own places."""
 
 from __future__ import annotations
 
@@ -21,6 +23,9 @@ from autograder.course import kit
 
 STUDENTS_GROUP, INSTRUCTORS_GROUP = f"{hub_users.PREFIX}class", f"{hub_users.PREFIX}staff"
 START = "# as root: start the hub"
+# the places of the first block that are one hub's (every other is the machine's: the kit, the environment, the
+# interpreter, torch's index, the course's groups)
+HUB_PLACES = ("HUB_CONFIG", "PROFILE", "EXCHANGE", "COURSE_ID", "JUPYTERHUB", "HUB_STATE", "HUB_URL")
 
 
 def setup_steps() -> list[tuple[str, str]]:
@@ -41,6 +46,22 @@ def with_places(block: str, places: dict) -> str:
     names = re.findall(r"^([A-Z_]+)=", block, flags=re.MULTILINE)
     assert sorted(names) == sorted(places), (names, sorted(places))
     return re.sub(r"^([A-Z_]+)=\S+", lambda m: f"{m.group(1)}={shlex.quote(str(places[m.group(1)]))}", block, flags=re.MULTILINE)
+
+
+def machine_block(block: str) -> bool:
+    """A block of root's that sets up the machine, not one hub of it: it names none of `HUB_PLACES`."""
+    named = set(re.findall(r"\$\{?([A-Z_]+)", block))
+    return not named & set(HUB_PLACES)
+
+
+def pip_cache() -> dict:
+    """The pip cache of the user running the tests (its configuration's, else pip's own default), for root's pip in
+    the set-up, whose HOME is a test folder: the environment's wheels come from the one cache the kit's other
+    installs use (tests/frontends/test_install.py, tests/course/test_student_setup.py), as root's own pip would."""
+    if "PIP_CACHE_DIR" in os.environ or "PIP_NO_CACHE_DIR" in os.environ:  # passed on as they are
+        return {}
+    found = subprocess.run([sys.executable, "-m", "pip", "cache", "dir"], capture_output=True, text=True)
+    return {"PIP_CACHE_DIR": found.stdout.strip()} if found.returncode == 0 and found.stdout.strip() else {}
 
 
 def torch_index() -> str:
@@ -91,12 +112,14 @@ def machine() -> SimpleNamespace:
         interpreter=hub_users.interpreter_for(hub_users.user("inst")),
         npm=root / "npm",
         remove=remove,
+        said=None,  # what root's blocks of the machine printed, once they ran (`set_up`)
     )
 
 
 def set_up(shared: SimpleNamespace, root: Path, *, course_id: str = "dl101", hub_url: str = "http://127.0.0.1:8000"):
     """Root's blocks of the set-up (every one but starting the hub), run as written with this module's places under
-    `root` and the machine's `shared` ones. Gives the places (lower-case names), what the blocks printed, and the
+    `root` and the machine's `shared` ones: the machine's blocks (`machine_block`) the first time only, the hub's
+    every time. Gives the places (lower-case names), what the blocks printed (the machine's included), and the
     environment root's and the users' shells start with (JUPYTER_CONFIG_PATH stands for /etc/jupyter, which every
     user reads)."""
     places = {
@@ -123,6 +146,7 @@ def set_up(shared: SimpleNamespace, root: Path, *, course_id: str = "dl101", hub
     # pip compiles the bytecode ahead, as it does by default: an instructor cannot write it into root's environment,
     # and without it every command of theirs would compile what it imports (2.3 s more for torch alone, measured here)
     machine_env.pop("PIP_NO_COMPILE", None)
+    machine_env.update(pip_cache())
     environment = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", "JUPYTER_CONFIG_PATH": str(places["HUB_CONFIG"])}
     as_root = {
         **machine_env,
@@ -131,20 +155,26 @@ def set_up(shared: SimpleNamespace, root: Path, *, course_id: str = "dl101", hub
         "NPM_CONFIG_PREFIX": str(shared.npm),
         "HOME": str(root),
     }
-    said = []
-    for who, block in steps[1:]:
-        if who != "root" or block.startswith(START):
-            continue
-        done = subprocess.run(
-            ["bash", "-c", f"set -euo pipefail\n{variables}\n{block}"],
-            cwd=root,
-            env=as_root,
-            capture_output=True,
-            text=True,
-            timeout=1500,
-        )
-        said.append(done.stdout + done.stderr)
-        assert done.returncode == 0, f"set-up step of docs/deployment.md failed (root):\n{block}\n{said[-1][-3000:]}"
+
+    def run(blocks: list[str]) -> str:
+        said = []
+        for block in blocks:
+            done = subprocess.run(
+                ["bash", "-c", f"set -euo pipefail\n{variables}\n{block}"],
+                cwd=root,
+                env=as_root,
+                capture_output=True,
+                text=True,
+                timeout=1500,
+            )
+            said.append(done.stdout + done.stderr)
+            assert done.returncode == 0, f"set-up step of docs/deployment.md failed (root):\n{block}\n{said[-1][-3000:]}"
+        return "\n".join(said)
+
+    roots = [block for who, block in steps[1:] if who == "root" and not block.startswith(START)]
+    if shared.said is None:
+        shared.said = run([block for block in roots if machine_block(block)])
+    said = [shared.said, run([block for block in roots if not machine_block(block)])]
     return SimpleNamespace(
         **{k.lower(): v for k, v in places.items() if k != "PYTHON"},
         interpreter=places["PYTHON"],

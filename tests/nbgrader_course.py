@@ -62,6 +62,24 @@ def make_course(folder: Path, *, ordinary: bool = True) -> Path:
     return course
 
 
+class Released:
+    """Courses of `make_course` with every assignment generated (`nbgrader generate_assignment`, as the instructor
+    runs it): one of each kind per test session (the `released` fixture), made on first use; a test writes into its
+    own copy (`copy`)."""
+
+    def __init__(self, place: Path):
+        self.place, self.made = Path(place), {}
+
+    def copy(self, folder: Path, *, ordinary: bool = True) -> Path:
+        if ordinary not in self.made:
+            course = make_course(self.place / ("with-ordinary" if ordinary else "kit-only"), ordinary=ordinary)
+            for assignment in (kit.KIT.name, ORDINARY) if ordinary else (kit.KIT.name,):
+                Shell()("nbgrader", "generate_assignment", assignment, cwd=course)
+            self.made[ordinary] = course
+        shutil.copytree(self.made[ordinary], folder)
+        return Path(folder)
+
+
 def sample_submission(student: str) -> nbformat.NotebookNode:
     return nbformat.read(SAMPLE_DIR / student / kit.KIT.name / kit.KIT.notebook_name, as_version=4)
 

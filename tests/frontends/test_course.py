@@ -32,14 +32,12 @@ def submit(course, assignment, student, notebook, name=None):
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    course = make_course(tmp_path_factory.mktemp("course") / "course")
+def graded(released, tmp_path_factory):
+    course = released.copy(tmp_path_factory.mktemp("course") / "course")  # both assignments generated
     shell = Shell({"AUTOGRADER_SEED": "2024"})
-    for assignment in (NAME, ORDINARY):
-        shell("nbgrader", "generate_assignment", assignment, cwd=course)
-    released = course / "release" / NAME / NOTEBOOK
+    release = course / "release" / NAME / NOTEBOOK
     for student in KIT_STUDENTS:
-        submit(course, NAME, student, do_kit_homework(nbformat.read(released, as_version=4), student), NOTEBOOK)
+        submit(course, NAME, student, do_kit_homework(nbformat.read(release, as_version=4), student), NOTEBOOK)
     for student, correct in ORDINARY_STUDENTS.items():
         release = nbformat.read(course / "release" / ORDINARY / f"{ORDINARY}.ipynb", as_version=4)
         submit(course, ORDINARY, student, do_ordinary_homework(release, correct))

@@ -12,7 +12,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from autograder.course import kit
-from nbgrader_course import ORDINARY, Shell, do_ordinary_homework, make_course
+from nbgrader_course import ORDINARY, Shell, do_ordinary_homework
 
 pytestmark = pytest.mark.slow
 
@@ -39,8 +39,8 @@ def stored_due_date(course, assignment) -> datetime:
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):
-    return make_course(tmp_path_factory.mktemp("due") / "course", ordinary=True)
+def course(released, tmp_path_factory):
+    return released.copy(tmp_path_factory.mktemp("due") / "course", ordinary=True)  # both assignments generated
 
 
 def test_the_documented_spellings_are_the_ones_tried_here():
@@ -78,7 +78,6 @@ def test_a_due_date_set_after_autograding_changes_no_stored_penalty_until_autogr
         config.write('\nc.LateSubmissionPlugin.penalty_method = "zero"\n')
     shell = Shell()
     shell("nbgrader", "db", "assignment", "add", ORDINARY, cwd=course)  # no due date (the tests above set some)
-    shell("nbgrader", "generate_assignment", ORDINARY, cwd=course)
     folder = course / "submitted" / "ada" / ORDINARY
     folder.mkdir(parents=True)
     released = nbformat.read(course / "release" / ORDINARY / f"{ORDINARY}.ipynb", as_version=4)

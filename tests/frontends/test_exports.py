@@ -15,7 +15,7 @@ from autograder.course.fence import name_text
 from autograder.frontends import exports
 from autograder.frontends.classgrade import grade_class
 from autograder.grading.options import GradingOptions
-from nbgrader_course import Shell, make_course
+from nbgrader_course import Shell
 
 pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
@@ -70,10 +70,9 @@ def test_grade_class_writes_every_student_id_and_file_name_as_text(tmp_path):
 
 
 @pytest.mark.slow
-def test_nbgrader_export_writes_every_id_name_and_address_as_text(tmp_path):
-    course = make_course(tmp_path / "course", ordinary=False)
+def test_nbgrader_export_writes_every_id_name_and_address_as_text(released, tmp_path):
+    course = released.copy(tmp_path / "course", ordinary=False)
     shell = Shell()
-    shell("nbgrader", "generate_assignment", kit.KIT.name, cwd=course)
     students = [f"{prefix}student{index}" for index, prefix in enumerate(PREFIXES)]
     for student in students:  # graded (an unreadable file: the kit's own result, no sandbox run), so exported
         path = course / "submitted" / student / kit.KIT.name / kit.KIT.notebook_name

@@ -15,7 +15,7 @@ from nbgrader.api import Gradebook
 from autograder.course import kit
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS, WRITTEN
 from browser import Browser, jupyter_server, shots, wait_until
-from nbgrader_course import Shell, make_course, sample_submission
+from nbgrader_course import Shell, sample_submission
 
 pytestmark = pytest.mark.slow
 
@@ -26,10 +26,9 @@ ANSWER = next(iter(WRITTEN))  # the written answer graded in formgrader
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory):
+def course(released, tmp_path_factory):
     """A course under nbgrader's default late rule (flag, lose nothing): ada on time, ben 5.2 h late."""
-    course = make_course(tmp_path_factory.mktemp("formgrader") / "course", ordinary=False)
-    Shell()("nbgrader", "generate_assignment", NAME, cwd=course)
+    course = released.copy(tmp_path_factory.mktemp("formgrader") / "course", ordinary=False)
     Shell()("nbgrader", "db", "assignment", "add", NAME, "--duedate=2030-01-01 12:00:00 UTC", cwd=course)
     for student, when in (("ada_correct", "2029-12-31 09:00:00"), (STUDENT, "2030-01-01 17:12:00")):
         path = course / "submitted" / student / NAME / kit.KIT.notebook_name

@@ -24,7 +24,7 @@ from autograder.frontends.commands import NotGrading
 from autograder.frontends.discovery import discover, id_forms
 from autograder.grading.options import GradingOptions
 from catalog.hostile_text import ALICES, JOSE, LOOKALIKES
-from nbgrader_course import Shell, make_course
+from nbgrader_course import Shell
 
 pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
@@ -117,10 +117,9 @@ def test_grade_class_refuses_names_that_read_alike_before_grading(tmp_path):
 
 
 @pytest.mark.slow
-def test_nbgrader_autograde_grade_class_and_export_refuse_ids_that_read_alike(tmp_path):
-    course = make_course(tmp_path / "course", ordinary=False)
+def test_nbgrader_autograde_grade_class_and_export_refuse_ids_that_read_alike(released, tmp_path):
+    course = released.copy(tmp_path / "course", ordinary=False)
     shell = Shell({"AUTOGRADER_SEED": "11"})
-    shell("nbgrader", "generate_assignment", kit.KIT.name, cwd=course)
     for student in ("alice", "\u0430lice"):
         path = course / "submitted" / student / kit.KIT.name / kit.KIT.notebook_name
         path.parent.mkdir(parents=True)
