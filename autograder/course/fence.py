@@ -244,7 +244,10 @@ def _tags(value, position: int, notes: Notes) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, list) and all(isinstance(tag, str) for tag in value):
-        return tuple(text(tag) for tag in value)
+        tags = tuple(dict.fromkeys(text(tag) for tag in value))  # a notebook's tags are a set: nbformat takes no repeat
+        if len(tags) < len(value):
+            notes.add(position, "a tag of it is written more than once: read once")
+        return tags
     if isinstance(value, str):
         notes.add(position, f"its tags are one name, not a list: read as the tag {text(value)[:40]!r}")
         return (text(value),)

@@ -103,6 +103,21 @@ def test_the_kit_s_metadata_in_a_submitted_file_is_dropped(tmp_path):
     assert marked(intake).metadata[KIT_KEY] == {"reading": []}
 
 
+def test_a_tag_written_twice_is_read_once_and_nbgrader_takes_the_notebook(tmp_path):
+    """Found by the property above (a cell tagged ['experiment', 'experiment']): nbformat's schema takes no
+    repeated tag, so the intake reads each tag once and says so."""
+    notebook = json.loads((kit.SOLUTIONS_DIR / kit.KIT.notebook_name).read_text())
+    code = next(c for c in notebook["cells"] if c["cell_type"] == "code")
+    code["metadata"]["tags"] = ["experiment", "experiment", "other", "experiment"]
+    path = tmp_path / kit.KIT.notebook_name
+    path.write_text(json.dumps(notebook))
+    intake = read_submitted(path, RELEASE)
+    assert_nbgrader_takes(intake.notebook)
+    tags = [c.metadata.get("tags") for c in intake.notebook.cells if c.cell_type == "code"][0]
+    assert tags == ["experiment", "other"]
+    assert any("more than once" in note for note in intake.notes), intake.notes
+
+
 def test_a_metadata_key_of_a_shape_nbformat_refuses_goes_and_the_rest_stays(tmp_path):
     notebook = json.loads((kit.SOLUTIONS_DIR / kit.KIT.notebook_name).read_text())
     notebook["metadata"].update(kernelspec=None, course="layernorm")
