@@ -248,17 +248,31 @@ def assert_outcome(result, outcome: str, honest: dict) -> None:
         raise AssertionError(f"unknown outcome {outcome!r}")
 
 
-def _param(layer, entry):
+def _param(entry):
     marks = [pytest.mark.xfail(reason=entry.known_bug, strict=True)] if entry.known_bug else []
-    return pytest.param(layer, entry, id=f"{layer}-{entry.name}", marks=marks)
+    return pytest.param(entry, id=entry.name, marks=marks)
 
 
-CASES = [(layer, entry) for layer in EVERY_LAYER for entry in CORPUS if runs_in(entry, layer)]
+EVERY_LAYER_ENTRIES = [entry for entry in CORPUS if entry.every_layer]
+ONE_LAYER_ENTRIES = [entry for entry in CORPUS if not entry.every_layer]
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # numpy, on inf outputs
-@pytest.mark.parametrize("hostile_server, entry", [_param(*case) for case in CASES], indirect=["hostile_server"])
+@pytest.mark.parametrize("entry", [_param(e) for e in EVERY_LAYER_ENTRIES])
 def test_hostile_submission_gets_its_fair_result(corpus, hostile_server, before, entry):
+    """An entry that touches a kind of the table, in every layer."""
+    check_fair_result(corpus, entry)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("hostile_server", [ONE], indirect=True, scope="session")
+@pytest.mark.parametrize("entry", [_param(e) for e in ONE_LAYER_ENTRIES])
+def test_hostile_submission_gets_its_fair_result_in_one_layer(corpus, hostile_server, before, entry):
+    """An entry whose outcome no layer changes (`Hostile.once` says why), in one layer."""
+    check_fair_result(corpus, entry)
+
+
+def check_fair_result(corpus, entry) -> None:
     graded = corpus.grade(entry)
     assert not graded.server_restarted, "the grading server had to be restarted"
     assert not graded.left_behind, f"processes of the sandbox user left behind: {graded.left_behind}"
@@ -341,8 +355,7 @@ def test_every_entry_that_reaches_a_kind_of_the_table_runs_in_every_layer():
         seen = _signs(entry.source)
         assert seen - {RAW} <= set(entry.touches), f"{entry.name} reaches {sorted(seen - {RAW})}: {entry.touches}"
         assert RAW not in seen or entry.touches, f"{entry.name} makes raw system calls and runs in one layer"
-        layers = {layer for layer, case in CASES if case is entry}
-        assert layers == (set(EVERY_LAYER) if entry.touches else {ONE}), (entry.name, layers)
+        assert (entry in EVERY_LAYER_ENTRIES) == bool(entry.touches) == (entry not in ONE_LAYER_ENTRIES), entry.name
     # the oracle can see each kind it knows of (in the entries that run in every layer)
     assert set(SIGNS) <= set().union(*(_signs(entry.source) for entry in CORPUS if entry.every_layer))
     # what the reasons claim: the clocks and the kill over a whole process tree run in every layer
