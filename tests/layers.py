@@ -127,6 +127,11 @@ with SandboxServer(limits=Limits(**spec["limits"]), bubblewrap="on", private=spe
     reply.flush()
     for line in sys.stdin:
         request = json.loads(line)
+        if "job" in request:  # the sandbox's own answer to one job (`SandboxServer.grade`), only its peak memory
+            raw = server.grade(*request["job"])
+            reply.write(json.dumps({"memory_peak": raw.get("memory_peak"), **state(server)}) + "\n")
+            reply.flush()
+            continue
         path = made(request)
         try:
             result = grade_file(path, server, seed=request["seed"])
@@ -169,10 +174,14 @@ class HubServer:
 
     root, sandbox_uid, scratch, use_bubblewrap = False, None, None, True
 
-    def __init__(self, limits: Limits = Limits(), private=(), checks_off=(), login: str = HUB_LOGIN):
+    def __init__(self, limits: Limits = Limits(), private=(), checks_off=(), login: str = HUB_LOGIN, delegated=False):
         import hub_users
+        from delegation import Delegated
 
         self.login, python = hub_user(login)
+        # `delegated`: the grader starts in control groups handed to the instructor (`delegation`), as on a hub whose
+        # administrator delegates them; else in none of hers, and the kit limits memory per process
+        self.groups = Delegated(self.login, f"kit-hub-{os.getpid()}-{id(self)}") if delegated else None
         self.folder = Path(tempfile.mkdtemp(prefix="hub-grader-", dir=hub_users.home(self.login)))
         shutil.chown(self.folder, self.login, self.login)
         spec = {"limits": asdict(limits), "private": [str(p) for p in private], "checks_off": list(checks_off)}
@@ -186,6 +195,7 @@ class HubServer:
             env=hub_users.user_env(self.login, python),
             text=True,
             start_new_session=True,
+            preexec_fn=self.groups.join if self.groups else None,
         )
         try:
             self._take(self._answer())
@@ -217,6 +227,14 @@ class HubServer:
         answer = self._answer()
         self._take(answer)
         return SubmissionResult.from_dict(answer["result"])
+
+    def grade(self, code: str, plan: dict, probes: list) -> dict:
+        """What `SandboxServer.grade` answers for one job, as far as the tests read it here: its peak memory."""
+        self._grader.stdin.write(json.dumps({"job": [code, plan, probes]}) + "\n")
+        self._grader.stdin.flush()
+        answer = self._answer()
+        self._take(answer)
+        return {"memory_peak": answer["memory_peak"]}
 
     def leftovers(self, wait: float = 5.0) -> list[str]:
         """Processes of the grader's user other than the grader, its bubblewrap, its sandbox server and the one spare
@@ -252,6 +270,8 @@ class HubServer:
             os.killpg(self._grader.pid, signal.SIGKILL)
             self._grader.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
+        if self.groups:
+            self.groups.remove()
 
     def __enter__(self):
         return self
@@ -300,10 +320,11 @@ def _command(pid: int) -> bytes:
 def sandbox_server(layer: str, **options):
     """A sandbox server in `layer` for a test: a `SandboxServer` of this process, or the hub's `HubServer`."""
     if layer == HUB:
-        allowed = {"limits", "private", "checks_off"}
+        allowed = {"limits", "private", "checks_off", "delegated"}
         return HubServer(**{key: value for key, value in options.items() if key in allowed})
     from autograder.sandbox.parent.client import SandboxServer
 
+    options.pop("delegated", None)  # root's own graders make their groups where root can
     return SandboxServer(**options, **LAYERS[layer])
 
 

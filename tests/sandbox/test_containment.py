@@ -52,7 +52,10 @@ def layer(request):
 
 @pytest.fixture(scope="module")
 def server(layer):
-    with sandbox_server(layer, limits=SHORT) as running:
+    """The module's server in `layer`; in the hub's, its instructor holds control groups her administrator handed
+    her (`delegation`), so that a job's memory is limited as a whole there too (the other modules' hub servers run
+    without, as on a hub that delegates none)."""
+    with sandbox_server(layer, limits=SHORT, delegated=True) as running:
         running.layer = layer
         yield running
 

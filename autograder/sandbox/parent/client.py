@@ -129,7 +129,8 @@ class SandboxServer:
         for `launch` to tell it what to grade. It is started from a thread of its own that lives until `close`:
         bubblewrap's --die-with-parent follows the thread that started it, and a server started again from a
         grading thread (`grade`, after a job lost its worker) died with that thread, after one job."""
-        self.groups = jobs.server_groups(f"autograder-{os.getpid()}-{id(self)}") if self.root else {}
+        # groups where this user may make them: root, or an instructor her administrator delegated a group to
+        self.groups = jobs.server_groups(f"autograder-{os.getpid()}-{id(self)}")
         command = [sys.executable, "-m", "autograder.sandbox.inside.server"]
         if self.use_bubblewrap:
             command = bubblewrap.command(self.limits.tmp_mb, self.groups) + command
