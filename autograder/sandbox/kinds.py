@@ -106,8 +106,10 @@ KINDS = (
         "processes and threads, and everything they start",
         (
             REMOVED,
-            "own PID namespace; as root a user of its own per job; one control group per run where the host "
-            "allows (memory and process limits for the job as a whole); CPU-time limits with wall-clock "
+            "own PID namespace; as root a user of its own per job; one control group per run where the grader "
+            "may make one (root, or an instructor her administrator delegated a group to, as systemd's "
+            "`Delegate=yes` does: memory and process limits for the job as a whole; elsewhere per process); "
+            "CPU-time limits with wall-clock "
             "backstops `wall_factor` times longer; all killed when the job ends (everything below its supervisor, "
             "stopped first so that a fork bomb forks no more: also where no user of its own marks them)",
         ),
