@@ -11,16 +11,7 @@ import os
 import pwd
 from pathlib import Path
 
-ROOT = Path("/sys/fs/cgroup")
-V1 = ("memory", "pids", "cpuacct")
-
-
-def _own(controller: str | None) -> str | None:
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        number, controllers, path = line.split(":", 2)
-        if (controller is None and number == "0") or (controller is not None and controller in controllers.split(",")):
-            return path
-    return None
+from autograder.sandbox.inside.jobs import ROOT, V1, _own_group, kill_group
 
 
 class Delegated:
@@ -30,8 +21,7 @@ class Delegated:
     def __init__(self, login: str, name: str):
         user = pwd.getpwnam(login)
         self.folders: list[Path] = []
-        places = [(ROOT / c / (_own(c) or "").lstrip("/"), c) for c in V1 if _own(c) is not None]
-        for base, _ in places:
+        for base in [ROOT / c / _own_group(c).lstrip("/") for c in V1 if _own_group(c) is not None]:
             folder = base / name
             try:
                 folder.mkdir(exist_ok=True)
@@ -48,13 +38,6 @@ class Delegated:
                 procs.write(str(os.getpid()))
 
     def remove(self) -> None:
+        """What is left in them (nothing, once the grader has ended) is killed, and the groups removed."""
         for folder in self.folders:
-            for inner in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-                try:
-                    inner.rmdir()
-                except OSError:
-                    pass
-            try:
-                folder.rmdir()
-            except OSError:
-                pass
+            kill_group(folder)
