@@ -222,19 +222,19 @@ class HubServer:
         request = {"name": name or Path(path).name, "seed": seed, "make": make}
         if make is None:
             request["text"] = Path(path).read_text()
+        return SubmissionResult.from_dict(self._ask(request)["result"])
+
+    def grade(self, code: str, plan: dict, probes: list) -> dict:
+        """What `SandboxServer.grade` answers for one job, as far as the tests read it here: its peak memory."""
+        return {"memory_peak": self._ask({"job": [code, plan, probes]})["memory_peak"]}
+
+    def _ask(self, request: dict) -> dict:
+        """One request to the hub's grader (see SERVE) and its answer, the server's state taken from it."""
         self._grader.stdin.write(json.dumps(request) + "\n")
         self._grader.stdin.flush()
         answer = self._answer()
         self._take(answer)
-        return SubmissionResult.from_dict(answer["result"])
-
-    def grade(self, code: str, plan: dict, probes: list) -> dict:
-        """What `SandboxServer.grade` answers for one job, as far as the tests read it here: its peak memory."""
-        self._grader.stdin.write(json.dumps({"job": [code, plan, probes]}) + "\n")
-        self._grader.stdin.flush()
-        answer = self._answer()
-        self._take(answer)
-        return {"memory_peak": answer["memory_peak"]}
+        return answer
 
     def leftovers(self, wait: float = 5.0) -> list[str]:
         """Processes of the grader's user other than the grader, its bubblewrap, its sandbox server and the one spare
