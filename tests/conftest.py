@@ -21,8 +21,16 @@ GROUPS = {
     "solved": ("course/test_assignment.py", "course/test_lesson_claims.py"),
     # they share the session's hub_machine (the hub's environment, installed once: minutes of pip)
     "hub": ("frontends/test_exchange.py", "frontends/test_hub.py"),
-    # they grade the same wrong forwards on the session's seed, once in a worker (tests/graded.py remembers them)
-    "catalogs": ("engine/test_catalog.py", "engine/test_corpus.py"),
+    # they grade the same forwards on the same seeds, once in a worker (tests/graded.py remembers them): the catalogs'
+    # on the session's seed, the fuzzer's corpus and regressions on its seed, the region cases on 11; test_seeds
+    # grades all of them on those seeds and two more
+    "graded": (
+        "engine/test_catalog.py",
+        "engine/test_corpus.py",
+        "engine/test_seeds.py",
+        "engine/test_fuzz.py",
+        "engine/test_regions.py",
+    ),
     # they share the session's student_folder (the students' environment, torch and Jupyter installed once)
     "environments": ("course/test_student_setup.py", "frontends/test_install.py"),
 }
@@ -31,10 +39,7 @@ GROUPS = {
 FIRST = (
     "hub",
     "kernel",
-    "engine/test_fuzz.py",
-    "engine/test_seeds.py",
-    "catalogs",
-    "engine/test_regions.py",
+    "graded",
     "solved",
     "frontends/test_course.py",
     "frontends/test_course_states.py",

@@ -3,6 +3,11 @@ equivalent ones, the unseen sets, the families, the region cases, the fuzzer's r
 and 100 fuzzed ones, each graded on five seeds in this process as the sandbox grades (tests/graded.py), get the
 same points on all five, part by part.
 
+Two of the five are the seeds other modules of this unit of work grade on (tests/conftest.py GROUPS, "graded"):
+the fuzzer's (7: its corpus, whose first 100 forwards are the fuzzed ones here, and its regressions) and the
+session's (the catalogs'). Those gradings are made once in a worker and read by both; the region cases are graded
+on 11 in test_regions too.
+
 Inputs are fresh on every seed; no part's verdict may depend on the draw (docs/grading.md, "The same points on every
 seed"). `KIT_STABILITY_SEEDS` and `KIT_STABILITY_FUZZED` size the run; `benchmarks/seed_stability.py` runs more seeds
 and the generated corpus.
@@ -17,15 +22,22 @@ import pytest
 import graded
 from catalog.build import submission
 from catalog.everything import catalog_forwards
+from catalog.fuzz import CORPUS_SEED, GRADING_SEED
 from catalog.fuzz import corpus as fuzzed
 
-# The seeds the last unseen set found a verdict moving on (11, 16, 1060841982), and two more.
-SEEDS = (11, 16, 1060841982, 1, 2026)[: int(os.environ.get("KIT_STABILITY_SEEDS", "5"))]
+# The seeds the last unseen set found a verdict moving on (11, 16, 1060841982), the fuzzer's, and the session's: a
+# fresh one on every run (conftest.py's `seed`, which the catalogs grade on).
+FOUND = (11, 16, 1060841982, GRADING_SEED)
 FUZZED = int(os.environ.get("KIT_STABILITY_FUZZED", "100"))
 
 
+def seeds() -> tuple:
+    return (*FOUND, int(os.environ["GRADER_TEST_SEED"]))[: int(os.environ.get("KIT_STABILITY_SEEDS", "5"))]
+
+
 def cases() -> list[tuple[str, dict]]:
-    return catalog_forwards() + [(f"fuzzed {i}: {f.name}", {"forward": f.source}) for i, f in enumerate(fuzzed(FUZZED, seed=5))]
+    forwards = fuzzed(FUZZED, seed=CORPUS_SEED)  # the first of test_fuzz's corpus
+    return catalog_forwards() + [(f"fuzzed {i}: {f.name}", {"forward": f.source}) for i, f in enumerate(forwards)]
 
 
 def points_by_part(result) -> dict:
@@ -34,11 +46,11 @@ def points_by_part(result) -> dict:
 
 @pytest.mark.parametrize("name, source", cases(), ids=[name for name, _ in cases()])
 def test_the_same_points_on_every_seed(name, source):
-    results = {seed: graded.grade(submission(**source), seed) for seed in SEEDS}
-    first = points_by_part(results[SEEDS[0]])
+    results = {seed: graded.grade(submission(**source), seed) for seed in seeds()}
+    first = points_by_part(results[FOUND[0]])
     for seed, result in results.items():
         moved = {part: (first[part], points) for part, points in points_by_part(result).items() if points != first[part]}
-        assert not moved, f"seed {seed} against seed {SEEDS[0]}: {moved}\n{result.first_divergence}"
+        assert not moved, f"seed {seed} against seed {FOUND[0]}: {moved}\n{result.first_divergence}"
         assert not result.grader_errors, result.grader_errors
 
 
