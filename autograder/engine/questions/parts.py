@@ -11,6 +11,7 @@ student made it, and the block is graded by its values alone.
 
 from __future__ import annotations
 
+import copy
 import weakref
 
 import torch
@@ -143,6 +144,22 @@ def build_block(block_class, cfg: dict, notes: list | None = None) -> nn.Module:
 
 
 def graded_block(block_class, kit: dict, cfg: dict, seed: int, notes: list | None = None, **part_options):
+    """The student's block with the components of (`cfg`, `seed`, `part_options`) loaded. Those components are
+    drawn once per job and only read from here on: a component the block lacks gets a copy of its own."""
     block = build_block(block_class, cfg, notes)
-    load_parts(block, make_parts(kit, cfg, seed, **part_options), notes)
+    parts = _drawn_parts(kit, cfg, seed, part_options)
+    missing = {name: copy.deepcopy(parts[name]) for name in PART_NAMES if block._modules.get(name) is None}
+    load_parts(block, {**parts, **missing}, notes)
     return block
+
+
+def _drawn_parts(kit: dict, cfg: dict, seed: int, part_options: dict) -> dict[str, nn.Module]:
+    key = (id(kit), repr(sorted(cfg.items())), int(seed), repr(sorted(part_options.items())))
+    if key not in _DRAWN:
+        if len(_DRAWN) >= 64:
+            _DRAWN.clear()
+        _DRAWN[key] = (kit, make_parts(kit, cfg, seed, **part_options))
+    return _DRAWN[key][1]
+
+
+_DRAWN: dict = {}  # (kit namespace, config, seed, options) -> (the namespace, kept alive, and its drawn components)
