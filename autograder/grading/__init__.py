@@ -5,5 +5,6 @@
 * `evaluation`: every check on one sandbox reply;
 * `submission`: grading a submission's cells or file with a sandbox server;
 * `single`: one submission on a sandbox server of its own, the reference computed while it warms up;
-* `inprocess`: the same checks without a sandbox, for the student's own notebook.
+* `inprocess`: the same checks without a sandbox (`InProcess` stands where a sandbox server stands): for the tests of
+  what a submission earns and the benchmarks' baselines, never for grading a student.
 """

@@ -1,25 +1,33 @@
 """The same checks without a sandbox: the student's definitions, loaded in this very process, answer the
-grader's questions directly.
+grader's questions.
 
-Never used to grade: student code here shares the grader's process, so it could forge anything. It exists
-for the benchmarks, as the baselines a course without the kit's sandbox would have: `benchmarks/
-class_grading.py` runs it inside nbgrader's own kernel (stock `nbgrader autograde`, one kernel per notebook)
-and in one plain process, on the same submissions and seed as `grade-class`.
+Never used to grade students: student code here shares the grader's process, so it could forge anything. It
+serves two readers:
+
+* the tests of what a submission earns (tests/graded.py), and the benchmarks' plain-process baseline: `InProcess`
+  stands where a `SandboxServer` stands. Its `grade` runs the sandbox child's own job (`questions/job.py: run_job`)
+  here, on one torch thread as the sandbox's server runs every child, and hands each answer through the sandbox's
+  own framing and bookkeeping (`protocol.frame`, `watch.Run.follow`: encoded, sent as JSON, bounded, loaded cells and
+  their errors) before the grader's door (`submission.grade_cells`) evaluates them. Everything a student's grading
+  runs, except the isolation; tests/grading/test_parity.py holds every layer's results to these.
+* `kernel_report`, the benchmarks' stock-nbgrader baseline: the kit's checks on the definitions a notebook's own
+  kernel already made (`benchmarks/class_grading.py`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import time
+from dataclasses import asdict
 
 from autograder.course import kit
-from autograder.course.notebook import student_code
 from autograder.engine.questions.cells import load_cells
 from autograder.engine.questions.plan import Plan
 from autograder.engine.questions.probes import Probing, run_probe
 from autograder.engine.results import SubmissionResult
 from autograder.sandbox.inside.protocol import encode_observation
 from .evaluation import ALL_PROBES, evaluate
-from .reference import reference_namespace
 
 
 def grade_namespace(
@@ -47,7 +55,7 @@ def grade_namespace(
         found.checks,
         seed,
         device,
-        "none: graded in the grader's own process",
+        ISOLATION,
         round(time.monotonic() - started, 3),
         found.first_divergence,
         found.notes,
@@ -57,17 +65,72 @@ def grade_namespace(
     )
 
 
+ISOLATION = "none: graded in the grader's own process"
+
+
+class InProcess:
+    """A `SandboxServer` for `submission.grade_cells` (see the module's docstring), for one assignment. Only for
+    submissions that stay in their lane: a job that leaves a question unanswered (its process would have died),
+    or answers with more than the sandbox reads of a job, is a grader error here, and is graded in the sandbox."""
+
+    isolation = ISOLATION
+
+    def __init__(self, assignment: kit.Assignment = kit.KIT):
+        self.assignment = assignment
+
+    def grade(self, cells: list, plan: dict, probes: list) -> dict:
+        import torch
+
+        from autograder.engine.questions import job
+        from autograder.sandbox.inside.protocol import MAX_ANSWER_BYTES, FrameReader, encoded_answer, frame
+        from autograder.sandbox.inside.watch import Run
+        from autograder.sandbox.parent.policy import Limits
+
+        ready = _ready(self.assignment)
+        run = Run(asdict(Limits()), lambda: 0.0, {}, bytearray(), -1, job.PROBES)
+        reader, sent = FrameReader(), [0]
+
+        def report(event: dict) -> None:  # as `child.Reporter` sends it and the supervisor's `Run` reads it
+            if "observation" in event:
+                event = {**event, "observation": encoded_answer(event["observation"])}
+            data = frame(event)
+            sent[0] += len(data)
+            for item in reader.feed(data):
+                run.follow(item)
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # as the sandbox's server runs every child
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                job.run_job(ready, {"cells": cells, "plan": plan, "probes": probes}, report)
+        finally:
+            torch.set_num_threads(threads)
+        missing = [probe for probe in probes if probe not in run.observations]
+        if not run.done or missing:
+            raise RuntimeError(f"graded in process, the job ended without answering {missing}: grade it in the sandbox")
+        if sent[0] > MAX_ANSWER_BYTES:  # past this, the sandbox stops reading a child's answers (`Run.take`)
+            raise RuntimeError(f"graded in process, the job answered {sent[0]} bytes, more than the sandbox reads")
+        return {"observations": run.observations, "loaded": run.loaded, "cleanup": []}
+
+
+_READY: dict = {}  # assignment name -> the kit's public code loaded as a child loads it, once per process
+
+
+def _ready(assignment: kit.Assignment) -> dict:
+    if assignment.name not in _READY:
+        from autograder.engine.questions import job
+
+        _READY[assignment.name] = job.ready(assignment.public_code(), warm_up=False)
+    return _READY[assignment.name]
+
+
 def grade_cells_in_process(
     cells, seed: int, *, name: str = "notebook", device: str = "cpu", assignment: kit.Assignment = kit.KIT
 ) -> SubmissionResult:
-    """Load a submission's cells here (no sandbox) and grade them: the plain-process baseline."""
-    cells, _ = assignment.restore_locked_cells(cells)
-    code = student_code(cells)
-    namespace, _ = load_cells(code)
-    reference_namespace(assignment)
-    return grade_namespace(
-        namespace, seed, name=name, device=device, assignment=assignment, sources=[source for _, source in code]
-    )
+    """Grade a submission's cells here (no sandbox), through the grader's door: the plain-process baseline."""
+    from .submission import grade_cells
+
+    return grade_cells(cells, name, InProcess(assignment), seed=seed, device=device)
 
 
 _kernel_results: dict = {}
