@@ -1,7 +1,7 @@
 """The same submission, the same points, on every seed: every forward of the hand-written catalogs (wrong ones,
 equivalent ones, the unseen sets, the families, the region cases, the fuzzer's regressions, Pre-LN in every style)
 and 100 fuzzed ones, each graded on five seeds in this process as the sandbox grades (tests/graded.py), get the
-same points on all five, part by part.
+same points on all five, part by part, and a first difference from Pre-LN named on all five or on none.
 
 Two of the five are the seeds other modules of this unit of work grade on (tests/conftest.py GROUPS, "graded"):
 the fuzzer's (7: its corpus, whose first 100 forwards are the fuzzed ones here, and its regressions) and the
@@ -48,10 +48,13 @@ def points_by_part(result) -> dict:
 def test_the_same_points_on_every_seed(name, source):
     results = {seed: graded.grade(submission(**source), seed) for seed in seeds()}
     first = points_by_part(results[FOUND[0]])
+    diverged = results[FOUND[0]].first_divergence is not None
     for seed, result in results.items():
         moved = {part: (first[part], points) for part, points in points_by_part(result).items() if points != first[part]}
         assert not moved, f"seed {seed} against seed {FOUND[0]}: {moved}\n{result.first_divergence}"
         assert not result.grader_errors, result.grader_errors
+        # whether the page names a first difference from Pre-LN does not depend on the draw either
+        assert (result.first_divergence is not None) == diverged, (seed, result.first_divergence)
 
 
 # Found by benchmarks/seed_stability.py: one mask drawn for both halves is read as the same mask at most rates, and
