@@ -4,6 +4,7 @@ sandbox runs importing nothing of the kit outside itself, and pieces a reader ca
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import os
 import re
@@ -413,8 +414,14 @@ def step_literals(tree: ast.Module, parameters: dict[str, set[int]]) -> list[int
     return sorted({literal.lineno for place in places for literal in _int_literals(place)})
 
 
+@functools.cache
 def _package_trees() -> dict[Path, ast.Module]:
     return {path: ast.parse(path.read_text()) for path in MODULES}
+
+
+@functools.cache
+def _package_step_parameters() -> dict[str, set[int]]:
+    return step_parameters(list(_package_trees().values()))
 
 
 def test_no_step_number_is_written_outside_the_table():
@@ -422,7 +429,7 @@ def test_no_step_number_is_written_outside_the_table():
     (its node, `NUMBER["n2"]`; a half's part, `HALVES["att"].sum`; `LAST_STEP_AT`), so the table can change in one
     place."""
     trees = _package_trees()
-    parameters = step_parameters(list(trees.values()))
+    parameters = _package_step_parameters()
     assert {"Found", "Finding", "Edit", "Divergence"} <= set(parameters), sorted(parameters)  # the rule sees them
     written = [
         f"{path.relative_to(kit.ROOT)}:{line}"
@@ -459,5 +466,5 @@ PLANTED = {
 @pytest.mark.parametrize("source", PLANTED, ids=range(len(PLANTED)))
 def test_the_step_rule_fires_on_a_step_number_and_only_there(source):
     """The rule both ways: it finds a step number planted where a step goes, and leaves other numbers alone."""
-    parameters = step_parameters(list(_package_trees().values()))
+    parameters = _package_step_parameters()
     assert bool(step_literals(ast.parse(source), parameters)) == PLANTED[source], source
