@@ -76,7 +76,13 @@ def _watched(*extra) -> list[Path]:
     return sorted(paths)
 
 
-SLOW_CELL = "import time\ntime.sleep(25)"
+# A cell that keeps its grading going until the test says so (a file appears that every user may see), or 60 s
+# pass (within the wall time its loading may take).
+SLOW_CELL = """import os, time
+_until = time.monotonic() + 60
+while not os.path.exists({flag!r}) and time.monotonic() < _until:
+    time.sleep(0.1)
+"""
 
 
 def _closed_to_others(path: Path) -> bool:
@@ -92,7 +98,9 @@ def test_while_and_after_root_grades_without_namespaces_another_user_grades(tmp_
     root, out = tmp_path / "class", tmp_path / "graded"
     root.mkdir()
     (root / "ada.py").write_text(submission())
-    (root / "cy.py").write_text(submission(extra=SLOW_CELL))  # the checkout stays closed while she waits
+    signal = Path(tempfile.mkdtemp(prefix="kit-slow-cell-"))  # in /tmp, open to every user: no namespace here
+    signal.chmod(0o755)
+    (root / "cy.py").write_text(submission(extra=SLOW_CELL.format(flag=str(signal / "done"))))  # closed while she waits
     before = _at_rest(_watched(root, out))
     grading = subprocess.Popen(
         [sys.executable, "-m", "autograder", "grade-class", str(root), "--out", str(out), "--seed", "3", "--workers", "1"]
@@ -112,10 +120,14 @@ def test_while_and_after_root_grades_without_namespaces_another_user_grades(tmp_
         graded = hub_users.run_as(
             login, [python, "-m", "autograder", "grade", "ben.py", "--results", "ben.json", "--seed", "3"], cwd=home
         )
+        still_closed = _closed_to_others(kit.ROOT)
+        (signal / "done").touch()
         _, stderr = grading.communicate(timeout=600)
     finally:
         grading.kill()
+        shutil.rmtree(signal, ignore_errors=True)
     assert closed, "the root grader never closed the checkout to other users"
+    assert still_closed, "the root grader's class was graded before she finished: she did not grade while it ran"
     assert graded.returncode == 0, graded.stderr[-3000:]
     results = json.loads((home / "ben.json").read_text())
     assert results["score"] == TOTAL_POINTS and "bubblewrap" in results["extra_data"]["isolation"]
