@@ -196,6 +196,79 @@ def test_the_walk_names_the_step_a_forward_breaks_and_only_true_facts(parts, nam
         assert any(isinstance(f, Received) and f.value == "h" and not f.equal for f in found.facts), found.facts
 
 
+def _unrecorded(t, name, value):
+    """`name` called where the grader records nothing (inside vmap, say): the run only counts it."""
+    t.hidden[name] = t.hidden.get(name, 0) + 1
+    with torch.no_grad():
+        return t.parts[name](value)
+
+
+def _second_half(t, h):
+    return h + t.drop_shortcut(t.ff(t.norm2(h)))
+
+
+@pytest.mark.parametrize(
+    "name, forward, step",
+    [
+        ("norm1 unrecorded, on x squared", lambda t, x: _second_half(t, x + t.att(_unrecorded(t, "norm1", x * x))), 2),
+        (
+            "norm1 unrecorded, attention on half of it",
+            lambda t, x: _second_half(t, x + t.att(0.5 * _unrecorded(t, "norm1", x))),
+            3,
+        ),
+        (
+            "norm1 unrecorded, attention on its tanh",
+            lambda t, x: _second_half(t, x + t.att(torch.tanh(_unrecorded(t, "norm1", x)))),
+            None,  # norm1 replaced by something that does not normalize, or its output changed: the values cannot tell
+        ),
+        (
+            "norm2 unrecorded, on the sum plus x",
+            lambda t, x: (lambda h: h + t.ff(_unrecorded(t, "norm2", h + x)))(x + t.att(t.norm1(x))),
+            7,
+        ),
+        (
+            "norm2 unrecorded, the feed-forward network on half of it",
+            lambda t, x: (lambda h: h + t.ff(0.5 * _unrecorded(t, "norm2", h)))(x + t.att(t.norm1(x))),
+            8,
+        ),
+        (
+            "norm1 by hand, attention's one call squared on its way",
+            lambda t, x: _second_half(
+                t, x + (lambda a: a * a)(t.att((x - x.mean(-1, keepdim=True)) / x.std(-1, keepdim=True, unbiased=False)))
+            ),
+            2,
+        ),
+        (
+            "the feed-forward network unrecorded, the sum negated on its way out",
+            lambda t, x: (lambda h: -(h + _unrecorded(t, "ff", t.norm2(h))))(x + t.att(t.norm1(x))),
+            10,
+        ),
+        (
+            "the feed-forward network unrecorded, its branch squared",
+            lambda t, x: (lambda h: h + _unrecorded(t, "ff", t.norm2(h)) ** 2)(x + t.att(t.norm1(x))),
+            None,  # the network's input, its output or the sum: the values cannot tell
+        ),
+        (
+            "the feed-forward network per sequence, on softplus of norm2's output",
+            lambda t, x: (lambda h: h + torch.stack([t.ff(s) for s in torch.nn.functional.softplus(t.norm2(h))]))(
+                x + t.att(t.norm1(x))
+            ),
+            8,
+        ),
+    ],
+)
+def test_the_values_name_the_step_around_an_unrecorded_or_unused_call(parts, name, forward, step):
+    """A LayerNorm the grader could not record: a component that received that norm's value scaled had it from the
+    norm (the edge into the component broke); one that received a value normalized token by token had a norm's
+    output of something else (the norm's step). A single call whose output goes on changed is still the block's one
+    account of that component's work, and outputs stacked back together are used."""
+    tape, flow = run(parts, lambda t, x: (setattr(t, "hidden", {}), forward(t, x))[1])
+    flow.counts = {**{c.name: sum(1 for d in tape.calls if d.name == c.name) for c in tape.calls}, **tape.hidden}
+    found = Walk(flow, parts, "eval", P).first()
+    assert found is not None and found.step == step, (name, found)
+    assert all(_holds(fact, tape, flow, parts) for fact in found.facts), found.facts
+
+
 def test_pre_ln_in_any_arrangement_of_its_values_has_no_divergence(parts):
     def per_sequence(t, x):
         return torch.cat([pre_ln(t, x[i : i + 1]) for i in range(x.shape[0])])

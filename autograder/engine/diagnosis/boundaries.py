@@ -24,7 +24,7 @@ from .moves import shortcut_intact
 from .sums import Sums, grader_change
 from .location import locate
 from autograder.engine.steps import HALVES, NUMBER, OUTPUT
-from .values import DROPS, NORMS, VALUE, Found, Seen, close, express
+from .values import DROPS, NORMS, VALUE, Found, Seen, close, express, normalized
 
 
 class Walk(Sums):
@@ -116,6 +116,22 @@ class Walk(Sums):
         step = self._output_step(h, d2, ff, facts)
         return Found(OUTPUT, step, facts if len(facts) == 1 else facts[1:], "h + drop_shortcut(ff(norm2(h)))")
 
+    def _unrecorded_norm(self, call, norm: str, value: np.ndarray) -> int | None:
+        """The step, when the component that follows `norm` (ran unrecorded) received a value that is not Pre-LN's
+        `value` there: the edge into that component when it received `value` scaled (so `norm` gave `value`); `norm`'s
+        own step when it received a value normalized token by token (`norm` normalized another value, or
+        normalized otherwise); None when the values cannot tell."""
+        flat = self.placed(call)
+        if flat is None:
+            return None
+        node = "n1" if norm == "norm1" else "n2"
+        scaled = express(flat, {"value": value}, self.tol)
+        if scaled is not None and scaled["value"] not in (0.0, 1.0):
+            return NUMBER[{"n1": "a", "n2": "f"}[node]]
+        if normalized(flat, self.shape[-1], self.parts[norm]):
+            return NUMBER[node]
+        return None
+
     def _handed_on(self, branch: np.ndarray, sum_in_eval: np.ndarray | None, out_in_eval=None) -> bool:
         """Pre-LN's branch value reached its consumer though no recorded call of the branch's component gave it
         (the component's own layers called one by one, say): in train mode a dropout received it whole; in eval
@@ -182,7 +198,7 @@ class Walk(Sums):
         if partial is not None:
             return Found(NUMBER["a"], NUMBER["a"], [partial], expected)
         call = att.off(self.used)
-        if not self.used(call) and not any(self.used(c) for c in att.calls):
+        if self.counts.get("att", 0) > 1 and not any(self.used(c) for c in att.calls):
             return Found(NUMBER["a"], None, [self.received(call, "n1")], expected)  # no account of attention's work
         facts = [self.received(call, "n1")]
         if locate(call.input, self.x, self.near) is not None:
@@ -204,7 +220,7 @@ class Walk(Sums):
         if not norm1.covers:
             recorded = len(self.calls_of("norm1"))
             if self.counts.get("norm1", 0) > recorded:  # norm1 ran where the grader could not record it
-                return Found(NUMBER["a"], None, facts, expected)
+                return Found(NUMBER["a"], self._unrecorded_norm(call, "norm1", n1), facts + self.said(call, "n1"), expected)
             what = [Ran(self.mode, "norm1", 0)] if not recorded else [Received(self.mode, "norm1", None, "x", False, None)]
             return Found(NUMBER["a"], NUMBER["n1"], facts + what, expected)
         return Found(NUMBER["a"], NUMBER["a"], facts + self.said(call, "n1"), expected)

@@ -118,9 +118,13 @@ class Recording:
                 and locate(flat - self.x, out, self.near) is not None
             ):
                 return True
+        bases = [0.0, self.x] + ([self.values["h"]] if "h" in self.values else [])
         if tuple(call.output.shape) == tuple(self.shape):
-            return any(locate(self.y - base, out, self.near) is not None for base in (0.0, self.x))
-        return False
+            return any(locate(self.y - base, out, self.near) is not None for base in bases)
+        features = self.shape[-1]  # pieces of what the block returned, less a shortcut (outputs stacked, say)
+        return out.size % features == 0 and any(
+            locate(out, self.y - base, self.near, features=features) is not None for base in bases
+        )
 
     def received(self, call, value: str, equal: bool = False):
         """Whether `call` received Pre-LN's `value` (whole, in pieces or rearranged, as `seen` reads it), as a fact:

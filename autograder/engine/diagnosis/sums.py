@@ -36,7 +36,9 @@ class Sums(Dropouts):
             return Found(NUMBER["h"], NUMBER["n2"], facts + [self.received(skipped, "h", True)], "norm2(h)")
         if not norm2.calls:  # norm2's step where norm2 never ran; where it ran unrecorded (in vmap), norm2 and ff look alike
             facts = [x for x in [self._ran("norm2")] if x] + ([self.received(ffs[0], "n2")] if ffs else [])
-            known = second is not None and close(second, h, self.tol) and not self.counts.get("norm2")
+            known = (right := second is not None and close(second, h, self.tol)) and not self.counts.get("norm2")
+            if right and len(ffs) == 1 and (step := self._unrecorded_norm(ffs[0], "norm2", self.values["norm2(h)"])):
+                return Found(NUMBER["h"], step, facts + self.said(ffs[0], "n2"), "norm2(h)")  # the first sum is h
             step, told = (
                 (NUMBER["n2"], [])
                 if known
@@ -151,15 +153,7 @@ class Sums(Dropouts):
             said({rule["shortcut"]: 1.0, branch_name: 1.0}, terms)
             return half_steps.sum
         if self.mode == "train" and shortcut_where_dropped(total, branch, shortcut, self.values.get(rule["inner"]), self.tol):
-            facts.append(
-                Dropped(
-                    self.mode,
-                    None if call is None else call.name,
-                    getattr(call, "number", None),
-                    rule["shortcut"],
-                    getattr(call, "total", None),
-                )
-            )
+            facts.append(Dropped(self.mode, where[0], where[1], rule["shortcut"], where[2]))
             return half_steps.sum
         step, told = moved_step(self.moved, self.mode, half, call, self.shape, self.tol)
         if step is not None:
@@ -180,12 +174,14 @@ class Sums(Dropouts):
         expected = "norm2(h)"
         if not ff.calls:
             ran = self._ran("ff")
+            if ran is None and (returned := returned_over(self, h, n2)) is not None:
+                return returned
             return Found(NUMBER["f"], NUMBER["f"] if ran else None, [ran] if ran else [], expected)
         partial = ff.partial(self.mode, "ff", expected)
         if partial is not None:
             return Found(NUMBER["f"], NUMBER["f"], [partial], expected)
         call = ff.off(self.used)
-        if not self.used(call) and not any(self.used(c) for c in ff.calls):
+        if self.counts.get("ff", 0) > 1 and not any(self.used(c) for c in ff.calls):
             return Found(NUMBER["f"], None, [self.received(call, "n2")], expected)
         facts = [self.received(call, "n2")]
         if locate(call.input, h, self.near) is not None:
@@ -214,6 +210,19 @@ class Sums(Dropouts):
             facts.append(Sum(self.mode, None, None, (("h", scaled["sum"]), (branch, scaled["sum"])) if scaled["sum"] else ()))
             return OUTPUT
         return self._sum_step(self.y, d2, "ff", None, facts, ff)
+
+
+def returned_over(walk, h: np.ndarray, n2: np.ndarray) -> Found | None:
+    """Where the feed-forward network ran unrecorded (inside vmap, say) and what the block returned is
+    not Pre-LN's: in eval mode, a return of h and ff(norm2(h)), the latter with a coefficient other than 0, has the
+    feed-forward network's own value in it, so the network received norm2(h) and the second sum broke (its last
+    step); None where the values cannot tell."""
+    f = walk.component("ff", n2)
+    terms = express(walk.y, {"h": h, "ff(norm2(h))": f}, walk.tol) if walk.mode == "eval" else None
+    if terms is None or not terms["ff(norm2(h))"]:
+        return None
+    facts = [Sum(walk.mode, None, None, tuple((k, c) for k, c in terms.items() if c))]
+    return Found(OUTPUT, OUTPUT, facts, "h + drop_shortcut(ff(norm2(h)))")
 
 
 def shortcut_where_dropped(total, branch, shortcut, value, tol: float) -> bool:

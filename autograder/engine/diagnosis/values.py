@@ -51,6 +51,19 @@ def fewest(value: np.ndarray, vectors: dict, tol: float, most: int = 3) -> dict 
     return None
 
 
+def normalized(value: np.ndarray, features: int, norm) -> bool:
+    """Was `value` normalized token by token: does every token vector, less `norm`'s shift and over its scale (or as it
+    is), have root mean square 1, as a LayerNorm's output (mean 0, variance 1) and an RMS norm's have?"""
+    v = np.asarray(value, dtype=np.float64).reshape(-1, features)
+    scale = norm.scale.detach().double().numpy()
+    shift = norm.shift.detach().double().numpy()
+    for z in ((v - shift) / np.where(scale == 0, 1.0, scale), v):
+        rms = np.sqrt(np.mean(z * z, axis=-1))
+        if np.all(np.isfinite(rms)) and np.all(np.abs(rms - 1) < 1e-2):
+            return True
+    return False
+
+
 def masked(value: np.ndarray, of: np.ndarray, scale: float, tol: float) -> bool:
     """Is `value` a dropout of `of`: each element either zero or `scale` times the other, some of them zero?"""
     value, of = np.asarray(value, dtype=np.float64).reshape(-1), np.asarray(of, dtype=np.float64).reshape(-1)
