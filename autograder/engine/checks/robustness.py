@@ -61,7 +61,7 @@ def _part(evidence: Evidence, probe: str, which: str, label: str, dtype=torch.fl
     try:
         expected = _expected(evidence, probe, which, dtype)
     except ValueError as why:
-        return fail(f"{label}: the grader cannot compute what your block gives here ({why}).")
+        return fail(f"{label}: the grader cannot compute what your block should give here ({why}).")
     got = [answer["y_a"], answer["y_b"]] if probe == "eval_seeds" else [answer["y"]]
     flow = evidence.flows.get("eval")
     double = 1 if evidence.matches("eval") or flow.exact else INEXACT
