@@ -10,7 +10,7 @@ import math
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 # (profile key, legend label, line style). The student's line is drawn wide and underneath, the references
 # thin on top, so a block that matches one of them shows as that reference's line running through the wide one.
@@ -59,7 +59,7 @@ def _render(curves: tuple) -> bytes | None:
     """Draw once per distinct set of curves: every page and notebook of one submission shares the picture."""
     figure = Figure(figsize=(8, 5), dpi=100)
     FigureCanvasAgg(figure)  # attaches an Agg canvas to this figure only: no global backend is touched
-    figure.subplots_adjust(left=0.1, right=0.97, top=0.92, bottom=0.23)  # fixed margins: layout engines are slow
+    figure.subplots_adjust(left=0.12, right=0.97, top=0.92, bottom=0.23)  # fixed margins: layout engines are slow
     axes = figure.add_subplot()
     styles = {key: style for key, _, style in CURVES}
     blocks = 0
@@ -83,7 +83,11 @@ def _render(curves: tuple) -> bytes | None:
     axes.xaxis.get_major_locator().set_params(integer=True)
     # plain numbers (1, 2, 5, 10, 20, ...) read more easily than powers of ten for most students
     axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    axes.yaxis.set_minor_formatter(FuncFormatter(_minor_label))
+    low, high = axes.get_ylim()
+    if high <= 1e3 * low:  # over more decades, labels at 2 and 5 of each would crowd the axis
+        axes.yaxis.set_minor_formatter(FuncFormatter(_minor_label))
+    else:
+        axes.yaxis.set_minor_formatter(NullFormatter())
     axes.grid(True, which="both", alpha=0.25)
     # below the axes, so the legend never hides a line
     figure.legend(loc="lower center", ncols=2, fontsize="small", frameon=False)
