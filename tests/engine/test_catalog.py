@@ -153,3 +153,12 @@ def test_a_half_that_reaches_the_output_is_not_said_to_miss_it(grade_here, seed)
     said = " ".join([result.first_divergence or ""] + [c.message for c in result.checks])
     assert result.score < TOTAL_POINTS and "norm2 (call 1 of 2) received x" in said, said
     assert "does not reach the output" not in said, said
+
+
+def test_a_right_forward_keeps_its_train_gradients_where_a_branch_element_is_near_zero(grade_here):
+    """On this seed one element of attention's output is so small that the first sum reads the same whether the
+    dropout kept it or dropped it; the forward's own dropout dropped it (tests/engine/test_masks.py: the rule)."""
+    from catalog.families import FAMILIES
+
+    result = grade_here(submission(forward=FAMILIES["feed_forward_half_on_tokens_first"][0]), seed=1113281557)
+    assert result.score == TOTAL_POINTS, {c.check: c.message for c in result.checks if not c.passed}

@@ -54,7 +54,9 @@ def _fit(added: torch.Tensor, branch: torch.Tensor, p: float, tol: float) -> tup
     kept = (added - keep * branch).abs() <= size
     dropped = added.abs() <= size
     if bool((kept | dropped).all()):
-        return torch.where(kept & ~dropped, 1.0, torch.where(dropped & ~kept, 0.0, float("nan"))).to(branch.dtype), None
+        # where the branch is so small that both readings hold, the nearer one: a dropped element adds exactly 0
+        nearer = ((added - keep * branch).abs() < added.abs()).to(branch.dtype)
+        return torch.where(kept & ~dropped, 1.0, torch.where(dropped & ~kept, 0.0, nearer)).to(branch.dtype), None
     live = (branch.abs() > 1e-3 * float(branch.abs().max())) & ~dropped
     ratios = (added[live] / branch[live]).reshape(-1)
     scale = float(ratios.median()) if ratios.numel() else None
