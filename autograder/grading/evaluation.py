@@ -256,11 +256,15 @@ def _smallest_input_first(fact) -> int:
 
 
 def _student_profile(evidence: Evidence, student: dict):
-    """The profile drawn as the student's: the grader's own stack of the student's program where it has one."""
+    """The profile drawn as the student's: the stack of the student's own blocks as they ran (where a block's
+    gradients are right, the gradient check holds it to the grader's own stack of what the block computes), else
+    the grader's stack of the student's program, where it has one."""
+    if student["profile"]["ok"]:
+        return student["profile"]["profile"]
     try:
         return evidence.reference["profile"]["profile"] if evidence.matches("eval") else evidence.replays.profile
     except (ValueError, KeyError):
-        return student["profile"].get("profile") if student["profile"]["ok"] else None
+        return None
 
 
 def _code_notes(evidence: Evidence) -> tuple:

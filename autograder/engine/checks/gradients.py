@@ -148,9 +148,10 @@ def _profile(evidence: Evidence, gradients_right: bool) -> Outcome:
     """The deep-stack profile of what the block computes, judged by the calibrated thresholds.
 
     The grader stacks its own replay of the block's forward (the reference's stack, for a block that matches
-    Pre-LN): the verdict is then about the block's arrangement alone (a gradient cut, already judged above,
-    does not count twice), and when the block's gradients are right the child's own stack must agree with it
-    (a block cannot behave differently in a deep stack than alone)."""
+    Pre-LN), and when the block's gradients are right the child's own stack must agree with it (a block cannot
+    behave differently in a deep stack than alone). Where they are wrong, the stack of the student's own blocks as
+    they run must keep the profile too: a path whose gradient is cut or scaled is what vanishes or explodes in a
+    deep stack, and a part about the deep stack pays only where it does not."""
     profile = evidence.obs("profile")
     try:
         values = evidence.reference["profile"]["profile"] if evidence.matches("eval") else evidence.replays.profile
@@ -169,6 +170,11 @@ def _profile(evidence: Evidence, gradients_right: bool) -> Outcome:
         )
     passed, message, stats = profile_verdict(values)
     details = {"profile": {"values": values, **stats}}
+    own = profile["profile"] if profile["ok"] and not gradients_right else None
+    if passed and own is not None and not profile_verdict(own)[0]:
+        # the student's own blocks, stacked as they run, lose (or blow up) the gradient though what they compute would
+        # not: a cut or scaled gradient path. The child's answer only ever costs its own block the part.
+        return fail(f"In a stack of 24 of your own blocks, as they run, {profile_verdict(own)[1]}.", details=details)
     if passed:
         return Outcome(True, details=details)
     cause = (
