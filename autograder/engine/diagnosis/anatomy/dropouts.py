@@ -43,7 +43,9 @@ class DropoutFinder(Halves):
                 f"values before dropout. Pre-LN applies dropout to {s['out']} alone, then adds",
             )
         if not h.drops:
-            return Finding(step, f"in train mode {s['out']} was not passed through a dropout before it was used")
+            return Finding(  # said of calls: a mask written by hand is none, and what it drew is read elsewhere
+                step, f"in train mode, no call of drop_shortcut or of torch's dropout received {s['out']} before it was used"
+            )
         if len(h.drops) > 1:
             return Finding(step, f"{s['out']} went through dropout {len(h.drops)} times; Pre-LN applies drop_shortcut once")
         scale, expected = h.drops[0].scale, 1.0 / (1.0 - self.drop_p)
