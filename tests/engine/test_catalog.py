@@ -162,3 +162,25 @@ def test_a_right_forward_keeps_its_train_gradients_where_a_branch_element_is_nea
 
     result = grade_here(submission(forward=FAMILIES["feed_forward_half_on_tokens_first"][0]), seed=1113281557)
     assert result.score == TOTAL_POINTS, {c.check: c.message for c in result.checks if not c.passed}
+
+
+def test_a_cut_gradient_path_loses_the_deep_stack_part_and_the_figure_shows_the_stack_as_it_runs(grade_here):
+    """The second shortcut detached: the block computes Pre-LN's values, so the grader's stack of what it computes keeps
+    a Pre-LN profile; the student's own 24 blocks, as they run, pass almost nothing back to block 1. The part about
+    the deep stack is not paid, and the line drawn as the student's is that stack."""
+    result = grade_here(
+        submission(
+            forward="""
+        def forward(self, x):
+            h = x + self.drop_shortcut(self.att(self.norm1(x)))
+            return h.detach() + self.drop_shortcut(self.ff(self.norm2(h)))
+        """
+        )
+    )
+    parts = {s.name: s for c in result.checks for s in c.subtests}
+    profile = parts["24-block stack keeps a Pre-LN profile"]
+    assert not profile.passed and "24 of your own blocks, as they run" in profile.message, profile.message
+    drawn = result.profile["student"]
+    assert drawn[0] < 1e-6 * drawn[-1], drawn  # vanishing towards block 1, as the student's stack does
+    right = grade_here(submission(forward=EQUIVALENT[sorted(EQUIVALENT)[0]]))
+    assert right.profile["student"] == pytest.approx(right.profile["reference"], rel=1e-3)
