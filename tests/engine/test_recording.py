@@ -46,3 +46,32 @@ def test_the_line_named_is_the_innermost_cell_line_the_traceback_module_reads(ch
     call()
     assert seen["grader"] == seen["traceback"]
     assert (seen["grader"] is None) == (not any(is_cell for is_cell, _ in chain))
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**16), over=st.integers(0, 1), nested=st.booleans())
+def test_a_component_called_through_one_vmap_is_recorded_with_every_example_stacked(seed, over, nested):
+    """The oracle: the same component called on each example by hand, the results stacked. Through one vmap, over
+    any dimension, the call is recorded with the examples in order along the first; inside a vmap in a vmap it is
+    counted and left unrecorded (its numbers exist only per example)."""
+    import torch
+
+    from autograder.engine.questions.recording import Recorder
+
+    torch.manual_seed(seed)
+    layer, x = torch.nn.LayerNorm(8), torch.randn(3, 5, 8)
+    recorder = Recorder()
+    recorder.wrap(layer, "norm1")
+    examples = torch.movedim(x, over, 0)  # over the batch or the tokens; the last dimension holds the features
+    if nested:
+        torch.vmap(torch.vmap(layer), in_dims=over)(x)
+    else:
+        torch.vmap(layer, in_dims=over)(x)
+    assert recorder.counts["norm1"] == 1
+    if nested:
+        assert recorder.calls == [] and recorder.unrecorded == 1
+        return
+    (call,) = recorder.calls
+    expected_out = torch.stack([torch.nn.functional.layer_norm(e, (8,), layer.weight, layer.bias) for e in examples])
+    assert torch.equal(call.input, examples)
+    assert torch.allclose(call.output, expected_out, atol=1e-6)

@@ -51,6 +51,6 @@ def _same_inputs(inputs: list, other: dict, side: str, tol: float) -> bool:
 
 def times_ran(flow, component: str) -> int:
     """How many times `component` ran in a run: its recorded calls (not the ones the reading made itself, such as a
-    padded call's slice), or the child's count where that is more (calls inside vmap, its own layers called)."""
+    padded call's slice), or the child's count where that is more (calls inside nested vmaps, its own layers called)."""
     recorded = sum(1 for call in flow.calls if call.name == component and call.kind != "manual")
     return max(recorded, (getattr(flow, "counts", None) or {}).get(component, 0))

@@ -98,7 +98,7 @@ class Walk(Sums):
         norm2 = self.seen(("norm2",), h)
         n2 = self.values["norm2(h)"] = self.component("norm2", h)
         ff = self.seen(("ff",), n2)
-        if not norm2.covers and (norm2.calls or not ff.covers):  # norm2 unrecorded (run inside vmap, say)
+        if not norm2.covers and (norm2.calls or not ff.covers):  # norm2 unrecorded (run inside nested vmaps, say)
             # though the feed-forward network received norm2(h): the walk goes on
             return self._second_start(norm2, h, d1, att)
         f = self.values["ff(norm2(h))"] = self.component("ff", n2)
@@ -187,7 +187,7 @@ class Walk(Sums):
         norm1 = self.seen(("norm1",), self.x)
         if not att.calls:
             ran = self._ran("att")
-            if ran is None:  # it ran where the grader could not record it (inside vmap, say)
+            if ran is None:  # it ran where the grader could not record it (inside nested vmaps, say)
                 return Found(NUMBER["a"], None, [], expected)
             handed = self.seen(DROPS, n1).covers if self.mode == "train" else self.seen(("norm2",), self.x + n1).covers
             if norm1.covers or handed:  # norm1(x) was made, and went on without attention

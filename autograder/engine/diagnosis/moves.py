@@ -11,7 +11,7 @@ values:
 - the consumer sees only the sum: moving the amount out of the branch and into the shortcut changed nothing
   (while moving the branch alone did change it).
 
-A run whose held components were not held (called more than once, on pieces, inside vmap) tells nothing.
+A run whose held components were not held (called more than once, on pieces, inside nested vmaps) tells nothing.
 """
 
 from __future__ import annotations

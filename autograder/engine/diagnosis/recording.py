@@ -31,7 +31,7 @@ class Recording:
             call.number = counts[call.name]
         for call in self.calls:
             call.total = counts[call.name]
-        reported = getattr(flow, "counts", None) or {}  # calls made inside vmap and the like are not recorded:
+        reported = getattr(flow, "counts", None) or {}  # calls made inside nested vmaps and the like are not recorded:
         self.counts = {
             name: max(counts.get(name, 0), reported.get(name, 0))  # they ran all the same
             for name in {*counts, *reported}

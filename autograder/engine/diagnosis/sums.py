@@ -34,7 +34,7 @@ class Sums(Dropouts):
         if skipped is not None:  # the feed-forward network received h itself: norm2 was skipped
             facts = [x for x in [self._ran("norm2")] if x] if not norm2.calls else [self.received(norm2.off(self.used), "h")]
             return Found(NUMBER["h"], NUMBER["n2"], facts + [self.received(skipped, "h", True)], "norm2(h)")
-        if not norm2.calls:  # norm2's step where norm2 never ran; where it ran unrecorded (in vmap), norm2 and ff look alike
+        if not norm2.calls:  # norm2 never ran; or it ran unrecorded (in nested vmaps), where norm2 and ff look alike
             facts = [x for x in [self._ran("norm2")] if x] + ([self.received(ffs[0], "n2")] if ffs else [])
             known = (right := second is not None and close(second, h, self.tol)) and not self.counts.get("norm2")
             if right and len(ffs) == 1 and (step := self._unrecorded_norm(ffs[0], "norm2", self.values["norm2(h)"])):
@@ -213,7 +213,7 @@ class Sums(Dropouts):
 
 
 def returned_over(walk, h: np.ndarray, n2: np.ndarray) -> Found | None:
-    """Where the feed-forward network ran unrecorded (inside vmap, say) and what the block returned is
+    """Where the feed-forward network ran unrecorded (inside nested vmaps, say) and what the block returned is
     not Pre-LN's: in eval mode, a return of h and ff(norm2(h)), the latter with a coefficient other than 0, has the
     feed-forward network's own value in it, so the network received norm2(h) and the second sum broke (its last
     step); None where the values cannot tell."""

@@ -93,6 +93,19 @@ def _functorch_wrapped(value) -> bool:
         return False
 
 
+def _unbatched(value):
+    """The numbers of a tensor inside one torch.vmap, every example's, stacked along the first dimension (the
+    examples of `vmap(component)(t)` over t's first dimension are t's own rows, in order); ValueError for any other
+    functorch tensor (nested transforms, grad)."""
+    functorch = torch._C._functorch
+    if not functorch.is_batchedtensor(value):
+        raise ValueError("a functorch tensor")
+    inner = functorch.get_unwrapped(value)
+    if _functorch_wrapped(inner):
+        raise ValueError("a functorch tensor inside another")
+    return inner.movedim(functorch.maybe_get_bdim(value), 0)
+
+
 class Recorder:
     def __init__(self, limit: int = MAX_CALLS):
         self.calls: list[Call] = []
@@ -108,13 +121,14 @@ class Recorder:
         self.paused = False  # between recorded calls: the wrapped components run as they are, nothing copied
 
     def _snapshot(self, value):
-        """A plain copy of `value`'s numbers, or None where it has none to copy here: a tensor inside
-        torch.func.vmap or another functorch transform (its numbers exist only per example), or one a subclass
-        will not copy. Such a call is left unrecorded (`unrecorded` counts it); the run is graded by its values."""
+        """A plain copy of `value`'s numbers (inside one torch.vmap, every example's, stacked: `_unbatched`), or None
+        where it has none to copy here: a tensor inside another functorch transform (its numbers exist only per
+        example), or one a subclass will not copy. Such a call is left unrecorded (`unrecorded` counts it); the run is
+        graded by its values."""
         self._inside += 1
         try:
             if _functorch_wrapped(value):
-                raise ValueError("a functorch tensor")
+                value = _unbatched(value)
             copy = torch.Tensor.detach(value).clone()
             if type(copy) is not torch.Tensor:
                 copy = copy.as_subclass(torch.Tensor)
