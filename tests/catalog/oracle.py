@@ -6,7 +6,7 @@ its own (LayerNorm scales and shifts drawn too, attention without inner dropout,
 grader's plan has them), records each component call with forward hooks and each functional dropout or
 LayerNorm the forward called itself with a torch function mode, computes Pre-LN's values with the same
 components, and answers each fact from those tensors: True, False, or None where the fact names something this
-run cannot tell (a call made inside vmap, whose tensors cannot leave it; a train-mode value after a dropout no
+run cannot tell (a call made inside nested vmaps, whose tensors cannot leave them; a train-mode value after a dropout no
 recorded call can stand for).
 
 A fact is about values, so it holds on the grader's input if and only if it holds on this one: the forwards the
@@ -79,6 +79,18 @@ class _Functional(TorchFunctionMode):
         return out
 
 
+def _examples(value):
+    """`value`'s numbers: inside one vmap, every example's, the examples along the first dimension; None inside
+    vmaps nested deeper than one (their numbers exist only per example)."""
+    functorch = torch._C._functorch
+    if not functorch.is_batchedtensor(value):
+        return value
+    physical = functorch.get_unwrapped(value)
+    if functorch.is_batchedtensor(physical):
+        return None
+    return physical.movedim(functorch.maybe_get_bdim(value), 0)
+
+
 class Recorder:
     def __init__(self):
         self.calls: list = []       # (name, input or None, output or None)
@@ -87,8 +99,8 @@ class Recorder:
         self.depth = 0
 
     def add(self, name, value, out):
-        batched = torch._C._functorch.is_batchedtensor
-        if batched(value) or batched(out):
+        value, out = _examples(value), _examples(out)
+        if value is None or out is None:
             self.calls.append((name, None, None))
         else:
             self.calls.append((name, value.detach().clone(), out.detach().clone()))
