@@ -340,3 +340,19 @@ def test_train_mode_names_the_dropout_steps(parts):
         t.drop_shortcut(x) + t.drop_shortcut(t.att(t.norm1(x)))
     )
     assert walk(parts, on_shortcut, train=True)[0].step == 5
+
+
+def test_a_dropout_written_by_hand_on_the_second_branch_is_not_told_through_the_first_branch_s_call(parts):
+    """The feed-forward output is masked by hand at another rate; drop_shortcut's one call is the first half's, on
+    attention's output, which it received as Pre-LN does: no fact about the second dropout may cite that call."""
+
+    def forward(t, x):
+        h = x + t.drop_shortcut(t.att(t.norm1(x)))
+        f = t.ff(t.norm2(h))
+        return h + f * (torch.rand_like(f) >= 0.9) / 0.1
+
+    tape, flow = run(parts, forward, train=True)
+    found = Walk(flow, parts, "train", P).first()
+    assert found is not None and found.step == 9, found
+    assert not any(getattr(fact, "component", None) == "drop_shortcut" for fact in found.facts), found.facts
+    assert all(_holds(fact, tape, flow, parts) for fact in found.facts), found.facts

@@ -46,6 +46,8 @@ class Dropouts(Recording):
                 return Found(boundary, boundary, [], value), None
             partial = drops.partial(self.mode, drops.calls[0].name, value) if drops.calls else None
             call = drops.off(self.used)
+            if call is not None and name == "f" and self.located(call, self.values["att(norm1(x))"]) is not None:
+                call = None  # the first half's dropout, on attention's branch: no account of the second's
             if partial is not None or call is None:
                 return Found(boundary, boundary, [partial] if partial else [], value), None
             facts = [self.received(call, name, False)]
