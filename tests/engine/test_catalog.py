@@ -184,3 +184,32 @@ def test_a_cut_gradient_path_loses_the_deep_stack_part_and_the_figure_shows_the_
     assert drawn[0] < 1e-6 * drawn[-1], drawn  # vanishing towards block 1, as the student's stack does
     right = grade_here(submission(forward=EQUIVALENT[sorted(EQUIVALENT)[0]]))
     assert right.profile["student"] == pytest.approx(right.profile["reference"], rel=1e-3)
+
+
+GRADIENT_ONLY = """
+        def forward(self, x):
+            h = x + self.drop_shortcut(self.att(self.norm1(x)))
+            n2 = self.norm2(h)
+            f = FEED
+            return h.detach() + self.drop_shortcut(f)
+        """
+
+
+@pytest.mark.parametrize(
+    "feed",
+    [
+        "self.ff(torch.nn.functional.pad(n2, (0, 0, 0, 3)))[:, :n2.shape[1]]",
+        "torch.cat([self.ff(c) for c in n2.chunk(2, dim=1)], dim=1)",
+        "self.ff(n2.flip(1)).flip(1)",
+    ],
+)
+def test_a_rewrite_that_keeps_values_costs_a_gradient_only_mistake_nothing_more(grade_here, feed):
+    """The second shortcut detached: its values are Pre-LN's, its gradients are not. Written with the feed-forward
+    network called on a padded, chunked or flipped tensor, it earns what it earns written plainly, part by part:
+    a block that gives Pre-LN's values on the grader's inputs is read by those values where the grader cannot
+    replay its program (`Evidence.gives_reference`), and loses only the gradient points."""
+    plain = grade_here(submission(forward=GRADIENT_ONLY.replace("FEED", "self.ff(n2)")))
+    rewritten = grade_here(submission(forward=GRADIENT_ONLY.replace("FEED", feed)))
+    points = lambda result: {(c.check, s.name): s.points for c in result.checks for s in c.subtests}  # noqa: E731
+    assert points(rewritten) == points(plain)
+    assert {c.check for c in plain.checks if c.points < c.max_points} == {"forward_gradients"}

@@ -101,6 +101,18 @@ class Evidence:
         return expected is not None and self._agrees(self.obs("train"), self.obs("train")["y"], *expected)
 
     @per_instance
+    def gives_reference(self, mode: str) -> bool:
+        """Does the student's `mode` run return the reference's very output, values only (and in eval mode on the
+        grader's other input too)? Such a block computes Pre-LN's function, however it is written and whether or not
+        the grader can replay it: a part about what it computes reads Pre-LN's answers; its gradients stay the
+        gradient check's."""
+        runs = [mode] + (["eval_other"] if mode == "eval" else [])
+        return all(
+            self.obs(name)["ok"] and name in self.reference and self.close(self.obs(name)["y"], self.reference[name]["y"])
+            for name in runs
+        )
+
+    @per_instance
     def train_gradients(self, independent: bool = True):
         """Pre-LN's gradients under the masks the student's train run drew, where that run holds Pre-LN's values
         boundary by boundary (None where it does not, or the run failed). The masks are read from the values at the
@@ -152,7 +164,7 @@ class Evidence:
 
     def half_work(self, side: str) -> str | None:
         """None when the output depends on x through the branch `side` with real weight; else why not."""
-        if self.matches("eval"):
+        if self.matches("eval") or self.gives_reference("eval"):
             return None
         weights = self.weights
         if isinstance(weights, str):
@@ -182,7 +194,7 @@ class Evidence:
         """A part about one half, judged by its `anatomy` finder ("norm", "dropout", "addition") in the `mode`
         run, passed outright when that run matches Pre-LN, and paid only when that half did its work. `what`
         ends the message when the half never ran."""
-        if self.matches(mode):
+        if self.matches(mode) or self.gives_reference(mode):
             return PASS if mode == "eval" else self._worked(side)
         anatomy = self.anatomy(mode)
         if getattr(anatomy, side) is None:
@@ -238,13 +250,14 @@ class Evidence:
         )
 
 
-def swept(evidence: Evidence, part: str, outcome: Outcome) -> Outcome:
+def swept(evidence: Evidence, part: str, outcome: Outcome, gradients: bool = True) -> Outcome:
     """`outcome`, unless it passed and the sweep shows the block differs on an input that part is about: then
-    the smallest such input is named."""
+    the smallest such input is named. Without `gradients`, a difference in gradients alone is not this part's (a
+    block that gives Pre-LN's values with other gradients: the gradient check's)."""
     if not outcome.passed:
         return outcome
     for miss in evidence.sweep:
-        if part in sweep_parts(miss):
+        if part in sweep_parts(miss) and (gradients or miss.what != "gradient"):
             said = failed(outcome, f"Not on every valid input: {miss.where}, {miss.detail}.")
             return replace(said, facts=(*outcome.facts, miss))
     return outcome

@@ -49,9 +49,13 @@ def _input(evidence: Evidence, which: str, dtype=torch.float32) -> np.ndarray:
 def _expected(evidence: Evidence, probe: str, which: str, dtype=torch.float32):
     """What the student's block should answer, by the grader's own computation (ValueError: it cannot tell)."""
     if evidence.matches("eval"):
-        reference = evidence.reference[probe]
-        return reference["y_a"] if probe == "eval_seeds" else reference["y"]
+        return _reference(evidence, probe)
     return evidence.replays.output(_input(evidence, which, dtype), dtype)
+
+
+def _reference(evidence: Evidence, probe: str):
+    reference = evidence.reference[probe]
+    return reference["y_a"] if probe == "eval_seeds" else reference["y"]
 
 
 def _part(evidence: Evidence, probe: str, which: str, label: str, dtype=torch.float32):
@@ -59,15 +63,17 @@ def _part(evidence: Evidence, probe: str, which: str, label: str, dtype=torch.fl
     if not answer["ok"]:
         return fail(f"{label}: {error_text(answer)}.")
     try:
-        expected = _expected(evidence, probe, which, dtype)
+        expected, replayed = _expected(evidence, probe, which, dtype), not evidence.matches("eval")
     except ValueError as why:
-        return fail(f"{label}: the grader cannot compute what your block should give here ({why}).")
+        if not evidence.gives_reference("eval"):
+            return fail(f"{label}: the grader cannot compute what your block should give here ({why}).")
+        expected, replayed = _reference(evidence, probe), False  # the block computes Pre-LN's function on the grader's inputs
     got = [answer["y_a"], answer["y_b"]] if probe == "eval_seeds" else [answer["y"]]
     flow = evidence.flows.get("eval")
-    double = 1 if evidence.matches("eval") or flow.exact else INEXACT
-    scale = 1 if evidence.matches("eval") else REPLAYED
+    double = 1 if not replayed or flow.exact else INEXACT
+    scale = REPLAYED if replayed else 1
     readings = [expected]
-    if dtype == torch.float64 and not evidence.matches("eval"):
+    if dtype == torch.float64 and replayed:
         readings.append(evidence.replays.output(_input(evidence, which, dtype), dtype, float32_numbers=True))
     for index, value in enumerate(got):
         if dtype == torch.float64:
@@ -159,6 +165,6 @@ def evaluate(evidence: Evidence) -> dict:
         DOUBLE: _part(evidence, "robust_double", "double", "After block.double() with a float64 input", torch.float64),
         REPEAT: _part(evidence, "eval_seeds", "repeat", "Called twice in eval mode on the same new input tensor"),
     }
-    if evidence.matches("eval"):  # the grader's other inputs, judged against Pre-LN's own values
-        outcomes = {part: swept(evidence, part, outcome) for part, outcome in outcomes.items()}
+    if evidence.matches("eval") or evidence.gives_reference("eval"):  # the grader's other inputs, against Pre-LN's values
+        outcomes = {part: swept(evidence, part, outcome, evidence.matches("eval")) for part, outcome in outcomes.items()}
     return {part: evidence.gate(outcome) for part, outcome in outcomes.items()}
