@@ -102,15 +102,10 @@ class Evidence:
 
     @per_instance
     def gives_reference(self, mode: str) -> bool:
-        """Does the student's `mode` run return the reference's very output, values only (and in eval mode on the
-        grader's other input too)? Such a block computes Pre-LN's function, however it is written and whether or not
-        the grader can replay it: a part about what it computes reads Pre-LN's answers; its gradients stay the
-        gradient check's."""
-        runs = [mode] + (["eval_other"] if mode == "eval" else [])
-        return all(
-            self.obs(name)["ok"] and name in self.reference and self.close(self.obs(name)["y"], self.reference[name]["y"])
-            for name in runs
-        )
+        """Does the `mode` run return the reference's output, values only (in eval mode, on the other input too)? Such
+        a block computes Pre-LN's function: what it computes is read from Pre-LN; its gradients are the gradient check's."""
+        same = lambda name: self.obs(name)["ok"] and self.close(self.obs(name)["y"], self.reference[name]["y"])  # noqa: E731
+        return same(mode) and (mode != "eval" or ("eval_other" in self.reference and same("eval_other")))
 
     @per_instance
     def train_gradients(self, independent: bool = True):
