@@ -33,6 +33,4 @@ def evaluate(evidence: Evidence) -> dict:
     named = arrangement(evidence)
     if named:
         parts.append(f"It computes the {named} arrangement: {ARRANGEMENTS[named]}.")
-    if evidence.divergence:
-        parts.append("First divergent step: " + evidence.divergence.text() + ".")
     return {PART: fail(" ".join(parts))}
