@@ -182,8 +182,9 @@ class Forward:
     name: str
     source: str                # a `forward` method, unindented
     changes: tuple = field(default_factory=tuple)
-    hidden: tuple = ()         # components run inside vmap: no call of theirs is recorded (their tensors cannot
-                               # leave it), so no value at their boundaries can be compared
+    hidden: tuple = ()         # components run inside nested vmaps: no call of theirs is recorded (their tensors
+                               # cannot leave them), so no value at their boundaries can be compared
+    plain: str = ""            # the same changes with no value-keeping rewrite: what it earns, this forward earns
 
     @property
     def located(self) -> bool:
@@ -325,12 +326,13 @@ def draw(rng: random.Random, *, wrong: int, open_only: bool | None = None) -> Fo
             shows = choice[1] if kind == "drop" else "both"
             components[slot], busy = choice[-1], busy | {slot}
             changes.append(Change(slot, choice[0], shows, (COMPONENT_STEP[slot],)))
+    plain = render(dict(edges), dict(components), dict(sums))
     kept = _keep_rewrites(rng, edges, components, sums, busy)
     label = " + ".join(f"{c.what} at {c.slot}" for c in changes) or "Pre-LN"
     if kept:
         label += f" ({len(kept)} value-keeping rewrites)"
-    hidden = tuple(slot for slot, code in components.items() if "vmap" in code)
-    return Forward(label, render(edges, components, sums), tuple(changes), hidden)
+    hidden = tuple(slot for slot, code in components.items() if "vmap(torch.vmap" in code)  # none drawn: one vmap is recorded
+    return Forward(label, render(edges, components, sums), tuple(changes), hidden, plain)
 
 
 # The corpus tests/engine/test_fuzz.py grades (`corpus(FORWARDS, CORPUS_SEED)`), and the seed it grades every

@@ -33,8 +33,9 @@ from catalog.oracle import Run
 FORWARDS = int(os.environ.get("KIT_FUZZ_FORWARDS", "500"))
 # Of the forwards whose first change shows in values, how many get that step named: measured on the corpus below
 # (docs/development.md, "The fuzzer"), and held here so that a regression shows.
-LOCATED_RATE = 0.90  # first change at boundaries the grader records
-VALUED_RATE = 0.90  # every forward whose first change shows in values
+# 96 % here, against a target of 95 %; held at 94 % because another processor's float32 sums move a few steps.
+LOCATED_RATE = 0.94  # first change at boundaries the grader records
+VALUED_RATE = 0.94  # every forward whose first change shows in values
 
 
 def grade(forward: Forward, seed: int = GRADING_SEED):
