@@ -213,3 +213,24 @@ def test_a_rewrite_that_keeps_values_costs_a_gradient_only_mistake_nothing_more(
     points = lambda result: {(c.check, s.name): s.points for c in result.checks for s in c.subtests}  # noqa: E731
     assert points(rewritten) == points(plain)
     assert {c.check for c in plain.checks if c.points < c.max_points} == {"forward_gradients"}
+
+
+BRANCH_HALVED = """
+        def forward(self, x):
+            h = x + self.drop_shortcut(self.att(self.norm1(x)))
+            n2 = self.norm2(h)
+            f = FEED
+            return h + 0.5 * self.drop_shortcut(f)
+        """
+
+
+def test_a_component_run_through_its_own_layers_is_read_as_a_call_of_it(grade_here):
+    """The feed-forward branch halved on its way into the sum, the network run layer by layer: the pass over its
+    layers computes the network, so the grader reads it as a call (`evaluation.with_passes`) and the forward earns
+    what the same mistake earns with the network called whole, part by part."""
+    plain = grade_here(submission(forward=BRANCH_HALVED.replace("FEED", "self.ff(n2)")))
+    layers = "self.ff.layers[2](self.ff.layers[1](self.ff.layers[0](n2)))"
+    layered = grade_here(submission(forward=BRANCH_HALVED.replace("FEED", layers)))
+    points = lambda result: {(c.check, s.name): s.points for c in result.checks for s in c.subtests}  # noqa: E731
+    assert points(layered) == points(plain)
+    assert plain.score < TOTAL_POINTS

@@ -103,7 +103,7 @@ def _recorded_run(
     counts = dict(recorder.counts)
     result = {"y": y.detach(), "calls": calls, "notes": list(p.notes), "counts": counts, "layers": recorder.layers}
     if not gradients:
-        return {"y": result["y"], "calls": calls, "counts": counts}
+        return {"y": result["y"], "calls": calls, "counts": counts, "layers": recorder.layers}
     try:
         if y.requires_grad:
             (y * p.randn(y.shape, p.plan.readout)).sum().backward()

@@ -163,10 +163,11 @@ def _recorded_run(answer: dict, expect: Expect) -> dict:
 
 def _plain_run(answer: dict, expect: Expect, where: str = "answer") -> dict:
     """A recorded run without gradients (the `eval_other` and `token` questions, each of `respond`'s)."""
-    _dict(answer, where, {"ok", "y", "calls", "counts"} if where == "answer" else {"y", "calls", "counts"})
+    _dict(answer, where, {"ok", "y", "calls", "counts", "layers"} if where == "answer" else {"y", "calls", "counts", "layers"})
     return {
         "y": tensor(_field(answer, "y", where), f"{where}.y", expect.x),
         "counts": _counts(answer.get("counts"), f"{where}.counts"),
+        "layers": _layers(answer.get("layers"), expect),
         "calls": _calls(_field(answer, "calls", where), expect, MAX_CALLS if where == "answer" else RESPONSE_CALLS),
     }
 
