@@ -100,6 +100,8 @@ HALVES = _halves()  # "att" and "ff"
 # skipped, or one on the shortcut path); elsewhere it is the boundary's own step.
 LAST_STEP_AT = {NUMBER[node]: NUMBER["n2" if node == "h" else node] for node in ("a", "d1", "h", "f", "d2", "y")}
 OUTPUT = NUMBER["y"]  # the last step: what the block returns
+# The component that receives the value read at each boundary before the output (h is read where norm2 receives it).
+RECEIVER = {NUMBER[node]: "norm2" if node == "h" else BY_NODE[node].component for node in ("a", "d1", "h", "f", "d2")}
 
 
 def step_text(number: int) -> str:

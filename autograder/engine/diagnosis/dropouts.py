@@ -46,8 +46,12 @@ class Dropouts(Recording):
                 return Found(boundary, boundary, [], value), None
             partial = drops.partial(self.mode, drops.calls[0].name, value) if drops.calls else None
             call = drops.off(self.used)
-            if call is not None and name == "f" and self.located(call, self.values["att(norm1(x))"]) is not None:
-                call = None  # the first half's dropout, on attention's branch: no account of the second's
+            other = {  # a call of the other half's dropout, on its own branch
+                "f": lambda c: self.located(c, self.values["att(norm1(x))"]),
+                "a": lambda c: self.output_of(c.input, ("ff",)),
+            }
+            if call is not None and other[name](call) is not None:
+                call = None  # the other half's dropout, on its own branch: no account of this one
             if partial is not None or call is None:
                 return Found(boundary, boundary, [partial] if partial else [], value), None
             facts = [self.received(call, name, False)]

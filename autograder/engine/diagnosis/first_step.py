@@ -19,11 +19,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from autograder.engine.facts import Received, Said, Sum, Unknown
+from autograder.engine.facts import Received, Said, Sum, Unknown, what_of
 from autograder.engine.reading.dataflow import Flow
 from autograder.engine.reading.program import ALWAYS, Program, canonical, in_mode, live, run, signature
 from autograder.engine.results import Diverged
-from autograder.engine.steps import LAST_STEP_AT, OUTPUT
+from autograder.engine.steps import LAST_STEP_AT, OUTPUT, RECEIVER
 from autograder.engine.tolerance import REPLAYED, close
 from . import edits, structure
 from .boundaries import Walk
@@ -230,7 +230,7 @@ def first_divergence(
             cause = None
     step = cause[0].step if cause else seen.step
     lesson = (
-        f"Pre-LN hands it {seen.expected}"
+        f"Pre-LN hands {what_of(RECEIVER[seen.boundary])} {seen.expected}"
         if seen.expected and seen.boundary < OUTPUT
         else f"Pre-LN returns {seen.expected}"
         if seen.expected
