@@ -234,3 +234,24 @@ def test_a_component_run_through_its_own_layers_is_read_as_a_call_of_it(grade_he
     points = lambda result: {(c.check, s.name): s.points for c in result.checks for s in c.subtests}  # noqa: E731
     assert points(layered) == points(plain)
     assert plain.score < TOTAL_POINTS
+
+
+@pytest.mark.parametrize("guarded", [False, True])
+def test_a_dropout_written_by_hand_must_be_off_in_eval_mode(grade_here, guarded):
+    """The mask drawn by hand on attention's output: unguarded, eval mode still drops, two calls on one input differ,
+    and the part about eval mode says so; guarded by self.training, that part is paid."""
+    mask = "(torch.rand_like(a) >= self.drop_shortcut.p) / (1 - self.drop_shortcut.p)"
+    branch = f"(a * {mask} if self.training else a)" if guarded else f"a * {mask}"
+    result = grade_here(
+        submission(
+            forward=f"""
+        def forward(self, x):
+            a = self.att(self.norm1(x))
+            x = x + {branch}
+            return x + self.drop_shortcut(self.ff(self.norm2(x)))
+        """
+        )
+    )
+    part = {s.name: s for c in result.checks for s in c.subtests}["dropout is off in eval mode"]
+    assert part.passed == guarded, part.message
+    assert guarded or "drew random numbers (rand_like" in part.message, part.message

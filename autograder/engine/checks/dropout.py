@@ -8,8 +8,8 @@ call per sequence, say) are fine: what counts is that drop_shortcut acts once on
 
 from __future__ import annotations
 
-from autograder.engine.facts import Output, Said
-from autograder.engine.steps import HALVES, OUTPUT
+from autograder.engine.facts import Output, Said, what_of
+from autograder.engine.steps import HALVES, OUTPUT, RECEIVER
 
 from . import Evidence, PASS, error_text, fail, swept
 from .walked import train_walk
@@ -30,6 +30,14 @@ def _eval_off(evidence: Evidence):
             "dropout must be inactive after model.eval(); self.drop_shortcut follows .train() and .eval()."
         )
     steady = seeds["ok"] and evidence.close(seeds["y_a"], seeds["y_b"])  # eval mode gives one output per input
+    drawn = [event for event in run.get("events") or [] if event["op"] == "random"] if run["ok"] else []
+    if drawn and seeds["ok"] and not steady:  # a dropout written by hand: no call of one is recorded
+        return fail(
+            f"In eval mode your forward drew random numbers ({drawn[0]['name']}"
+            + (f", {drawn[0]['where']}" if drawn[0]["where"] else "")
+            + ") and two calls on the same input gave different outputs: dropout must be inactive after "
+            "model.eval(); check self.training before masking by hand, or use self.drop_shortcut."
+        )
     if steady and evidence.close(train["y"], run["y"]):
         return fail(
             "Not credited: in train mode your forward returned exactly what it returns in eval mode, so it "
@@ -63,7 +71,8 @@ def _train_only(evidence: Evidence):
     found = train_walk(evidence)[0]
     if found is None:
         return None
-    said = Said(tuple(found.facts), f"Pre-LN hands it {found.expected}" if found.boundary < OUTPUT else "").text()
+    lesson = f"Pre-LN hands {what_of(RECEIVER[found.boundary])} {found.expected}" if found.boundary < OUTPUT else ""
+    said = Said(tuple(found.facts), lesson).text()
     return (ATT if found.boundary <= HALVES["att"].sum else FF), fail(
         f"In train mode your forward holds other values than Pre-LN does under the masks its own dropouts drew: {said}.",
         tuple(found.facts),

@@ -42,6 +42,24 @@ FACTORIES = {
     "from_numpy",
     "scalar_tensor",
 }
+# Random draws: a dropout written by hand draws its mask with one of these.
+RANDOM = {
+    "rand",
+    "randn",
+    "randint",
+    "randperm",
+    "rand_like",
+    "randn_like",
+    "randint_like",
+    "bernoulli",
+    "bernoulli_",
+    "multinomial",
+    "normal",
+    "normal_",
+    "uniform_",
+    "exponential_",
+    "random_",
+}
 _IN_PLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__"}
 _DROPOUTS = {"dropout", "dropout1d", "dropout2d", "dropout3d", "feature_dropout", "alpha_dropout"}
 MAX_CALLS = 96  # a forward run one sequence or one token at a time makes many calls
@@ -281,6 +299,10 @@ class EventMode(TorchFunctionMode):
     def _observe(self, func, name, args, kwargs) -> None:
         first = args[0] if args else None
         note = self.recorder.note
+        if name in RANDOM:  # once per line: a loop over tokens draws many times
+            event = {"op": "random", "name": name, "where": student_line()}
+            if event not in self.recorder.events:
+                note(event)
         if name in DEVICE_MOVES:
             note({"op": name, "where": student_line()})
         elif name in FACTORIES and kwargs.get("device") is None:

@@ -20,7 +20,7 @@ from .strict import Malformed, _dict, _field, _number, _optional_tensor, _short_
 
 CALL_NAMES = {"norm1", "norm2", "att", "ff", "drop_shortcut", "dropout", "layer_norm"}
 LAYERED = {"norm1", "norm2", "att", "ff", "drop_shortcut"}  # components with layers of their own
-EVENT_OPS = {"detach", ".data", "inplace", "factory", *DEVICE_MOVES}
+EVENT_OPS = {"detach", ".data", "inplace", "factory", "random", *DEVICE_MOVES}
 
 
 @dataclass(frozen=True)
