@@ -57,6 +57,20 @@ def test_an_exploding_gradient_is_named_first_even_where_a_block_also_shrinks_it
     assert "vanishing" not in message
 
 
+@pytest.mark.parametrize("shrinking", [2, 5, 24])
+def test_where_several_blocks_shrink_the_gradient_the_message_names_them_all_not_the_smallest(shrinking):
+    """Blocks 1..`shrinking` shrink the gradient, by 0.50 to 0.62: the message says how many and by how much, rather
+    than blaming the block with the smallest factor. Block 24's own factor never shows (nothing after it)."""
+    factors = [0.5 + 0.12 * k / max(shrinking - 1, 1) for k in range(shrinking)] + [1.0] * (24 - shrinking)
+    values, gradient = [], 1.0
+    for factor in reversed(factors):
+        gradient *= factor
+        values.insert(0, gradient)
+    passed, message, _ = profile_verdict(values)
+    seen = min(shrinking, 23)
+    assert not passed and message.startswith(f"{seen} blocks multiply the gradient by 0.50 to 0.6"), message
+
+
 def test_a_vanishing_gradient_is_named_only_where_block_1_gets_less_than_block_24():
     def profile(factors):  # factors[k]: what block k+1 multiplies the gradient by on its way back
         values, gradient = [], 1.0

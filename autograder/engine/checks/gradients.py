@@ -57,7 +57,14 @@ def profile_verdict(profile: list[float]) -> tuple[bool, str, dict]:
             f"{values.size} receives, a vanishing gradient"
         )
     shrink = None
-    if factors[order[0]] < SEVERE_FACTOR:
+    severe = factors[factors < SEVERE_FACTOR]
+    if severe.size > 1:  # said of them all: naming the smallest alone would blame one block for what many do
+        shrink = (
+            f"{severe.size} blocks multiply the gradient by {severe.min():.2f} to {severe.max():.2f} on its way back"
+            if severe.max() - severe.min() >= 0.005
+            else f"{severe.size} blocks multiply the gradient by {severe.min():.2f} on its way back"
+        )
+    elif severe.size:
         shrink = f"block {order[0] + 1} of {values.size} multiplies the gradient by {factors[order[0]]:.2f} on its way back"
     else:
         shrinking = [int(i) for i in order if factors[i] < MILD_FACTOR]
