@@ -16,7 +16,7 @@ from autograder.course import kit
 from autograder.engine.checks import Evidence, compounding, dropout, fail, gradients, order, prenorm, robustness, shortcuts
 from autograder.engine.checks.walked import train_walk
 from autograder.engine.diagnosis.first_step import first_divergence
-from autograder.engine.diagnosis.own_layers import passes
+from autograder.engine.diagnosis.own_layers import calls_with_passes
 from autograder.engine.facts import FirstStep
 from autograder.engine.replayed import Responds
 from autograder.engine.questions.plan import Plan
@@ -27,7 +27,7 @@ from autograder.engine.reading.naming import analyse
 from autograder.engine.reading.replays import Replays
 from autograder.engine.results import CheckResult, Diverged, SubTest
 from autograder.engine.rubric import RUBRIC
-from autograder.engine.tolerance import REPLAYED, close, tolerance
+from autograder.engine.tolerance import tolerance
 from .errors import grader_error_text
 from .reference import expected_shapes, reference, reference_namespace, trusted_parts
 
@@ -132,7 +132,7 @@ def _read_runs(student: dict, x, x_other, parts: dict, device: str, errors: list
         if not student[mode]["ok"]:
             continue
         try:
-            run = {**student[mode], "calls": with_passes(student[mode], parts, device)}
+            run = {**student[mode], "calls": calls_with_passes(student[mode], parts, tolerance(device))}
             flows[mode] = analyse(x, run, parts, train=mode == "train", device=device)
             flows[mode].layers = student[mode].get("layers", [])  # the walk reads them (`own_layers`)
         except Exception as error:
@@ -150,24 +150,6 @@ def _read_runs(student: dict, x, x_other, parts: dict, device: str, errors: list
     return flows
 
 
-def with_passes(run: dict, parts: dict, device: str) -> list:
-    """The run's recorded calls, and each pass over a component's own layers that computes that very component (its
-    last layer's output is what the grader's component gives for its first layer's input) as a call of it, in its
-    place: the forward's program then reads as if the component had been called whole. A pass that computes something
-    else (a layer left out) stays out: the walk reads it (`diagnosis/own_layers.py`)."""
-    calls = list(run["calls"])
-    for found in reversed(passes(run.get("layers") or [], {call["name"] for call in calls})):
-        try:
-            with torch.no_grad():
-                given = parts[found.name](torch.as_tensor(found.input, dtype=torch.float32)).numpy()
-        except Exception:
-            continue
-        if given.shape == found.output.shape and close(given, found.output, tolerance(device), REPLAYED):
-            place = int(found.index + 0.5)
-            calls.insert(place, {"name": found.name, "kind": "module", "input": found.input, "output": found.output})
-    return calls
-
-
 def _verify(flows: dict, student: dict, x_other, parts: dict, device: str, errors: list) -> None:
     """Check the programs read from the recorded runs against the same forward read on another input."""
     if flows.get("eval") is None or not flows["eval"].replayable:
@@ -175,8 +157,8 @@ def _verify(flows: dict, student: dict, x_other, parts: dict, device: str, error
     other = None
     if student["eval_other"]["ok"]:
         try:
-            run = {**student["eval_other"], "events": [], "calls": with_passes(student["eval_other"], parts, device)}
-            other = analyse(x_other, run, parts, train=False, device=device)
+            calls = calls_with_passes(student["eval_other"], parts, tolerance(device))
+            other = analyse(x_other, {**student["eval_other"], "events": [], "calls": calls}, parts, train=False, device=device)
         except Exception as error:
             errors.append(grader_error_text("reading the run on another input", error))
             return

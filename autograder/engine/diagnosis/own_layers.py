@@ -13,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
+
+from autograder.engine.tolerance import REPLAYED, close
 
 
 @dataclass
@@ -52,3 +55,22 @@ def passes(layers: list, called: set) -> list[Pass]:
         )
         for k, group in enumerate(found)
     ]
+
+
+def calls_with_passes(run: dict, parts: dict, tol: float) -> list:
+    """A recorded run's calls, and each pass over a component's own layers that computes that very component (its
+    last layer's output is what the grader's component gives for its first layer's input) as a call of it, in its
+    place: the forward's program then reads as if the component had been called whole. A pass that computes something
+    else (a layer left out) stays out: the walk reads it (`passes`)."""
+    calls = list(run["calls"])
+    for found in reversed(passes(run.get("layers") or [], {call["name"] for call in calls})):
+        try:
+            with torch.no_grad():
+                given = parts[found.name](torch.as_tensor(found.input, dtype=torch.float32)).numpy()
+        except Exception:
+            continue
+        if given.shape == found.output.shape and close(given, found.output, tol, REPLAYED):
+            calls.insert(
+                int(found.index + 0.5), {"name": found.name, "kind": "module", "input": found.input, "output": found.output}
+            )
+    return calls

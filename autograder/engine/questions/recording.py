@@ -43,23 +43,10 @@ FACTORIES = {
     "scalar_tensor",
 }
 # Random draws: a dropout written by hand draws its mask with one of these.
-RANDOM = {
-    "rand",
-    "randn",
-    "randint",
-    "randperm",
-    "rand_like",
-    "randn_like",
-    "randint_like",
-    "bernoulli",
-    "bernoulli_",
-    "multinomial",
-    "normal",
-    "normal_",
-    "uniform_",
-    "exponential_",
-    "random_",
-}
+RANDOM = frozenset(
+    "rand randn randint randperm rand_like randn_like randint_like bernoulli bernoulli_ multinomial normal normal_ uniform_ "
+    "exponential_ random_".split()
+)
 _IN_PLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__setitem__"}
 _DROPOUTS = {"dropout", "dropout1d", "dropout2d", "dropout3d", "feature_dropout", "alpha_dropout"}
 MAX_CALLS = 96  # a forward run one sequence or one token at a time makes many calls
