@@ -19,6 +19,11 @@ pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 FORWARD_CHECKS = [name for name in RUBRIC if name != "compounding"]
 
 
+def _points(result) -> dict:
+    """Every part's points, by (check, part)."""
+    return {(check.check, part.name): part.points for check in result.checks for part in check.subtests}
+
+
 def _by_check(result):
     return {check.check: check for check in result.checks}
 
@@ -210,8 +215,7 @@ def test_a_rewrite_that_keeps_values_costs_a_gradient_only_mistake_nothing_more(
     replay its program (`Evidence.gives_reference`), and loses only the gradient points."""
     plain = grade_here(submission(forward=GRADIENT_ONLY.replace("FEED", "self.ff(n2)")))
     rewritten = grade_here(submission(forward=GRADIENT_ONLY.replace("FEED", feed)))
-    points = lambda result: {(c.check, s.name): s.points for c in result.checks for s in c.subtests}  # noqa: E731
-    assert points(rewritten) == points(plain)
+    assert _points(rewritten) == _points(plain)
     assert {c.check for c in plain.checks if c.points < c.max_points} == {"forward_gradients"}
 
 
@@ -231,8 +235,7 @@ def test_a_component_run_through_its_own_layers_is_read_as_a_call_of_it(grade_he
     plain = grade_here(submission(forward=BRANCH_HALVED.replace("FEED", "self.ff(n2)")))
     layers = "self.ff.layers[2](self.ff.layers[1](self.ff.layers[0](n2)))"
     layered = grade_here(submission(forward=BRANCH_HALVED.replace("FEED", layers)))
-    points = lambda result: {(c.check, s.name): s.points for c in result.checks for s in c.subtests}  # noqa: E731
-    assert points(layered) == points(plain)
+    assert _points(layered) == _points(plain)
     assert plain.score < TOTAL_POINTS
 
 

@@ -102,10 +102,10 @@ class Evidence:
 
     @per_instance
     def gives_reference(self, mode: str) -> bool:
-        """Does the `mode` run return the reference's output, values only (in eval mode, on the other input too)? Such
-        a block computes Pre-LN's function: what it computes is read from Pre-LN; its gradients are the gradient check's."""
+        """Does the `mode` run match Pre-LN, or give the reference's output, values only (in eval mode, on the other input
+        too)? It computes Pre-LN's function: what it computes is read from Pre-LN, its gradients by the gradient check."""
         same = lambda name: self.obs(name)["ok"] and self.close(self.obs(name)["y"], self.reference[name]["y"])  # noqa: E731
-        return same(mode) and (mode != "eval" or ("eval_other" in self.reference and same("eval_other")))
+        return self.matches(mode) or (same(mode) and (mode != "eval" or ("eval_other" in self.reference and same("eval_other"))))
 
     @per_instance
     def train_gradients(self, independent: bool = True):
@@ -159,7 +159,7 @@ class Evidence:
 
     def half_work(self, side: str) -> str | None:
         """None when the output depends on x through the branch `side` with real weight; else why not."""
-        if self.matches("eval") or self.gives_reference("eval"):
+        if self.gives_reference("eval"):
             return None
         weights = self.weights
         if isinstance(weights, str):
@@ -189,7 +189,7 @@ class Evidence:
         """A part about one half, judged by its `anatomy` finder ("norm", "dropout", "addition") in the `mode`
         run, passed outright when that run matches Pre-LN, and paid only when that half did its work. `what`
         ends the message when the half never ran."""
-        if self.matches(mode) or self.gives_reference(mode):
+        if self.gives_reference(mode):
             return PASS if mode == "eval" else self._worked(side)
         anatomy = self.anatomy(mode)
         if getattr(anatomy, side) is None:

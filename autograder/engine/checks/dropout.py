@@ -85,7 +85,7 @@ def evaluate(evidence: Evidence) -> dict:
         message = f"In train mode: {error_text(train)}."
         return {ATT: fail(message), FF: fail(message), EVAL: fail(message)}
     placed = {ATT: _placed(evidence, "att"), FF: _placed(evidence, "ff")}
-    if evidence.matches("train") or evidence.gives_reference("train"):  # other rates, shapes and call sequences
+    if evidence.gives_reference("train"):  # other rates, shapes and call sequences
         placed = {part: swept(evidence, part, outcome, evidence.matches("train")) for part, outcome in placed.items()}
     unexplained = _train_only(evidence) if all(o.passed for o in placed.values()) else None
     if unexplained is not None:

@@ -167,11 +167,7 @@ def _profile(evidence: Evidence, gradients_right: bool) -> Outcome:
     deep stack, and a part about the deep stack pays only where it does not."""
     profile = evidence.obs("profile")
     try:
-        values = (
-            evidence.reference["profile"]["profile"]
-            if evidence.matches("eval") or evidence.gives_reference("eval")
-            else evidence.replays.profile
-        )
+        values = evidence.reference["profile"]["profile"] if evidence.gives_reference("eval") else evidence.replays.profile
     except ValueError as why:
         return fail(f"The grader cannot build a stack of what your block computes: {why}.")
     random = any(step.drops for step in evidence.flows["eval"].live) if evidence.flows.get("eval") else False
@@ -187,11 +183,11 @@ def _profile(evidence: Evidence, gradients_right: bool) -> Outcome:
         )
     passed, message, stats = profile_verdict(values)
     details = {"profile": {"values": values, **stats}}
-    own = profile["profile"] if profile["ok"] and not gradients_right else None
-    if passed and own is not None and not profile_verdict(own)[0]:
+    own = profile_verdict(profile["profile"]) if passed and profile["ok"] and not gradients_right else (True, "", {})
+    if not own[0]:
         # the student's own blocks, stacked as they run, lose (or blow up) the gradient though what they compute would
         # not: a cut or scaled gradient path. The child's answer only ever costs its own block the part.
-        return fail(f"In a stack of 24 of your own blocks, as they run, {profile_verdict(own)[1]}.", details=details)
+        return fail(f"In a stack of 24 of your own blocks, as they run, {own[1]}.", details=details)
     if passed:
         return Outcome(True, details=details)
     cause = (

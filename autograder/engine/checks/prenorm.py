@@ -15,7 +15,7 @@ NORM1, NORM2, EXTRA = ("norm1 feeds attention", "norm2 feeds the feed-forward ne
 
 
 def _extra(evidence: Evidence):
-    if evidence.matches("eval") or evidence.gives_reference("eval"):
+    if evidence.gives_reference("eval"):
         return PASS
     anatomy = evidence.anatomy("eval")
     halves = [h for h in (anatomy.att, anatomy.ff) if h is not None]

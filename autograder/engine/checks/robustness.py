@@ -165,6 +165,6 @@ def evaluate(evidence: Evidence) -> dict:
         DOUBLE: _part(evidence, "robust_double", "double", "After block.double() with a float64 input", torch.float64),
         REPEAT: _part(evidence, "eval_seeds", "repeat", "Called twice in eval mode on the same new input tensor"),
     }
-    if evidence.matches("eval") or evidence.gives_reference("eval"):  # the grader's other inputs, against Pre-LN's values
+    if evidence.gives_reference("eval"):  # the grader's other inputs, against Pre-LN's values
         outcomes = {part: swept(evidence, part, outcome, evidence.matches("eval")) for part, outcome in outcomes.items()}
     return {part: evidence.gate(outcome) for part, outcome in outcomes.items()}

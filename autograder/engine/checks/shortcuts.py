@@ -16,7 +16,7 @@ ATT, FF, PATH = ("shortcut around attention", "shortcut around the feed-forward 
 
 
 def _path(evidence: Evidence, additions_right: bool):
-    if evidence.matches("eval") or evidence.gives_reference("eval"):
+    if evidence.gives_reference("eval"):
         return PASS
     if not additions_right:
         return fail("Not credited: this part counts only when both additions above are right.")

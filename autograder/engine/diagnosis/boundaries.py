@@ -121,16 +121,13 @@ class Walk(Sums):
         `value` there: the edge into that component when it received `value` scaled (so `norm` gave `value`); `norm`'s
         own step when it received a value normalized token by token (`norm` normalized another value, or
         normalized otherwise); None when the values cannot tell."""
-        flat = self.placed(call)
+        flat, half = self.placed(call), HALVES["att" if norm == "norm1" else "ff"]
         if flat is None:
             return None
-        node = "n1" if norm == "norm1" else "n2"
         scaled = express(flat, {"value": value}, self.tol)
         if scaled is not None and scaled["value"] not in (0.0, 1.0):
-            return NUMBER[{"n1": "a", "n2": "f"}[node]]
-        if normalized(flat, self.shape[-1], self.parts[norm]):
-            return NUMBER[node]
-        return None
+            return half.branch
+        return half.norm if normalized(flat, self.shape[-1], self.parts[norm]) else None
 
     def _handed_on(self, branch: np.ndarray, sum_in_eval: np.ndarray | None, out_in_eval=None) -> bool:
         """Pre-LN's branch value reached its consumer though no recorded call of the branch's component gave it

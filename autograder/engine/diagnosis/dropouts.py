@@ -46,11 +46,11 @@ class Dropouts(Recording):
                 return Found(boundary, boundary, [], value), None
             partial = drops.partial(self.mode, drops.calls[0].name, value) if drops.calls else None
             call = drops.off(self.used)
-            other = {  # a call of the other half's dropout, on its own branch
-                "f": lambda c: self.located(c, self.values["att(norm1(x))"]),
-                "a": lambda c: self.output_of(c.input, ("ff",)),
-            }
-            if call is not None and other[name](call) is not None:
+            if (
+                call is not None
+                and (self.located(call, self.values["att(norm1(x))"]) if name == "f" else self.output_of(call.input, ("ff",)))
+                is not None
+            ):
                 call = None  # the other half's dropout, on its own branch: no account of this one
             if partial is not None or call is None:
                 return Found(boundary, boundary, [partial] if partial else [], value), None
