@@ -28,6 +28,22 @@ CFG = {**GRADING_CFG}
 NAMES = ("norm1", "att", "drop_shortcut", "norm2", "ff")
 
 
+def _output_layer(module):
+    """The innermost layer of `module` whose output is the module's own output object, found by running it once on
+    a token sequence (None: there is none, or it cannot run on one)."""
+    seen = []
+    hooks = [m.register_forward_hook(lambda m, a, o: seen.append((m, o))) for m in module.modules() if m is not module]
+    try:
+        with torch.no_grad():
+            out = module(torch.randn(1, CFG["context_length"], CFG["emb_dim"]))
+    except Exception:
+        return None
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return next((m for m, o in seen if o is out), None)
+
+
 def _close(a, b, rel: float = 1e-4) -> bool:
     a, b = torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)
     if a.shape != b.shape or not torch.isfinite(a).all():
@@ -167,19 +183,27 @@ class Run:
         """The block's output in `mode` on `x` (default the oracle's), dropout drawn from `seed`; `edit`: name ->
         function applied to that component's output."""
         self.block.train(mode == "train")
-        handles = []
+        handles, depth = [], [0]
         for name in NAMES:
             module = getattr(self.block, name)
+            last = _output_layer(module) if edit and name in edit else None
+            if last is not None:  # a pass over the component's own layers ends in this one: its output is edited too
+
+                def passed(m, a, o, name=name):
+                    return edit[name](o) if depth[0] == 0 else o
+                handles.append(last.register_forward_hook(passed))
             for index, inner in enumerate(module.modules()):     # a component's own layers called directly
                 if inner is not module and record is not None:
                     handles.append(inner.register_forward_hook(
                         lambda m, a, o, name=name, index=index: record.layer(name, index, a, o)))
 
             def pre(module, args, name=name):
+                depth[0] += 1
                 if record is not None:
                     record.depth += 1
 
             def post(module, args, out, name=name):
+                depth[0] -= 1
                 if record is not None:
                     record.depth -= 1
                     record.add(name, args[0], out)
@@ -389,8 +413,6 @@ class Run:
 
     def _responds(self, mode, fact):
         delta = self._delta(fact["component"])
-        if fact["component"] in self.records["eval"][0].parts:
-            return None if fact["responds"] else False     # its own layers ran: no change of its output is the same
         if delta is None:
             return None if self.calls("eval", fact["component"]) else (fact["responds"] is False)
         changed = not _close(self._edited(fact["component"], delta, None), self.output("eval"), 1e-6)

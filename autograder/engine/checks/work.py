@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from autograder.engine.diagnosis.own_layers import calls_with_passes
+from autograder.engine.questions.moving import OUTPUT_LAYERS
 from autograder.engine.tolerance import close, tolerance
 
 
@@ -19,17 +21,16 @@ def weights_from_values(evidence) -> dict | None:
     theirs = evidence.reference.get("respond") or {}
     if not (mine["ok"] and theirs.get("ok") and run["ok"]):
         return None
-    weights = {}
+    weights, tol = {}, tolerance(evidence.device)
+    calls = {probe: _calls(evidence, probe) for probe in ("eval", "eval_other", "token")}
     for side in ("att", "ff"):
         moved = float(np.linalg.norm(mine[side]["y"] - run["y"]))
         base = float(np.linalg.norm(theirs[side]["y"] - evidence.reference["eval"]["y"]))
-        inputs = [c["input"] for c in run["calls"] if c["name"] == side]
+        inputs = [c["input"] for c in calls["eval"] if c["name"] == side]
         if not inputs and evidence.flows.get("eval") is not None and times_ran(evidence.flows["eval"], side):
-            weights[side] = None  # it ran, through its own layers or unrecorded: the grader's change of its
-            continue  # output touched nothing, and says nothing of its work
-        fixed = _same_inputs(inputs, evidence.obs("eval_other"), side, tolerance(evidence.device)) or _same_inputs(
-            inputs, evidence.obs("token"), side, TOKEN_CHANGE
-        )
+            weights[side] = None  # it ran, unrecorded (in nested vmaps, its output layer left out): the grader's
+            continue  # change of its output touched nothing, and says nothing of its work
+        fixed = _same_inputs(inputs, calls["eval_other"], side, tol) or _same_inputs(inputs, calls["token"], side, TOKEN_CHANGE)
         weights[side] = 0.0 if not inputs or fixed or base == 0 else moved / base
     return weights
 
@@ -41,11 +42,31 @@ def weights_from_values(evidence) -> dict | None:
 TOKEN_CHANGE = 1e-3
 
 
-def _same_inputs(inputs: list, other: dict, side: str, tol: float) -> bool:
-    """Did `side` receive the same values within `tol` (`engine.tolerance.close`) in the run `other` as in the eval run?"""
-    if not other["ok"]:
+def _calls(evidence, probe: str) -> list | None:
+    """A recorded run's calls, each pass over a component's own layers that computes it among them, and, for a
+    component with neither, each call of its output layer the forward made itself (attention written out with
+    `self.att.out_proj`, say): the `respond` question changes that layer's output as it changes a call's
+    (`questions.moving.OUTPUT_LAYERS`), so what that layer received stands for what the branch received. None: no
+    run."""
+    run = evidence.obs(probe)
+    if not run["ok"]:
+        return None
+    calls = calls_with_passes(run, evidence.parts, tolerance(evidence.device))
+    for side, layer in OUTPUT_LAYERS.items():
+        if not any(call["name"] == side for call in calls) and side in evidence.parts:
+            index = [name for name, _ in evidence.parts[side].named_modules()].index(layer)
+            calls += [
+                {"name": side, "input": c["input"]} for c in run.get("layers") or [] if (c["name"], c["layer"]) == (side, index)
+            ]
+    return calls
+
+
+def _same_inputs(inputs: list, other: list | None, side: str, tol: float) -> bool:
+    """Did `side` receive the same values within `tol` (`engine.tolerance.close`) in the run whose calls are `other`
+    as in the eval run?"""
+    if other is None:
         return False
-    elsewhere = [c["input"] for c in other["calls"] if c["name"] == side]
+    elsewhere = [c["input"] for c in other if c["name"] == side]
     return len(elsewhere) == len(inputs) and all(close(a, b, tol) for a, b in zip(inputs, elsewhere))
 
 

@@ -32,7 +32,7 @@ def ready(kit_code: list, warm_up: bool = True) -> dict:
 # backward pass in a forked child ("Unable to handle autograd's threading in combination with fork-based
 # multiprocessing") and CUDA cannot start there: every child of the server would lose its gradient checks,
 # and could not grade on the GPU at all. A child's first backward pass starts the engine in the child instead.
-BACKWARD_PROBES = ("eval", "train", "sweep", "profile")
+BACKWARD_PROBES = ("eval", "train", "sweep", "profile", "derivative")
 
 
 def _warm_up(kit: dict) -> None:

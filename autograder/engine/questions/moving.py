@@ -6,26 +6,58 @@ one token of each sequence given other content (the `token` question)."""
 from __future__ import annotations
 
 import torch
+from torch._C._functorch import is_batchedtensor
 
 from .plan import MOVED_RUNS, Plan
+
+
+# The layer whose output is the kit's component's output: attention returns out_proj's, the feed-forward network
+# its last layer's. The `respond` question changes that layer, so that a pass over the component's own layers
+# (`self.ff.layers[2](...)`) is changed as a whole call of it is.
+OUTPUT_LAYERS = {"att": "out_proj", "ff": "layers.2"}
+
+
+def output_layer(block, name: str):
+    """`block`'s component `name`, or its output layer (OUTPUT_LAYERS) where it has one."""
+    module = getattr(block, name)
+    try:
+        return module.get_submodule(OUTPUT_LAYERS[name]) if name in OUTPUT_LAYERS else module
+    except AttributeError:  # a component of another make: changed whole
+        return module
 
 
 def change(module, seed: int) -> None:
     """Make every output of `module` differ from what it computes by a seeded amount of its own size (for the
     `respond` question; the k-th call of the run draws from seed + k)."""
     inner, count = module.forward, [0]
+    pool = torch.randn(POOL, generator=torch.Generator().manual_seed(int(seed)), dtype=torch.float64)
 
     def forward(*args, **kwargs):
         out = inner(*args, **kwargs)
         if not isinstance(out, torch.Tensor) or not out.is_floating_point() or out.numel() == 0:
             return out
         count[0] += 1
+        if is_batchedtensor(out):  # inside torch.vmap, which refuses random draws and Python numbers
+            return out + _batched_change(out, pool, count[0])
         generator = torch.Generator().manual_seed(int(seed) + count[0])
         noise = torch.randn(tuple(out.shape), generator=generator, dtype=torch.float64)
         size = float(torch.Tensor.detach(out).double().std()) if out.numel() > 1 else 1.0
         return out + (0.5 * (size if size == size and size > 0 else 1.0) * noise).to(dtype=out.dtype, device=out.device)
 
     module.forward = forward
+
+
+POOL = 4096  # the amounts a call inside torch.vmap is changed by, drawn when the question starts
+
+
+def _batched_change(out: torch.Tensor, pool: torch.Tensor, call: int) -> torch.Tensor:
+    """The change of one call inside torch.vmap: amounts from the pool drawn beforehand (the same for every example),
+    half of each example's own spread in size."""
+    numel = out.numel()
+    amounts = pool.roll(-97 * call).repeat(numel // POOL + 1)[:numel].view(out.shape)
+    size = torch.Tensor.detach(out).double().std() if numel > 1 else torch.ones((), dtype=torch.float64)
+    size = torch.where(size > 0, size, torch.ones_like(size))
+    return (0.5 * size * amounts).to(dtype=out.dtype, device=out.device)
 
 
 def moved_values(seed: int, x: torch.Tensor) -> dict:

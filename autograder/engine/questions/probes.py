@@ -15,8 +15,9 @@ from . import chains as chains_
 from .cells import ProbeFailure, describe_error, reset_torch_state, seed_random, tensor_out
 from .parts import PART_NAMES, RENAMED, build_block, graded_block, load_parts
 from .plan import BATCH, BIG_BATCH, FRESH, RESPONDING, Plan
-from .moving import change, hold, moved_runs, token_changed
+from .moving import change, hold, moved_runs, output_layer, token_changed
 from .recording import MAX_CALLS, RESPONSE_CALLS, Recorder
+from .measured import probe_derivative, probe_same_function
 from .stack import deep_profile
 from .sweep import probe_sweep
 
@@ -91,7 +92,7 @@ def _recorded_run(
     leaf = x.clone().requires_grad_(True)
     recorder = Recorder(limit=limit)
     if changed is not None:
-        change(getattr(block, changed), p.plan.respond + 1000 * RESPONDING.index(changed))
+        change(output_layer(block, changed), p.plan.respond + 1000 * RESPONDING.index(changed))
     for name, value in (held or {}).items():
         hold(getattr(block, name), value)
     for name in PART_NAMES:
@@ -258,6 +259,8 @@ PROBES = {
     "robust_double": probe_robust_double,
     "sweep": probe_sweep,
     "profile": probe_profile,
+    "derivative": probe_derivative,
+    "same_function": probe_same_function,
 }
 FORWARD_PROBES = tuple(name for name in PROBES if name != "compounding")
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from autograder.engine.questions.plan import BATCH, BIG_BATCH, MOVED_RUNS, PROFILE_DEPTH, RESPONDING, Plan
 from autograder.engine.questions.probes import PROBES
 from autograder.engine.questions.recording import DEVICE_MOVES, MAX_CALLS, MAX_EVENTS, MAX_LAYER_CALLS, RESPONSE_CALLS
+from .measured import read_derivative, read_same_function
 from .sweep import read_sweep
 from .strict import Malformed, _dict, _field, _number, _optional_tensor, _short_list, _text, error_info, tensor
 
@@ -216,6 +217,8 @@ def _read(probe: str, answer: dict, expect: Expect) -> dict:
         return _recorded_run(answer, expect)
     if probe == "compounding":
         return _compounding(answer, expect)
+    if probe in ("derivative", "same_function"):
+        return (read_derivative if probe == "derivative" else read_same_function)(answer, expect)
     if probe in ("eval_other", "token"):
         return _plain_run(answer, expect)
     if probe == "respond":
