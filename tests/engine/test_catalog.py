@@ -103,7 +103,7 @@ def test_without_the_first_shortcut_the_attention_branch_is_not_followed_into_th
     parts = {s.name: s for c in result.checks for s in c.subtests}
     attention, feed_forward = parts["shortcut around attention"], parts["shortcut around the feed-forward network"]
     assert not attention.passed and feed_forward.passed
-    assert "the input of norm2 is att(norm1(x)) alone: nothing was added to the attention branch" in attention.message
+    assert "The input of norm2 is att(norm1(x)) alone: nothing was added to the attention branch" in attention.message
     assert "the attention branch was added to" not in attention.message, attention.message
 
 

@@ -167,8 +167,8 @@ class Evidence:
         weight = weights[side]
         if weight is None:
             return (
-                f"{NAMES[side]} ran where the grader cannot change its output (through its own layers, or inside "
-                "vmap), so the grader cannot measure the work it does"
+                f"{NAMES[side]} ran where the grader cannot change its output (some of its own layers without the "
+                "last, or inside nested vmaps), so the grader cannot measure the work it does"
             )
         if weight >= REAL_WEIGHT:
             return None
@@ -193,8 +193,8 @@ class Evidence:
             return PASS if mode == "eval" else self._worked(side)
         anatomy = self.anatomy(mode)
         if getattr(anatomy, side) is None:
-            why, facts = self.absent(mode, side)
-            return fail(why + f"{what}.", facts)
+            why, facts = self.absent(mode, side)  # no fact: the branch may be there, where the grader cannot see it
+            return fail(why + (f"{what}." if facts else ", so the grader cannot check this part of it."), facts)
         found = getattr(anatomy, finder)(side)
         if found is not None:
             return fail(found.text())
@@ -211,7 +211,11 @@ class Evidence:
         responds = self.responds(side)
         if responds is False:
             return Responds("eval", side, False).text().capitalize(), (Responds("eval", side, False),)
-        return f"{NAMES[side].capitalize()} ran, but the grader could not follow its output into what your block returns", ()
+        recorded = any(call.name == side and call.kind != "manual" for call in self.flows[mode].calls)
+        who = NAMES[side].capitalize() if recorded else f"Layers of {NAMES[side]}"
+        where = "" if mode == "eval" else f" in {mode} mode"
+        whose = "its" if recorded else "their"
+        return f"{who} ran, but the grader could not follow {whose} output into what your block returns{where}", ()
 
     def responds(self, side: str) -> bool | None:
         """Does the eval output change when the grader changes `side`'s output (the `respond` question)? None:

@@ -6,6 +6,7 @@ outcome's facts and details in the rubric's order, so the order the checks run i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 
@@ -23,10 +24,21 @@ class Outcome:
 PASS = Outcome(True)
 
 
+CODE_NAMES = {"att", "ff", "x", "h", "y"}  # words a message may start with that are names in the student's code
+
+
+def sentence(message: str) -> str:
+    """`message` as a sentence: its first word capitalized, unless it is a name from code (norm2, drop_shortcut)."""
+    word = re.match(r"[\w']+", message)
+    if word is None or not word.group(0).isalpha() or word.group(0) in CODE_NAMES:
+        return message
+    return message[:1].upper() + message[1:]
+
+
 def fail(message: str, facts: tuple = (), details: dict | None = None) -> Outcome:
-    return Outcome(False, message, tuple(facts), dict(details or {}))
+    return Outcome(False, sentence(message), tuple(facts), dict(details or {}))
 
 
 def failed(outcome: Outcome, message: str) -> Outcome:
     """`outcome` turned into a failure with `message`, keeping what it rests on."""
-    return replace(outcome, passed=False, message=message)
+    return replace(outcome, passed=False, message=sentence(message))
