@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from autograder.engine.questions.parts import PART_NAMES, graded_block, make_parts, on_device
+from autograder.engine.questions.parts import PART_NAMES, graded_block, load_parts, make_parts, on_device
 from autograder.engine.questions.plan import GRADING_CFG
 from autograder.grading.reference import reference_namespace
 
@@ -134,3 +134,17 @@ def test_where_moving_could_change_anything_the_block_is_moved_by_torch(case):
         finally:
             torch.__future__.set_overwrite_module_params_on_conversion(False)
         assert block.norm1.scale is not scale and torch.equal(block.norm1.scale, scale)
+
+
+def test_a_component_handed_to_a_block_is_read_anew_after_the_block_changed_it():
+    """The deep stack hands a block that lacks a component the grader's own: what that block's code does to it from
+    then on is what the next block loading from it reads, as if nothing had been read before."""
+    parts = make_parts(KIT, GRADING_CFG, 5)
+    load_parts(lacking(*PART_NAMES)(GRADING_CFG), parts)  # read once, for a block with its own five
+    holder = lacking("att", "ff", "norm2", "drop_shortcut")(GRADING_CFG)
+    load_parts(holder, parts)
+    assert holder.norm1 is parts["norm1"]
+    holder.norm1.extra = nn.Parameter(torch.zeros(3))  # what its forward may do with it
+    notes = []
+    load_parts(lacking(*PART_NAMES)(GRADING_CFG), parts, notes)
+    assert any("could not load its weights into your norm1" in note for note in notes), notes

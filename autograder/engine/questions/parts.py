@@ -61,12 +61,12 @@ def make_parts(
     return parts
 
 
-def _pairs(mine: nn.Module, theirs: nn.Module, own: list, given: list) -> list | None:
-    """(the student's tensor, the grader's) for every parameter of `theirs`: by name where every name and shape
-    agree, else by position where the shapes agree in order (an `nn.LayerNorm`'s weight and bias for the kit's scale
-    and shift); then each buffer of the same name and shape (one of another shape, an attention mask for a longer
-    context, stays the student's). `own`, `given`: the named parameters of `mine` and of `theirs`, read once by
-    the caller. None: `mine` cannot take these weights."""
+def _pairs(mine: nn.Module, own: list, given: list, their_buffers: list) -> list | None:
+    """(the student's tensor, the grader's) for every parameter of the grader's component: by name where every name
+    and shape agree, else by position where the shapes agree in order (an `nn.LayerNorm`'s weight and bias for the
+    kit's scale and shift); then each buffer of the same name and shape (one of another shape, an attention mask for
+    a longer context, stays the student's). `own`: the named parameters of `mine`; `given`, `their_buffers`: the
+    component's (`_theirs`). None: `mine` cannot take these weights."""
     own = dict(own)
     if len(own) != len(given):
         return None
@@ -78,8 +78,22 @@ def _pairs(mine: nn.Module, theirs: nn.Module, own: list, given: list) -> list |
         return None
     buffers = dict(mine.named_buffers())
     return pairs + [
-        (buffers[name], value) for name, value in theirs.named_buffers() if name in buffers and buffers[name].shape == value.shape
+        (buffers[name], value) for name, value in their_buffers if name in buffers and buffers[name].shape == value.shape
     ]
+
+
+# The grader's components' named parameters and buffers, read once per component: a component no student's block was
+# ever handed (`load_parts` adds the ones a block lacks, and marks them `_HANDED`) is only ever read, by the grader.
+_THEIRS: "weakref.WeakKeyDictionary[nn.Module, tuple]" = weakref.WeakKeyDictionary()
+_HANDED: "weakref.WeakSet[nn.Module]" = weakref.WeakSet()
+
+
+def _theirs(theirs: nn.Module) -> tuple[list, list]:
+    if theirs in _HANDED:
+        return list(theirs.named_parameters()), list(theirs.named_buffers())
+    if theirs not in _THEIRS:
+        _THEIRS[theirs] = (list(theirs.named_parameters()), list(theirs.named_buffers()))
+    return _THEIRS[theirs]
 
 
 # A student's module whose parameters the grader loaded by position: the grader's names of its parameters, by the
@@ -95,6 +109,8 @@ def load_parts(block: nn.Module, parts: dict[str, nn.Module], notes: list | None
     for name in PART_NAMES:
         theirs, mine = parts[name], block._modules.get(name)
         if mine is None:
+            _HANDED.add(theirs)  # the student's forward may change it from now on: read it anew every time
+            _THEIRS.pop(theirs, None)
             setattr(block, name, theirs)
             continue
         if id(mine) in seen:
@@ -106,8 +122,8 @@ def load_parts(block: nn.Module, parts: dict[str, nn.Module], notes: list | None
             else:
                 _note(notes, f"the grader could not set the rate of your drop_shortcut ({type(mine).__name__})")
             continue
-        own, given = list(mine.named_parameters()), list(theirs.named_parameters())
-        pairs = _pairs(mine, theirs, own, given)
+        own, (given, their_buffers) = list(mine.named_parameters()), _theirs(theirs)
+        pairs = _pairs(mine, own, given, their_buffers)
         if pairs is None:
             _note(
                 notes,
