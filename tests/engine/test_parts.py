@@ -109,7 +109,9 @@ class Watched(nn.Parameter):
         return super().__torch_function__(func, types, args, kwargs or {})
 
 
-@pytest.mark.parametrize("case", ["own _apply", "parameter subclass", "meta buffer", "parameters replaced on conversion"])
+@pytest.mark.parametrize(
+    "case", ["own _apply", "own to on the instance", "parameter subclass", "meta buffer", "parameters replaced on conversion"]
+)
 def test_where_moving_could_change_anything_the_block_is_moved_by_torch(case):
     """A module that moves itself its own way, a parameter of another type, a tensor on another device, or torch's
     flag that makes `to` replace parameters: `to` runs, and does what it does."""
@@ -118,6 +120,11 @@ def test_where_moving_could_change_anything_the_block_is_moved_by_torch(case):
         OwnMove.moved = []
         block.extra = OwnMove()
         assert on_device(block, "cpu") is block and OwnMove.moved == ["OwnMove"]
+    elif case == "own to on the instance":
+        asked = []
+        block.ff.to = lambda *args: asked.append(args)
+        block.ff._apply = lambda fn, recurse=True: asked.append("_apply")
+        assert on_device(block, "cpu") is block and asked == ["_apply"]  # torch's own `to` of the block moves its ff so
     elif case == "parameter subclass":
         Watched.asked = []
         block.norm1.scale = Watched(block.norm1.scale.detach().clone())

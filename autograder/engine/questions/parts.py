@@ -183,10 +183,10 @@ def _drawn_parts(kit: dict, cfg: dict, seed: int, part_options: dict) -> dict[st
 _DRAWN: dict = {}  # (kit namespace, config, seed, options) -> (the namespace, kept alive, and its drawn components)
 
 
-# What `Module.to` runs on every module it moves: a module whose class takes any of these from torch's own `Module`
-# moves as torch moves it, whatever else the class changes.
-_MOVING = ("to", "_apply", "children", "named_children", "__eq__", "__hash__")
-_MOVES_AS_TORCH: "weakref.WeakKeyDictionary[type, bool]" = weakref.WeakKeyDictionary()
+# What `Module.to` runs on every module it moves: a module whose class takes these from torch's own `Module`, and
+# whose instance sets none of them, moves as torch moves it, whatever else the class changes.
+_MOVING = ("to", "_apply", "children", "named_children", "__eq__", "__hash__", "__getattribute__")
+_TORCH_MOVES = tuple(getattr(nn.Module, name) for name in _MOVING)
 
 
 def on_device(module: nn.Module, device: str) -> nn.Module:
@@ -203,11 +203,10 @@ def on_device(module: nn.Module, device: str) -> nn.Module:
 
 
 def _stays_on_cpu(module, seen: set) -> bool:
-    kind = type(module)
-    moves = _MOVES_AS_TORCH.get(kind)
-    if moves is None:
-        moves = _MOVES_AS_TORCH[kind] = all(getattr(kind, name, None) is getattr(nn.Module, name) for name in _MOVING)
-    if not moves:
+    kind, own = type(module), getattr(module, "__dict__", {})  # read anew each time: a class may change while graded
+    if not all(getattr(kind, name, None) is torch_own for name, torch_own in zip(_MOVING, _TORCH_MOVES)):
+        return False
+    if any(name in own for name in _MOVING) or not all(type(own.get(d)) is dict for d in ("_parameters", "_buffers", "_modules")):
         return False
     seen.add(id(module))
     for param in module._parameters.values():
