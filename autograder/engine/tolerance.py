@@ -28,6 +28,8 @@ float32 on the way.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 TOLERANCE = {"cpu": {"float32": 1e-5, "float64": 1e-9}, "cuda": {"float32": 2e-3, "float64": 1e-9}}
@@ -48,10 +50,17 @@ def close(a, b, tol: float, scale: float = 1.0, *, flat: bool = False) -> bool:
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if flat:
         a, b = a.reshape(-1), b.reshape(-1)
-    if a.shape != b.shape or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+    if a.shape != b.shape or not (np.isfinite(a).all() and np.isfinite(b).all()):
         return False
-    size = max(float(np.linalg.norm(a)), float(np.linalg.norm(b)), 1.0)
-    return bool(float(np.linalg.norm(a - b)) <= tol * scale * size)
+    size = max(_norm(a), _norm(b), 1.0)
+    return bool(_norm(a - b) <= tol * scale * size)
+
+
+def _norm(x: np.ndarray) -> float:
+    """`np.linalg.norm(x)` of a float64 array, as it computes it (the square root of the raveled array's dot
+    product with itself), without its checks: `close` runs on every value the grader reads."""
+    x = x.ravel(order="K")
+    return math.sqrt(float(x.dot(x)))
 
 
 __all__ = ["GRADIENTS", "REPLAYED", "TOLERANCE", "close", "tolerance"]

@@ -61,12 +61,13 @@ def make_parts(
     return parts
 
 
-def _pairs(mine: nn.Module, theirs: nn.Module) -> list | None:
-    """(the student's tensor, the grader's) for every parameter of `theirs`: by name where every name and shape
-    agree, else by position where the shapes agree in order (an `nn.LayerNorm`'s weight and bias for the kit's scale
-    and shift); then each buffer of the same name and shape (one of another shape, an attention mask for a longer
-    context, stays the student's). None: `mine` cannot take these weights."""
-    own, given = dict(mine.named_parameters()), list(theirs.named_parameters())
+def _pairs(mine: nn.Module, own: list, given: list, their_buffers: list) -> list | None:
+    """(the student's tensor, the grader's) for every parameter of the grader's component: by name where every name
+    and shape agree, else by position where the shapes agree in order (an `nn.LayerNorm`'s weight and bias for the
+    kit's scale and shift); then each buffer of the same name and shape (one of another shape, an attention mask for
+    a longer context, stays the student's). `own`: the named parameters of `mine`; `given`, `their_buffers`: the
+    component's (`_theirs`). None: `mine` cannot take these weights."""
+    own = dict(own)
     if len(own) != len(given):
         return None
     if all(name in own and own[name].shape == value.shape for name, value in given):
@@ -77,8 +78,22 @@ def _pairs(mine: nn.Module, theirs: nn.Module) -> list | None:
         return None
     buffers = dict(mine.named_buffers())
     return pairs + [
-        (buffers[name], value) for name, value in theirs.named_buffers() if name in buffers and buffers[name].shape == value.shape
+        (buffers[name], value) for name, value in their_buffers if name in buffers and buffers[name].shape == value.shape
     ]
+
+
+# The grader's components' named parameters and buffers, read once per component: a component no student's block was
+# ever handed (`load_parts` adds the ones a block lacks, and marks them `_HANDED`) is only ever read, by the grader.
+_THEIRS: "weakref.WeakKeyDictionary[nn.Module, tuple]" = weakref.WeakKeyDictionary()
+_HANDED: "weakref.WeakSet[nn.Module]" = weakref.WeakSet()
+
+
+def _theirs(theirs: nn.Module) -> tuple[list, list]:
+    if theirs in _HANDED:
+        return list(theirs.named_parameters()), list(theirs.named_buffers())
+    if theirs not in _THEIRS:
+        _THEIRS[theirs] = (list(theirs.named_parameters()), list(theirs.named_buffers()))
+    return _THEIRS[theirs]
 
 
 # A student's module whose parameters the grader loaded by position: the grader's names of its parameters, by the
@@ -94,6 +109,8 @@ def load_parts(block: nn.Module, parts: dict[str, nn.Module], notes: list | None
     for name in PART_NAMES:
         theirs, mine = parts[name], block._modules.get(name)
         if mine is None:
+            _HANDED.add(theirs)  # the student's forward may change it from now on: read it anew every time
+            _THEIRS.pop(theirs, None)
             setattr(block, name, theirs)
             continue
         if id(mine) in seen:
@@ -105,7 +122,8 @@ def load_parts(block: nn.Module, parts: dict[str, nn.Module], notes: list | None
             else:
                 _note(notes, f"the grader could not set the rate of your drop_shortcut ({type(mine).__name__})")
             continue
-        pairs = _pairs(mine, theirs)
+        own, (given, their_buffers) = list(mine.named_parameters()), _theirs(theirs)
+        pairs = _pairs(mine, own, given, their_buffers)
         if pairs is None:
             _note(
                 notes,
@@ -116,7 +134,7 @@ def load_parts(block: nn.Module, parts: dict[str, nn.Module], notes: list | None
         with torch.no_grad():
             for yours, ours in pairs:
                 yours.copy_(ours)
-        names = dict(zip((n for n, _ in mine.named_parameters()), (n for n, _ in theirs.named_parameters())))
+        names = dict(zip((n for n, _ in own), (n for n, _ in given)))
         if any(a != b for a, b in names.items()):
             RENAMED.setdefault(block, {}).update({f"{name}.{a}": f"{name}.{b}" for a, b in names.items()})
         for inner in mine.modules():
@@ -163,3 +181,47 @@ def _drawn_parts(kit: dict, cfg: dict, seed: int, part_options: dict) -> dict[st
 
 
 _DRAWN: dict = {}  # (kit namespace, config, seed, options) -> (the namespace, kept alive, and its drawn components)
+
+
+# What `Module.to` runs on every module it moves: a module whose class takes these from torch's own `Module`, and
+# whose instance sets none of them, moves as torch moves it, whatever else the class changes.
+_MOVING = ("to", "_apply", "children", "named_children", "__eq__", "__hash__", "__getattribute__")
+_TORCH_MOVES = tuple(getattr(nn.Module, name) for name in _MOVING)
+
+
+def on_device(module: nn.Module, device: str) -> nn.Module:
+    """`module.to(device)`, the very call, except where it is provably a no-op: on the CPU, for a module whose
+    every module moves as torch's own `Module` moves it (`_MOVING`) and whose every parameter, gradient and buffer is
+    a plain tensor already on the CPU. `to` then hands each of them back unchanged (`Tensor.to` returns the tensor
+    itself, and `param.data = param` changes nothing), so skipping it leaves every object as it would have been.
+    Not where torch's future flags make `to` replace or swap parameters."""
+    future = torch.__future__
+    replaces = future.get_overwrite_module_params_on_conversion() or future.get_swap_module_params_on_conversion()
+    if device == "cpu" and not replaces and _stays_on_cpu(module, set()):
+        return module
+    return module.to(device)
+
+
+def _stays_on_cpu(module, seen: set) -> bool:
+    kind, own = type(module), getattr(module, "__dict__", {})  # read anew each time: a class may change while graded
+    if not all(getattr(kind, name, None) is torch_own for name, torch_own in zip(_MOVING, _TORCH_MOVES)):
+        return False
+    if any(name in own for name in _MOVING) or not all(type(own.get(d)) is dict for d in ("_parameters", "_buffers", "_modules")):
+        return False
+    seen.add(id(module))
+    for param in module._parameters.values():
+        if param is not None and not (type(param) is nn.Parameter and _on_cpu(param) and _plain_cpu(param.grad, True)):
+            return False
+    if not all(buffer is None or _plain_cpu(buffer) for buffer in module._buffers.values()):
+        return False
+    return all(child is None or id(child) in seen or _stays_on_cpu(child, seen) for child in module._modules.values())
+
+
+def _plain_cpu(value, optional: bool = False) -> bool:
+    if value is None:
+        return optional
+    return type(value) is torch.Tensor and _on_cpu(value)
+
+
+def _on_cpu(value) -> bool:
+    return value.is_cpu

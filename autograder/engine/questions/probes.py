@@ -13,7 +13,7 @@ import torch
 
 from . import chains as chains_
 from .cells import ProbeFailure, describe_error, reset_torch_state, seed_random, tensor_out
-from .parts import PART_NAMES, RENAMED, build_block, graded_block, load_parts
+from .parts import PART_NAMES, RENAMED, build_block, graded_block, load_parts, on_device
 from .plan import BATCH, BIG_BATCH, FRESH, RESPONDING, Plan
 from .moving import change, hold, moved_runs, output_layer, token_changed
 from .recording import MAX_CALLS, RESPONSE_CALLS, Recorder
@@ -37,9 +37,8 @@ class Probing:
 
     def block(self, **part_options):
         cls = self.definition("TransformerBlock")
-        return graded_block(
-            cls, self.kit, self.plan.cfg, self.plan.weights, self.notes, drop_p=self.plan.drop_p, **part_options
-        ).to(self.plan.device)
+        block = graded_block(cls, self.kit, self.plan.cfg, self.plan.weights, self.notes, drop_p=self.plan.drop_p, **part_options)
+        return on_device(block, self.plan.device)
 
     def randn(self, shape, seed: int, dtype=torch.float32):
         generator = torch.Generator().manual_seed(int(seed))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from .cells import tensor_out
-from .parts import PART_NAMES, make_parts
+from .parts import PART_NAMES, make_parts, on_device
 from .plan import BATCH, PROFILE_DEPTH, Plan
 
 
@@ -19,7 +19,7 @@ def deep_profile(make_block, kit: dict, plan: Plan) -> list[float]:
     cfg = plan.cfg
     drawn = _drawn_stack(kit, tuple(sorted(cfg.items())), plan.profile_seed, plan.device)
     blocks = [make_block({name: source[name] for name in PART_NAMES}).eval() for source in drawn]
-    stack = torch.nn.Sequential(*blocks).to(plan.device)
+    stack = on_device(torch.nn.Sequential(*blocks), plan.device)
     generator = torch.Generator().manual_seed(plan.profile_seed)
     x = torch.randn(BATCH, cfg["context_length"], cfg["emb_dim"], generator=generator).to(plan.device)
     tensor_out(stack[0](x.clone()), x)

@@ -28,7 +28,7 @@ import random
 import torch
 
 from .cells import describe_error, seed_random
-from .parts import PART_NAMES, graded_block
+from .parts import PART_NAMES, graded_block, on_device
 from .recording import Recorder
 
 # Every call: mode, rate ("cfg": the configuration's drop_rate; a number: set after __init__ on drop_shortcut;
@@ -200,7 +200,7 @@ def probe_sweep(p) -> dict:
     for spec in p.plan.sweep:
         cls = p.definition("TransformerBlock")
         block = graded_block(cls, p.kit, spec["cfg"], spec["weights"], p.notes, drop_p=spec["cfg"]["drop_rate"])
-        block = block.to(p.plan.device)
+        block = on_device(block, p.plan.device)
         if spec["dtype"] == "float64":
             block = block.double()
         recorder = Recorder()
