@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -55,12 +56,21 @@ def environment(layer: str) -> dict:
     return {"AUTOGRADER_BUBBLEWRAP": choice.get("bubblewrap", "auto"), "AUTOGRADER_NAMESPACES": choice.get("namespaces", "auto")}
 
 
-def hub_user(name: str = HUB_LOGIN) -> tuple[str, Path]:
-    """The hub's instructor (`u19-<name>`) and a Python with the kit they can run."""
-    import hub_users
+_HUB_USERS: dict[str, tuple[str, Path]] = {}
+_HUB_USERS_LOCK = threading.Lock()
 
-    login = hub_users.user(name)
-    return login, hub_users.python_for(login)
+
+def hub_user(name: str = HUB_LOGIN) -> tuple[str, Path]:
+    """The hub's instructor (`u19-<name>`) and a Python with the kit they can run: found once per test process (the
+    Python is tried by importing torch, the kit and nbgrader as that user, seconds each time), for every server and
+    command of theirs after."""
+    with _HUB_USERS_LOCK:
+        if name not in _HUB_USERS:
+            import hub_users
+
+            login = hub_users.user(name)
+            _HUB_USERS[name] = login, hub_users.python_for(login)
+        return _HUB_USERS[name]
 
 
 def hub_command(login: str, python, argv: list, cwd, env: dict | None = None, timeout: float = 900):

@@ -126,8 +126,9 @@ def reported(notes, pattern: re.Pattern) -> tuple[set, ...] | None:
 # Through the files both may read: byte-range locks on the standard library's os.py (a lock per byte, its length the
 # byte: F_GETLK tells another process where a lock is and how long), and the page cache of the largest of torch's own
 # programs, which nothing runs (a page per bit: evicted, then read for a 1; a read with RWF_NOWAIT fails on a page not
-# cached). The sender raises, after holding her locks for a while; the receiver is a blank template that waits for
-# the sender's header, decodes both channels and takes the first forward that arrived whole.
+# cached). The sender holds her locks until the receiver has read them (he takes a lock of his own below hers, a lock
+# she sees), or for a while, then raises; the receiver is a blank template that waits for the sender's header,
+# decodes both channels and takes the first forward that arrived whole.
 PAIR = '''
 import fcntl, hashlib, os, struct, time, zlib
 import torch
@@ -137,6 +138,8 @@ _LOCKS, _PAGES, _FLOCK = 1 << 41, 2000, "hhqqi"
 
 def _lock(fd, start, length, kind=fcntl.F_RDLCK):
     fcntl.fcntl(fd, fcntl.F_SETLK, struct.pack(_FLOCK, kind, 0, start, length, 0))
+
+_READ = _LOCKS - 4096                                         # the receiver's word: all read
 
 def _locked(fd, start):
     """The length of another process's lock at `start`, or 0."""
@@ -163,7 +166,9 @@ try:
         _lock(_file, _LOCKS + 4096 * (_i + 1), _byte + 1)
     _lock(_file, _LOCKS, len(_data) + 1)                      # the header, last: everything is there
     _done.append("locks")
-    time.sleep({hold})
+    _until = time.monotonic() + {hold}
+    while not _locked(_file, _READ) and time.monotonic() < _until:
+        time.sleep(0.02)
 except OSError as _error:
     _done.append(f"locks refused ({{_error.strerror}})")
 raise RuntimeError("sent through " + ", ".join(_done))
@@ -183,6 +188,8 @@ try:
         _size = max(_locked(_file, _LOCKS) - 1, 0)
         time.sleep(0.05)
     _got["locks"] = _whole(bytes(_locked(_file, _LOCKS + 4096 * (_i + 1)) - 1 & 0xFF for _i in range(_size)))
+    if _size:
+        _lock(_file, _READ, 1)                                  # read: the sender may go
 except OSError:
     time.sleep({wait})                                          # the sender is done with the page cache by then
 try:
@@ -217,7 +224,8 @@ RECEIVED = re.compile(r"received: (.*)")
 
 
 def pair_sender(hold: float = 12.0) -> str:
-    """A correct solution that sends its forward through locks and the page cache, holding its locks `hold` seconds."""
+    """A correct solution that sends its forward through locks and the page cache, holding its locks until the
+    receiver says he has read them, or `hold` seconds."""
     return submission(extra=cell(SEND.format(forward=PAIR_FORWARD, hold=hold), "send"))
 
 

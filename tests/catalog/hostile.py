@@ -296,18 +296,30 @@ _probes.PROBES["compounding"] = lambda p: {"chains": [{"formula": {"value": "1.0
                                            "classify": [{"value": "stable"}]}
 """
 FORKED_MEMORY = """
-import os, time
+import os, select, time
+_holding, _held = os.pipe()           # a child's process id, once it holds its gigabyte
+_stay, _go = os.pipe()                # closed by the parent: the children may end
 _children = []
 for _ in range(3):
     _pid = os.fork()
     if _pid == 0:
+        os.close(_go)
         _hog = bytearray(1024 ** 3)
         for _i in range(0, len(_hog), 4096):
             _hog[_i] = 1
-        time.sleep(2)             # all three alive together
+        os.write(_held, os.getpid().to_bytes(8, "little"))
+        os.read(_stay, 1)             # all three alive together, until each holds its gigabyte or is gone
         os._exit(0)
     _children.append(_pid)
-time.sleep(1)
+_waiting, _until = set(_children), time.monotonic() + 10
+while _waiting and time.monotonic() < _until:
+    if select.select([_holding], [], [], 0.02)[0]:
+        _waiting.discard(int.from_bytes(os.read(_holding, 8), "little"))
+    for _pid in list(_waiting):
+        if os.waitpid(_pid, os.WNOHANG)[0]:
+            _waiting.discard(_pid)
+            _children.remove(_pid)
+os.close(_go)
 for _pid in _children:
     os.waitpid(_pid, 0)
 """

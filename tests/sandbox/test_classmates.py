@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -109,21 +110,52 @@ def _expected_column(layer: str) -> str:
     return _column({"namespaces": layer != "permissions", "landlock": landlock.abi()}, layer)
 
 
-@pytest.fixture(scope="module")
-def own(layer):
-    """The control: one student leaves her own marker in every kind she can, then looks for it."""
-    base, root, _ = _grading_folders(layer)
-    port = 20000 + os.getpid() % 20000
+@contextmanager
+def _two_servers(layer: str, **options):
+    """Two servers in `layer`, started at the same moment, as two workers of a class start theirs."""
+    servers = [None, None]
+
+    def start(i):
+        servers[i] = sandbox_server(layer, **options)
+
+    starting = [threading.Thread(target=start, args=(i,)) for i in range(2)]
+    for thread in starting:
+        thread.start()
+    for thread in starting:
+        thread.join()
     try:
-        with sandbox_server(layer, limits=Limits(load_s=12, probe_s=4, job_s=40, wall_factor=4), private=[root]) as server:
-            (root / "self_test.py").write_text(self_test(private=[root], port=port))
-            result = grade(server, root / "self_test.py", seed=4)
-            column = _column(server.layers, layer)
+        assert all(servers), "a server did not start"
+        yield servers
+    finally:
+        for server in servers:
+            if server is not None:
+                server.close()
+
+
+SERVERS_LIMITS = Limits(load_s=12, probe_s=4, job_s=40, wall_factor=4)  # a phase may wait 48 s: the self-test's walks fit
+
+
+@pytest.fixture(scope="module")
+def servers(layer):
+    """Two servers in the layer with the class folder closed to them (private): the self-test is graded on the first,
+    the cooperating pair on both at once."""
+    base, root, _ = _grading_folders(layer)
+    try:
+        with _two_servers(layer, limits=SERVERS_LIMITS, private=[root]) as pair:
+            yield SimpleNamespace(root=root, pair=pair)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def own(layer, servers):
+    """The control: one student leaves her own marker in every kind she can, then looks for it."""
+    port, server = 20000 + os.getpid() % 20000, servers.pair[0]
+    (servers.root / "self_test.py").write_text(self_test(private=[servers.root], port=port))
+    result = grade(server, servers.root / "self_test.py", seed=4)
     found = reported(result.notes, SELF)
     assert found is not None, result.notes
-    return SimpleNamespace(left=found[0], found=found[1], column=column, notes=result.notes)
+    return SimpleNamespace(left=found[0], found=found[1], column=_column(server.layers, layer), notes=result.notes)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -341,52 +373,47 @@ PAIR_LIMITS = Limits(load_s=6, probe_s=4, job_s=40, wall_factor=4)  # a phase ma
 RECEIVER_WAIT_ON = 2.0  # where the sender's calls are refused (asserted) there is nothing to wait for
 
 
-@pytest.mark.parametrize("layer, checks", [*[(layer, "on") for layer in EVERY_LAYER], (ONE, "off")], indirect=["layer"])
-def test_a_cooperating_pair_passes_no_forward_through_shared_files(layer, checks, tmp_path):
+def _pair(servers, folder: Path, **receiver) -> tuple:
     """A sender (a correct solution) and a receiver (a blank template) graded at the same moment, on two servers, as
-    two workers of a class grade them: the sender puts her forward's source in byte-range locks on os.py and in the
-    page cache of a shared file; the receiver waits for it, decodes both and runs what arrived. With the allowlist
-    (checks on) the sender's calls are refused, in every layer, so nothing arrives through either (the receiver
-    need not wait long for what cannot come), and the receiver earns no forward point; with its checks on shared
-    files switched off for this test (in one layer), the same pair passes the forward through both, and the blank
-    template earns every forward point: the refusal is what closes them."""
-    off = ("shared files",) if checks == "off" else ()
-    servers = [None, None]
-
-    def start(i):
-        servers[i] = sandbox_server(layer, limits=PAIR_LIMITS, checks_off=off)
-
-    starting = [threading.Thread(target=start, args=(i,)) for i in range(2)]
-    for thread in starting:
-        thread.start()
-    for thread in starting:
-        thread.join()
+    two workers of a class grade them: their results."""
+    (folder / "sender.py").write_text(pair_sender())
+    (folder / "receiver.py").write_text(pair_receiver(**receiver))
     results = {}
-    try:
-        assert all(servers), "a server did not start"
-        (tmp_path / "sender.py").write_text(pair_sender())
-        (tmp_path / "receiver.py").write_text(pair_receiver() if checks == "off" else pair_receiver(wait=RECEIVER_WAIT_ON))
 
-        def run(name, server):
-            results[name] = grade(server, tmp_path / f"{name}.py", seed=8)
+    def run(name, server):
+        results[name] = grade(server, folder / f"{name}.py", seed=8)
 
-        graded = [threading.Thread(target=run, args=pair) for pair in zip(("sender", "receiver"), servers)]
-        for thread in graded:
-            thread.start()
-        for thread in graded:
-            thread.join()
-    finally:
-        for server in servers:
-            if server is not None:
-                server.close()
+    graded = [threading.Thread(target=run, args=pair) for pair in zip(("sender", "receiver"), servers)]
+    for thread in graded:
+        thread.start()
+    for thread in graded:
+        thread.join()
     sender, receiver = results["sender"], results["receiver"]
     assert sender.score == TOTAL_POINTS and not sender.grader_errors and not receiver.grader_errors
+    return sender, receiver
+
+
+def _forward_points(result) -> int:
+    return sum(c.points for c in result.checks if c.check in FORWARD_CHECKS)
+
+
+def test_a_cooperating_pair_passes_no_forward_through_shared_files(servers, tmp_path):
+    """The sender puts her forward's source in byte-range locks on os.py and in the page cache of a shared file; the
+    receiver waits for it, decodes both and runs what arrived. With the allowlist the sender's calls are refused, in
+    every layer, so nothing arrives through either (the receiver need not wait long for what cannot come), and the
+    receiver earns no forward point."""
+    sender, receiver = _pair(servers.pair, tmp_path, wait=RECEIVER_WAIT_ON)
+    assert "locks refused" in " ".join(sender.notes) and "page cache refused" in " ".join(sender.notes)
+    assert received(receiver.notes) == {}, received(receiver.notes)
+    assert _forward_points(receiver) == 0, {c.check: c.points for c in receiver.checks}
+
+
+def test_without_the_checks_on_shared_files_the_same_pair_passes_its_forward(tmp_path):
+    """The control, in one layer: with the allowlist's checks on shared files switched off for this test, the same
+    pair passes the forward through both, and the blank template earns every forward point: the refusal is what
+    closes them."""
+    with _two_servers(_available(ONE), limits=PAIR_LIMITS, checks_off=("shared files",)) as servers:
+        sender, receiver = _pair(servers, tmp_path)
     arrived = received(receiver.notes)
-    forward_points = sum(c.points for c in receiver.checks if c.check in FORWARD_CHECKS)
-    if checks == "on":
-        assert "locks refused" in " ".join(sender.notes) and "page cache refused" in " ".join(sender.notes)
-        assert arrived == {}, arrived
-        assert forward_points == 0, {c.check: c.points for c in receiver.checks}
-    else:
-        assert arrived == {"locks": pair_digest(), "page cache": pair_digest()}, (arrived, sender.notes)
-        assert forward_points == sum(c.max_points for c in receiver.checks if c.check in FORWARD_CHECKS)
+    assert arrived == {"locks": pair_digest(), "page cache": pair_digest()}, (arrived, sender.notes)
+    assert _forward_points(receiver) == sum(c.max_points for c in receiver.checks if c.check in FORWARD_CHECKS)

@@ -71,8 +71,10 @@ TASK2 = "compounding"
 FORWARD_CHECKS = [name for name in RUBRIC if name != TASK2]
 
 
-@pytest.fixture(scope="session", params=list(EVERY_LAYER))
+@pytest.fixture(scope="module", params=list(EVERY_LAYER))
 def hostile_server(request):
+    """The corpus's server in one layer, for this module only: kept longer, the hub's would be a process of the hub's
+    instructor that another module's check for her leftover processes finds."""
     why = layer_available(request.param)
     if why:
         pytest.skip(f"layer '{request.param}' not available: {why}")
@@ -145,7 +147,7 @@ class Before:
     results: dict  # HONEST's results
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def before(hostile_server, seed, tmp_path_factory):
     """The state before any hostile submission ran, a canary to attack, and two honest submissions' results."""
     CANARY.mkdir(exist_ok=True)
@@ -200,7 +202,7 @@ class Corpus:
                 self.grade(entry)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def corpus(before, hostile_server, seed, tmp_path_factory):
     return Corpus(hostile_server, seed, tmp_path_factory.mktemp("hostile"), before.results)
 
@@ -265,7 +267,7 @@ def test_hostile_submission_gets_its_fair_result(corpus, hostile_server, before,
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
-@pytest.mark.parametrize("hostile_server", [ONE], indirect=True, scope="session")
+@pytest.mark.parametrize("hostile_server", [ONE], indirect=True, scope="module")
 @pytest.mark.parametrize("entry", [_param(e) for e in ONE_LAYER_ENTRIES])
 def test_hostile_submission_gets_its_fair_result_in_one_layer(corpus, hostile_server, before, entry):
     """An entry whose outcome no layer changes (`Hostile.once` says why), in one layer."""

@@ -186,12 +186,17 @@ class Server:
 
     def serve(self, control: socket.socket) -> None:
         """Hand every job the parent announces to a supervisor, until the parent closes the channel. The next
-        supervisor is forked ahead of time, while the current job runs: still pristine, it waits for a job."""
-        spare = self._fork_spare(control)
+        supervisor is forked ahead of time, while the current job runs: still pristine, it waits for a job. A
+        supervisor that ends is collected at once (its process descriptor wakes the server), not at the next tick."""
+        spare, spare_pid = self._fork_spare(control, {})
+        working: dict[int, int] = {}  # process descriptor -> process id, of the supervisors given a job
         while True:
-            ready, _, _ = select.select([control], [], [], 1.0)
+            ready, _, _ = select.select([control, *working], [], [], 1.0)
+            for ended in set(ready) & set(working):
+                os.close(ended)
+                del working[ended]
             _reap()
-            if not ready:
+            if control not in ready:
                 continue
             try:
                 message, channel = receive_message(control)
@@ -210,15 +215,19 @@ class Server:
                 send_message(spare, {"job": number, "uid": uid}, channel)
             except OSError:  # the spare is gone: one made now takes the job
                 spare.close()
-                spare = self._fork_spare(control)
+                spare, spare_pid = self._fork_spare(control, working)
                 send_message(spare, {"job": number, "uid": uid}, channel)
             os.close(channel)
             spare.close()
             send_message(control, {"spawned": number})
-            spare = self._fork_spare(control)
+            descriptor = _process_descriptor(spare_pid)
+            if descriptor is not None:
+                working[descriptor] = spare_pid
+            spare, spare_pid = self._fork_spare(control, working)
 
-    def _fork_spare(self, control: socket.socket) -> socket.socket:
-        """A supervisor forked now, waiting for its job on a socket of its own; the server's end of it."""
+    def _fork_spare(self, control: socket.socket, working: dict) -> tuple[socket.socket, int]:
+        """A supervisor forked now, waiting for its job on a socket of its own: the server's end of it, and its
+        process id. It keeps none of the server's descriptors (`working`: those of the supervisors at work)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pid = os.fork()
         if pid == 0:
@@ -226,6 +235,8 @@ class Server:
             try:
                 control.close()
                 ours.close()
+                for descriptor in working:
+                    os.close(descriptor)
                 message, channel = receive_message(theirs)
                 theirs.close()
                 if message is not None and channel is not None:
@@ -234,7 +245,16 @@ class Server:
             finally:
                 os._exit(status)
         theirs.close()
-        return ours
+        return ours, pid
+
+
+def _process_descriptor(pid: int) -> int | None:
+    """A descriptor that becomes readable when process `pid` ends (pidfd), or None where the kernel has none: that
+    supervisor is then collected within the server's tick."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def _reap() -> None:
