@@ -143,3 +143,23 @@ def test_the_train_run_is_walked_once_for_the_diagnosis_and_every_check(answers,
     monkeypatch.setattr(boundaries.Walk, "first", counted)
     evaluation.evaluate(copy.deepcopy(raws[name]), plan)
     assert walked.count("train") == (0 if name == "solution" else 1), walked  # before: up to 3 for one submission
+
+
+@pytest.mark.parametrize(
+    "message, shown",
+    [
+        ("the feed-forward network received a value", "The feed-forward network received a value"),
+        ("in train mode, no call of drop_shortcut", "In train mode, no call of drop_shortcut"),
+        ("norm2 received a value that is not h", "norm2 received a value that is not h"),
+        ("drop_shortcut received a value", "drop_shortcut received a value"),
+        ("ff(norm2(h)) is not what came back", "ff(norm2(h)) is not what came back"),
+        ("x + att(norm1(x)) is not returned", "x + att(norm1(x)) is not returned"),
+        ("Your block's output differs", "Your block's output differs"),
+        ("", ""),
+    ],
+)
+def test_a_failed_part_says_a_sentence_and_leaves_names_from_code_as_written(message, shown):
+    from autograder.engine.checks.outcomes import fail, failed
+
+    assert fail(message).message == shown
+    assert failed(fail("x"), message).message == shown
