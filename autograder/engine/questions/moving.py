@@ -6,7 +6,6 @@ one token of each sequence given other content (the `token` question)."""
 from __future__ import annotations
 
 import torch
-from torch._C._functorch import is_batchedtensor
 
 from .plan import MOVED_RUNS, Plan
 
@@ -37,7 +36,7 @@ def change(module, seed: int) -> None:
         if not isinstance(out, torch.Tensor) or not out.is_floating_point() or out.numel() == 0:
             return out
         count[0] += 1
-        if is_batchedtensor(out):  # inside torch.vmap, which refuses random draws and Python numbers
+        if torch._C._functorch.is_batchedtensor(out):  # inside torch.vmap, which refuses random draws and Python numbers
             return out + _batched_change(out, pool, count[0])
         generator = torch.Generator().manual_seed(int(seed) + count[0])
         noise = torch.randn(tuple(out.shape), generator=generator, dtype=torch.float64)
