@@ -201,21 +201,17 @@ class Evidence:
         return self._worked(side)
 
     def absent(self, mode: str, side: str) -> tuple[str, tuple]:
-        """Why a half is missing from what the grader can follow in the `mode` run, said from values, with the fact
-        that says it: the branch never ran (no call was recorded), or what the block returns does not change when
-        the grader changes the branch's output, or (neither known) that the grader could not see its output reach
-        the result."""
-        ran = times_ran(self.flows[mode], side)
-        if not ran:
+        """Why a half is missing from what the grader can follow in the `mode` run, with the fact that says it: the
+        branch never ran, or the block's output does not change when the grader changes the branch's output, or
+        (neither known, no fact) the grader could not see its output (or its layers') reach the result."""
+        if not times_ran(self.flows[mode], side):
             return Ran(mode, side, 0).text().capitalize(), (Ran(mode, side, 0),)
-        responds = self.responds(side)
-        if responds is False:
+        if self.responds(side) is False:
             return Responds("eval", side, False).text().capitalize(), (Responds("eval", side, False),)
-        recorded = any(call.name == side and call.kind != "manual" for call in self.flows[mode].calls)
-        who = NAMES[side].capitalize() if recorded else f"Layers of {NAMES[side]}"
+        whole = any(call.name == side and call.kind != "manual" for call in self.flows[mode].calls)
+        who = f"{NAMES[side].capitalize()} ran, but" if whole else f"Layers of {NAMES[side]} ran, but"
         where = "" if mode == "eval" else f" in {mode} mode"
-        whose = "its" if recorded else "their"
-        return f"{who} ran, but the grader could not follow {whose} output into what your block returns{where}", ()
+        return f"{who} the grader could not follow {'its' if whole else 'their'} output into what your block returns{where}", ()
 
     def responds(self, side: str) -> bool | None:
         """Does the eval output change when the grader changes `side`'s output (the `respond` question)? None:

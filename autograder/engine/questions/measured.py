@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from .cells import describe_error, tensor_out
+from .parts import part_params
 from .plan import Plan
 
 # Three step sizes: a slope two of them agree on is the derivative; a step that crosses a jump (a rounding, a kink)
@@ -43,8 +44,6 @@ def directions(shapes: dict, plan: Plan, mode: str) -> dict:
 def probe_derivative(p) -> dict:
     """Per mode: autograd's gradients of the read-out loss in float64, and the loss on the input (or on every
     component's parameters) moved by each step, both ways, along the grader's directions."""
-    from .probes import part_params
-
     answer = {}
     for mode in ("eval", "train"):
         block = p.block().double().train(mode == "train")

@@ -225,3 +225,17 @@ def _plain_cpu(value, optional: bool = False) -> bool:
 
 def _on_cpu(value) -> bool:
     return value.is_cpu
+
+
+def part_params(block) -> dict:
+    """The parameters of a block's five components (or of a dict of them), by dotted name, as the grader's own
+    components name them (a student's module loaded by position: `parts.RENAMED`)."""
+    parts = block if isinstance(block, dict) else {name: block._modules.get(name) for name in PART_NAMES}
+    renamed = {} if isinstance(block, dict) else RENAMED.get(block, {})
+    found = {
+        f"{name}.{pname}": param
+        for name in PART_NAMES
+        if parts[name] is not None
+        for pname, param in parts[name].named_parameters()
+    }
+    return {renamed.get(key, key): param for key, param in found.items()}

@@ -13,7 +13,7 @@ import torch
 
 from . import chains as chains_
 from .cells import ProbeFailure, describe_error, reset_torch_state, seed_random, tensor_out
-from .parts import PART_NAMES, RENAMED, build_block, graded_block, load_parts, on_device
+from .parts import PART_NAMES, build_block, graded_block, load_parts, part_params, on_device
 from .plan import BATCH, BIG_BATCH, FRESH, RESPONDING, Plan
 from .moving import change, hold, moved_runs, output_layer, token_changed
 from .recording import MAX_CALLS, RESPONSE_CALLS, Recorder
@@ -59,20 +59,6 @@ class Probing:
         """One call of the student's forward with torch's global seed fixed first (dropout is then repeatable)."""
         seed_random(self.plan.rng[0] if rng is None else rng, self.plan.device)
         return tensor_out(block(x), x)
-
-
-def part_params(block) -> dict:
-    """The parameters of a block's five components (or of a dict of them), by dotted name, as the grader's own
-    components name them (a student's module loaded by position: `parts.RENAMED`)."""
-    parts = block if isinstance(block, dict) else {name: block._modules.get(name) for name in PART_NAMES}
-    renamed = {} if isinstance(block, dict) else RENAMED.get(block, {})
-    found = {
-        f"{name}.{pname}": param
-        for name in PART_NAMES
-        if parts[name] is not None
-        for pname, param in parts[name].named_parameters()
-    }
-    return {renamed.get(key, key): param for key, param in found.items()}
 
 
 def _recorded_run(
