@@ -87,7 +87,7 @@ def _check_result(module, evidence: Evidence, points: float | None = None, share
     details = dict(shared or {})
     for part in spec.parts:
         details.update(outcomes[part].details)
-    unread = [part for part, outcome in outcomes.items() if not outcome.passed and GRADER_MARK in outcome.message]
+    unread = [part for part, outcome in outcomes.items() if not outcome.passed and GRADER_MARK in outcome.message.lower()]
     if unread:
         grader_error = grader_error or f"check {module.NAME}: {', '.join(unread)} rest on an answer it could not read"
         outcomes = {**outcomes, **{part: fail(NOT_GRADED) for part in unread}}
