@@ -70,9 +70,8 @@ class Ran(Fact):
     count: int
 
     def text(self) -> str:
-        if self.count == 0:
-            return f"{what_of(self.component)} never ran"
-        return f"{what_of(self.component)} ran {'once' if self.count == 1 else f'{self.count} times'}"
+        times = "never ran" if self.count == 0 else f"ran {'once' if self.count == 1 else f'{self.count} times'}"
+        return f"{what_of(self.component)} {times}"
 
 
 @dataclass(frozen=True)
@@ -94,6 +93,19 @@ class Received(Fact):
 
 
 @dataclass(frozen=True)
+class Unreceived(Fact):
+    """No call of any of `components` received Pre-LN's value `value` (as `Received` reads receiving)."""
+
+    kind: ClassVar[str] = "unreceived"
+    components: tuple
+    value: str
+
+    def text(self) -> str:
+        names = ("torch's dropout" if name == "dropout" else what_of(name) for name in self.components)
+        return f"no call of {' or of '.join(names)} received {self.value}"
+
+
+@dataclass(frozen=True)
 class Partial(Fact):
     """The calls of `component` received only pieces of Pre-LN's value `value`: `covered` of its `total` elements."""
 
@@ -104,10 +116,8 @@ class Partial(Fact):
     total: int
 
     def text(self) -> str:
-        return (
-            f"{what_of(self.component)} received pieces of {self.value} covering {self.covered} of the block's "
-            f"{self.total} values, and nothing else"
-        )
+        covering = f"covering {self.covered} of the block's {self.total} values, and nothing else"
+        return f"{what_of(self.component)} received pieces of {self.value} {covering}"
 
 
 @dataclass(frozen=True)
@@ -134,9 +144,8 @@ class Sum(Fact):
         return text
 
     def text(self) -> str:
-        if self.component is None:
-            return f"your forward returned {self.expression()}"
-        return f"{_call(self.component, self.call, self.calls)} received {self.expression()}"
+        who = "your forward returned" if self.component is None else f"{_call(self.component, self.call, self.calls)} received"
+        return f"{who} {self.expression()}"
 
 
 def _term_name(name: str) -> str:
@@ -174,11 +183,8 @@ class Gave(Fact):
     equal: bool
 
     def text(self) -> str:
-        verb = "is" if self.equal else "is not"
-        return (
-            f"{what_of(self.component)} received {self.received}, in pieces or rearranged, and what it returned, "
-            f"put back in place, {verb} {self.value}"
-        )
+        said = f"{what_of(self.component)} received {self.received}, in pieces or rearranged"
+        return f"{said}, and what it returned, put back in place, {'is' if self.equal else 'is not'} {self.value}"
 
 
 @dataclass(frozen=True)
@@ -240,8 +246,7 @@ class Dropout(Fact):
             return f"{who} returned its input unchanged"
         if self.scale is None:
             return f"{who} zeroed some of its input's values"
-        p = 1 - 1 / self.scale if self.scale > 1 else None
-        rate = f" (dropout with p = {p:.3g})" if p is not None else ""
+        rate = f" (dropout with p = {1 - 1 / self.scale:.3g})" if self.scale > 1 else ""
         return f"{who} zeroed some values and multiplied the others by {self.scale:.4g}{rate}"
 
 

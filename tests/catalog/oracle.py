@@ -311,6 +311,13 @@ class Run:
         got = self._matches(mode, fact["component"], fact["call"], fact["value"])
         return None if got is None else (got == fact["equal"] and self._count_ok(mode, fact))
 
+    def _unreceived(self, mode, fact):
+        value = self.value(mode, fact["value"])
+        calls = [i for component in fact["components"] for i, _ in self.calls(mode, component)]
+        if value is None or any(i is None for i in calls):
+            return None
+        return not any(pieces_of(i, value, elementwise=True) for i in calls)
+
     def _differs(self, mode, fact):
         """A difference on an input of the grader's sweep (another configuration, size, rate or call): this run
         records the grader's main input only. The region generator (`catalog/regions.py`) evaluates these facts."""

@@ -15,7 +15,7 @@ import torch
 from autograder.engine.diagnosis.boundaries import Walk
 from autograder.engine.diagnosis.location import locate
 from autograder.engine.diagnosis.values import express, masked
-from autograder.engine.facts import KINDS, Dropout, Dropped, Ran, Received, Sum, Unknown
+from autograder.engine.facts import KINDS, Dropout, Dropped, Ran, Received, Sum, Unknown, Unreceived
 from autograder.engine.replayed import Changes
 from autograder.engine.questions.parts import make_parts
 from autograder.engine.questions.plan import GRADING_CFG
@@ -99,12 +99,14 @@ def test_every_fact_kind_renders_and_travels_as_data():
         Unknown("eval", "norm2", 1, "h"),
         Changes("eval", "att", "norm2", True),
         Dropout("train", "dropout", 1, True, 1.25, 2),
+        Unreceived("train", ("drop_shortcut", "dropout"), "att(norm1(x))"),
     ]
     texts = [f.text() for f in facts]
     assert texts[0] == "norm2 never ran"
     assert texts[1] == "attention (call 2 of 3) received a value that is not norm1(x)"
     assert texts[2] == "your forward returned x + 0.5*att(norm1(x))"
     assert "p = 0.2" in texts[5]
+    assert texts[6] == "no call of drop_shortcut or of torch's dropout received att(norm1(x))"
     for fact in facts:
         data = fact.to_dict()
         assert data["kind"] in KINDS and KINDS[data["kind"]](**{k: v for k, v in data.items() if k != "kind"}) == fact
@@ -160,6 +162,8 @@ def _holds(fact, tape, flow, parts) -> bool:
         return got is not None and (_same_tokens(got, want) == fact.equal)
     if isinstance(fact, Unknown):
         return not np.allclose(calls[fact.call - 1].input, values[fact.value].numpy(), atol=1e-4)
+    if isinstance(fact, Unreceived) and fact.value in values:
+        return not any(_same_tokens(c.input, values[fact.value].numpy()) for c in tape.calls if c.name in fact.components)
     return True
 
 
@@ -362,4 +366,5 @@ def test_a_dropout_written_by_hand_is_not_told_through_the_other_half_s_call(par
     found = Walk(flow, parts, "train", P).first()
     assert found is not None and found.step == (4 if half == "att" else 9), found
     assert not any(getattr(fact, "component", None) == "drop_shortcut" for fact in found.facts), found.facts
+    assert any(isinstance(fact, Unreceived) for fact in found.facts), found.facts  # what the values show, said
     assert all(_holds(fact, tape, flow, parts) for fact in found.facts), found.facts

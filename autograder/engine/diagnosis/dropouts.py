@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder.engine.facts import Dropout, Ran, Sum
+from autograder.engine.facts import Dropout, Ran, Sum, Unreceived
 from .recording import Recording
 from autograder.engine.steps import NUMBER
 from .values import DROPS, VALUE, Found, Seen, scale_of, close, masked
@@ -52,8 +52,8 @@ class Dropouts(Recording):
                 is not None
             ):
                 call = None  # the other half's dropout, on its own branch: no account of this one
-            if partial is not None or call is None:
-                return Found(boundary, boundary, [partial] if partial else [], value), None
+            if partial is not None or call is None:  # no dropout call of this branch: said so, of them all
+                return Found(boundary, boundary, [partial or Unreceived(self.mode, DROPS, value)], value), None
             facts = [self.received(call, name, False)]
             again = self._again(call.input, component, before)
             if again is not None:
