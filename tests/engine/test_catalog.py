@@ -258,3 +258,30 @@ def test_a_dropout_written_by_hand_must_be_off_in_eval_mode(grade_here, guarded)
     part = {s.name: s for c in result.checks for s in c.subtests}["dropout is off in eval mode"]
     assert part.passed == guarded, part.message
     assert guarded or "drew random numbers (rand_like" in part.message, part.message
+
+
+@pytest.mark.parametrize(
+    "rewrite",
+    [
+        ("self.ff(n2)", "self.ff(n2.flip(1)).flip(1)"),  # the tokens reversed around the feed-forward network
+        ("self.ff(n2)", "self.ff(n2.flip(0)).flip(0)"),  # the sequences reversed
+        ("self.norm2(h)", "self.norm2(h.flip(1)).flip(1)"),  # around norm2
+    ],
+)
+def test_a_token_wise_component_called_on_reversed_tokens_is_read_as_called_in_order(grade_here, rewrite):
+    """Attention on a doubled norm: a wrong forward whose program the grader reads. Written with the feed-forward
+    network or norm2 called on its value's tokens (or sequences) in reverse order and the order put back, it earns
+    what it earns written plainly, part by part: the reading places a value read in reverse order
+    (`placement.Nodes.candidates`)."""
+    forward = """
+        def forward(self, x):
+            h = x + self.drop_shortcut(self.att(2.0 * self.norm1(x)))
+            n2 = self.norm2(h)
+            return h + self.drop_shortcut(self.ff(n2))
+        """
+    plain = grade_here(submission(forward=forward))
+    rewritten = grade_here(submission(forward=forward.replace(*rewrite)))
+    assert _points(rewritten) == _points(plain)
+    assert (
+        plain.score < TOTAL_POINTS and _by_check(plain)["forward_prenorm"].points < _by_check(plain)["forward_prenorm"].max_points
+    )

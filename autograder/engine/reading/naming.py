@@ -83,9 +83,9 @@ def analyse(x: np.ndarray, run: dict, parts: dict, *, train: bool, device: str =
     flow = Flow(x=x, y=run["y"], train=train, tol=tol, counts=dict(run.get("counts") or {}))
     labels = {"x": "x"}
     for raw in run["calls"]:
-        place, takes = nodes.locate(raw["input"])
+        place, takes = nodes.locate(raw["input"], tokens_reversed=raw["name"] != "att")
         if takes is None and raw["name"] not in DROPOUTS:
-            place, takes = _hand_norm(flow, nodes, labels, parts, raw["input"], tol, place)
+            place, takes = _hand_norm(flow, nodes, labels, parts, raw["input"], tol, place, tokens_reversed=raw["name"] != "att")
         call = Call(
             len(flow.calls),
             raw["name"],
@@ -119,15 +119,19 @@ def analyse(x: np.ndarray, run: dict, parts: dict, *, train: bool, device: str =
     return flow
 
 
-def _hand_norm(flow: Flow, nodes: Nodes, labels: dict, parts: dict, value: np.ndarray, tol: float, place, places=None) -> tuple:
-    """A value normalized by hand (or a near miss of a LayerNorm), at some placement: recorded as a call of its
-    own, as if the norm had been called. Returns (placement, the sum naming it) or (`place`, None)."""
+def _hand_norm(
+    flow: Flow, nodes: Nodes, labels: dict, parts: dict, value: np.ndarray, tol: float, place, places=None, tokens_reversed=True
+) -> tuple:
+    """A value normalized by hand (or a near miss of a LayerNorm), at some placement (`tokens_reversed`: see
+    `Nodes.locate`): recorded as a call of its own, as if the norm had been called. Returns (placement, the sum
+    naming it) or (`place`, None)."""
     value = np.asarray(value, dtype=np.float64)
     tried = (
         places
         if places is not None
         else itertools.islice(
-            itertools.chain([nodes.grid] if value.shape == nodes.shape else [], nodes.candidates(value.shape)), 24
+            itertools.chain([nodes.grid] if value.shape == nodes.shape else [], nodes.candidates(value.shape, tokens_reversed)),
+            24,
         )
     )
     for where in tried:

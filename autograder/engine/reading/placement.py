@@ -1,16 +1,17 @@
 """Where a recorded value sits in the block, and which sum of earlier values it is.
 
 The block's positions are those of its input x: (batch, tokens, emb) flattened. A value the student's code
-handed a component may be the whole block (x's shape), a rearrangement of it (transposed, flattened), or a
-piece (one sequence, one token, a chunk). Its *placement* gives, for every element, the block position it
-belongs to. Given a placement, the value is named as a least-squares sum of earlier values at those
-positions: x and the outputs of earlier calls, each zero outside the positions it covers (a call on one
-sequence says nothing about the others).
+handed a component may be the whole block (x's shape), a rearrangement of it (transposed, flattened, its
+sequences or tokens in reverse order), or a piece (one sequence, one token, a chunk). Its *placement* gives, for
+every element, the block position it belongs to. Given a placement, the value is named as a least-squares sum of
+earlier values at those positions: x and the outputs of earlier calls, each zero outside the positions it covers
+(a call on one sequence says nothing about the others). Attention's input is never read with its tokens reversed:
+its output at a token is then no output at that token of attention on the block.
 
 With random weights every component's output is linearly independent of the values before it, so a value
 the student built by additions, scalings and rearrangements has exactly one such name, and one placement
 that gives it. Placements are tried from the likeliest: ones earlier values of the same shape had, then the
-block's own axes permuted or flattened, then axis-aligned slices.
+block's own axes permuted or flattened, then reversed along one axis, then axis-aligned slices.
 """
 
 from __future__ import annotations
@@ -113,11 +114,13 @@ class Nodes:
         return total
 
     # --- finding a placement ----------------------------------------------------------------------
-    def locate(self, value: np.ndarray, extra=()) -> tuple[np.ndarray | None, dict | None]:
+    def locate(self, value: np.ndarray, extra=(), tokens_reversed: bool = True) -> tuple[np.ndarray | None, dict | None]:
         """The placement and the name of `value`; (None, None) when no placement names it. A value of the
-        block's own shape that is no sum is still placed as the block (its name is then None)."""
+        block's own shape that is no sum is still placed as the block (its name is then None). Without
+        `tokens_reversed`, the tokens are never read in reverse order (for attention, whose output at a token is no
+        output of the same call at that token once its input's tokens are reversed)."""
         shape = tuple(value.shape)
-        for place in itertools.chain(extra, self.candidates(shape)):
+        for place in itertools.chain(extra, self.candidates(shape, tokens_reversed)):
             takes = self.explain(value, place)
             if takes is not None:
                 self.remember(place)
@@ -126,7 +129,7 @@ class Nodes:
             return self.grid, None
         return None, None
 
-    def candidates(self, shape: tuple):
+    def candidates(self, shape: tuple, tokens_reversed: bool = True):
         size = math.prod(shape)
         tried: set = set()
 
@@ -147,6 +150,10 @@ class Nodes:
                     place = grid.reshape(shape)
                     if fresh(place):
                         yield place
+            for axis in range(len(self.shape) - 1 if tokens_reversed else 1):  # sequences or tokens in reverse order
+                place = np.flip(self.grid, axis)
+                if place.shape == shape and fresh(place):
+                    yield place
             return
         if size > self.size or size == 0:
             return
