@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import html
-import re
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
@@ -42,18 +41,7 @@ TEMPLATES = Environment(
     lstrip_blocks=True,
     keep_trailing_newline=True,
 )
-HYPHENATED = re.compile(r"\w+(?:-\w+)+")
-
-
-def unbroken(value) -> Markup:
-    """The kit's own text (a check's title) with each hyphenated word kept on one line: "(Pre-LN)" is never split
-    into "(Pre-" and "LN)" at a column's edge."""
-    text = str(_escaped(value))
-    return Markup(HYPHENATED.sub(lambda word: f'<span class="nw">{word.group(0)}</span>', text))
-
-
 TEMPLATES.filters["data_uri"] = data_uri
-TEMPLATES.filters["unbroken"] = unbroken
 TEMPLATES.filters["shown"] = shown.html
 
 

@@ -141,21 +141,6 @@ def test_malformed_profiles_never_break_the_plot():
 # ---- the page ------------------------------------------------------------------------------------------
 
 
-@settings(max_examples=50, deadline=None)
-@given(title=st.text(alphabet="abcPLN- ()", min_size=1, max_size=30))
-def test_a_check_title_keeps_each_hyphenated_word_on_one_line(title):
-    """A title's text is shown as written, and every hyphenated word of it (Pre-LN) sits whole in a span that the page
-    keeps from breaking: the browser breaks a line after a hyphen otherwise ("(Pre-" above "LN)")."""
-    result = _result()
-    result = replace(result, checks=(replace(result.checks[0], title=title), *result.checks[1:]))
-    page = feedback_html(result)
-    cell = re.search(r'data-check="forward_order"><td class="title">(.*?)</td>', page).group(1)
-    assert html.unescape(re.sub(r"</?span[^>]*>", "", cell)) == title
-    kept = re.findall(r'<span class="nw">(.*?)</span>', cell)
-    assert kept == re.findall(r"\w+(?:-\w+)+", title)
-    assert ".nw{white-space:nowrap}" in page
-
-
 def test_page_structure():
     page = feedback_html(
         _result(divergence="Step 2 of 10 (normalize with norm1): attention ran first", notes=["cell 3 raised ValueError: oops"])
