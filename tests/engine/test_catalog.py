@@ -285,3 +285,25 @@ def test_a_token_wise_component_called_on_reversed_tokens_is_read_as_called_in_o
     assert (
         plain.score < TOTAL_POINTS and _by_check(plain)["forward_prenorm"].points < _by_check(plain)["forward_prenorm"].max_points
     )
+
+
+def test_a_half_the_grader_cannot_follow_is_not_said_to_lack_its_branch(grade_here):
+    """Attention written out with its own value and output layers (no call of attention itself), the attention
+    branch then added to x: the grader cannot follow the layers' output, and the parts about that half say so. They
+    used to say "so there is no branch to add a shortcut around", which is false of this forward."""
+    result = grade_here(
+        submission(
+            forward="""
+        def forward(self, x):
+            a = self.att.out_proj(self.att.W_value(self.norm1(x)))
+            h = x + self.drop_shortcut(a)
+            return h + self.drop_shortcut(self.ff(self.norm2(torch.tanh(h))))
+        """
+        )
+    )
+    parts = {s.name: s for c in result.checks for s in c.subtests}
+    for name in ("shortcut around attention", "dropout on attention's output"):
+        message = parts[name].message
+        assert not parts[name].passed and "no branch" not in message, message
+        assert message.startswith("Layers of attention ran, but the grader could not follow their output"), message
+        assert message.endswith("so the grader cannot check this part of it."), message
