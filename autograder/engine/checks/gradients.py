@@ -170,9 +170,9 @@ def _profile(evidence: Evidence, gradients_right: bool) -> Outcome:
     try:
         values = evidence.reference["profile"]["profile"] if evidence.gives_reference("eval") else evidence.replays.profile
     except ValueError as why:
-        own = profile_verdict(profile["profile"]) if profile["ok"] else (True, "", {})
-        if not own[0]:  # what the student's own stack shows can cost the part, never earn it
-            return fail(f"In a stack of 24 of your own blocks, as they run, {own[1]}.")
+        own = _own_stack(profile) if profile["ok"] else None
+        if own is not None:  # what the student's own stack shows can cost the part, never earn it
+            return own
         return fail(
             f"The grader cannot rebuild a stack of what your block computes ({why}), so it cannot confirm the "
             "profile of a stack of your own blocks."
@@ -190,17 +190,24 @@ def _profile(evidence: Evidence, gradients_right: bool) -> Outcome:
         )
     passed, message, stats = profile_verdict(values)
     details = {"profile": {"values": values, **stats}}
-    own = profile_verdict(profile["profile"]) if passed and profile["ok"] and not gradients_right else (True, "", {})
-    if not own[0]:
+    own = _own_stack(profile, details) if passed and profile["ok"] and not gradients_right else None
+    if own is not None:
         # the student's own blocks, stacked as they run, lose (or blow up) the gradient though what they compute would
         # not: a cut or scaled gradient path. The child's answer only ever costs its own block the part.
-        return fail(f"In a stack of 24 of your own blocks, as they run, {own[1]}.", details=details)
+        return own
     if passed:
         return Outcome(True, details=details)
     cause = (
         f" The first difference from Pre-LN in your block itself: {evidence.divergence.text()}." if evidence.divergence else ""
     )
     return fail(f"In a stack of 24 of your blocks, {message}.{cause}", details=details)
+
+
+def _own_stack(profile: dict, details: dict | None = None) -> Outcome | None:
+    """The part failed with what the child's own stack of 24 blocks shows, where that stack loses or blows up the
+    gradient; None where it keeps the profile."""
+    kept, message, _ = profile_verdict(profile["profile"])
+    return None if kept else fail(f"In a stack of 24 of your own blocks, as they run, {message}.", details=details)
 
 
 def evaluate(evidence: Evidence) -> dict:

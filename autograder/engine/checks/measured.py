@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder.engine.questions.measured import DIRECTIONS, REPEATED, SHORT, STEPS, directions
+from autograder.engine.questions.measured import DIRECTIONS, REPEATED, STEPS, directions
+from autograder.engine.questions.plan import SHORT
 from . import Evidence, Outcome, PASS, difference, error_text, fail
 
 ROUNDING = 1e-13  # float64's rounding of a loss (2.2e-16 of it), with room, over the step: the slope's noise floor

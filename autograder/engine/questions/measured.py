@@ -20,14 +20,13 @@ import torch
 
 from .cells import describe_error, tensor_out
 from .parts import part_params
-from .plan import Plan
+from .plan import BATCH, BIG_BATCH, SHORT, Plan
 
 # Three step sizes: a slope two of them agree on is the derivative; a step that crosses a jump (a rounding, a kink)
 # disagrees with the others, and a smaller step crosses one less often. Where no two agree, nothing is judged.
 STEPS = (1e-7, 1e-6, 1e-5)
 DIRECTIONS = ("input", "parameters")  # the block input; every component's parameters at once
-SHORT = 3  # tokens the short sequence lacks (as the robustness question's batch of one)
-REPEATED = 2  # sequences the longer batch repeats
+REPEATED = BIG_BATCH - BATCH  # sequences the longer batch repeats: it has the robustness question's batch size
 
 
 def directions(shapes: dict, plan: Plan, mode: str) -> dict:

@@ -28,6 +28,7 @@ PROFILE_DEPTH = 24
 PROFILE_SEED = 7
 BATCH = 3
 BIG_BATCH = 5
+SHORT = 3  # tokens fewer than context_length in the questions about a short sequence
 # The inputs of the questions asked after the recorded runs, each drawn from a seed of its own: the answers
 # cannot be copied from an earlier answer, they must be computed.
 FRESH = ("repeat", "small", "batch", "double", "other")

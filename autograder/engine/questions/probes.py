@@ -14,7 +14,7 @@ import torch
 from . import chains as chains_
 from .cells import ProbeFailure, describe_error, reset_torch_state, seed_random, tensor_out
 from .parts import PART_NAMES, build_block, graded_block, load_parts, part_params, on_device
-from .plan import BATCH, BIG_BATCH, FRESH, RESPONDING, Plan
+from .plan import BATCH, BIG_BATCH, FRESH, RESPONDING, SHORT, Plan
 from .moving import change, hold, moved_runs, output_layer, token_changed
 from .recording import MAX_CALLS, RESPONSE_CALLS, Recorder
 from .measured import probe_derivative, probe_same_function
@@ -52,7 +52,7 @@ class Probing:
         """The input of a later question (see FRESH): like x, of its own shape, from its own seed."""
         cfg = self.plan.cfg
         tokens, emb = cfg["context_length"], cfg["emb_dim"]
-        shape = {"small": (1, tokens - 3, emb), "batch": (BIG_BATCH, tokens, emb)}.get(which, (BATCH, tokens, emb))
+        shape = {"small": (1, tokens - SHORT, emb), "batch": (BIG_BATCH, tokens, emb)}.get(which, (BATCH, tokens, emb))
         return 1.5 * self.randn(shape, self.plan.fresh[FRESH.index(which)], dtype) + 0.3
 
     def call(self, block, x, rng: int | None = None):

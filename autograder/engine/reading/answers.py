@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from autograder.engine.questions.plan import BATCH, BIG_BATCH, MOVED_RUNS, PROFILE_DEPTH, RESPONDING, Plan
+from autograder.engine.questions.plan import BATCH, BIG_BATCH, MOVED_RUNS, PROFILE_DEPTH, RESPONDING, SHORT, Plan
 from autograder.engine.questions.probes import PROBES
 from autograder.engine.questions.recording import DEVICE_MOVES, MAX_CALLS, MAX_EVENTS, MAX_LAYER_CALLS, RESPONSE_CALLS
 from .measured import read_derivative, read_same_function
@@ -43,7 +43,7 @@ class Expect:
         x = (BATCH, cfg["context_length"], cfg["emb_dim"])
         return cls(
             x,
-            (1, cfg["context_length"] - 3, cfg["emb_dim"]),
+            (1, cfg["context_length"] - SHORT, cfg["emb_dim"]),
             dict(params),
             tuple(plan.chains),
             len(plan.factors),
