@@ -1,6 +1,6 @@
 """The hidden suite, mutation-tested: every wrong forward loses points on its check with its message and its
 first divergent step, and nowhere else but the direct consequences it declares; every equivalent forward,
-and the solution, gets full marks (on the session's seed here, on five in test_seeds); a forward that does none
+and the solution, gets full marks (on the session's seed here, on one more in test_seeds); a forward that does none
 of the block's work gets no forward points at all.
 
 Graded in this process as the sandbox grades (`grade_here`, tests/graded.py): what a forward earns does not depend
@@ -30,8 +30,8 @@ def _by_check(result):
 
 @pytest.mark.parametrize("name", sorted(EQUIVALENT))
 def test_equivalent_forward_gets_full_marks(grade_here, name):
-    """On the session's seed; test_seeds grades every equivalent forward on it and four more seeds, and holds each
-    to the same points on all five and no first difference named on any."""
+    """On the session's seed; test_seeds grades every equivalent forward on it and one more of five seeds, and holds
+    each to the same points on both and no first difference named on either."""
     result = grade_here(submission(forward=EQUIVALENT[name]))
     lost = {c.check: c.message for c in result.checks if not c.passed}
     assert result.score == TOTAL_POINTS, lost

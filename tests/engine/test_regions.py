@@ -20,9 +20,8 @@ import pytest
 import graded
 from autograder.engine.rubric import TOTAL_POINTS
 from catalog.build import submission
-from catalog.regions import CASES, Forward, corpus
+from catalog.regions import CASES, GRADING_SEED, Forward, corpus
 
-GRADING_SEED = 11
 FORWARDS = int(os.environ.get("KIT_REGION_FORWARDS", "200"))
 
 

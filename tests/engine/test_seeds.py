@@ -1,21 +1,27 @@
 """The same submission, the same points, on every seed: every forward of the hand-written catalogs (wrong ones,
 equivalent ones, the unseen sets, the families, the region cases, the fuzzer's regressions, Pre-LN in every style)
-and 100 fuzzed ones, each graded on five seeds in this process as the sandbox grades (tests/graded.py), get the
-same points on all five, part by part, and a first difference from Pre-LN named on all five or on none.
+and 100 fuzzed ones, each graded on its home seed and on others in this process as the sandbox grades
+(tests/graded.py), get the same points on all of them, part by part, and a first difference from Pre-LN named on
+all or on none.
 
-Two of the five are the seeds other modules of this unit of work grade on (tests/conftest.py GROUPS, "graded"):
-the fuzzer's (7: its corpus, whose first 100 forwards are the fuzzed ones here, and its regressions) and the
-session's (the catalogs'). Those gradings are made once in a worker and read by both; the region cases are graded
-on 11 in test_regions too.
+A forward's home seed is the one another module of this unit of work grades it on (tests/conftest.py GROUPS,
+"graded"), so that grading is made once in a worker and read by both: the fuzzer's seed (7) for its corpus and its
+regressions, the region tests' (11) for the region cases, the session's fresh one for the rest. The seeds it is
+compared on come from five: the three seeds an unseen set once found a verdict moving on (11, 16, 1060841982), the
+fuzzer's and the session's. `KIT_STABILITY_SEEDS` (2 by default) is how many of them a forward is graded on, its
+home first; the others are taken in turn, from a place that moves with the forward's index and the session's seed,
+so every run compares each forward on a seed other than home and, over runs, every pair is compared (5 compares
+every forward on all five, as one run did before the suite was reshaped).
 
 Inputs are fresh on every seed; no part's verdict may depend on the draw (docs/grading.md, "The same points on every
-seed"). `KIT_STABILITY_SEEDS` and `KIT_STABILITY_FUZZED` size the run; `benchmarks/seed_stability.py` runs more seeds
-and the generated corpus.
+seed"). `KIT_STABILITY_FUZZED` sizes the fuzzed share; `benchmarks/seed_stability.py` runs more seeds and the
+generated corpus.
 """
 
 from __future__ import annotations
 
 import os
+from functools import cache
 
 import pytest
 
@@ -24,17 +30,32 @@ from catalog.build import submission
 from catalog.everything import catalog_forwards
 from catalog.fuzz import CORPUS_SEED, GRADING_SEED
 from catalog.fuzz import corpus as fuzzed
+from catalog.regions import GRADING_SEED as REGION_SEED
 
-# The seeds the last unseen set found a verdict moving on (11, 16, 1060841982), the fuzzer's, and the session's: a
-# fresh one on every run (conftest.py's `seed`, which the catalogs grade on).
-FOUND = (11, 16, 1060841982, GRADING_SEED)
+MOVED = (11, 16, 1060841982)  # the seeds the last unseen set found a verdict moving on
 FUZZED = int(os.environ.get("KIT_STABILITY_FUZZED", "100"))
 
 
-def seeds() -> tuple:
-    return (*FOUND, int(os.environ["GRADER_TEST_SEED"]))[: int(os.environ.get("KIT_STABILITY_SEEDS", "5"))]
+def session_seed() -> int:
+    return int(os.environ["GRADER_TEST_SEED"])
 
 
+def home(name: str) -> int:
+    """The seed another module of the unit grades the forward named `name` on (cases() names it)."""
+    if name.startswith(("fuzzed ", "regression ")):
+        return GRADING_SEED
+    return REGION_SEED if name.startswith("region ") else session_seed()
+
+
+def seeds(index: int, name: str) -> tuple[int, ...]:
+    """The seeds the `index`-th case is graded on: its home, then `KIT_STABILITY_SEEDS` - 1 of the others in turn."""
+    others = [s for s in dict.fromkeys((*MOVED, GRADING_SEED, session_seed())) if s != home(name)]
+    count = min(int(os.environ.get("KIT_STABILITY_SEEDS", "2")) - 1, len(others))
+    start = (index + session_seed()) % len(others)
+    return (home(name), *(others[(start + k) % len(others)] for k in range(count)))
+
+
+@cache
 def cases() -> list[tuple[str, dict]]:
     forwards = fuzzed(FUZZED, seed=CORPUS_SEED)  # the first of test_fuzz's corpus
     return catalog_forwards() + [(f"fuzzed {i}: {f.name}", {"forward": f.source}) for i, f in enumerate(forwards)]
@@ -44,14 +65,16 @@ def points_by_part(result) -> dict:
     return {(check.check, part.name): part.points for check in result.checks for part in check.subtests}
 
 
-@pytest.mark.parametrize("name, source", cases(), ids=[name for name, _ in cases()])
-def test_the_same_points_on_every_seed(name, source):
-    results = {seed: graded.grade(submission(**source), seed) for seed in seeds()}
-    first = points_by_part(results[FOUND[0]])
-    diverged = results[FOUND[0]].first_divergence is not None
+@pytest.mark.parametrize("index", range(len(cases())), ids=[name for name, _ in cases()])
+def test_the_same_points_on_every_seed(index):
+    name, source = cases()[index]
+    graded_on = seeds(index, name)
+    results = {seed: graded.grade(submission(**source), seed) for seed in graded_on}
+    first = points_by_part(results[graded_on[0]])
+    diverged = results[graded_on[0]].first_divergence is not None
     for seed, result in results.items():
         moved = {part: (first[part], points) for part, points in points_by_part(result).items() if points != first[part]}
-        assert not moved, f"seed {seed} against seed {FOUND[0]}: {moved}\n{result.first_divergence}"
+        assert not moved, f"seed {seed} against seed {graded_on[0]}: {moved}\n{result.first_divergence}"
         assert not result.grader_errors, result.grader_errors
         # whether the page names a first difference from Pre-LN does not depend on the draw either
         assert (result.first_divergence is not None) == diverged, (seed, result.first_divergence)
