@@ -93,15 +93,15 @@ def fit_call(name: str, source: np.ndarray, value: np.ndarray, parts: dict, tol:
 
 
 def _residuals(columns: np.ndarray, standard: np.ndarray, axes: tuple) -> np.ndarray:
-    """Each column with, per group, its projection on (1, standard) taken out."""
+    """Each column (`columns` stacks them on a first axis) with, per group, its projection on (1, standard) taken
+    out; one column of the result per column given."""
     centred = standard - standard.mean(axis=axes, keepdims=True)
     spread = (centred**2).sum(axis=axes, keepdims=True)
     spread = np.where(spread > 1e-12, spread, np.inf)
-    out = []
-    for column in columns:
-        column = column - column.mean(axis=axes, keepdims=True)
-        out.append((column - centred * (column * centred).sum(axis=axes, keepdims=True) / spread).reshape(-1))
-    return np.stack(out, axis=1)
+    within = tuple(a + 1 for a in axes)  # the same groups, past the stacking axis
+    columns = columns - columns.mean(axis=within, keepdims=True)
+    out = columns - centred * (columns * centred).sum(axis=within, keepdims=True) / spread
+    return out.reshape(len(columns), -1).T
 
 
 def fit_value(value: np.ndarray, columns: dict, parts: dict, tol: float) -> tuple[Variant, dict] | None:
