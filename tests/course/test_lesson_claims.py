@@ -245,18 +245,21 @@ def test_without_normalization_the_gradient_explodes_depending_on_the_gain(lesso
         "depth_reading",
         "At gain 1.0 unless said otherwise",
         "99 % of the factors are above 1. Block 1 gets 3.9 to 8.2 times what block 24 gets (the median is 5.7), at "
-        "gain 1.3 about 480 to 46,000 times (the median is about 5,800): the gradient **explodes**",
+        "gain 1.3 about 500 to over 30,000 times (the median is about 5,600): the gradient **explodes**",
     )
     every = factors(lesson, 1.0, "no normalization")
     assert round(100 * float(np.mean(np.array(every) > 1))) == 99 and min(every) < 1
     grown = growths(lesson, 1.0, "no normalization")
     assert span(grown, 1) == (3.9, 8.2) and round(float(np.median(grown)), 1) == 5.7
-    # "about": the depth experiment's input and initial weights are float32 draws, and float32 sums differ in their
-    # last bits between processors' vector code paths; over 24 exploding blocks at gain 1.3 that moves these numbers
-    # by a few per cent (the median: 5,708 on an AMD EPYC with AVX2, 5,551 on an Intel Xeon with AVX-512)
+    # "about" and "over": the depth experiment's input and initial weights are float32 draws, and float32 sums differ in
+    # their last bits between processors' vector code paths; over 24 exploding blocks at gain 1.3 that moves the least
+    # and the median by a few per cent (the median: 5,708 on an AMD EPYC with AVX2, 5,551 on an Intel Xeon with
+    # AVX-512) and the largest by a factor of two (an AMD EPYC with AVX2 gave 92,505, on seed 4, where the lesson's
+    # earlier "46,000" had been measured on another processor)
     grown = growths(lesson, 1.3, "no normalization")
-    for measured, said in ((min(grown), 480), (max(grown), 46_000), (float(np.median(grown)), 5800)):
+    for measured, said in ((min(grown), 500), (float(np.median(grown)), 5600)):
         assert abs(measured / said - 1) < 0.05, (measured, said)
+    assert max(grown) > 30_000, max(grown)
     _no_normalization_explodes(lesson)
 
 
@@ -559,46 +562,43 @@ def test_the_dashed_line_is_the_entropy_of_the_texts_letter_frequencies(lesson):
     text = (kit.SOURCE_NOTEBOOK.parent / build.LESSON_TEXT).read_text(encoding="utf-8")
     assert text == build.lesson_text() == lesson["LESSON_TEXT"]
     assert math.isclose(_letter_entropy(), lesson["LETTER_ENTROPY"], rel_tol=1e-9)
-    says("training_reading", f"its last 20 steps within 0.06 of the line's {_letter_entropy():.2f} nats")
+    says("training_reading", f"its last 20 steps within 0.07 of the line's {_letter_entropy():.2f} nats")
 
 
 def _stalled(runs: list[list[float]]) -> list[bool]:
-    """Which runs end at the line, as training_reading says: their last 20 steps within 0.06 of it."""
-    return [abs(_final(run) - _letter_entropy()) <= 0.06 for run in runs]
+    """Which runs end at the line, as training_reading says: their last 20 steps within 0.07 of it."""
+    return [abs(_final(run) - _letter_entropy()) <= 0.07 for run in runs]
 
 
-def test_deep_pre_ln_learns_and_deep_post_ln_mostly_stalls_on_the_seeds_of_the_table():
+def test_deep_pre_ln_learns_and_deep_post_ln_stalls_on_the_seeds_of_the_table():
     says(
         "training_reading",
-        "On each of the 32 seeds Pre-LN's loss keeps falling: its last 20 steps average 2.61 to 2.75",
-        "Post-LN's drops to the dashed line within 25 steps, and on 30 seeds it ends there, its last 20 steps within "
-        "0.06 of the line's",
-        "That is a failure to learn, not slow learning: on those 30 its mean loss over steps 101 to 150 is less than "
-        "0.06 below that over steps 51 to 100, where Pre-LN's falls by 0.10 to 0.22",
-        "On the other 2 it gets below the line after step 35, to 3.16 and 3.02",
+        "On each of the 32 seeds Pre-LN's loss keeps falling: its last 20 steps average 2.60 to 2.73",
+        "Post-LN's drops to the dashed line within 26 steps, and on every seed it ends there, its last 20 steps within "
+        "0.07 of the line's",
+        "That is a failure to learn, not slow learning: on 31 seeds its mean loss over steps 101 to 150 is less than "
+        "0.04 below that over steps 51 to 100, where Pre-LN's falls by 0.12 to 0.20; on the last it falls 0.11, but only "
+        "back to the line from above it",
     )
     says("gradients_intro", "The training experiment near the end of this notebook shows a deep model that stalls")
     entropy = _letter_entropy()
     pre, post = _table("Pre-LN, 12 blocks"), _table("Post-LN, 12 blocks")
-    assert all(creep(run) > 0 for run in pre) and span([_final(run) for run in pre], 2) == (2.61, 2.75)
-    assert max(reaches_the_line(run, entropy) for run in post) <= 25
-    stalled = _stalled(post)
-    assert sum(stalled) == 30
-    assert max(creep(run) for run, stall in zip(post, stalled) if stall) < 0.06
-    assert span([creep(run) for run in pre], 2) == (0.10, 0.22)
-    escaped = [run for run, stall in zip(post, stalled) if not stall]
-    assert sorted(round(_final(run), 2) for run in escaped) == [3.02, 3.16]
-    for run in escaped:  # below the line, and only after step 35
-        below = np.array(moving_average(run)) < entropy - 0.1
-        assert _final(run) < entropy - 0.1 and not below[:35].any(), np.argmax(below)
+    assert all(creep(run) > 0 for run in pre) and span([_final(run) for run in pre], 2) == (2.60, 2.73)
+    assert max(reaches_the_line(run, entropy) for run in post) <= 26
+    assert all(_stalled(post))
+    assert span([creep(run) for run in pre], 2) == (0.12, 0.20)
+    flat = [run for run in post if creep(run) < 0.04]
+    assert len(flat) == 31
+    (last,) = [run for run in post if creep(run) >= 0.04]  # falling, but from above the line back to it
+    assert round(creep(last), 2) == 0.11 and np.mean(last[50:100]) > entropy + 0.1
 
 
 def test_the_warm_up_and_the_shallow_stacks_are_as_stated_on_the_seeds_of_the_table():
     says(
         "training_reading",
-        "With the warm-up, Post-LN gets below the line on 30 seeds (2.79 to 3.23) and stalls at it on 2, always above "
+        "With the warm-up, Post-LN gets below the line on 31 seeds (2.79 to 3.17) and stalls at it on one, always above "
         "Pre-LN on the same seed",
-        "Both train alike: on each seed they end within 0.03 of each other, between 2.58 and 2.69",
+        "Both train alike: on each seed they end within 0.03 of each other, between 2.54 and 2.70",
     )
     says(
         "going_further",
@@ -608,10 +608,10 @@ def test_the_warm_up_and_the_shallow_stacks_are_as_stated_on_the_seeds_of_the_ta
     warmed = _table("Post-LN, 12 blocks, warm-up")
     stalled = _stalled(warmed)
     below = [_final(run) for run, stall in zip(warmed, stalled) if not stall]
-    assert sum(stalled) == 2 and len(below) == 30 and max(below) < _letter_entropy() - 0.1 and span(below, 2) == (2.79, 3.23)
+    assert sum(stalled) == 1 and len(below) == 31 and max(below) < _letter_entropy() - 0.1 and span(below, 2) == (2.79, 3.17)
     assert all(_final(pre) < _final(run) for pre, run in zip(_table("Pre-LN, 12 blocks"), warmed))
     pre, post = ([_final(run) for run in _table(label)] for label in SETTINGS[3:])
-    assert max(abs(a - b) for a, b in zip(pre, post)) <= 0.03 and span(pre + post, 2) == (2.58, 2.69)
+    assert max(abs(a - b) for a, b in zip(pre, post)) <= 0.03 and span(pre + post, 2) == (2.54, 2.70)
 
 
 def test_the_wide_bounds_hold_on_the_seeds_of_the_table():
@@ -623,7 +623,7 @@ def test_the_wide_bounds_hold_on_the_seeds_of_the_table():
         seed: [s for s in claims_of_every_seed(_table_runs(seed), entropy) if s not in stalled[seed]] for seed in SPREAD["seeds"]
     }
     assert not any(failures.values()), {seed: failed for seed, failed in failures.items() if failed}
-    assert sum(not failed for failed in stalled.values()) == 30
+    assert sum(not failed for failed in stalled.values()) == 31
 
 
 FRESH_SEEDS = 3  # trained in each run of the tests: about 20 s of CPU each on two slow cores
@@ -632,7 +632,7 @@ FRESH_SEEDS = 3  # trained in each run of the tests: about 20 s of CPU each on t
 @slow
 def test_what_the_lesson_says_of_every_seed_holds_on_fresh_seeds():
     """Seeds nobody chose (outside the table), held to the wide bounds: everything training_reading says of every seed
-    of the table, on each; and that deep Post-LN stalls without warm-up on most of them (as on 30 of the table's 32)."""
+    of the table, on each; and that deep Post-LN stalls without warm-up on most of them (as on 31 of the table's 32)."""
     seeds = _fresh_seeds("LESSON_TRAINING_SEEDS", FRESH_SEEDS)
     trained = training_spread.train(seeds)
     entropy = _letter_entropy()
