@@ -445,6 +445,9 @@ def _letter_entropy() -> float:
     return float(-(frequencies * np.log(frequencies)).sum())
 
 
+AT_THE_LINE = 0.07  # how near the line a run's last 20 steps end, where training_reading says it ends there
+
+
 def _table_runs(seed: int) -> dict[str, list[float]]:
     index = SPREAD["seeds"].index(seed)
     return {label: SPREAD["losses"][label][index] for label in SETTINGS}
@@ -562,12 +565,12 @@ def test_the_dashed_line_is_the_entropy_of_the_texts_letter_frequencies(lesson):
     text = (kit.SOURCE_NOTEBOOK.parent / build.LESSON_TEXT).read_text(encoding="utf-8")
     assert text == build.lesson_text() == lesson["LESSON_TEXT"]
     assert math.isclose(_letter_entropy(), lesson["LETTER_ENTROPY"], rel_tol=1e-9)
-    says("training_reading", f"its last 20 steps within 0.07 of the line's {_letter_entropy():.2f} nats")
+    says("training_reading", f"its last 20 steps within {AT_THE_LINE} of the line's {_letter_entropy():.2f} nats")
 
 
 def _stalled(runs: list[list[float]]) -> list[bool]:
-    """Which runs end at the line, as training_reading says: their last 20 steps within 0.07 of it."""
-    return [abs(_final(run) - _letter_entropy()) <= 0.07 for run in runs]
+    """Which runs end at the line, as training_reading says: their last 20 steps within `AT_THE_LINE` of it."""
+    return [abs(_final(run) - _letter_entropy()) <= AT_THE_LINE for run in runs]
 
 
 def test_deep_pre_ln_learns_and_deep_post_ln_stalls_on_the_seeds_of_the_table():

@@ -49,10 +49,11 @@ def home(name: str) -> int:
 
 def seeds(index: int, name: str) -> tuple[int, ...]:
     """The seeds the `index`-th case is graded on: its home, then `KIT_STABILITY_SEEDS` - 1 of the others in turn."""
-    others = [s for s in dict.fromkeys((*MOVED, GRADING_SEED, session_seed())) if s != home(name)]
+    first, session = home(name), session_seed()
+    others = [s for s in dict.fromkeys((*MOVED, GRADING_SEED, session)) if s != first]
     count = min(int(os.environ.get("KIT_STABILITY_SEEDS", "2")) - 1, len(others))
-    start = (index + session_seed()) % len(others)
-    return (home(name), *(others[(start + k) % len(others)] for k in range(count)))
+    start = (index + session) % len(others)
+    return (first, *(others[(start + k) % len(others)] for k in range(count)))
 
 
 @cache

@@ -83,9 +83,10 @@ def analyse(x: np.ndarray, run: dict, parts: dict, *, train: bool, device: str =
     flow = Flow(x=x, y=run["y"], train=train, tol=tol, counts=dict(run.get("counts") or {}))
     labels = {"x": "x"}
     for raw in run["calls"]:
-        place, takes = nodes.locate(raw["input"], tokens_reversed=raw["name"] != "att")
+        reversible = raw["name"] != "att"  # attention's input is never read with its tokens reversed
+        place, takes = nodes.locate(raw["input"], tokens_reversed=reversible)
         if takes is None and raw["name"] not in DROPOUTS:
-            place, takes = _hand_norm(flow, nodes, labels, parts, raw["input"], tol, place, tokens_reversed=raw["name"] != "att")
+            place, takes = _hand_norm(flow, nodes, labels, parts, raw["input"], tol, place, tokens_reversed=reversible)
         call = Call(
             len(flow.calls),
             raw["name"],
