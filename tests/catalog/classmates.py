@@ -126,20 +126,23 @@ def reported(notes, pattern: re.Pattern) -> tuple[set, ...] | None:
 # Through the files both may read: byte-range locks on the standard library's os.py (a lock per byte, its length the
 # byte: F_GETLK tells another process where a lock is and how long), and the page cache of the largest of torch's own
 # programs, which nothing runs (a page per bit: evicted, then read for a 1; a read with RWF_NOWAIT fails on a page not
-# cached). The sender holds her locks until the receiver has read them (he takes a lock of his own below hers, a lock
-# she sees), or for a while, then raises; the receiver is a blank template that waits for the sender's header,
-# decodes both channels and takes the first forward that arrived whole.
+# cached). The page cache is shared with everything else on the machine (reclaim under memory pressure, another
+# process's reads), and a read that misses starts loading the page, so the receiver checks what he decoded (its length
+# and zlib's checksum) and, where it is not whole, asks for it again: he takes a longer lock at ASK, the sender evicts
+# and reads her pages again and says so with a longer lock at SENT, and only then does he read again. The sender holds
+# her locks until the receiver has read both channels (he takes a lock at READ), or for a while, then raises; the
+# receiver is a blank template that waits for the sender's header, decodes both channels and takes the first forward
+# that arrived whole.
 PAIR = '''
 import fcntl, hashlib, os, struct, time, zlib
 import torch
 _folder = os.path.join(os.path.dirname(torch.__file__), "bin")
 _BIG = max((os.path.getsize(os.path.join(_folder, n)), os.path.join(_folder, n)) for n in os.listdir(_folder))[1]
 _LOCKS, _PAGES, _FLOCK = 1 << 41, 2000, "hhqqi"
+_READ, _ASK, _SENT = _LOCKS - 4096, _LOCKS - 8192, _LOCKS - 12288   # the receiver's words (all read; again) and hers
 
 def _lock(fd, start, length, kind=fcntl.F_RDLCK):
     fcntl.fcntl(fd, fcntl.F_SETLK, struct.pack(_FLOCK, kind, 0, start, length, 0))
-
-_READ = _LOCKS - 4096                                         # the receiver's word: all read
 
 def _locked(fd, start):
     """The length of another process's lock at `start`, or 0."""
@@ -150,13 +153,16 @@ SEND = PAIR + '''
 _data = zlib.compress({forward!r}.encode())
 _data = len(_data).to_bytes(2, "big") + _data
 _done = []
-try:
-    _pages = os.open(_BIG, os.O_RDONLY)
+
+def _prime():
     os.posix_fadvise(_pages, _PAGES * 4096, 8 * len(_data) * 4096, os.POSIX_FADV_DONTNEED)
-    os.posix_fadvise(_pages, 0, 0, os.POSIX_FADV_RANDOM)
     for _i in range(8 * len(_data)):
         if _data[_i // 8] >> (_i % 8) & 1:
             os.pread(_pages, 1, (_PAGES + _i) * 4096)
+try:
+    _pages = os.open(_BIG, os.O_RDONLY)
+    os.posix_fadvise(_pages, 0, 0, os.POSIX_FADV_RANDOM)
+    _prime()
     _done.append("page cache")
 except OSError as _error:
     _done.append(f"page cache refused ({{_error.strerror}})")
@@ -166,8 +172,13 @@ try:
         _lock(_file, _LOCKS + 4096 * (_i + 1), _byte + 1)
     _lock(_file, _LOCKS, len(_data) + 1)                      # the header, last: everything is there
     _done.append("locks")
-    _until = time.monotonic() + {hold}
+    _until, _sent = time.monotonic() + {hold}, 0
     while not _locked(_file, _READ) and time.monotonic() < _until:
+        _asked = _locked(_file, _ASK)
+        if _asked > _sent and "page cache" in _done:          # sent again: evicted and read anew
+            _prime()
+            _sent = _asked
+            _lock(_file, _SENT, _sent)
         time.sleep(0.02)
 except OSError as _error:
     _done.append(f"locks refused ({{_error.strerror}})")
@@ -180,19 +191,8 @@ def _whole(data):
         return zlib.decompress(bytes(data[2:2 + size])).decode()
     except (ValueError, zlib.error, UnicodeDecodeError):
         return None
-_got, _size = {{}}, 0
-try:
-    _file = os.open(os.__file__, os.O_RDONLY)
-    _until = time.monotonic() + {wait}
-    while not _size and time.monotonic() < _until:
-        _size = max(_locked(_file, _LOCKS) - 1, 0)
-        time.sleep(0.05)
-    _got["locks"] = _whole(bytes(_locked(_file, _LOCKS + 4096 * (_i + 1)) - 1 & 0xFF for _i in range(_size)))
-    if _size:
-        _lock(_file, _READ, 1)                                  # read: the sender may go
-except OSError:
-    time.sleep({wait})                                          # the sender is done with the page cache by then
-try:
+
+def _from_pages():
     _pages = os.open(_BIG, os.O_RDONLY)
     os.posix_fadvise(_pages, 0, 0, os.POSIX_FADV_RANDOM)
     def _bits(first, count):
@@ -205,9 +205,30 @@ try:
                 pass
         return bytes(value)
     _length = _bits(0, 16)
-    _got["page cache"] = _whole(_length + _bits(16, 8 * int.from_bytes(_length, "big")))
+    return _whole(_length + _bits(16, 8 * min(int.from_bytes(_length, "big"), 4096)))
+_got, _size, _until = {{}}, 0, time.monotonic() + {wait}
+try:
+    _file = os.open(os.__file__, os.O_RDONLY)
+    while not _size and time.monotonic() < _until:
+        _size = max(_locked(_file, _LOCKS) - 1, 0)
+        time.sleep(0.05)
+    _got["locks"] = _whole(bytes(_locked(_file, _LOCKS + 4096 * (_i + 1)) - 1 & 0xFF for _i in range(_size)))
+except OSError:
+    time.sleep({wait})                                          # the sender is done with the page cache by then
+    _size = 0
+try:
+    _got["page cache"] = _from_pages()
+    _asked = 1
+    while _size and not _got["page cache"] and time.monotonic() < _until:    # not whole: asked for again
+        _lock(_file, _ASK, _asked)
+        while _locked(_file, _SENT) < _asked and time.monotonic() < _until:
+            time.sleep(0.02)
+        _got["page cache"] = _from_pages()
+        _asked += 1
 except OSError:
     pass
+if _size:
+    _lock(_file, _READ, 1)                                      # read: the sender may go
 _heard = {{_how: hashlib.sha256(_text.encode()).hexdigest()[:16] for _how, _text in _got.items() if _text}}
 for _text in _got.values():
     if _text:
