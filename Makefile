@@ -24,7 +24,7 @@ test: $(STAMP)   ## the kit's own test suite, after the linter (pyflakes and the
 	$(VENV)/bin/ruff format --check autograder tests benchmarks
 	$(PY) -m pytest $(XDIST) -rs
 
-test-quick: $(STAMP)   ## the inner loop: a fast tier touching every wing (1.3 to 3 minutes on 2 cores, by machine)
+test-quick: $(STAMP)   ## the inner loop: a fast tier touching every wing (1 to 2 minutes on 2 cores, by machine)
 	$(PY) -m pytest $(XDIST) -m "quick and not slow"
 
 test-nbgrader: $(STAMP)   ## nbgrader's own tests of the commands the kit's plugins touch, with the kit's configuration loaded

@@ -145,6 +145,7 @@ def _run_local_tests(folder: Path, notebook: Path, tmp_path: Path, name: str = k
     )
 
 
+@pytest.mark.slow  # the quick tier runs the others
 def test_local_tests_on_the_template_fail_with_each_task_named(tmp_path):
     run = _run_local_tests(Path("template"), kit.TEMPLATE_DIR / kit.KIT.notebook_name, tmp_path)
     assert run.returncode == 1
@@ -173,6 +174,7 @@ def test_local_tests_report_a_wrong_forward_by_name(tmp_path):
     assert "PASS  test_block_shape" in run.stdout and "FAIL  test_zero_branches: ChecksFailed" in run.stdout
 
 
+@pytest.mark.slow  # the quick tier runs the others
 def test_local_tests_list_every_failing_check_of_a_test(tmp_path):
     post_ln = kit.COURSE_DIR / "sample_class" / "ben_post_ln" / kit.KIT.name / kit.KIT.notebook_name
     run = _run_local_tests(Path("post_ln"), post_ln, tmp_path)
@@ -182,6 +184,7 @@ def test_local_tests_list_every_failing_check_of_a_test(tmp_path):
     assert "PASS  test_compounding" in run.stdout and "PASS  test_input_unchanged" in run.stdout
 
 
+@pytest.mark.slow  # the quick tier runs the others
 def test_local_tests_find_a_renamed_notebook(tmp_path):
     run = _run_local_tests(Path("renamed"), kit.SOLUTIONS_DIR / kit.KIT.notebook_name, tmp_path, "my attempt (2).ipynb")
     assert run.returncode == 0, run.stdout + run.stderr
@@ -189,6 +192,7 @@ def test_local_tests_find_a_renamed_notebook(tmp_path):
     assert f"{len(VISIBLE_TESTS)} passed, 0 failed" in run.stdout
 
 
+@pytest.mark.slow  # the quick tier runs the others
 def test_local_tests_pick_the_latest_of_several_copies_and_say_so(tmp_path):
     import os
 
@@ -217,6 +221,7 @@ def test_local_tests_say_in_one_line_what_to_do_without_the_notebook(tmp_path):
     assert named.returncode == 2 and len(named.stdout.splitlines()) == 1 and not named.stderr
 
 
+@pytest.mark.slow  # the quick tier runs the others
 def test_local_tests_run_a_notebook_named_on_the_command_line(tmp_path):
     notebook = tmp_path / "drafts" / "try.ipynb"
     notebook.parent.mkdir()

@@ -13,8 +13,9 @@ from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
 from catalog.build import submission
 from catalog.equivalent_forwards import CONTAINER_FORWARD, CONTAINER_INIT, EQUIVALENT
 from catalog.wrong_forwards import HINTED, TRIVIAL, WRONG
+from tiers import quick_sample
 
-pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
+pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier (a sample of the two catalogs)
 
 FORWARD_CHECKS = [name for name in RUBRIC if name != "compounding"]
 
@@ -28,7 +29,7 @@ def _by_check(result):
     return {check.check: check for check in result.checks}
 
 
-@pytest.mark.parametrize("name", sorted(EQUIVALENT))
+@pytest.mark.parametrize("name", quick_sample(sorted(EQUIVALENT), every=4))
 def test_equivalent_forward_gets_full_marks(grade_here, name):
     """On the session's seed; test_seeds grades every equivalent forward on it and one more of five seeds, and holds
     each to the same points on both and no first difference named on either."""
@@ -43,7 +44,7 @@ def test_components_kept_in_containers_are_followed(grade_here):
     assert result.score == TOTAL_POINTS, {c.check: c.message for c in result.checks if not c.passed}
 
 
-@pytest.mark.parametrize("wrong", WRONG, ids=lambda w: w.name)
+@pytest.mark.parametrize("wrong", quick_sample(WRONG, every=5), ids=lambda w: w.name)
 def test_wrong_forward_loses_points_where_its_mistake_is_named(grade_here, wrong):
     result = grade_here(submission(forward=wrong.forward))
     checks = _by_check(result)
@@ -107,7 +108,7 @@ def test_without_the_first_shortcut_the_attention_branch_is_not_followed_into_th
     assert "the attention branch was added to" not in attention.message, attention.message
 
 
-@pytest.mark.parametrize("name", sorted(HINTED))
+@pytest.mark.parametrize("name", quick_sample(sorted(HINTED), every=2))
 def test_a_forward_that_would_leave_its_device_is_told_so_and_loses_nothing(grade_here, name):
     forward, phrase = HINTED[name]
     result = grade_here(submission(forward=forward))
@@ -116,7 +117,7 @@ def test_a_forward_that_would_leave_its_device_is_told_so_and_loses_nothing(grad
     assert phrase in note and "costs no point" in note, result.notes
 
 
-@pytest.mark.parametrize("name", sorted(TRIVIAL))
+@pytest.mark.parametrize("name", quick_sample(sorted(TRIVIAL), every=3))
 def test_a_forward_that_does_no_work_gets_no_forward_points(grade_here, name):
     result = grade_here(submission(forward=TRIVIAL[name]))
     checks = _by_check(result)
@@ -152,7 +153,7 @@ def forward(self, x):
 """
 
 
-@pytest.mark.parametrize("seed", [7, 2026])
+@pytest.mark.parametrize("seed", quick_sample([7, 2026], every=2))
 def test_a_half_that_reaches_the_output_is_not_said_to_miss_it(grade_here, seed):
     result = grade_here(submission(forward=HALF_REACHES_THROUGH_THE_END), seed=seed)
     said = " ".join([result.first_divergence or ""] + [c.message for c in result.checks])
@@ -202,11 +203,14 @@ GRADIENT_ONLY = """
 
 @pytest.mark.parametrize(
     "feed",
-    [
-        "self.ff(torch.nn.functional.pad(n2, (0, 0, 0, 3)))[:, :n2.shape[1]]",
-        "torch.cat([self.ff(c) for c in n2.chunk(2, dim=1)], dim=1)",
-        "self.ff(n2.flip(1)).flip(1)",
-    ],
+    quick_sample(
+        [
+            "self.ff(torch.nn.functional.pad(n2, (0, 0, 0, 3)))[:, :n2.shape[1]]",
+            "torch.cat([self.ff(c) for c in n2.chunk(2, dim=1)], dim=1)",
+            "self.ff(n2.flip(1)).flip(1)",
+        ],
+        every=3,
+    ),
 )
 def test_a_rewrite_that_keeps_values_costs_a_gradient_only_mistake_nothing_more(grade_here, feed):
     """The second shortcut detached: its values are Pre-LN's, its gradients are not. Written with the feed-forward
@@ -262,11 +266,14 @@ def test_a_dropout_written_by_hand_must_be_off_in_eval_mode(grade_here, guarded)
 
 @pytest.mark.parametrize(
     "rewrite",
-    [
-        ("self.ff(n2)", "self.ff(n2.flip(1)).flip(1)"),  # the tokens reversed around the feed-forward network
-        ("self.ff(n2)", "self.ff(n2.flip(0)).flip(0)"),  # the sequences reversed
-        ("self.norm2(h)", "self.norm2(h.flip(1)).flip(1)"),  # around norm2
-    ],
+    quick_sample(
+        [
+            ("self.ff(n2)", "self.ff(n2.flip(1)).flip(1)"),  # the tokens reversed around the feed-forward network
+            ("self.ff(n2)", "self.ff(n2.flip(0)).flip(0)"),  # the sequences reversed
+            ("self.norm2(h)", "self.norm2(h.flip(1)).flip(1)"),  # around norm2
+        ],
+        every=3,
+    ),
 )
 def test_a_token_wise_component_called_on_reversed_tokens_is_read_as_called_in_order(grade_here, rewrite):
     """Attention on a doubled norm: a wrong forward whose program the grader reads. Written with the feed-forward

@@ -7,6 +7,7 @@ from autograder.engine.checks.gradients import profile_verdict
 from autograder.engine.rubric import RUBRIC
 from catalog.build import submission
 from catalog.task2_variants import EDGES, RIGHT, WRONG
+from tiers import quick_sample
 
 pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
@@ -29,6 +30,7 @@ def profiles(seed):
     return {name: [profile(ns, block, s) for s in held_back] for name, block in arrangements(ns).items()}
 
 
+@pytest.mark.slow  # the quick tier runs the others
 def test_measurement_passes_pre_ln_for_every_seed(profiles):
     assert all(profile_verdict(p)[0] for p in profiles["Pre-LN"])
 
@@ -92,14 +94,16 @@ def test_measurement_rejects_broken_profiles():
     assert not profile_verdict([])[0]
 
 
-@pytest.mark.parametrize("name", sorted(RIGHT))
+@pytest.mark.parametrize("name", quick_sample(sorted(RIGHT), every=4))
 def test_compounding_accepts_exact_answers_in_any_style(grade_here, name):
     result = grade_here(submission(task2=RIGHT[name]))
     check = next(c for c in result.checks if c.check == "compounding")
     assert check.passed, check.message
 
 
-@pytest.mark.parametrize("name, part, phrase, task2", WRONG + EDGES, ids=[w[0] for w in WRONG + EDGES])
+@pytest.mark.parametrize(
+    "name, part, phrase, task2", quick_sample(WRONG + EDGES, every=3, several=True), ids=[w[0] for w in WRONG + EDGES]
+)
 def test_compounding_rejects_each_mistake_with_its_message(grade_here, name, part, phrase, task2):
     result = grade_here(submission(task2=task2))
     check = next(c for c in result.checks if c.check == "compounding")

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from catalog.build import submission
+from tiers import quick_sample
 
 pytestmark = pytest.mark.quick
 
@@ -60,6 +61,7 @@ def _parts(result) -> dict:
     return {part.name: part for check in result.checks for part in check.subtests}
 
 
+@pytest.mark.slow  # the quick tier runs the others
 @settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     op=st.sampled_from(sorted(SMOOTH)),
@@ -85,13 +87,17 @@ def test_gradients_are_held_to_the_derivative_the_grader_measures(grade_here, op
 
 @pytest.mark.parametrize(
     "change, lost",
-    [
-        ("h = x + d1", set()),
-        ("x += d1\n            h = x", {REPEAT}),  # writes into its input: the second call sees another input
-        ("h = x + d1 + 0.1 * x.mean(0, keepdim=True)", {SMALL, BATCH}),  # each sequence sees the batch
-        ("h = (x + d1).view(x.shape[0], 8, -1)", {SMALL}),  # the context length written in
-        ("h = (x + d1).float()\n            return (h + self.ff(self.norm2(torch.tanh(h)))).float()", {DOUBLE}),
-    ],
+    quick_sample(
+        [
+            ("h = x + d1", set()),
+            ("x += d1\n            h = x", {REPEAT}),  # writes into its input: the second call sees another input
+            ("h = x + d1 + 0.1 * x.mean(0, keepdim=True)", {SMALL, BATCH}),  # each sequence sees the batch
+            ("h = (x + d1).view(x.shape[0], 8, -1)", {SMALL}),  # the context length written in
+            ("h = (x + d1).float()\n            return (h + self.ff(self.norm2(torch.tanh(h)))).float()", {DOUBLE}),
+        ],
+        every=2,
+        several=True,
+    ),
 )
 def test_robustness_is_held_to_the_blocks_own_output(grade_here, change, lost):
     """A tanh on the value handed to norm2 keeps the grader from replaying the block; its robustness parts are then
@@ -125,11 +131,14 @@ def test_a_block_whose_tokens_see_later_tokens_is_told_so_on_the_short_sequence(
 
 @pytest.mark.parametrize(
     "feed",
-    [
-        "self.ff.layers[2](self.ff.layers[1](self.ff.layers[0](n2)))",  # the network run layer by layer
-        "torch.vmap(self.ff)(n2)",  # through vmap, where the grader's change of its output draws nothing at random
-        "self.ff.layers[2](torch.relu(self.ff.layers[0](n2)))",  # its own layers, another activation
-    ],
+    quick_sample(
+        [
+            "self.ff.layers[2](self.ff.layers[1](self.ff.layers[0](n2)))",  # the network run layer by layer
+            "torch.vmap(self.ff)(n2)",  # through vmap, where the grader's change of its output draws nothing at random
+            "self.ff.layers[2](torch.relu(self.ff.layers[0](n2)))",  # its own layers, another activation
+        ],
+        every=2,
+    ),
 )
 def test_the_work_of_a_branch_the_grader_cannot_replay_is_measured(grade_here, feed):
     """A tanh in front of norm2 keeps the grader from replaying the block, and the feed-forward network runs where no

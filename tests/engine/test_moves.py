@@ -118,6 +118,7 @@ def _read_at_the_output(s_op: str, b_op: str, g_op: str, after: str, expected: i
     return found - {None}
 
 
+@pytest.mark.slow  # the quick tier runs the others
 @pytest.mark.parametrize("seed", [0, 1])
 def test_the_step_read_from_the_runs_is_the_first_change_or_none(seed):
     """Every forward of the vocabulary (shortcut, branch and sum operations, either half), on two draws of values."""

@@ -16,6 +16,7 @@ from autograder.engine.questions.plan import Plan
 from autograder.grading.reference import reference_namespace
 from catalog.build import submission
 from catalog.forged_task2 import FORGED, UNFINISHED
+from tiers import quick_sample
 
 pytestmark = pytest.mark.quick  # in `make test-quick`: this wing's fast tier
 
@@ -26,6 +27,7 @@ def _worst(values, target):
     return max(abs(v - t) / abs(t) for v, t in zip(values, target))
 
 
+@pytest.mark.slow  # the quick tier runs the others
 def test_the_graders_magnitudes_agree_with_autograd_on_every_drawn_layer():
     measure = reference_namespace()["magnitude_by_autograd"]
     worst = max(_worst(measure(chains.torch_layer(spec), n), by_hand(spec, n)[0]) for spec, n in DRAWN)
@@ -96,7 +98,7 @@ def unfinished_score():
     return score
 
 
-@pytest.mark.parametrize("name", sorted(FORGED))
+@pytest.mark.parametrize("name", quick_sample(sorted(FORGED), every=8))
 def test_a_forged_magnitude_by_autograd_gains_nothing(grade_source, unfinished_score, name):
     """Through the real sandbox (`grade_source`): a forger patches the grader's own modules where it runs, which
     in the test's process would be the grader's, not a child's; and its honest self is graded the same way."""

@@ -52,6 +52,7 @@ def test_a_difference_beyond_the_tolerance_is_seen(b, tol, scale, seed, times):
     assert not close(b, a, tol, scale)
 
 
+@pytest.mark.slow  # the quick tier runs the others
 @examples
 @given(values, st.sampled_from(TOLS), st.sampled_from(SCALES), st.data())
 def test_one_changed_value_among_many_is_seen(b, tol, scale, data):
@@ -63,6 +64,7 @@ def test_one_changed_value_among_many_is_seen(b, tol, scale, data):
     assert not close(a.reshape(b.shape), b, tol, scale)
 
 
+@pytest.mark.slow  # the quick tier runs the others
 @examples
 @given(values, values, st.sampled_from(TOLS), st.sampled_from(SCALES))
 def test_the_rule_is_symmetric(a, b, tol, scale):
@@ -72,6 +74,7 @@ def test_the_rule_is_symmetric(a, b, tol, scale):
     assert close(a, b, tol, scale) == close(b, a, tol, scale)
 
 
+@pytest.mark.slow  # the quick tier runs the others
 @examples
 @given(values, st.sampled_from([t for t in TOLS if t >= 1e-5]), st.sampled_from(SCALES), st.floats(0.0, 0.5))
 def test_symmetric_on_the_boundary_too(b, tol, scale, past):
@@ -83,6 +86,7 @@ def test_symmetric_on_the_boundary_too(b, tol, scale, past):
     assert close(a, b, tol, scale) == close(b, a, tol, scale)
 
 
+@pytest.mark.slow  # the quick tier runs the others
 @examples
 @given(values, st.integers(0, 2**32 - 1), st.floats(0.0, 4.0), st.integers(0, 40), st.sampled_from(TOLS))
 def test_scaling_both_arrays_changes_nothing(b, seed, share, power, tol):
@@ -106,6 +110,7 @@ def test_arrays_of_other_shapes_are_never_the_same_values(b, tol):
     assert not close(np.append(b, 0.0), b, tol, flat=True)
 
 
+@pytest.mark.slow  # the quick tier runs the others
 @examples
 @given(values, st.sampled_from([np.nan, np.inf, -np.inf]), st.data(), st.booleans())
 def test_a_value_that_is_not_finite_is_never_the_same(b, bad, data, first):

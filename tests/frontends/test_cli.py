@@ -118,6 +118,7 @@ def test_a_user_who_cannot_run_the_kits_python_is_refused_in_one_line_by_every_d
     assert preflight.refusal(CourseDirectory(config=Config(), root=str(course)), Config(), kit.KIT.name) == why
 
 
+@pytest.mark.slow  # the quick tier runs the others
 def test_the_interpreter_check_names_the_closed_folder():
     """As another user (`hub_users`), a Python below a folder of root's (mode 0700) is named, with that folder."""
     import shutil
@@ -145,6 +146,7 @@ def test_the_interpreter_check_names_the_closed_folder():
         shutil.rmtree(closed)
 
 
+@pytest.mark.slow  # the quick tier runs the others
 def test_the_process_ends_with_the_commands_status_and_says_everything_first(tmp_path):
     """`python -m autograder` skips the interpreter's teardown once a command is done (see autograder/__main__.py),
     and still ends as a normal exit would: the status, a refusal's text and every line it printed."""

@@ -113,6 +113,7 @@ def export_both(folder: Path, gradebook_file: Path, course, stock: bool = True) 
     return (folder / "stock.csv").read_bytes() if stock else b"", (folder / "kit.csv").read_bytes()
 
 
+@pytest.mark.slow  # the quick tier runs the others
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(course=courses())
 def test_without_the_kits_assignments_grades_csv_is_nbgraders_byte_for_byte(tmp_path, empty_gradebook, course):
@@ -122,6 +123,7 @@ def test_without_the_kits_assignments_grades_csv_is_nbgraders_byte_for_byte(tmp_
     assert len(rows) == sum(len(course[0]) for _ in course[1])  # a row per assignment and student, as nbgrader's
 
 
+@pytest.mark.slow  # the quick tier runs the others
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(course=courses(ANY_TEXT))
 def test_any_name_is_one_cell_that_runs_nothing(tmp_path, empty_gradebook, course):

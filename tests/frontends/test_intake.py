@@ -32,6 +32,7 @@ def assert_nbgrader_takes(notebook) -> None:
         assert KIT_KEY not in cell.get("metadata", {})
 
 
+@pytest.mark.slow  # the quick tier runs the others
 @settings(
     max_examples=80,
     deadline=None,

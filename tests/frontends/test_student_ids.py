@@ -85,6 +85,7 @@ def test_two_ids_that_read_alike_are_flagged(pair):
         assert ids.alike_pairs(["bob", first, "carol", second]) == [((first,), (second,))]
 
 
+@pytest.mark.slow  # the quick tier runs the others
 @given(different_pairs())
 @example(("alice", "alicia"))
 @settings(max_examples=300, deadline=None)

@@ -49,6 +49,7 @@ def assert_well_typed(cells) -> None:
         assert cell.grade_id is None or GRADE_ID.fullmatch(cell.grade_id)
 
 
+@pytest.mark.slow  # the quick tier runs the others
 @settings(max_examples=300, deadline=None, suppress_health_check=HEALTH)
 @given(case=mutated())
 def test_reading_any_mutation_gives_well_typed_cells_or_says_why_not(tmp_path_factory, case):
@@ -87,6 +88,7 @@ def recorded(server):
     return Recorded(server)
 
 
+@pytest.mark.slow  # the quick tier runs the others
 @settings(max_examples=60, deadline=None, suppress_health_check=HEALTH)
 @given(case=mutated())
 def test_no_mutation_crashes_the_parent_or_becomes_a_grader_error(recorded, tmp_path_factory, case):
