@@ -12,8 +12,6 @@ def quick_sample(values, every: int, *, several: bool = False) -> list:
     full suite only). With `several`, each value is a tuple of the arguments of a parametrization of several names."""
     assert every >= 2, every
     return [
-        value
-        if i % every == 0 and not several
-        else pytest.param(*(value if several else (value,)), marks=() if i % every == 0 else pytest.mark.slow)
+        pytest.param(*(value if several else (value,)), marks=() if i % every == 0 else pytest.mark.slow)
         for i, value in enumerate(values)
     ]

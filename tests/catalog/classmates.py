@@ -193,8 +193,6 @@ def _whole(data):
         return None
 
 def _from_pages():
-    _pages = os.open(_BIG, os.O_RDONLY)
-    os.posix_fadvise(_pages, 0, 0, os.POSIX_FADV_RANDOM)
     def _bits(first, count):
         value = bytearray((count + 7) // 8)
         for _i in range(count):
@@ -217,6 +215,8 @@ except OSError:
     time.sleep({wait})                                          # the sender is done with the page cache by then
     _size = 0
 try:
+    _pages = os.open(_BIG, os.O_RDONLY)
+    os.posix_fadvise(_pages, 0, 0, os.POSIX_FADV_RANDOM)
     _got["page cache"] = _from_pages()
     _asked = 1
     while _size and not _got["page cache"] and time.monotonic() < _until:    # not whole: asked for again
