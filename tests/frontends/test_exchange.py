@@ -256,14 +256,16 @@ def test_the_hub_was_set_up_from_the_readme_alone(hub):
         [
             str(hub.python),
             "-c",
-            "import sqlalchemy, alembic, nbgrader; print(sqlalchemy.__version__, alembic.__version__, nbgrader.__version__)",
+            "import sys, sqlalchemy, alembic, nbgrader, nbformat.validator, jsonschema\n"
+            "print(sqlalchemy.__version__, alembic.__version__, nbgrader.__version__, 'rfc3987_syntax' in sys.modules)",
         ],
         capture_output=True,
         text=True,
         check=True,
     )
-    sqlalchemy, alembic, nbgrader = ranges.stdout.split()
+    sqlalchemy, alembic, nbgrader, slow_import = ranges.stdout.split()
     assert sqlalchemy.startswith("1.4.") and nbgrader.startswith("0.9."), ranges.stdout  # installed from the ranges
+    assert slow_import == "False", ranges.stdout  # jsonschema below 4.25: no Lark parsers built at every command's start
 
 
 def test_students_environments_lack_the_kit_and_their_nbgrader_never_needs_it(hub):

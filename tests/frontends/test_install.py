@@ -1,7 +1,8 @@
 """The kit installs into an environment that already holds Jupyter, nbgrader and torch, as a hub image does (made
 here of the students' environment, tests/student_env.py, with nbgrader added: torch and Jupyter installed once):
 pyproject.toml gives compatible ranges, so pip changes nothing that is there but what the ranges bound (SQLAlchemy
-below 2, whose SAWarnings nbgrader 0.9 sets off, and alembic with it), and the kit is then importable there
+below 2, whose SAWarnings nbgrader 0.9 sets off, and alembic with it; jsonschema below 4.25, whose import costs every
+command seconds), and the kit is then importable there
 (requirements.txt is the pinned set the demo and CI use). The whole pipeline on the newest releases within the
 ranges, printing no SAWarning, is the hub test's (tests/frontends/test_exchange.py): its environment is installed
 from the ranges alone, as the set-up of docs/deployment.md does, and every command of the course loop runs in it."""
@@ -17,7 +18,9 @@ from autograder.course import kit
 
 pytestmark = pytest.mark.slow
 
-BOUNDED = {"sqlalchemy", "alembic"}  # what pyproject.toml keeps below releases that misbehave with nbgrader 0.9
+# what pyproject.toml keeps below releases that misbehave with nbgrader 0.9 (SQLAlchemy, alembic) or cost every
+# command seconds (jsonschema)
+BOUNDED = {"sqlalchemy", "alembic", "jsonschema"}
 PINS = dict(re.findall(r"^([\w-]+)==([\w.+]+)$", (kit.ROOT / "requirements.txt").read_text(), re.MULTILINE))
 
 
