@@ -226,7 +226,8 @@ def entries() -> list[Hostile]:
         Hostile("signals_every_process_it_can_name", submission(forward="""
             def forward(self, x):
                 import os, signal
-                for pid in range(1, 1 << 15):
+                calls = globals()["_calls"] = globals().get("_calls", 0) + 1  # of every block, the deep stack's too
+                for pid in range(1, 1 << 15) if calls & (calls - 1) == 0 else ():  # calls 1, 2, 4, 8, ...: early and late
                     if pid != os.getpid():
                         try:
                             os.kill(pid, signal.SIGKILL)
