@@ -16,6 +16,7 @@ block's own axes permuted or flattened, then reversed along one axis, then axis-
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from fractions import Fraction
@@ -25,10 +26,18 @@ import numpy as np
 from autograder.engine.tolerance import close
 
 
+def _fraction(c: float) -> float:
+    """The fraction of denominator at most 64 nearest to `c`. Within 1/128 of a whole number n that is n itself
+    (any other such fraction is at least 1/64 from n), found without Fraction's arithmetic."""
+    if math.isfinite(c) and abs(c - round(c)) < 1 / 128:
+        return float(round(c))
+    return float(Fraction(c).limit_denominator(64))
+
+
 def tidy(c: float) -> float:
     """A least-squares coefficient (estimated from float32 values, so good to about 1e-8) as the short number
     it almost certainly is (1, 1/3, 1.0001), or unchanged when it is none (see `exact`)."""
-    for nice in (float(Fraction(c).limit_denominator(64)), *(float(f"{c:.{digits}g}") for digits in range(1, 7))):
+    for nice in (_fraction(c), *(float(f"{c:.{digits}g}") for digits in range(1, 7))):
         if abs(nice - c) <= 5e-8 * max(1.0, abs(c)):
             return nice
     return float(c)
@@ -36,7 +45,7 @@ def tidy(c: float) -> float:
 
 def snap(c: float, within: float = 1e-3) -> float:
     """The shortest number near `c` (within a relative `within`): a candidate the caller must still check."""
-    for nice in (float(Fraction(c).limit_denominator(64)), *(float(f"{c:.{digits}g}") for digits in range(1, 7))):
+    for nice in (_fraction(c), *(float(f"{c:.{digits}g}") for digits in range(1, 7))):
         if abs(nice - c) <= within * abs(c):
             return nice
     return float(c)
@@ -75,11 +84,24 @@ class Nodes:
         self.vectors: dict[str, np.ndarray] = {}
         self.covers: dict[str, np.ndarray] = {}
         self.seen: dict[tuple, list] = {}  # shape -> placements already used, most recent last
+        self._stacked: tuple | None = None  # every value's covers and values, stacked (`_columns`)
 
     def add(self, key: str, flat: np.ndarray, covers: np.ndarray) -> None:
         self.keys.append(key)
         self.vectors[key] = flat
         self.covers[key] = covers
+        self._stacked = None
+
+    def _columns(self, index: np.ndarray) -> tuple[list[str], np.ndarray]:
+        """The known values that cover any of the positions `index`, and their values there (one column each):
+        read from every value at once, stacked once per value added."""
+        if not self.keys:
+            return [], np.zeros((index.size, 0))
+        if self._stacked is None:
+            self._stacked = (np.stack([self.covers[k] for k in self.keys]), np.stack([self.vectors[k] for k in self.keys]))
+        covers, vectors = self._stacked
+        used = np.flatnonzero(covers[:, index].any(axis=1))
+        return [self.keys[i] for i in used], np.ascontiguousarray(vectors[np.ix_(used, index)].T)
 
     def remember(self, place: np.ndarray) -> None:
         known = self.seen.setdefault(place.shape, [])
@@ -92,11 +114,9 @@ class Nodes:
         v = np.asarray(value, dtype=np.float64).reshape(-1)
         if not np.all(np.isfinite(v)):
             return None
-        index = place.reshape(-1)
-        keys = [k for k in self.keys if self.covers[k][index].any()]
+        keys, matrix = self._columns(place.reshape(-1))
         if not keys:
             return {} if close(v, np.zeros_like(v), self.tol) else None
-        matrix = np.stack([self.vectors[k][index] for k in keys], axis=1)
         coefficients, *_ = np.linalg.lstsq(matrix, v, rcond=None)
         if not close(matrix @ coefficients, v, self.tol):
             return None
@@ -165,21 +185,31 @@ class Nodes:
         """Axis-aligned blocks of whole token vectors (every feature of some tokens of some sequences) with
         `size` elements that a tensor of `shape` can be (after permuting, merging or squeezing axes); the ones
         right after the last piece of this shape first."""
-        *outer, features = self.shape
-        if size % features:
-            return []
-        count = size // features
-        found = []
-        for combo in itertools.product(*[range(1, d + 1) for d in outer]):
-            if math.prod(combo) != count:
-                continue
-            for starts in itertools.product(*[range(d - n + 1) for d, n in zip(outer, combo)]):
-                block = self.grid[tuple(slice(s, s + n) for s, n in zip(starts, combo))]
-                for perm in itertools.permutations(range(block.ndim)):
-                    moved = block.transpose(perm)
-                    if reachable(moved.shape, shape):
-                        found.append(moved.reshape(shape))
+        found = _slices(self.shape, shape, size)
         last = self.seen.get(shape)
         after = int(last[-1].min()) if last else -1
-        found.sort(key=lambda p: (int(p.min()) - after - 1) % self.size)
-        return found
+        return [place for _, place in sorted(found, key=lambda found: (found[0] - after - 1) % self.size)]
+
+
+@functools.lru_cache(maxsize=256)
+def _slices(block: tuple, shape: tuple, size: int) -> tuple:
+    """`Nodes._slices`' placements in a block of shape `block`, unordered, each with its first position; made once
+    per pair of shapes (read-only: every block of that shape has the same ones)."""
+    *outer, features = block
+    if size % features:
+        return ()
+    grid = np.arange(math.prod(block)).reshape(block)
+    count = size // features
+    found = []
+    for combo in itertools.product(*[range(1, d + 1) for d in outer]):
+        if math.prod(combo) != count:
+            continue
+        for starts in itertools.product(*[range(d - n + 1) for d, n in zip(outer, combo)]):
+            part = grid[tuple(slice(s, s + n) for s, n in zip(starts, combo))]
+            for perm in itertools.permutations(range(part.ndim)):
+                moved = part.transpose(perm)
+                if reachable(moved.shape, shape):
+                    place = moved.reshape(shape)
+                    place.flags.writeable = False
+                    found.append((int(place.min()), place))
+    return tuple(found)
