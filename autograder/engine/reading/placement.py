@@ -191,7 +191,7 @@ class Nodes:
         return [place for _, place in sorted(found, key=lambda found: (found[0] - after - 1) % self.size)]
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)  # a few shapes of pieces per block shape; each entry tens of KB here
 def _slices(block: tuple, shape: tuple, size: int) -> tuple:
     """`Nodes._slices`' placements in a block of shape `block`, unordered, each with its first position; made once
     per pair of shapes (read-only: every block of that shape has the same ones)."""
