@@ -188,7 +188,7 @@ class Nodes:
         found = _slices(self.shape, shape, size)
         last = self.seen.get(shape)
         after = int(last[-1].min()) if last else -1
-        return [place for _, place in sorted(found, key=lambda found: (found[0] - after - 1) % self.size)]
+        return [place for _, place in sorted(found, key=lambda pair: (pair[0] - after - 1) % self.size)]
 
 
 @functools.lru_cache(maxsize=64)  # a few shapes of pieces per block shape; each entry tens of KB here
