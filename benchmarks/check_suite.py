@@ -3,9 +3,10 @@
 What it measures, in this one process, with torch limited to one thread (as in the sandbox and the
 reference computation), after one untimed warm-up pass (the first meta-device op etc. are slow once per
 process; a sandbox server pays that once while warming up, before any submission):
-  * the child's side, what one sandbox child does: load the submission's cells (`load_cells`), run every
-    probe of `PROBES` on one `Probing(namespace, kit, Plan.draw(seed), sources)`, encode each answer for the
-    wire (`encode_observation`), and the JSON framing of the reply;
+  * the child's side, what the sandbox's children do: load the submission's cells (`load_cells`), run the probes
+    the grader asks first (`ASKED_FIRST`) and those it asks when a verdict needs their answers (`WHEN_NEEDED`) on
+    one `Probing(namespace, kit, Plan.draw(seed), sources)`, encode each answer for the wire
+    (`encode_observation`), and the JSON framing of the reply;
   * the parent's side: reading the answers strictly, naming the recorded runs, replaying them, and every
     verdict (`grading.evaluation.evaluate(raw, plan)`), with the reference's answers already cached (as in grade-class:
     once per seed, shared by the class);
@@ -66,16 +67,26 @@ def one_pass(cells, kit_ns, seed: int, modules) -> dict:
     times["load cells"] = clock() - started
     plan = plan_.Plan.draw(seed)
     probing = probes.Probing(namespace, kit_ns, plan, [code for _, code in cells])
-    encoded, probe_times, encode_time = {}, {}, 0.0
-    for name in probes.PROBES:
+    encoded, probe_times, encode_time, asked = {}, {}, [0.0], [0.0]
+
+    def answer(names) -> dict:  # what a child does with a job: answer each question and encode the answer
+        for name in names:
+            started = clock()
+            observation = probes.run_probe(name, probing)
+            probe_times[name] = clock() - started
+            started = clock()
+            encoded[name] = protocol.encode_observation(observation)
+            encode_time[0] += clock() - started
+        return {name: encoded[name] for name in names}
+
+    def ask(names) -> dict:  # a question the parent asks when a verdict needs its answer (`evaluation.Answers`)
         started = clock()
-        observation = probes.run_probe(name, probing)
-        probe_times[name] = clock() - started
-        started = clock()
-        encoded[name] = protocol.encode_observation(observation)
-        encode_time += clock() - started
-    times["probes"] = sum(probe_times.values())
-    times["encode observations"] = encode_time
+        try:
+            return answer(names)
+        finally:
+            asked[0] += clock() - started
+
+    answer(probes.ASKED_FIRST)
     raw = {
         "observations": encoded,
         "loaded": {"cell_errors": errors[:20], "defined": [n for n in job.GRADED_NAMES if n in namespace]},
@@ -92,13 +103,19 @@ def one_pass(cells, kit_ns, seed: int, modules) -> dict:
 
     replays._PROFILES.clear()  # every submission's own replay, as for a class of different programs
     diagnosis._candidates.cache_clear()  # and its own hypotheses
-    checks = evaluation.evaluate(raw, plan, sources=[code for _, code in cells]).checks
-    times["verdicts (evaluate)"] = clock() - started
+    checks = evaluation.evaluate(raw, plan, sources=[code for _, code in cells], ask=ask).checks
+    times["verdicts (evaluate)"] = clock() - started - asked[0]
+    times["probes"] = sum(probe_times.values())
+    times["encode observations"] = encode_time[0]
     reference.reference.cache_clear()
     started = clock()
     reference.reference(seed, "cpu", kit.KIT)
     times["reference (per seed)"] = clock() - started
     score = sum(c.points for c in checks), sum(c.max_points for c in checks)
+    times = {
+        name: times[name]
+        for name in ("load cells", "probes", "encode observations", "JSON framing", "verdicts (evaluate)", "reference (per seed)")
+    }
     return {"stages": times, "probes": probe_times, "score": score, "errors": errors}
 
 
@@ -138,7 +155,7 @@ def main(argv=None) -> int:
     warm_up = time.process_time() - started
     passes = [one_pass(cells, kit_ns, args.seed, modules) for _ in range(args.repeat)]
 
-    probe_ms = {name: 1000 * statistics.median(p["probes"][name] for p in passes) for name in passes[0]["probes"]}
+    probe_ms = {name: 1000 * statistics.median(p["probes"].get(name, 0.0) for p in passes) for name in passes[0]["probes"]}
     stage_ms = {name: 1000 * statistics.median(p["stages"][name] for p in passes) for name in passes[0]["stages"]}
     suite_totals = [sum(v for k, v in p["stages"].items() if k != "reference (per seed)") for p in passes]
     suite = statistics.median(suite_totals)
@@ -148,7 +165,8 @@ def main(argv=None) -> int:
         f"submission: {args.notebook.relative_to(ROOT) if args.notebook.is_relative_to(ROOT) else args.notebook}"
         f" (seed {args.seed}); {args.repeat} measured passes after one warm-up; torch threads: 1"
     )
-    print("\nper probe, median CPU ms (the child's work)")
+    unasked = [name for name in probes.PROBES if name not in passes[0]["probes"]]
+    print("\nper probe, median CPU ms (the child's work)" + (f"; not asked: {', '.join(unasked)}" if unasked else ""))
     probes_total = sum(probe_ms.values())
     for name, ms in sorted(probe_ms.items(), key=lambda item: -item[1]):
         print(f"  {name:16s} {ms:8.1f}  {100 * ms / probes_total:5.1f}%")

@@ -22,12 +22,12 @@ from autograder.engine.replayed import Responds
 from autograder.engine.questions.plan import Plan
 from autograder.engine.questions.moving import moved_seed, moved_values
 from autograder.engine.questions.probes import PROBES, Probing
-from autograder.engine.reading.answers import read_answer
 from autograder.engine.reading.naming import analyse
 from autograder.engine.reading.replays import Replays
 from autograder.engine.results import CheckResult, Diverged, SubTest
 from autograder.engine.rubric import RUBRIC
 from autograder.engine.tolerance import tolerance
+from .asking import GRADER_MARK, Answers
 from .errors import grader_error_text
 from .reference import expected_shapes, reference, reference_namespace, trusted_parts
 
@@ -61,7 +61,6 @@ class Evaluation:
     diverged: Diverged | None = None  # the first divergent step, as data
 
 
-GRADER_MARK = "the grader could not read its own question's answer"
 NOT_GRADED = (
     "Not graded: the grader itself failed on this part (a grader error, not a mistake of yours); your "
     "instructor can see it and will regrade."
@@ -114,13 +113,14 @@ def _sentence(text: str) -> str:
     return text if text.endswith((".", "!", "?")) else text + "."
 
 
-def evaluate(raw: dict, plan: Plan, assignment: kit.Assignment = kit.KIT, sources: list[str] = ()) -> Evaluation:
-    """Every check on one sandbox reply. Pure apart from the (cached) reference and the grader's replays.
-    `sources`: the student's code as sent (for remarks read from the code itself)."""
+def evaluate(raw: dict, plan: Plan, assignment: kit.Assignment = kit.KIT, sources: list[str] = (), ask=None) -> Evaluation:
+    """Every check on one sandbox reply. Pure apart from the (cached) reference, the grader's replays and the
+    questions it asks when a verdict needs them (`ask`, see `Answers`). `sources`: the student's code as sent (for
+    remarks read from the code itself)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # many small computations: one thread is fastest, and fair to a busy machine
     try:
-        return _evaluate(raw, plan, assignment, list(sources))
+        return _evaluate(raw, plan, assignment, list(sources), ask)
     finally:
         torch.set_num_threads(threads)
 
@@ -170,23 +170,12 @@ def _verify(flows: dict, student: dict, x_other, parts: dict, device: str, error
         flows["train"].doubt = flows["eval"].doubt
 
 
-def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list) -> Evaluation:
+def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list, ask=None) -> Evaluation:
     parts = trusted_parts(assignment, plan)
     expect = expected_shapes(plan, parts)
     answers = raw.get("observations") if isinstance(raw.get("observations"), dict) else {}
-    student = {probe: read_answer(probe, answers.get(probe), expect) for probe in ALL_PROBES}
     errors: list[str] = []
-    for probe, answer in student.items():  # the grader's own encoder (in the sandbox) or reader failed on one
-        if not answer["ok"] and answer["error"].get("type") in ("GraderError", "EncoderError"):  # answer: the
-            errors.append(f"answer to '{probe}': {answer['error']['message']}")  # parts that need it are the
-            student[probe] = {
-                "ok": False,
-                "error": {
-                    "type": "GraderError",
-                    "where": None,  # grader's errors
-                    "message": f"{GRADER_MARK} ('{probe}')",
-                },
-            }
+    student = Answers(answers, expect, ask, errors)
     ref = reference(plan.seed, plan.device, assignment)
     cpu_plan = Plan(**{**plan.__dict__, "device": "cpu"})
     probing = Probing({}, reference_namespace(assignment), cpu_plan)
@@ -208,7 +197,7 @@ def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list) 
     )
     try:
         matching = evidence.matches("eval") and evidence.matches("train")
-        responses = student["respond"] if student["respond"]["ok"] else None
+        responses = student["respond"] if not matching and student["respond"]["ok"] else None
         moved = (
             {
                 "runs": student["moved"],
@@ -216,7 +205,7 @@ def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list) 
                     k: v.numpy().astype(np.float64).reshape(-1) for k, v in moved_values(moved_seed(plan), probing.x()).items()
                 },
             }
-            if student["moved"]["ok"] and not matching
+            if not matching and student["moved"]["ok"]
             else None
         )  # read only by the diagnosis
         walked = {"train": train_walk(evidence)[0]} if flows.get("train") is not None and not matching else {}

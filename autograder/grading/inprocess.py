@@ -24,10 +24,10 @@ from dataclasses import asdict
 from autograder.course import kit
 from autograder.engine.questions.cells import load_cells
 from autograder.engine.questions.plan import Plan
-from autograder.engine.questions.probes import Probing, run_probe
+from autograder.engine.questions.probes import ASKED_FIRST, Probing, run_probe
 from autograder.engine.results import SubmissionResult
 from autograder.sandbox.inside.protocol import encode_observation
-from .evaluation import ALL_PROBES, evaluate
+from .evaluation import evaluate
 
 
 def grade_namespace(
@@ -48,8 +48,11 @@ def grade_namespace(
     if errors:
         raise RuntimeError(f"the kit's own code failed to load: {errors[0]}")
     probing = Probing(namespace, public, plan)
-    raw = {"observations": {probe: encode_observation(run_probe(probe, probing)) for probe in ALL_PROBES}}
-    found = evaluate(raw, plan, assignment, sources)
+
+    def ask(probes) -> dict:
+        return {probe: encode_observation(run_probe(probe, probing)) for probe in probes}
+
+    found = evaluate({"observations": ask(ASKED_FIRST)}, plan, assignment, sources, ask)
     return SubmissionResult(
         name,
         found.checks,

@@ -17,7 +17,7 @@ from autograder.course import kit
 from autograder.course.fence import name_text, visible
 from autograder.course.notebook import SubmissionError, read_submission, student_code
 from autograder.engine.questions.plan import Plan
-from autograder.engine.questions.probes import PROBES
+from autograder.engine.questions.probes import ASKED_FIRST
 from autograder.engine.results import CheckResult, SubmissionResult, SubTest
 from autograder.engine.rubric import RUBRIC
 from autograder.sandbox.isolation import unisolated
@@ -92,18 +92,27 @@ def grade_cells(
         plan = Plan.draw(seed, device)
         cells, restored = assignment.restore_locked_cells(cells)
         code = student_code(cells)
+        cleanup: list[str] = []  # the sandbox's own problems: the grader's, never the student's
+
+        def replied(raw: dict) -> dict:
+            cleanup.extend(raw.get("cleanup") or ())
+            if raw.get("grader_error"):  # the grader's own failure (CUDA would not start): never scored as a 0
+                raise RuntimeError("; ".join([f"on {device}: {raw['grader_error']}", *cleanup]))
+            return raw
+
+        def ask(probes: list) -> dict:  # a question only some verdicts need, asked when one does (`Answers`)
+            observations = replied(server.grade(code, plan.to_dict(), probes)).get("observations")
+            return observations if isinstance(observations, dict) else {}
+
         with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="asking") as asking:
-            answered = asking.submit(server.grade, code, plan.to_dict(), list(PROBES))
+            answered = asking.submit(server.grade, code, plan.to_dict(), list(ASKED_FIRST))
             from .evaluation import evaluate  # the checks, imported (once) while the child answers
 
-            raw = answered.result()
-        cleanup = tuple(raw.get("cleanup") or ())  # the sandbox's own problems: the grader's, never the student's
-        if raw.get("grader_error"):  # the grader's own failure (CUDA would not start): never scored as a 0
-            raise RuntimeError("; ".join([f"on {device}: {raw['grader_error']}", *cleanup]))
-        found = evaluate(raw, plan, assignment, [source for _, source in code])
+            raw = replied(answered.result())
+        found = evaluate(raw, plan, assignment, [source for _, source in code], ask)
     except Exception as error:
         return grader_failure(name, error, seed, device, student, getattr(server, "assignment", kit.KIT))
-    grader_errors = found.grader_errors + cleanup
+    grader_errors = found.grader_errors + tuple(cleanup)
     for text in grader_errors:
         print(f"grader error while grading {student or name}: {text}", file=sys.stderr)
     unsafe = (f"Graded without isolation ({server.isolation}).",) if unisolated(server.isolation) else ()

@@ -1,5 +1,5 @@
-"""Control groups: everything one submission starts lives in one job, with one memory limit, one process
-limit, one CPU clock and one way to kill it all.
+"""Control groups: everything one job of a submission starts lives in one job group, with one memory limit, one
+process limit, one CPU clock and one way to kill it all.
 
 The parent makes a group per sandbox server in every hierarchy it can write (`server_groups`), and the
 server makes a job group inside it for every child (`Job`). cgroup v2 is used where it offers the

@@ -1,4 +1,5 @@
-"""One job's supervisor: forked by the pristine server for one submission, it is the only process besides the
+"""One job's supervisor: forked by the pristine server for one job of a submission (its first questions, or a
+group the parent asks later: `grading/asking.py`), it is the only process besides the
 job's own children that ever holds the submission's code and answers, and it ends with the job.
 
 It reads the job (the student's cells, the plan, the probes) from the job's own channel, which the parent
