@@ -27,7 +27,7 @@ from autograder.engine.reading.replays import Replays
 from autograder.engine.results import CheckResult, Diverged, SubTest
 from autograder.engine.rubric import RUBRIC
 from autograder.engine.tolerance import tolerance
-from .asking import GRADER_MARK, Answers
+from .asking import GRADER_MARK, UNREPLAYABLE, Answers
 from .errors import grader_error_text
 from .reference import expected_shapes, reference, reference_namespace, trusted_parts
 
@@ -182,6 +182,8 @@ def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list, 
     x = probing.x().numpy().astype(np.float64)
     x_other = probing.fresh("other").numpy().astype(np.float64)
     flows = _read_runs(student, x, x_other, parts, plan.device, errors)
+    if student["eval"]["ok"] and (flows["eval"] is None or not flows["eval"].replayable):
+        student.expect(UNREPLAYABLE)  # what a block the grader cannot replay is judged by: asked with the next job
     evidence = Evidence(
         student,
         ref.answers,

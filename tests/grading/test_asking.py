@@ -7,6 +7,7 @@
   lost.
 * Asked only when needed: a forward that matches Pre-LN is asked the first job's questions alone; one that differs
   is asked the diagnosis's group too; one the grader can neither match nor replay the group it is judged by as well.
+* Asked together where the runs foretell it: a block the grader cannot replay gets both groups in one job.
 * Never asked after a forward ran out of time: the sandbox skips every later call of a forward then, and a late
   question is answered as skipped without a job.
 """
@@ -30,6 +31,7 @@ from catalog.fuzz import draw
 
 pytestmark = pytest.mark.quick
 DIAGNOSIS, UNREPLAYABLE = WHEN_NEEDED
+BOTH = tuple(probe for probe in PROBES if probe in DIAGNOSIS + UNREPLAYABLE)  # one job, where the flows foretell both
 SEED = 7
 
 
@@ -74,7 +76,7 @@ def test_the_comparison_fails_where_the_late_answers_are_lost(tmp_path):
     )
     kept, lost = Asked(), Asked(lose_late=True)
     assert _graded(text, kept, tmp_path) != _graded(text, lost, tmp_path)
-    assert kept.jobs == [ASKED_FIRST, DIAGNOSIS, UNREPLAYABLE]
+    assert kept.jobs == [ASKED_FIRST, BOTH]
 
 
 @pytest.mark.parametrize(
@@ -93,7 +95,7 @@ def test_the_comparison_fails_where_the_late_answers_are_lost(tmp_path):
         (
             "def forward(self, x):\n    h = x + self.drop_shortcut(self.att(self.norm1(x)))\n"
             "    return h + torch.tanh(self.drop_shortcut(self.ff(self.norm2(h))))\n",
-            [ASKED_FIRST, DIAGNOSIS, UNREPLAYABLE],
+            [ASKED_FIRST, BOTH],
         ),
     ],
     ids=["pre-ln", "ff on x (replayable)", "tanh on a branch (not replayable)"],
@@ -109,7 +111,7 @@ def _answers(observations: dict, asked: list) -> Answers:
     return Answers(observations, expected_shapes(plan, trusted_parts(graded.server().assignment, plan)), asked.append, [])
 
 
-def test_after_a_call_that_ran_out_of_time_a_late_question_is_skipped_without_a_job():
+def test_a_late_question_is_asked_once_with_what_the_runs_foretell_and_skipped_after_a_timeout():
     timeout = {"ok": False, "error": {"type": "Timeout", "message": "your code did not finish within 3 s"}}
     asked: list = []
     answers = _answers({"sweep": timeout}, asked)
@@ -120,3 +122,8 @@ def test_after_a_call_that_ran_out_of_time_a_late_question_is_skipped_without_a_
     assert answered["derivative"]["ok"] is False and asked == [[p for p in PROBES if p in UNREPLAYABLE]]
     answered["token"], answered["same_function"]  # the rest of its group: no other job
     assert len(asked) == 1
+    foretold: list = []
+    answers = _answers({}, foretold)
+    answers.expect(UNREPLAYABLE)  # the runs show a block the grader cannot replay
+    answers["moved"], answers["derivative"], answers["respond"]
+    assert foretold == [list(BOTH)]
