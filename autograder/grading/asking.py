@@ -12,13 +12,10 @@ from __future__ import annotations
 
 from autograder.engine.questions.probes import ASKED_FIRST, FORWARD_PROBES, PROBES, WHEN_NEEDED
 from autograder.engine.reading.answers import read_answer
+from autograder.sandbox.inside.watch import SKIPPED
 
 UNREPLAYABLE = WHEN_NEEDED[1]  # the questions a block the grader can neither match nor replay is judged by
 GRADER_MARK = "the grader could not read its own question's answer"
-SKIPPED = {
-    "ok": False,
-    "error": {"type": "Skipped", "message": "not run: an earlier call of your forward did not finish within the time limit"},
-}
 
 
 class Answers(dict):

@@ -248,12 +248,11 @@ PROBES = {
     "same_function": probe_same_function,
 }
 FORWARD_PROBES = tuple(name for name in PROBES if name != "compounding")
-# Questions whose answers only some verdicts read, asked by the parent when one does (`grading.evaluation.Answers`),
+# Questions whose answers only some verdicts read, asked by the parent when one does (`grading.asking.Answers`),
 # each group in a job of its own: `respond` and `moved` only for a block that differs from Pre-LN (the diagnosis, and
 # the work its branches do); `token`, `derivative` and `same_function` only for a block whose forward the grader can
-# neither match nor replay. Every
-# probe starts from the same state (`run_probe`: torch's state reset, every seed the plan's), so where a question is
-# asked changes nothing of its answer for a block that keeps no state of its own between calls.
+# neither match nor replay. Every probe starts from the same state (`run_probe`: torch's state reset, every seed the
+# plan's), so where a question is asked changes nothing of its answer for a block that keeps no state between calls.
 WHEN_NEEDED = (("respond", "moved"), ("token", "derivative", "same_function"))
 ASKED_FIRST = tuple(name for name in PROBES if not any(name in group for group in WHEN_NEEDED))
 

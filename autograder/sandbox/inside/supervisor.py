@@ -25,7 +25,7 @@ from .child import start_child
 from .jobs import Job
 from .processes import cpu_seconds_below, exit_watch, has_exited, kill_everything_from
 from .protocol import ProtocolError, frame, read_frame
-from .watch import DiskWatch, Run, blamed_cell, failure
+from .watch import SKIPPED, DiskWatch, Run, blamed_cell, failure
 
 PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE = 36, 4
 CUDA_FAILED = 71  # the child's exit status when CUDA could not start: the grader's fault, not the student's
@@ -132,14 +132,7 @@ class Supervisor:
             left.remove(victim)
             forward = self.setup.questions.FORWARD_PROBES
             if run["cause"] in ("timeout", "waiting") and victim in forward:
-                skipped_probe = {
-                    "ok": False,
-                    "error": {
-                        "type": "Skipped",
-                        "message": "not run: an earlier call of your forward did not finish within the time limit",
-                    },
-                }
-                observations.update({p: skipped_probe for p in left if p in forward})
+                observations.update({p: SKIPPED for p in left if p in forward})
                 left = [p for p in left if p not in forward]
             if out_of_time and left:
                 failed = failure("timeout", "before these checks could run", limits["job_s"], limits)

@@ -184,6 +184,14 @@ def _cell_errors(value) -> list[dict]:
     return errors
 
 
+# The observation of a forward probe left unrun after an earlier call of the forward ran out of time (the supervisor's,
+# and the parent's for a question it would ask later: `grading/asking.py`).
+SKIPPED = {
+    "ok": False,
+    "error": {"type": "Skipped", "message": "not run: an earlier call of your forward did not finish within the time limit"},
+}
+
+
 def failure(cause: str, when: str, limit: float, limits: dict) -> dict:
     """The observation of a probe (or of the loading) that a child did not get through, in the student's terms."""
     if cause == "timeout":
