@@ -295,11 +295,20 @@ def test_post_ln_passes_the_gradient_back_about_as_well(lesson):
 
 @slow
 def test_the_pre_ln_sentences_would_be_false_for_a_post_ln_task_1():
-    post_ln = run_lesson(textwrap.indent(textwrap.dedent(FORWARDS["ben_post_ln"]).strip("\n"), "    "))
+    """The two measurements on three of the notebook's seeds at gain 1.0, with no cell they do not read: with a
+    Post-LN Task 1 the checks of the Pre-LN sentences fail, with the solution's they hold (on all twenty: above)."""
+    few = dict(
+        skip=("training_setup", "training_experiment", "mlp_experiment", "diagram", "plot_compounding"),
+        edits=[("depth_experiment", "SEEDS, GAINS = 24, range(20), (1.0, 1.3)", "SEEDS, GAINS = 24, range(3), (1.0,)")],
+    )
+    post_ln = run_lesson(textwrap.indent(textwrap.dedent(FORWARDS["ben_post_ln"]).strip("\n"), "    "), **few)
     with pytest.raises(AssertionError):
         _pre_ln_factors_near_1_compound(post_ln)
     with pytest.raises(AssertionError):
         _stream_reset_and_grown(post_ln)
+    solved = run_lesson(**few)
+    _pre_ln_factors_near_1_compound(solved)
+    _stream_reset_and_grown(solved)
 
 
 # --- Pre-LN against Post-LN ---------------------------------------------------------------------------
