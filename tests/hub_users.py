@@ -5,8 +5,8 @@ Creating users needs root; a test that needs them is skipped with the reason oth
 checkout itself: a root grader without namespaces or Landlock closes it to every other user for as long as it runs
 (`containment.lock_plan`), and another test may be running one at the same moment. Each user gets copies, made of
 hard links where the file system allows (no data copied), in a place outside the checkout that every user can
-enter (`shared`): this very interpreter build where the user cannot run it (`interpreter_for`: a system Python of
-the same minor version may be an older patch release the packages do not run on), the virtual environment on top
+enter (`shared`): this very interpreter build (`interpreter_for`: a system Python of the same minor version may be an
+older patch release the packages do not run on), the virtual environment on top
 of it (`python_for`), with a copy of the checkout as the kit (`kit_root_for`) or without it (a student's
 environment). Hard-linked files are never written: changed ones are replaced. `command_as` is how a command
 starts as the user (setpriv, from a shell already running as them), `run_as` runs one, `cover` hiding folders
@@ -156,15 +156,17 @@ def _copy(source: Path, target: Path) -> None:
 
 
 def interpreter_for(login: str) -> Path:
-    """This interpreter build, with its standard library and no packages, where `login` can run it."""
+    """This interpreter build, with its standard library and no packages, where `login` can run it: its copy in
+    `shared`, and the original only where the copy will not run. Whether `login` can run the original may hold for
+    a moment only: a root grader without namespaces in another test opens a way through to Python's folders (one
+    under /root, say) for as long as it grades (`containment.lock_plan`), and an environment made on the original
+    then would stop working for `login` when that grading ends."""
     with _machine_lock():
         return _interpreter_for(login)
 
 
 def _interpreter_for(login: str) -> Path:
     base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
-    if runs(login, base, imports=""):
-        return base
     place = shared() / ".python"
     made_from = f"{os.path.realpath(base)} {os.stat(os.path.realpath(base)).st_mtime_ns}"
     stamp = place / ".made-from"
@@ -175,9 +177,10 @@ def _interpreter_for(login: str) -> Path:
         _copy_interpreter(place)
         stamp.write_text(made_from)
     copy = place / "bin" / base.name
-    if not runs(login, copy, imports=""):
-        pytest.skip(f"{login} cannot run {base}, nor a copy of it in {place}")
-    return copy
+    for python in (copy, base):
+        if runs(login, python, imports=""):
+            return python
+    pytest.skip(f"{login} cannot run {base}, nor a copy of it in {place}")
 
 
 def kit_root_for(login: str) -> Path:

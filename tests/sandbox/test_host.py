@@ -176,3 +176,20 @@ def test_nbgrader_stops_and_runs_nothing_when_the_kit_cannot_be_loaded(tmp_path,
     assert done.returncode != 0 and "the layernorm kit could not be loaded" in output, output[-3000:]
     assert not canary.exists(), "a kernel ran a student's notebook of the kit's assignment"
     assert not (course / "autograded" / "ada").exists()
+
+
+def test_a_users_python_stays_hers_while_a_root_grader_opens_the_way_to_pythons_folders(instructor):
+    """A root grader without namespaces opens a way through to Python's folders for as long as it grades (here the
+    very lease it takes, `containment.lock_plan` with nothing to close). The Python another test's user is given
+    meanwhile is the one she is given at rest, so it still runs for her once the grading ends."""
+    from autograder.sandbox.parent.containment import keep_folders, lock_plan
+
+    login, _, _ = instructor
+    at_rest = hub_users.interpreter_for(login)
+    lease = hostperms.Lease(lock_plan([], keep_folders(), lock=False))
+    try:
+        during = hub_users.interpreter_for(login)
+    finally:
+        lease.release()
+    assert during == at_rest, (lease.changed, during, at_rest)
+    assert hub_users.runs(login, during, imports="")
