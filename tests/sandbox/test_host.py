@@ -19,6 +19,7 @@ import pytest
 from autograder.course import kit
 from autograder.engine.rubric import TOTAL_POINTS
 from autograder.sandbox.parent import hostperms
+from autograder.sandbox.parent.containment import keep_folders, lock_plan
 from autograder.sandbox.parent.policy import bubblewrap_works
 from catalog.build import submission
 import hub_users
@@ -182,8 +183,6 @@ def test_a_users_python_stays_hers_while_a_root_grader_opens_the_way_to_pythons_
     """A root grader without namespaces opens a way through to Python's folders for as long as it grades (here the
     very lease it takes, `containment.lock_plan` with nothing to close). The Python another test's user is given
     meanwhile is the one she is given at rest, so it still runs for her once the grading ends."""
-    from autograder.sandbox.parent.containment import keep_folders, lock_plan
-
     login, _, _ = instructor
     at_rest = hub_users.interpreter_for(login)
     lease = hostperms.Lease(lock_plan([], keep_folders(), lock=False))
