@@ -104,6 +104,23 @@ OUTPUT = NUMBER["y"]  # the last step: what the block returns
 RECEIVER = {NUMBER[node]: "norm2" if node == "h" else BY_NODE[node].component for node in ("a", "d1", "h", "f", "d2")}
 
 
+# Pre-LN's equations between boundary values, by the step each states: a boundary is what a component received
+# (`att.in`) or gave (`att.out`), the block input `x` or what the block returned `y`; `drop1` and `drop2` are
+# drop_shortcut on attention's output and on the feed-forward output. Each step that produces a value has one
+# equation, read where its value is first seen: h is seen where norm2 receives it, so the first sum (step 5) is
+# `norm2.in`, and the steps that save a shortcut (1, 6) or normalize h (7) show in the equations of their sums (5,
+# 10) and of norm2's input. Terms are (boundary, coefficient); `engine.ledger` evaluates them on a recorded run.
+EQUATIONS: dict[int, tuple[str, tuple]] = {
+    2: ("norm1.in", (("x", 1.0),)),
+    3: ("att.in", (("norm1.out", 1.0),)),
+    4: ("drop1.in", (("att.out", 1.0),)),
+    5: ("norm2.in", (("x", 1.0), ("drop1.out", 1.0))),
+    8: ("ff.in", (("norm2.out", 1.0),)),
+    9: ("drop2.in", (("ff.out", 1.0),)),
+    10: ("y", (("norm2.in", 1.0), ("drop2.out", 1.0))),
+}
+
+
 def step_text(number: int) -> str:
     """'Step 4 of 10 (apply drop_shortcut to attention's output)'."""
     return f"Step {number} of {len(STEPS)} ({BY_NUMBER[number].text})"

@@ -14,6 +14,7 @@ import torch
 
 from autograder.course import kit
 from autograder.engine.checks import Evidence, compounding, dropout, fail, gradients, order, prenorm, robustness, shortcuts
+from autograder.engine.checks import responds
 from autograder.engine.checks.walked import train_walk
 from autograder.engine.diagnosis.first_step import first_divergence
 from autograder.engine.diagnosis.own_layers import calls_with_passes
@@ -276,7 +277,7 @@ def _code_notes(evidence: Evidence) -> tuple:
         idle = [
             name
             for name in dict.fromkeys(step.name for step in flow.decoys)
-            if name not in live and evidence.responds(name) is False
+            if name not in live and responds(evidence, name) is False
         ]
         if idle:
             for name in idle:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from autograder.engine import ledger
 from autograder.engine.diagnosis.anatomy import Anatomy
 from autograder.engine.facts import Ran
 from autograder.engine.replayed import Responds
@@ -69,6 +70,12 @@ class Evidence:
         """Both halves of the student's run in `mode`, set against Pre-LN (None when that run failed)."""
         flow = self.flows.get(mode)
         return Anatomy(flow, self.parts, mode, self.drop_p) if flow is not None else None
+
+    @per_instance
+    def equations(self, mode: str) -> dict:
+        """Pre-LN's equations (`engine.ledger`) on every named run of `mode`, by step: in eval mode the grader's input
+        and, where the grader read it, the other one (`eval_other`)."""
+        return ledger.outcomes(self.flows, mode, tolerance(self.device))
 
     # --- matching is enough -------------------------------------------------------------------------
     def _agrees(self, run: dict, y, x_grad, param_grads: dict) -> bool:
@@ -185,44 +192,23 @@ class Evidence:
         whys = [why for why in (self.half_work("att"), self.half_work("ff")) if why]
         return "; ".join(dict.fromkeys(whys)) if whys else None
 
-    def half_part(self, mode: str, side: str, finder: str, what: str) -> Outcome:
-        """A part about one half, judged by its `anatomy` finder ("norm", "dropout", "addition") in the `mode`
-        run, passed outright when that run matches Pre-LN, and paid only when that half did its work. `what`
-        ends the message when the half never ran."""
+    def half_part(self, mode: str, side: str, finder: str, what: str, step: int | None = None) -> Outcome:
+        """A part about one half, passed outright when the `mode` run matches Pre-LN or `step`'s equation holds on
+        every recorded run of that mode (`equations`), else judged by its `anatomy` finder ("norm", "dropout",
+        "addition"), which says why it fails; paid only when that half did its work. `what` ends the message when
+        the half never ran."""
         if self.gives_reference(mode):
             return PASS if mode == "eval" else self._worked(side)
+        if step is not None and self.equations(mode).get(step) == ledger.HOLDS:
+            return self._worked(side)
         anatomy = self.anatomy(mode)
         if getattr(anatomy, side) is None:
-            why, facts = self.absent(mode, side)  # no fact: the branch may be there, where the grader cannot see it
+            why, facts = absent(self, mode, side)  # no fact: the branch may be there, where the grader cannot see it
             return fail(why + (f"{what}." if facts else ", so the grader cannot check this part of it."), facts)
         found = getattr(anatomy, finder)(side)
         if found is not None:
             return fail(found.text())
         return self._worked(side)
-
-    def absent(self, mode: str, side: str) -> tuple[str, tuple]:
-        """Why a half is missing from what the grader can follow in the `mode` run, with the fact that says it: the
-        branch never ran, or the block's output does not change when the grader changes the branch's output, or
-        (neither known, no fact) the grader could not see its output (or its layers') reach the result."""
-        if not times_ran(self.flows[mode], side):
-            return Ran(mode, side, 0).text().capitalize(), (Ran(mode, side, 0),)
-        if self.responds(side) is False:
-            return Responds("eval", side, False).text().capitalize(), (Responds("eval", side, False),)
-        whole = any(call.name == side and call.kind != "manual" for call in self.flows[mode].calls)
-        who = f"{NAMES[side].capitalize()} ran, but" if whole else f"Layers of {NAMES[side]} ran, but"
-        where = "" if mode == "eval" else f" in {mode} mode"
-        return f"{who} the grader could not follow {'its' if whole else 'their'} output into what your block returns{where}", ()
-
-    def responds(self, side: str) -> bool | None:
-        """Does the eval output change when the grader changes `side`'s output (the `respond` question)? None:
-        that answer is missing."""
-        mine, run = self.obs("respond"), self.obs("eval")
-        if not (mine["ok"] and run["ok"]) or side not in mine:
-            return None
-        flow = self.flows.get("eval")
-        if flow is None or not any(call.name == side for call in flow.calls):
-            return None  # no call of it was recorded, so the grader's change touched nothing it can vouch for
-        return not self.close(mine[side]["y"], run["y"])
 
     def _worked(self, side: str) -> Outcome:
         """PASS when the half `side` does real work in the eval-mode output (a train-mode part is about work the
@@ -243,6 +229,32 @@ class Evidence:
             f"Not credited: {self.work}, and this part counts only for a block whose output depends on x "
             "through attention and through the feed-forward network, each with real weight.",
         )
+
+
+def absent(evidence: Evidence, mode: str, side: str) -> tuple[str, tuple]:
+    """Why a half is missing from what the grader can follow in the `mode` run, with the fact that says it: the
+    branch never ran, or the block's output does not change when the grader changes the branch's output, or
+    (neither known, no fact) the grader could not see its output (or its layers') reach the result."""
+    if not times_ran(evidence.flows[mode], side):
+        return Ran(mode, side, 0).text().capitalize(), (Ran(mode, side, 0),)
+    if responds(evidence, side) is False:
+        return Responds("eval", side, False).text().capitalize(), (Responds("eval", side, False),)
+    whole = any(call.name == side and call.kind != "manual" for call in evidence.flows[mode].calls)
+    who = f"{NAMES[side].capitalize()} ran, but" if whole else f"Layers of {NAMES[side]} ran, but"
+    where = "" if mode == "eval" else f" in {mode} mode"
+    return f"{who} the grader could not follow {'its' if whole else 'their'} output into what your block returns{where}", ()
+
+
+def responds(evidence: Evidence, side: str) -> bool | None:
+    """Does the eval output change when the grader changes `side`'s output (the `respond` question)? None:
+    that answer is missing."""
+    mine, run = evidence.obs("respond"), evidence.obs("eval")
+    if not (mine["ok"] and run["ok"]) or side not in mine:
+        return None
+    flow = evidence.flows.get("eval")
+    if flow is None or not any(call.name == side for call in flow.calls):
+        return None  # no call of it was recorded, so the grader's change touched nothing it can vouch for
+    return not evidence.close(mine[side]["y"], run["y"])
 
 
 def swept(evidence: Evidence, part: str, outcome: Outcome, gradients: bool = True) -> Outcome:

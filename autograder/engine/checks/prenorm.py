@@ -2,12 +2,15 @@
 
 The LayerNorms carry random, different scales and shifts, so swapped, reused or parameter-free norms show,
 and near misses (another eps, the unbiased variance, another axis) are recognised as such. Each half is
-judged on the value it started from, so a wrong shortcut does not cost these points.
+judged on the value it started from, so a wrong shortcut does not cost these points. A branch that received its
+LayerNorm's recorded output (Pre-LN's equation of the branch's step, `engine.ledger`) is fed by it, whatever else
+the forward does.
 """
 
 from __future__ import annotations
 
 from autograder.engine.reading.dataflow import standardized
+from autograder.engine.steps import HALVES
 from . import PASS, Evidence, error_text, fail, norm_params, times_ran
 
 NAME = "forward_prenorm"
@@ -50,7 +53,7 @@ def evaluate(evidence: Evidence) -> dict:
         message = error_text(run)
         return {NORM1: fail(message), NORM2: fail(message), EXTRA: fail(message)}
     return {
-        NORM1: evidence.half_part("eval", "att", "norm", ""),
-        NORM2: evidence.half_part("eval", "ff", "norm", ""),
+        NORM1: evidence.half_part("eval", "att", "norm", "", HALVES["att"].branch),
+        NORM2: evidence.half_part("eval", "ff", "norm", "", HALVES["ff"].branch),
         EXTRA: _extra(evidence),
     }

@@ -1,0 +1,80 @@
+"""Pre-LN's equations (`steps.EQUATIONS`) evaluated on one recorded run: for each step, does its equation hold
+between the values the run recorded at the component boundaries?
+
+The run is read as the grader names it (`reading.dataflow.Flow`): every recorded call checked against the grader's
+own component (the child's word is never evidence), calls on pieces joined, values placed at the block's positions.
+A boundary's value is taken from it only where the run shows it whole and once: one call of the component's in the
+program, covering every position of the block, and no run of it the recording missed. In eval mode drop_shortcut
+hands its input back, so a dropout's output is the value it received (attention's output, the feed-forward
+output), and the dropout steps themselves show nothing.
+
+Each equation's outcome is one of:
+
+* HOLDS: both sides are equal within the grader's tolerance (`tolerance.close`);
+* FAILS: both sides are known and differ;
+* UNKNOWN: a boundary it needs is not shown whole and once (a component called twice, not at all, on part of the
+  block), or the run does not show the step (a dropout in eval mode).
+
+A part whose equations hold on every recorded run of its mode is paid whatever the rest of the forward does: the
+equations are about values, so a mistake at one step does not cost the parts of another.
+"""
+
+from __future__ import annotations
+
+from autograder.engine.steps import EQUATIONS
+from autograder.engine.tolerance import close
+
+HOLDS, FAILS, UNKNOWN = "holds", "fails", "unknown"
+COMPONENTS = ("norm1", "att", "norm2", "ff")
+# eval mode: each dropout gives back what it received, the output of the component before it
+EVAL_DROPS = {"drop1.out": "att.out", "drop2.out": "ff.out"}
+
+
+def boundaries(flow) -> dict:
+    """The boundary values a named run (`dataflow.Flow`) shows whole and once, flat over the block's positions, by
+    name (`x`, `y`, `att.in`, `att.out`, ...)."""
+    values = {"x": flow.x.reshape(-1), "y": flow.y.reshape(-1)}
+    for name in COMPONENTS:
+        steps = [step for step in flow.steps if step.name == name]
+        recorded = sum(1 for call in flow.calls if call.name == name and call.kind != "manual")
+        if len(steps) != 1 or not steps[0].whole or steps[0].variant is not None or flow.counts.get(name, 0) > recorded:
+            continue  # a near miss of a LayerNorm (`variant`) is not the component
+        if steps[0].key in flow.vectors:
+            values[f"{name}.in"], values[f"{name}.out"] = steps[0].input, flow.vectors[steps[0].key]
+    return values
+
+
+def evaluate(values: dict, mode: str, tol: float) -> dict:
+    """Each equation's outcome on one run's boundary `values`, by step."""
+    if mode != "eval":
+        raise ValueError(f"the ledger reads eval-mode runs only, not {mode!r}")
+    outcomes = {}
+    for step, (left, terms) in EQUATIONS.items():
+        if left in ("drop1.in", "drop2.in"):
+            outcomes[step] = UNKNOWN  # in eval mode a dropout changes nothing: its step shows in no value
+            continue
+        names = [left, *(EVAL_DROPS.get(name, name) for name, _ in terms)]
+        if not all(name in values for name in names):
+            outcomes[step] = UNKNOWN
+            continue
+        right = sum(c * values[name] for name, (_, c) in zip(names[1:], terms))
+        outcomes[step] = HOLDS if close(values[left], right, tol) else FAILS
+    return outcomes
+
+
+def combined(outcomes: list) -> dict:
+    """One outcome per step over several runs of one mode: HOLDS where it holds on every run, FAILS where it fails
+    on any, else UNKNOWN."""
+    steps = set().union(*outcomes) if outcomes else set()
+    found = {}
+    for step in steps:
+        seen = {outcome.get(step, UNKNOWN) for outcome in outcomes}
+        found[step] = FAILS if FAILS in seen else HOLDS if seen == {HOLDS} else UNKNOWN
+    return found
+
+
+def outcomes(flows: dict, mode: str, tol: float) -> dict:
+    """The equations on every named run of `mode` (`flows`: mode -> Flow), by step: in eval mode the grader's input
+    and, where the grader read it, the other one (the `eval_other` question, `Flow.other`)."""
+    runs = [flows.get(mode), getattr(flows.get(mode), "other", None)] if mode == "eval" else []
+    return combined([evaluate(boundaries(run), mode, tol) for run in runs if run is not None])

@@ -1,0 +1,149 @@
+"""Pre-LN's equations between boundary values (`engine.ledger`, `steps.EQUATIONS`), on runs the fuzzer's oracle
+records itself (`catalog/oracle.py`: its own block, weights and hooks) and the grader's reading names.
+
+The generators know the truth by construction: a right forward (Pre-LN in every style, the fuzzer's forwards with
+only value-keeping rewrites) breaks no equation; and since the equations chain x to y through the grader's own
+components (norm1.in = x, att.in = norm1.out, norm2.in = x + att.out, ff.in = norm2.out, y = norm2.in + ff.out in
+eval mode), a forward whose eval output is not Pre-LN's cannot hold them all: one fails, or one cannot be read. A
+part paid by an equation is then paid only for values that are Pre-LN's at that step.
+
+The shortcut additions and the LayerNorm in front of each branch are paid by their equations (`checks.half_part`):
+a forward wrong at one step keeps the points of the steps whose equations hold.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from autograder.engine import ledger
+from autograder.engine.diagnosis.own_layers import calls_with_passes
+from autograder.engine.reading.naming import analyse
+from autograder.engine.steps import EQUATIONS
+from autograder.engine.tolerance import tolerance
+from catalog.build import submission
+from catalog.fuzz import draw
+from catalog.generate import equivalents, mutants
+from catalog.oracle import Recorder, Run, _close
+from tiers import quick_sample
+
+COMPONENTS = ("norm1", "att", "norm2", "ff", "drop_shortcut")
+TOL = tolerance("cpu")
+
+
+def outcomes(forward: str) -> tuple[dict, bool]:
+    """The equations' outcomes on the oracle's eval-mode run of `forward`, read as the grader reads a child's
+    answer (calls, passes over a component's own layers, then `analyse`), and whether that run's output is
+    Pre-LN's."""
+    run = Run(forward)
+    record = Recorder()
+    with torch.no_grad():
+        y = run.call("eval", record=record)
+    kind = {name: "module" for name in COMPONENTS}
+    answer = {
+        "y": y.double().numpy(),
+        "calls": [
+            {"name": n, "kind": kind.get(n, "function"), "input": i.double().numpy(), "output": o.double().numpy()}
+            for n, i, o in record.calls
+            if i is not None
+        ],
+        "layers": [
+            {"name": n, "layer": k, "input": i.double().numpy(), "output": o.double().numpy(), "at": at}
+            for n, k, i, o, at in record.layers
+        ],
+    }
+    parts = {name: getattr(run.block, name) for name in COMPONENTS}
+    answer["calls"] = calls_with_passes(answer, parts, TOL)
+    flow = analyse(run.x.double().numpy(), answer, parts, train=False)
+    assert not flow.unverified, [call.why for call in flow.unverified]  # the oracle's records are the components'
+    return ledger.evaluate(ledger.boundaries(flow), "eval", TOL), _close(y, run.pre["eval"]["pre_ln"])
+
+
+SHOWN = [step for step, (left, _) in EQUATIONS.items() if not left.startswith("drop")]  # what eval mode shows
+
+
+def _holds_all(found: dict) -> bool:
+    return all(found[step] == ledger.HOLDS for step in SHOWN)
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("case", equivalents(), ids=lambda case: case.name)
+def test_pre_ln_in_every_style_breaks_no_equation(case):
+    found, same = outcomes(case.forward)
+    assert same and ledger.FAILS not in found.values(), found
+
+
+MUTANTS = mutants()
+
+
+@pytest.mark.parametrize("case", quick_sample(MUTANTS, every=8), ids=lambda case: case.name)
+def test_a_single_step_mutant_whose_output_differs_holds_not_every_equation(case):
+    found, same = outcomes(case.forward)
+    assert same or not _holds_all(found), (case.edit.text, found)
+
+
+@pytest.mark.quick
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), wrong=st.integers(0, 3), open_only=st.sampled_from([True, None, False]))
+def test_a_fuzzed_forward_breaks_an_equation_exactly_when_its_values_are_not_pre_ln(seed, wrong, open_only):
+    """Right: no equation fails. Wrong with another eval output: not every equation holds. (A wrong forward whose
+    eval output is Pre-LN's, its change shown in train mode or in gradients only, may hold them all.)"""
+    forward = draw(random.Random(seed), wrong=wrong, open_only=open_only if wrong else None)
+    found, same = outcomes(forward.source)
+    if forward.right:
+        assert same and ledger.FAILS not in found.values(), (forward.name, found)
+    else:
+        assert same or not _holds_all(found), (forward.name, found)
+
+
+def test_the_ledger_reads_eval_mode_alone():
+    with pytest.raises(ValueError):
+        ledger.evaluate({}, "train", TOL)
+
+
+def test_outcomes_over_several_runs_hold_only_where_every_run_holds():
+    runs = [{5: ledger.HOLDS, 10: ledger.HOLDS, 3: ledger.UNKNOWN}, {5: ledger.HOLDS, 10: ledger.FAILS, 3: ledger.HOLDS}]
+    assert ledger.combined(runs) == {5: ledger.HOLDS, 10: ledger.FAILS, 3: ledger.UNKNOWN}
+    assert ledger.combined([]) == {}
+
+
+def _parts(result, check: str) -> dict:
+    return {s.name: s.passed for c in result.checks if c.check == check for s in c.subtests}
+
+
+@pytest.mark.quick
+def test_a_step_wrong_elsewhere_keeps_the_points_of_the_steps_whose_equations_hold(grade_here):
+    """The feed-forward network handed -norm2(h) (step 8 wrong): both additions hold their equations (norm2
+    receives x + attention's output, the block returns that + the feed-forward output), and the shortcut path runs
+    straight; only norm2's part in front of the branch is lost among these. The first shortcut clamped (step 1
+    wrong): the second addition still holds its equation."""
+    negated = grade_here(
+        submission(
+            forward="""
+            def forward(self, x):
+                h = x + self.drop_shortcut(self.att(self.norm1(x)))
+                return h + self.drop_shortcut(self.ff(-self.norm2(h)))
+            """
+        )
+    )
+    assert all(_parts(negated, "forward_shortcuts").values()), _parts(negated, "forward_shortcuts")
+    prenorm = _parts(negated, "forward_prenorm")
+    assert prenorm["norm1 feeds attention"] and not prenorm["norm2 feeds the feed-forward network"]
+    clamped = grade_here(
+        submission(
+            forward="""
+            def forward(self, x):
+                h = x.clamp(-0.3, 0.3) + self.drop_shortcut(self.att(self.norm1(x)))
+                return h + self.drop_shortcut(self.ff(self.norm2(h)))
+            """
+        )
+    )
+    shortcuts = _parts(clamped, "forward_shortcuts")
+    assert shortcuts == {
+        "shortcut around attention": False,
+        "shortcut around the feed-forward network": True,
+        "silent branches give back the input": False,
+    }, shortcuts
