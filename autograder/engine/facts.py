@@ -183,7 +183,7 @@ class Gave(Fact):
     equal: bool
 
     def text(self) -> str:
-        said = f"{what_of(self.component)} received {self.received}, in pieces or rearranged"
+        said = f"{what_of(self.component)} received {self.received} (whole, in pieces or rearranged)"
         return f"{said}, and what it returned, put back in place, {'is' if self.equal else 'is not'} {self.value}"
 
 

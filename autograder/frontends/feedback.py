@@ -20,7 +20,7 @@ from pathlib import Path
 from autograder.engine.results import CheckResult, SubmissionResult, points_text
 from .files import write_atomically
 from .pages import macro, render
-from .plots import CURVES, _series, profile_figure_png  # noqa: F401  (CURVES: the plot's styles, for tests)
+from .plots import CURVES, MAX_BLOCKS, _series, profile_figure_png  # noqa: F401  (CURVES: the plot's styles, for tests)
 from .standing import AWAITING, UNISOLATED_LINE, Standing, standing_of
 
 
@@ -45,13 +45,17 @@ def feedback_html(result: SubmissionResult, standing: Standing | None = None) ->
     """One standalone page (`templates/feedback.html.j2`): score, first divergence, checks with their parts,
     written answers, notes, the gradient plot. `standing` gives every number shown (default: the grader's own,
     see `standing_of`)."""
-    has_student_profile = _series((result.profile or {}).get("student")) is not None
+    student = (result.profile or {}).get("student")
+    has_student_profile = _series(student) is not None
+    # a profile of the right form with no value a log axis can show: the block ran, its gradients were 0 or not finite
+    blank_profile = not has_student_profile and isinstance(student, (list, tuple)) and 0 < len(student) <= MAX_BLOCKS
     return render(
         "feedback.html.j2",
         result=result,
         standing=standing or standing_of(result),
         plot=profile_figure_png(result.profile),
         has_student_profile=has_student_profile,
+        blank_profile=blank_profile,
         failures_apart=failures_apart,
         paragraphs=paragraphs,
         points_text=points_text,

@@ -30,7 +30,7 @@ def _series(values) -> tuple[tuple[float, ...], bool] | None:
     if not 0 < len(values) <= MAX_BLOCKS:
         return None
     try:
-        numbers = [float(v) for v in values]
+        numbers = [math.nan if v is None else float(v) for v in values]  # None: a value JSON cannot hold (NaN, inf)
     except (TypeError, ValueError, OverflowError):
         return None
     shown = tuple(v if math.isfinite(v) and v > 0 else math.nan for v in numbers)
@@ -47,8 +47,9 @@ def _minor_label(value: float, _position) -> str:
 def profile_figure_png(profiles: dict) -> bytes | None:
     """The gradient-profile plot as PNG bytes; None when not even a reference profile can be drawn.
 
-    A missing student profile (the block raised, say) still gets the reference lines, and the title says why
-    the student's line is absent: the references alone show what the student was aiming for.
+    A student profile with nothing to draw (the block raised, say, or its gradient was 0 or not finite at every
+    block) still gets the reference lines, and the title says the student's line is absent (the page's caption says
+    why): the references alone show what the student was aiming for.
     """
     profiles = profiles if isinstance(profiles, dict) else {}
     return _render(tuple((key, label, _series(profiles.get(key))) for key, label, _ in CURVES))
@@ -75,7 +76,7 @@ def _render(curves: tuple) -> bytes | None:
         return None
     student_missing = curves[0][2] is None
     title = "Gradient at each block's input"
-    axes.set_title(title + (": your block produced no profile, references only" if student_missing else ""))
+    axes.set_title(title + (": no line of your block to draw, references only" if student_missing else ""))
     axes.set_yscale("log")
     axes.set_xlabel("block (1 = nearest the input)")
     axes.set_ylabel("gradient at each block's input")

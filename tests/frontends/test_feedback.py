@@ -118,6 +118,16 @@ def test_missing_student_profile_still_shows_the_references():
     assert "did not produce a gradient profile" in page
 
 
+def test_a_profile_with_no_finite_value_is_said_to_be_so_and_a_partial_one_is_drawn():
+    """A stack whose gradient overflowed at every block sends a profile of nulls (JSON holds no NaN or inf): the
+    block ran, so the caption says what its profile held; one that overflowed at some blocks is drawn where it can."""
+    blank = feedback_html(_result(profile={**PROFILES, "student": [None] * 24}))
+    assert "zero, NaN or infinite" in blank and "did not produce" not in blank
+    some = [None] * 6 + [float(v) for v in range(18, 0, -1)]
+    partial = feedback_html(_result(profile={**PROFILES, "student": some}))
+    assert "should lie on the" in partial and "did not produce" not in partial and "zero, NaN or infinite" not in partial
+
+
 def test_nothing_to_plot_gives_none_and_the_page_says_so():
     assert profile_figure_png({}) is None
     assert profile_figure_png({"student": None, "reference": None}) is None

@@ -150,7 +150,7 @@ class Flow:
 
     def describe(self, combination: dict | None) -> str:
         if combination is None:
-            return "a value that is not a sum of the block's earlier values"
+            return "a value the grader cannot write as a sum of the block's earlier values"
         if not combination:
             return "zero"
         return " + ".join(_term(self.labels[k], c) for k, c in combination.items()).replace("+ -", "- ")
@@ -242,10 +242,11 @@ class Flow:
         for step in self.live:
             if step.takes is None:
                 return (
-                    f"the value handed to {step.name} ({_shape(step.calls[0].input)}) is not a sum of the block's earlier values"
+                    f"the grader cannot write the value handed to {step.name} ({_shape(step.calls[0].input)}) as a sum of the "
+                    "block's earlier values"
                 )
         if self.y_takes is None:
-            return "the value your forward returned is not a sum of the block's earlier values"
+            return "the grader cannot write the value your forward returned as a sum of the block's earlier values"
         return ""
 
 

@@ -26,8 +26,8 @@ class AdditionFinder(Halves):
         if h.start is None:
             return Finding(
                 add,
-                f"{s['what']} received a value that is not a sum of the block's earlier values, so "
-                "the value its half started from cannot be told",
+                f"{s['what']} received a value the grader cannot write as a sum of the block's earlier values, so "
+                "it cannot tell the value its half started from",
             )
         where = "what your forward returned" if h.added_in == "y" else f"the input of {flow.producer(h.added_in).name}"
         branch = "attention" if side == "att" else "feed-forward"

@@ -29,7 +29,9 @@ class NormFinder(Halves):
                         f"{s['what']} received a normalized value that does not use {s['norm']}'s "
                         f"scale and shift, and is no normalization of the block's earlier values",
                     )
-                return Finding(step, f"{s['what']} received a value that is not a sum of the block's earlier values")
+                return Finding(
+                    step, f"{s['what']} received a value the grader cannot write as a sum of the block's earlier values"
+                )
             return Finding(
                 step,
                 f"{s['what']} received {self._say(h.branch.takes)}, which is not the output of a "

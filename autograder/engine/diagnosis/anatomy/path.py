@@ -25,7 +25,10 @@ class PathFinder(Halves):
         if not close(flow.value(first.start), flow.x, flow.tol, REPLAYED, flat=True):
             return Finding(NUMBER["n1"], f"the first half started from {flow.describe(first.start)}, not from the block input x")
         if second.start is None:
-            return Finding(NUMBER["s2"], "the value the second half started from is not a sum of the block's earlier values")
+            return Finding(
+                NUMBER["s2"],
+                "the grader cannot write the value the second half started from as a sum of the block's earlier values",
+            )
         if not close(flow.value(second.start), flow.value(first.result), flow.tol, REPLAYED, flat=True):
             return Finding(
                 NUMBER["s2"],
@@ -42,7 +45,7 @@ class PathFinder(Halves):
         if second is None or second.result is None:
             return None
         if flow.y_takes is None:
-            return Finding(OUTPUT, "the returned value is not a sum of the block's earlier values")
+            return Finding(OUTPUT, "the grader cannot write the returned value as a sum of the block's earlier values")
         last = max([second.branch.index] + [d.index for d in second.drops])
         extra = next((st for st in flow.live if st.index > last), None)
         if extra is not None:
