@@ -23,8 +23,8 @@ WHAT = {
     "att": "attention",
     "ff": "the feed-forward network",
     "drop_shortcut": "drop_shortcut",
-    "dropout": "a dropout your forward called itself",
-    "layer_norm": "a LayerNorm your forward called itself",
+    "dropout": "torch's dropout called in your forward (not drop_shortcut)",  # F.dropout, an nn.Dropout made in forward
+    "layer_norm": "torch's layer_norm called in your forward (without norm1's or norm2's scale and shift)",
 }
 
 
