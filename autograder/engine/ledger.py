@@ -21,10 +21,11 @@ equations are about values, so a mistake at one step does not cost the parts of 
 
 from __future__ import annotations
 
-from autograder.engine.steps import EQUATIONS
+from autograder.engine.steps import BOTH_SUMS, EQUATIONS
 from autograder.engine.tolerance import close
 
 HOLDS, FAILS, UNKNOWN = "holds", "fails", "unknown"
+SUMS = "both sums"  # the outcome of `steps.BOTH_SUMS`, beside the steps'
 COMPONENTS = ("norm1", "att", "norm2", "ff")
 # eval mode: each dropout gives back what it received, the output of the component before it
 EVAL_DROPS = {"drop1.out": "att.out", "drop2.out": "ff.out"}
@@ -45,11 +46,11 @@ def boundaries(flow) -> dict:
 
 
 def evaluate(values: dict, mode: str, tol: float) -> dict:
-    """Each equation's outcome on one run's boundary `values`, by step."""
+    """Each equation's outcome on one run's boundary `values`, by step, and both sums read at the output (`SUMS`)."""
     if mode != "eval":
         raise ValueError(f"the ledger reads eval-mode runs only, not {mode!r}")
     outcomes = {}
-    for step, (left, terms) in EQUATIONS.items():
+    for step, (left, terms) in {**EQUATIONS, SUMS: BOTH_SUMS}.items():
         if left in ("drop1.in", "drop2.in"):
             outcomes[step] = UNKNOWN  # in eval mode a dropout changes nothing: its step shows in no value
             continue

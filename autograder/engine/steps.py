@@ -119,6 +119,9 @@ EQUATIONS: dict[int, tuple[str, tuple]] = {
     9: ("drop2.in", (("ff.out", 1.0),)),
     10: ("y", (("norm2.in", 1.0), ("drop2.out", 1.0))),
 }
+# Both sums read together where the block returns them: Pre-LN's output is x plus both branches. Where norm2 received
+# another value than h (its own step), h is not seen at norm2, and each addition still shows here.
+BOTH_SUMS = ("y", (("x", 1.0), ("drop1.out", 1.0), ("drop2.out", 1.0)))
 
 
 def step_text(number: int) -> str:

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from autograder.engine import ledger
 from autograder.engine.diagnosis.own_layers import calls_with_passes
 from autograder.engine.reading.naming import analyse
-from autograder.engine.steps import EQUATIONS
+from autograder.engine.steps import EQUATIONS, HALVES
 from autograder.engine.tolerance import tolerance
 from catalog.build import submission
 from catalog.fuzz import draw
@@ -85,6 +85,20 @@ def test_a_single_step_mutant_whose_output_differs_holds_not_every_equation(case
     assert same or not _holds_all(found), (case.edit.text, found)
 
 
+SUM_STEPS = {HALVES["att"].saved, HALVES["att"].sum, HALVES["ff"].saved, HALVES["ff"].sum}  # a shortcut or a sum
+
+
+SUM_MUTANTS = [mutant for mutant in MUTANTS if mutant.edit.step in SUM_STEPS]
+
+
+@pytest.mark.parametrize("case", quick_sample(SUM_MUTANTS, every=4), ids=lambda case: case.name)
+def test_a_mutant_of_a_shortcut_or_a_sum_never_holds_both_sums_at_the_output(case):
+    """Both sums read at the output (y = x + both branches) pay both additions: no edit of a shortcut or a sum whose
+    output differs from Pre-LN's holds it."""
+    found, same = outcomes(case.forward)
+    assert same or found[ledger.SUMS] != ledger.HOLDS, (case.edit.text, found)
+
+
 @pytest.mark.quick
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), wrong=st.integers(0, 3), open_only=st.sampled_from([True, None, False]))
@@ -97,6 +111,8 @@ def test_a_fuzzed_forward_breaks_an_equation_exactly_when_its_values_are_not_pre
         assert same and ledger.FAILS not in found.values(), (forward.name, found)
     else:
         assert same or not _holds_all(found), (forward.name, found)
+        summed = [c for c in forward.changes if c.shows == "both" and set(c.steps) & SUM_STEPS]
+        assert not summed or found[ledger.SUMS] != ledger.HOLDS, (forward.name, found)
 
 
 def test_the_ledger_reads_eval_mode_alone():
@@ -118,8 +134,9 @@ def _parts(result, check: str) -> dict:
 def test_a_step_wrong_elsewhere_keeps_the_points_of_the_steps_whose_equations_hold(grade_here):
     """The feed-forward network handed -norm2(h) (step 8 wrong): both additions hold their equations (norm2
     receives x + attention's output, the block returns that + the feed-forward output), and the shortcut path runs
-    straight; only norm2's part in front of the branch is lost among these. The first shortcut clamped (step 1
-    wrong): the second addition still holds its equation."""
+    straight; only norm2's part in front of the branch is lost among these. norm2 handed softplus(h) (its own step
+    wrong): h is not seen at norm2, and both additions show at the output (x + both branches). The first shortcut
+    clamped (step 1 wrong): the second addition still holds its equation."""
     negated = grade_here(
         submission(
             forward="""
@@ -141,6 +158,17 @@ def test_a_step_wrong_elsewhere_keeps_the_points_of_the_steps_whose_equations_ho
             """
         )
     )
+    softplus = grade_here(
+        submission(
+            forward="""
+            def forward(self, x):
+                h = x + self.drop_shortcut(self.att(self.norm1(x)))
+                return h + self.drop_shortcut(self.ff(self.norm2(torch.nn.functional.softplus(h))))
+            """
+        )
+    )
+    both = _parts(softplus, "forward_shortcuts")
+    assert both["shortcut around attention"] and both["shortcut around the feed-forward network"], both
     shortcuts = _parts(clamped, "forward_shortcuts")
     assert shortcuts == {
         "shortcut around attention": False,

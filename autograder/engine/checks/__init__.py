@@ -192,14 +192,14 @@ class Evidence:
         whys = [why for why in (self.half_work("att"), self.half_work("ff")) if why]
         return "; ".join(dict.fromkeys(whys)) if whys else None
 
-    def half_part(self, mode: str, side: str, finder: str, what: str, step: int | None = None) -> Outcome:
-        """A part about one half, passed outright when the `mode` run matches Pre-LN or `step`'s equation holds on
-        every recorded run of that mode (`equations`), else judged by its `anatomy` finder ("norm", "dropout",
+    def half_part(self, mode: str, side: str, finder: str, what: str, equations: tuple = ()) -> Outcome:
+        """A part about one half, passed outright when the `mode` run matches Pre-LN or one of its `equations` holds
+        on every recorded run of that mode (`equations`), else judged by its `anatomy` finder ("norm", "dropout",
         "addition"), which says why it fails; paid only when that half did its work. `what` ends the message when
         the half never ran."""
         if self.gives_reference(mode):
             return PASS if mode == "eval" else self._worked(side)
-        if step is not None and self.equations(mode).get(step) == ledger.HOLDS:
+        if any(self.equations(mode).get(key) == ledger.HOLDS for key in equations):
             return self._worked(side)
         anatomy = self.anatomy(mode)
         if getattr(anatomy, side) is None:

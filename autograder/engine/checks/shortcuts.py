@@ -4,7 +4,8 @@ carries the block input to the output with nothing on it.
 The two additions are read from the student's own values (eval mode), so a mistake elsewhere (a wrong norm,
 say) does not cost them: each pays where Pre-LN's equation of its sum holds between the values recorded at the
 component boundaries (`engine.ledger`: what norm2 receives is x plus attention's output, what the block returns is
-that plus the feed-forward output), and otherwise the half as the grader reads it says why not. The third part is
+that plus the feed-forward output), or where the block returns x plus both branches (h not seen at norm2: norm2
+received another value), and otherwise the half as the grader reads it says why not. The third part is
 the grader's own computation: the student's program, replayed with attention and the feed-forward network silenced
 (every weight 0), must hand back its input exactly, as a Pre-LN block does, and on the real weights the shortcut
 path must run from x to the output with nothing on it (both equations of the sums hold, or the halves as read
@@ -13,7 +14,7 @@ say so); it pays only when both additions are right and the branches do real wor
 
 from __future__ import annotations
 
-from autograder.engine.ledger import HOLDS
+from autograder.engine.ledger import HOLDS, SUMS
 from autograder.engine.steps import HALVES
 
 from . import PASS, Evidence, difference, error_text, fail
@@ -38,8 +39,8 @@ def _path(evidence: Evidence, additions_right: bool):
             f"({difference(silenced, evidence.x)})."
         )
     equations = evidence.equations("eval")
-    if all(equations.get(HALVES[side].sum) == HOLDS for side in HALVES):
-        return evidence.gate(PASS)  # x + attention's branch reaches norm2, and that value + the other branch is y
+    if equations.get(SUMS) == HOLDS or all(equations.get(HALVES[side].sum) == HOLDS for side in HALVES):
+        return evidence.gate(PASS)  # y is x + both branches, or norm2 receives x + attention's, y that + the other
     found = evidence.anatomy("eval").stream()
     if found is not None:
         return fail("On the real weights the shortcut path does not run straight from input to output: " + found.text() + ".")
@@ -51,8 +52,9 @@ def evaluate(evidence: Evidence) -> dict:
     if not run["ok"]:
         message = error_text(run)
         return {ATT: fail(message), FF: fail(message), PATH: fail(message)}
+    missing = ", so there is no branch to add a shortcut around"
     outcomes = {
-        part: evidence.half_part("eval", side, "addition", ", so there is no branch to add a shortcut around", HALVES[side].sum)
+        part: evidence.half_part("eval", side, "addition", missing, (HALVES[side].sum, SUMS))
         for part, side in ((ATT, "att"), (FF, "ff"))
     }
     outcomes[PATH] = _path(evidence, outcomes[ATT].passed and outcomes[FF].passed)
