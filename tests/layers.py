@@ -81,13 +81,15 @@ def hub_command(login: str, python, argv: list, cwd, env: dict | None = None, ti
 
 
 def user_processes(login: str) -> list[str]:
-    """'pid command' of every live process of `login`."""
+    """'pid command' of every live process of `login`: a zombie (an ended process its parent has yet to reap, whose
+    command line reads empty) is no longer one."""
     import pwd
 
     uid, alive = pwd.getpwnam(login).pw_uid, []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if os.stat(f"/proc/{pid}").st_uid == uid:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if os.stat(f"/proc/{pid}").st_uid == uid and state not in ("Z", "X"):
                 command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
                 alive.append(f"{pid} {command[:100]}")
         except OSError:

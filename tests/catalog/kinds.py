@@ -218,6 +218,9 @@ def _processes(context) -> list[str]:
     if getattr(context, "login", None):  # the grader ran as this user (the hub's layer): none of its processes is left
         from layers import user_processes
 
+        deadline = time.monotonic() + 2.0  # one its grader's teardown killed may still be ending as the command returns
+        while user_processes(context.login) and time.monotonic() < deadline:
+            time.sleep(0.1)
         found += [f"process of {context.login} left: {line}" for line in user_processes(context.login)]
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
