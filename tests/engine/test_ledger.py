@@ -27,21 +27,21 @@ from autograder.engine.tolerance import tolerance
 from catalog.build import submission
 from catalog.fuzz import draw
 from catalog.generate import equivalents, mutants
-from catalog.oracle import Recorder, Run, _close
+from catalog.oracle import DROP_P, Recorder, Run, _close
 from tiers import quick_sample
 
 COMPONENTS = ("norm1", "att", "norm2", "ff", "drop_shortcut")
 TOL = tolerance("cpu")
 
 
-def outcomes(forward: str) -> tuple[dict, bool]:
-    """The equations' outcomes on the oracle's eval-mode run of `forward`, read as the grader reads a child's
+def outcomes(forward: str, mode: str = "eval") -> tuple[dict, bool | None]:
+    """The equations' outcomes on the oracle's run of `forward` in `mode`, read as the grader reads a child's
     answer (calls, passes over a component's own layers, then `analyse`), and whether that run's output is
-    Pre-LN's."""
+    Pre-LN's (in train mode under the masks of the forward's own dropout calls; None where the oracle finds none)."""
     run = Run(forward)
     record = Recorder()
     with torch.no_grad():
-        y = run.call("eval", record=record)
+        y = run.call(mode, record=record)
     kind = {name: "module" for name in COMPONENTS}
     answer = {
         "y": y.double().numpy(),
@@ -57,32 +57,40 @@ def outcomes(forward: str) -> tuple[dict, bool]:
     }
     parts = {name: getattr(run.block, name) for name in COMPONENTS}
     answer["calls"] = calls_with_passes(answer, parts, TOL)
-    flow = analyse(run.x.double().numpy(), answer, parts, train=False)
+    flow = analyse(run.x.double().numpy(), answer, parts, train=mode == "train")
     assert not flow.unverified, [call.why for call in flow.unverified]  # the oracle's records are the components'
-    return ledger.evaluate(ledger.boundaries(flow), "eval", TOL), _close(y, run.pre["eval"]["pre_ln"])
+    pre_ln = run.pre[mode].get("pre_ln")
+    found = ledger.evaluate(ledger.boundaries(flow, DROP_P), mode, TOL)
+    return found, None if pre_ln is None else _close(y, pre_ln)
 
 
-SHOWN = [step for step, (left, _) in EQUATIONS.items() if not left.startswith("drop")]  # what eval mode shows
+SHOWN = {
+    "eval": [step for step, (left, _) in EQUATIONS.items() if not left.startswith("drop")],  # a dropout shows nothing
+    "train": list(EQUATIONS),
+}
 
 
-def _holds_all(found: dict) -> bool:
-    return all(found[step] == ledger.HOLDS for step in SHOWN)
+def _holds_all(found: dict, mode: str = "eval") -> bool:
+    return all(found[step] == ledger.HOLDS for step in SHOWN[mode])
 
 
 @pytest.mark.quick
+@pytest.mark.parametrize("mode", ["eval", "train"])
 @pytest.mark.parametrize("case", equivalents(), ids=lambda case: case.name)
-def test_pre_ln_in_every_style_breaks_no_equation(case):
-    found, same = outcomes(case.forward)
-    assert same and ledger.FAILS not in found.values(), found
+def test_pre_ln_in_every_style_breaks_no_equation(case, mode):
+    found, same = outcomes(case.forward, mode)
+    assert same is not False and ledger.FAILS not in found.values(), found
 
 
 MUTANTS = mutants()
 
 
+@pytest.mark.parametrize("mode", ["eval", "train"])
 @pytest.mark.parametrize("case", quick_sample(MUTANTS, every=8), ids=lambda case: case.name)
-def test_a_single_step_mutant_whose_output_differs_holds_not_every_equation(case):
-    found, same = outcomes(case.forward)
-    assert same or not _holds_all(found), (case.edit.text, found)
+def test_a_single_step_mutant_whose_output_differs_holds_not_every_equation(case, mode):
+    """In train mode the output is set against Pre-LN under the masks the mutant's own dropout calls drew."""
+    found, same = outcomes(case.forward, mode)
+    assert same is not False or not _holds_all(found, mode), (case.edit.text, found)
 
 
 SUM_STEPS = {HALVES["att"].saved, HALVES["att"].sum, HALVES["ff"].saved, HALVES["ff"].sum}  # a shortcut or a sum
@@ -106,18 +114,20 @@ def test_a_fuzzed_forward_breaks_an_equation_exactly_when_its_values_are_not_pre
     """Right: no equation fails. Wrong with another eval output: not every equation holds. (A wrong forward whose
     eval output is Pre-LN's, its change shown in train mode or in gradients only, may hold them all.)"""
     forward = draw(random.Random(seed), wrong=wrong, open_only=open_only if wrong else None)
-    found, same = outcomes(forward.source)
-    if forward.right:
-        assert same and ledger.FAILS not in found.values(), (forward.name, found)
-    else:
-        assert same or not _holds_all(found), (forward.name, found)
-        summed = [c for c in forward.changes if c.shows == "both" and set(c.steps) & SUM_STEPS]
-        assert not summed or found[ledger.SUMS] != ledger.HOLDS, (forward.name, found)
+    for mode in ("eval", "train"):
+        found, same = outcomes(forward.source, mode)
+        if forward.right:
+            assert same is not False and ledger.FAILS not in found.values(), (forward.name, mode, found)
+        else:
+            assert same is not False or not _holds_all(found, mode), (forward.name, mode, found)
+    found, _ = outcomes(forward.source)
+    summed = [c for c in forward.changes if c.shows == "both" and set(c.steps) & SUM_STEPS]
+    assert not summed or found[ledger.SUMS] != ledger.HOLDS, (forward.name, found)
 
 
-def test_the_ledger_reads_eval_mode_alone():
+def test_the_ledger_reads_eval_and_train_runs_alone():
     with pytest.raises(ValueError):
-        ledger.evaluate({}, "train", TOL)
+        ledger.evaluate({}, "profile", TOL)
 
 
 def test_outcomes_over_several_runs_hold_only_where_every_run_holds():

@@ -74,8 +74,8 @@ class Evidence:
     @per_instance
     def equations(self, mode: str) -> dict:
         """Pre-LN's equations (`engine.ledger`) on every named run of `mode`, by step: in eval mode the grader's input
-        and, where the grader read it, the other one (`eval_other`)."""
-        return ledger.outcomes(self.flows, mode, tolerance(self.device))
+        and, where the grader read it, the other one (`eval_other`); in train mode its run."""
+        return ledger.outcomes(self.flows, mode, tolerance(self.device), self.drop_p)
 
     # --- matching is enough -------------------------------------------------------------------------
     def _agrees(self, run: dict, y, x_grad, param_grads: dict) -> bool:
@@ -192,14 +192,14 @@ class Evidence:
         whys = [why for why in (self.half_work("att"), self.half_work("ff")) if why]
         return "; ".join(dict.fromkeys(whys)) if whys else None
 
-    def half_part(self, mode: str, side: str, finder: str, what: str, equations: tuple = ()) -> Outcome:
-        """A part about one half, passed outright when the `mode` run matches Pre-LN or one of its `equations` holds
-        on every recorded run of that mode (`equations`), else judged by its `anatomy` finder ("norm", "dropout",
+    def half_part(self, mode: str, side: str, finder: str, what: str, needs: tuple = ()) -> Outcome:
+        """A part about one half, passed outright when the `mode` run matches Pre-LN or the equations it `needs` hold
+        on every recorded run of that mode (`ledger.holds`), else judged by its `anatomy` finder ("norm", "dropout",
         "addition"), which says why it fails; paid only when that half did its work. `what` ends the message when
         the half never ran."""
         if self.gives_reference(mode):
             return PASS if mode == "eval" else self._worked(side)
-        if any(self.equations(mode).get(key) == ledger.HOLDS for key in equations):
+        if ledger.holds(self.equations(mode), needs):
             return self._worked(side)
         anatomy = self.anatomy(mode)
         if getattr(anatomy, side) is None:

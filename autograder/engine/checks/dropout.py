@@ -3,12 +3,16 @@ in train mode.
 
 Placement is read from a train-mode run with real dropout (torch's seed fixed by the grader), on the
 student's own values: what each dropout received and where its result went. Masks drawn in any order (one
-call per sequence, say) are fine: what counts is that drop_shortcut acts once on each branch output.
+call per sequence, say) are fine: what counts is that drop_shortcut acts once on each branch output. A half pays
+where Pre-LN's equations hold in the train run (`engine.ledger`): one dropout with drop_shortcut's p received the
+branch output whole, and what it gave is what the half's sum holds (or both sums, read at the output); elsewhere the
+half as the grader reads it says why not.
 """
 
 from __future__ import annotations
 
 from autograder.engine.facts import Output, Said, what_of
+from autograder.engine.ledger import SUMS, holds
 from autograder.engine.steps import HALVES, OUTPUT, RECEIVER
 
 from . import Evidence, PASS, error_text, fail, swept
@@ -50,8 +54,10 @@ def _eval_off(evidence: Evidence):
 def _placed(evidence: Evidence, side: str):
     """Dropout on the branch output, once, with its p; and in train mode the branch is added to what it is added
     to in eval mode (a dropout on the shortcut shows only there)."""
-    outcome = evidence.half_part("train", side, "dropout", " in train mode, so there is no branch output to drop")
-    if not outcome.passed or evidence.matches("train"):
+    half = HALVES[side]
+    needs = ((half.drop, half.sum), (half.drop, SUMS))  # the dropout on the branch, and its output in the sum
+    outcome = evidence.half_part("train", side, "dropout", " in train mode, so there is no branch output to drop", needs)
+    if not outcome.passed or evidence.matches("train") or holds(evidence.equations("train"), needs):
         return outcome
     in_eval, in_train = evidence.anatomy("eval"), evidence.anatomy("train")
     found = in_train.addition(side)

@@ -53,7 +53,7 @@ def evaluate(evidence: Evidence) -> dict:
         message = error_text(run)
         return {NORM1: fail(message), NORM2: fail(message), EXTRA: fail(message)}
     return {
-        NORM1: evidence.half_part("eval", "att", "norm", "", (HALVES["att"].branch,)),
-        NORM2: evidence.half_part("eval", "ff", "norm", "", (HALVES["ff"].branch,)),
+        NORM1: evidence.half_part("eval", "att", "norm", "", ((HALVES["att"].branch,),)),
+        NORM2: evidence.half_part("eval", "ff", "norm", "", ((HALVES["ff"].branch,),)),
         EXTRA: _extra(evidence),
     }

@@ -14,7 +14,7 @@ say so); it pays only when both additions are right and the branches do real wor
 
 from __future__ import annotations
 
-from autograder.engine.ledger import HOLDS, SUMS
+from autograder.engine.ledger import SUMS, holds
 from autograder.engine.steps import HALVES
 
 from . import PASS, Evidence, difference, error_text, fail
@@ -38,9 +38,8 @@ def _path(evidence: Evidence, additions_right: bool):
             "hands back its input exactly; the grader's replay of your forward does not "
             f"({difference(silenced, evidence.x)})."
         )
-    equations = evidence.equations("eval")
-    if equations.get(SUMS) == HOLDS or all(equations.get(HALVES[side].sum) == HOLDS for side in HALVES):
-        return evidence.gate(PASS)  # y is x + both branches, or norm2 receives x + attention's, y that + the other
+    if holds(evidence.equations("eval"), ((HALVES["att"].sum, HALVES["ff"].sum), (SUMS,))):
+        return evidence.gate(PASS)  # norm2 receives x + attention's branch, y is that + the other; or y is x + both
     found = evidence.anatomy("eval").stream()
     if found is not None:
         return fail("On the real weights the shortcut path does not run straight from input to output: " + found.text() + ".")
@@ -54,7 +53,7 @@ def evaluate(evidence: Evidence) -> dict:
         return {ATT: fail(message), FF: fail(message), PATH: fail(message)}
     missing = ", so there is no branch to add a shortcut around"
     outcomes = {
-        part: evidence.half_part("eval", side, "addition", missing, (HALVES[side].sum, SUMS))
+        part: evidence.half_part("eval", side, "addition", missing, ((HALVES[side].sum,), (SUMS,)))
         for part, side in ((ATT, "att"), (FF, "ff"))
     }
     outcomes[PATH] = _path(evidence, outcomes[ATT].passed and outcomes[FF].passed)
