@@ -55,7 +55,7 @@ def boundaries(flow, drop_p: float | None = None) -> dict:
             for step in flow.steps
             if step.is_dropout and step.whole and step.key in flow.vectors and close(step.input, given, flow.tol)
         ]
-        if len(found) == 1 and found[0].drops and abs(found[0].scale * (1 - drop_p) - 1) <= 1e-3:
+        if len(found) == 1 and found[0].drops and found[0].scale is not None and abs(found[0].scale * (1 - drop_p) - 1) <= 1e-3:
             values[f"{drop}.in"], values[f"{drop}.out"] = found[0].input, flow.vectors[found[0].key]
     return values
 
