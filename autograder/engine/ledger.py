@@ -41,7 +41,9 @@ def boundaries(flow, drop_p: float | None = None) -> dict:
     values = {"x": flow.x.reshape(-1), "y": flow.y.reshape(-1)}
     for name in COMPONENTS:
         steps = [step for step in flow.steps if step.name == name]
+        # every run of it the child counted is a recorded call, or a call of one of its own layers (read as passes)
         recorded = sum(1 for call in flow.calls if call.name == name and call.kind != "manual")
+        recorded += sum(1 for call in getattr(flow, "layers", None) or [] if call.get("name") == name)
         if len(steps) != 1 or not steps[0].whole or steps[0].variant is not None or flow.counts.get(name, 0) > recorded:
             continue  # a near miss of a LayerNorm (`variant`) is not the component
         if steps[0].key in flow.vectors:

@@ -160,6 +160,7 @@ def _verify(flows: dict, student: dict, x_other, parts: dict, device: str, error
         try:
             calls = calls_with_passes(student["eval_other"], parts, tolerance(device))
             other = analyse(x_other, {**student["eval_other"], "events": [], "calls": calls}, parts, train=False, device=device)
+            other.layers = student["eval_other"].get("layers", [])  # as the run's own (`ledger` counts them)
         except Exception as error:
             errors.append(grader_error_text("reading the run on another input", error))
             return

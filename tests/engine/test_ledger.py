@@ -185,3 +185,19 @@ def test_a_step_wrong_elsewhere_keeps_the_points_of_the_steps_whose_equations_ho
         "shortcut around the feed-forward network": True,
         "silent branches give back the input": False,
     }, shortcuts
+
+
+@pytest.mark.quick
+def test_a_branch_called_through_its_own_layers_keeps_the_parts_its_equations_pay(grade_here):
+    """The feed-forward network handed -norm2(h), called whole or layer by layer (the child counts each layer's
+    call as a run of it, and reads the pass as one call): the same parts either way, the equations of the sums read
+    on both eval-mode runs (the grader's input and the other one)."""
+    whole = """
+        def forward(self, x):
+            h = x + self.drop_shortcut(self.att(self.norm1(x)))
+            return h + self.drop_shortcut(self.ff(-self.norm2(h)))
+        """
+    layered = whole.replace("self.ff(-self.norm2(h))", "self.ff.layers[2](self.ff.layers[1](self.ff.layers[0](-self.norm2(h))))")
+    plain, written = grade_here(submission(forward=whole)), grade_here(submission(forward=layered))
+    assert _parts(written, "forward_shortcuts") == _parts(plain, "forward_shortcuts")
+    assert all(_parts(written, "forward_shortcuts").values()), _parts(written, "forward_shortcuts")
