@@ -43,7 +43,7 @@ def boundaries(flow, drop_p: float | None = None) -> dict:
         steps = [step for step in flow.steps if step.name == name]
         # every run of it the child counted is a recorded call, or a call of one of its own layers (read as passes)
         recorded = sum(1 for call in flow.calls if call.name == name and call.kind != "manual")
-        recorded += sum(1 for call in getattr(flow, "layers", None) or [] if call.get("name") == name)
+        recorded += sum(1 for call in flow.layers if call.get("name") == name)
         if len(steps) != 1 or not steps[0].whole or steps[0].variant is not None or flow.counts.get(name, 0) > recorded:
             continue  # a near miss of a LayerNorm (`variant`) is not the component
         if steps[0].key in flow.vectors:
@@ -70,7 +70,7 @@ def evaluate(values: dict, mode: str, tol: float) -> dict:
         raise ValueError(f"the ledger reads eval-mode and train-mode runs, not {mode!r}")
     outcomes = {}
     for step, (left, terms) in {**EQUATIONS, SUMS: BOTH_SUMS}.items():
-        if left in ("drop1.in", "drop2.in"):
+        if left in {f"{drop}.in" for drop in DROPS}:
             outcomes[step] = HOLDS if mode == "train" and left in values else UNKNOWN  # in eval mode it shows nothing
             continue
         names = [left, *((EVAL_DROPS.get(name, name) if mode == "eval" else name) for name, _ in terms)]

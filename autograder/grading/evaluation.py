@@ -135,7 +135,6 @@ def _read_runs(student: dict, x, x_other, parts: dict, device: str, errors: list
         try:
             run = {**student[mode], "calls": calls_with_passes(student[mode], parts, tolerance(device))}
             flows[mode] = analyse(x, run, parts, train=mode == "train", device=device)
-            flows[mode].layers = student[mode].get("layers", [])  # the walk reads them (`own_layers`)
         except Exception as error:
             errors.append(grader_error_text(f"reading the {mode}-mode run", error))
             student[mode] = {"ok": False, "error": {"type": "GraderError", "where": None, "message": f"{GRADER_MARK} ('{mode}')"}}
@@ -160,7 +159,6 @@ def _verify(flows: dict, student: dict, x_other, parts: dict, device: str, error
         try:
             calls = calls_with_passes(student["eval_other"], parts, tolerance(device))
             other = analyse(x_other, {**student["eval_other"], "events": [], "calls": calls}, parts, train=False, device=device)
-            other.layers = student["eval_other"].get("layers", [])  # as the run's own (`ledger` counts them)
         except Exception as error:
             errors.append(grader_error_text("reading the run on another input", error))
             return

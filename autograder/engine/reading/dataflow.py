@@ -140,6 +140,7 @@ class Flow:
     vectors: dict = field(default_factory=dict)  # node -> flat float64 value over block positions
     covers: dict = field(default_factory=dict)  # node -> positions it covers
     counts: dict = field(default_factory=dict)  # component -> calls the run reported, recorded or not
+    layers: list = field(default_factory=list)  # calls of a component's own layers the forward made itself
 
     # --- reading ------------------------------------------------------------------------------------
     def value(self, combination: dict) -> np.ndarray:

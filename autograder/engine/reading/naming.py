@@ -80,7 +80,7 @@ def analyse(x: np.ndarray, run: dict, parts: dict, *, train: bool, device: str =
     nodes = Nodes(x.shape, tol)
     nodes.add("x", x.reshape(-1).astype(np.float64), np.ones(x.size, dtype=bool))
     nodes.remember(nodes.grid)
-    flow = Flow(x=x, y=run["y"], train=train, tol=tol, counts=dict(run.get("counts") or {}))
+    flow = Flow(x=x, y=run["y"], train=train, tol=tol, counts=dict(run.get("counts") or {}), layers=list(run.get("layers") or []))
     labels = {"x": "x"}
     for raw in run["calls"]:
         reversible = raw["name"] != "att"  # attention's input is never read with its tokens reversed
