@@ -1,7 +1,8 @@
 """The generated corpus (catalog/generate.py) and the hand-written families (catalog/families.py).
 
 * Every single-step mutant of Pre-LN loses points, names the step its edit breaks, and names as its cause
-  that very edit, or one that gives the same programs in both modes: a cause is never a guess.
+  that very edit, or one that gives the same programs in both modes: a cause is never a guess. Every fact it
+  states is true on the oracle's own run of the mutant (catalog/oracle.py), or left unevaluated there.
 * Pre-LN in every style gets full marks with nothing to explain.
 * The families follow their rule: right forwards full marks, do-nothing forwards no forward point, decoys on
   Post-LN exactly Post-LN's score, near misses and other wrong forwards their step and phrase.
@@ -21,6 +22,7 @@ from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
 from catalog.build import submission
 from catalog.families import AS_POST_LN, FAMILIES, FULL, NOTHING
 from catalog.generate import DROP_P, DROP_PS, FACTORS, VARIANTS, program_key, equivalents, mutants, styled_mutants
+from catalog.oracle import Run
 from catalog.hostile import POST_LN
 
 FORWARD_CHECKS = [name for name in RUBRIC if name != "compounding"]
@@ -58,6 +60,9 @@ def _assert_mutant(result, case, causes):
     assert result.diverged.cause is not None, f"{case.edit.text}: no verified cause ({result.first_divergence})"
     found = result.checks[0].details["divergence"]  # the cause's words, for the instructor
     assert (result.diverged.step, found["message"]) in causes[case.key], (case.edit.text, found)
+    run = Run(case.forward)
+    false = [fact for fact in result.facts if run.check(fact) is False]
+    assert not false, (case.edit.text, false)
 
 
 @pytest.mark.parametrize("case", mutants(), ids=lambda c: c.name)

@@ -142,7 +142,7 @@ class Sums(Dropouts):
         known = {k: v for k, v in {**self.values, **self.outputs()}.items() if k != rule["shortcut"]}
         for name, value in known.items():  # the shortcut is another value
             if close(total - branch, value, self.tol) and not close(value, shortcut, self.tol):
-                said({name: 1.0, branch_name: 1.0})
+                said({name: 1.0}, {branch_name: 1.0})  # one term twice where both name one value (eval: a + a)
                 return half_steps.saved
         again = self.output_of(total - shortcut, (half,), besides=before.on)
         if again is not None:  # the branch component applied again
