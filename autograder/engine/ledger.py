@@ -18,11 +18,18 @@ Each equation's outcome is one of:
 
 A part whose equations hold on every recorded run of its mode is paid whatever the rest of the forward does: the
 equations are about values, so a mistake at one step does not cost the parts of another.
+
+Where an equation fails in eval mode, `said` writes what its left side received over the outputs the run showed
+before it (the block input, each earlier component's output), by least squares, as a typed fact (`facts.Sum`): said
+only where the sum is exact, the same on every eval run the grader read, and each value it names is one recorded call
+of its component, so that anyone holding the run can check it.
 """
 
 from __future__ import annotations
 
-from autograder.engine.steps import BOTH_SUMS, EQUATIONS
+from autograder.engine.facts import Said, Sum, what_of
+from autograder.engine.reading.placement import express
+from autograder.engine.steps import BOTH_SUMS, BY_NODE, EQUATIONS, STEPS
 from autograder.engine.tolerance import close
 
 HOLDS, FAILS, UNKNOWN = "holds", "fails", "unknown"
@@ -103,3 +110,83 @@ def outcomes(flows: dict, mode: str, tol: float, drop_p: float | None = None) ->
 def holds(outcomes: dict, needs: tuple) -> bool:
     """Does one of `needs` (alternatives, each the equations a part needs together) hold whole in `outcomes`?"""
     return any(all(outcomes.get(key) == HOLDS for key in together) for together in needs)
+
+
+# What Pre-LN hands each left side a fit is said of, by the node of the table of steps that holds it
+HANDED = {"att.in": "n1", "norm2.in": "h", "ff.in": "n2", "y": "y"}
+
+
+def said(flows: dict, needs: tuple, tol: float) -> Said | None:
+    """Why a part's equations (`needs`, as for `holds`) do not hold in eval mode, as facts: for the first equation of
+    theirs that fails on the eval runs and whose left side is what a component received (or what the block
+    returned), that value written over the outputs the run showed before it, where `fit` can write it; None where
+    none can be."""
+    runs = [run for run in (flows.get("eval"), getattr(flows.get("eval"), "other", None)) if run is not None]
+    found = outcomes(flows, "eval", tol)
+    for step in (step for together in needs for step in together if found.get(step) == FAILS):
+        left = ({**EQUATIONS, SUMS: BOTH_SUMS})[step][0]
+        fact = fit(runs, left, tol, named_outputs(found)) if left in HANDED else None
+        if fact is not None:
+            value = BY_NODE[HANDED[left]].value
+            return Said((fact,), f"Pre-LN returns {value}" if left == "y" else f"Pre-LN hands {what_of(fact.component)} {value}")
+    return None
+
+
+def fit(runs: list, left: str, tol: float, named: dict | None = None) -> Sum | None:
+    """The boundary `left` of eval runs (`att.in`, ..., `y`) as an exact sum of the block input and the outputs of the
+    components before it (`Sum`), the same sum on every run; a coefficient other than 1 or -1 is said only where a
+    second run gives it too. An output is named as Pre-LN's value where `named` holds it (`named_outputs`), else as the call
+    that gave it ("att#1"), which must be one plain recorded call of its component (`_plain`), as must the call that
+    received `left`. None where a run shows no such sum."""
+    named = named or {}
+    component = left.split(".")[0] if left != "y" else None
+    earlier = COMPONENTS[: COMPONENTS.index(component)] if component else COMPONENTS
+    found = []
+    for run in runs:
+        values = boundaries(run)
+        single = {name for name in COMPONENTS if _plain(run, name, values, tol)}
+        if left not in values or (component is not None and component not in single):
+            return None
+        outputs = [n for n in earlier if f"{n}.out" in values and (n in named or n in single)]
+        start = {"x": values["x"]}
+        if left == "y" and "h" in named.values() and "norm2.in" in values:  # the first half's result, as Pre-LN's h
+            start, outputs = {"h": values["norm2.in"]}, [n for n in outputs if n not in ("norm1", "att")]
+        vectors = {**start, **{named.get(n, f"{n}#1"): values[f"{n}.out"] for n in outputs}}
+        terms = express(values[left], vectors, tol)
+        if terms is None:
+            return None
+        found.append(tuple((name, c) for name, c in terms.items() if c))
+    if not found or any(
+        len(t) != len(found[0]) or any(a[0] != b[0] or abs(a[1] - b[1]) > 1e-3 * max(abs(b[1]), 1.0) for a, b in zip(t, found[0]))
+        for t in found[1:]
+    ):
+        return None
+    if len(found) == 1 and any(abs(abs(c) - 1) > 1e-9 for _, c in found[0]):
+        return None
+    return Sum("eval", component, 1 if component else None, found[0], 1 if component else None)
+
+
+def named_outputs(found: dict) -> dict:
+    """Each component's output by its value in Pre-LN's notation (`att(norm1(x))`), and the first sum as `h`, where
+    every equation up to that step holds (in eval mode the dropouts' steps show nothing)."""
+    names = {}
+    for step in STEPS:
+        needed = [s for s, (left, _) in EQUATIONS.items() if s <= step.number and left.split(".")[0] in COMPONENTS + ("y",)]
+        if all(found.get(s) == HOLDS for s in needed) and (step.component in COMPONENTS or step.node == "h"):
+            names[step.component or step.node] = step.node if step.node == "h" else step.value
+    return names
+
+
+def _plain(flow, name: str, values: dict, tol: float) -> bool:
+    """Was component `name` recorded as one call of its own, on the block's values as they are and in the block's
+    shape (not run through its layers, not on a rearranged, reshaped or padded tensor), so that "<name>#1" names the
+    value the ledger holds?"""
+    made = [call for call in flow.calls if call.name == name and call.kind != "manual"]
+    if len(made) != 1 or any(call.get("name") == name for call in flow.layers) or f"{name}.out" not in values:
+        return False
+    call = made[0]
+    return (
+        call.input.shape == call.output.shape == flow.x.shape
+        and close(call.input.reshape(-1), values[f"{name}.in"], tol)
+        and close(call.output.reshape(-1), values[f"{name}.out"], tol)
+    )

@@ -89,7 +89,8 @@ def test_a_forward_that_writes_into_its_input_loses_the_repeated_call_and_only_t
 def test_without_the_first_shortcut_the_attention_branch_is_not_followed_into_the_feed_forward_half(grade_here, returned):
     """The attention branch goes on through calls that take its value alone (an extra LayerNorm is part of it),
     but never into the other half: with the first shortcut missing, norm2 takes the branch alone, and the part
-    says that nothing was added to it, not that the feed-forward half's output was "the attention branch"."""
+    says so (norm2 received att(norm1(x)) and nothing else), not that the feed-forward half's output was "the
+    attention branch"."""
     result = grade_here(
         submission(
             forward=f"""
@@ -104,7 +105,7 @@ def test_without_the_first_shortcut_the_attention_branch_is_not_followed_into_th
     parts = {s.name: s for c in result.checks for s in c.subtests}
     attention, feed_forward = parts["shortcut around attention"], parts["shortcut around the feed-forward network"]
     assert not attention.passed and feed_forward.passed
-    assert "The input of norm2 is att(norm1(x)) alone: nothing was added to the attention branch" in attention.message
+    assert attention.message.startswith("norm2 received att(norm1(x)); Pre-LN hands norm2 h = x + "), attention.message
     assert "the attention branch was added to" not in attention.message, attention.message
 
 

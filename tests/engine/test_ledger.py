@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from autograder.engine import ledger
 from autograder.engine.diagnosis.own_layers import calls_with_passes
 from autograder.engine.reading.naming import analyse
-from autograder.engine.steps import EQUATIONS, HALVES
+from autograder.engine.steps import BOTH_SUMS, EQUATIONS, HALVES
 from autograder.engine.tolerance import tolerance
 from catalog.build import submission
 from catalog.fuzz import draw
@@ -38,7 +38,16 @@ def outcomes(forward: str, mode: str = "eval") -> tuple[dict, bool | None]:
     """The equations' outcomes on the oracle's run of `forward` in `mode`, read as the grader reads a child's
     answer (calls, passes over a component's own layers, then `analyse`), and whether that run's output is
     Pre-LN's (in train mode under the masks of the forward's own dropout calls; None where the oracle finds none)."""
-    run = Run(forward)
+    run, flow, y = read(forward, mode)
+    pre_ln = run.pre[mode].get("pre_ln")
+    found = ledger.evaluate(ledger.boundaries(flow, DROP_P), mode, TOL)
+    return found, None if pre_ln is None else _close(y, pre_ln)
+
+
+def read(forward: str, mode: str = "eval", seed: int = 0):
+    """The oracle's run of `forward` in `mode` (its block and input drawn from `seed`), the grader's reading of it
+    (`Flow`), and its output."""
+    run = Run(forward, seed)
     record = Recorder()
     with torch.no_grad():
         y = run.call(mode, record=record)
@@ -59,9 +68,7 @@ def outcomes(forward: str, mode: str = "eval") -> tuple[dict, bool | None]:
     answer["calls"] = calls_with_passes(answer, parts, TOL)
     flow = analyse(run.x.double().numpy(), answer, parts, train=mode == "train")
     assert not flow.unverified, [call.why for call in flow.unverified]  # the oracle's records are the components'
-    pre_ln = run.pre[mode].get("pre_ln")
-    found = ledger.evaluate(ledger.boundaries(flow, DROP_P), mode, TOL)
-    return found, None if pre_ln is None else _close(y, pre_ln)
+    return run, flow, y
 
 
 SHOWN = {
@@ -123,6 +130,50 @@ def test_a_fuzzed_forward_breaks_an_equation_exactly_when_its_values_are_not_pre
     found, _ = outcomes(forward.source)
     summed = [c for c in forward.changes if c.shows == "both" and set(c.steps) & SUM_STEPS]
     assert not summed or found[ledger.SUMS] != ledger.HOLDS, (forward.name, found)
+
+
+def fitted(forward: str) -> list:
+    """Every sum the ledger writes (`ledger.fit`) for a boundary whose equation fails on the oracle's eval runs of
+    `forward` (two, as the grader reads two), with the oracle's verdict on it on the first (True, False, or None where
+    it cannot evaluate it)."""
+    (run, flow, _), (_, other, _) = read(forward), read(forward, seed=1)
+    found = ledger.combined([ledger.evaluate(ledger.boundaries(f), "eval", TOL) for f in (flow, other)])
+    failing = {left for step, (left, _) in {**EQUATIONS, ledger.SUMS: BOTH_SUMS}.items() if found[step] == ledger.FAILS}
+    named = ledger.named_outputs(found)
+    facts = [ledger.fit([flow, other], left, TOL, named) for left in ledger.HANDED if left in failing]
+    return [(fact, run.check(fact.to_dict())) for fact in facts if fact is not None]
+
+
+@pytest.mark.quick
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), wrong=st.integers(1, 3), open_only=st.sampled_from([True, None, False]))
+def test_what_the_ledger_writes_of_a_failing_equation_is_true_on_the_oracles_run(seed, wrong, open_only):
+    forward = draw(random.Random(seed), wrong=wrong, open_only=open_only)
+    assert all(verdict is not False for _, verdict in fitted(forward.source)), (forward.name, fitted(forward.source))
+
+
+@pytest.mark.parametrize("case", quick_sample(SUM_MUTANTS, every=4), ids=lambda case: case.name)
+def test_what_the_ledger_writes_of_a_mutant_of_a_sum_is_true(case):
+    assert all(verdict is not False for _, verdict in fitted(case.forward)), (case.edit.text, fitted(case.forward))
+
+
+@pytest.mark.parametrize(
+    "forward, said",
+    [
+        ("h = x + self.drop_shortcut(self.att(self.norm1(x)))\n    return h + self.drop_shortcut(self.ff(x - self.norm2(h)))",
+         ["the feed-forward network received x - norm2(h)"]),
+        ("h = x + self.drop_shortcut(self.att(self.norm1(x)))\n    return 2 * h + self.drop_shortcut(self.ff(self.norm2(h)))",
+         ["your forward returned 2*h + ff(norm2(h))"]),
+        ("h = self.drop_shortcut(self.att(self.norm1(x)))\n    return h + self.drop_shortcut(self.ff(self.norm2(h)))",
+         ["norm2 received att(norm1(x))", "your forward returned att(norm1(x)) + the output of the feed-forward network"]),
+        ("h = x + self.drop_shortcut(self.att(self.norm1(x)))\n    return h + self.drop_shortcut(self.ff(self.norm2(h).tanh()))",
+         []),  # no sum of earlier values: nothing is said
+    ],
+)  # fmt: skip
+def test_the_ledger_writes_what_a_component_received_where_its_equation_fails(forward, said):
+    """Both ways: a fit is said where the received value is a sum of earlier outputs, and it is the true one."""
+    found = fitted("def forward(self, x):\n    " + forward)
+    assert [fact.text() for fact, _ in found] == said and all(verdict is True for _, verdict in found), found
 
 
 def test_the_ledger_reads_eval_and_train_runs_alone():

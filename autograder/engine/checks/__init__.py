@@ -193,10 +193,10 @@ class Evidence:
         return "; ".join(dict.fromkeys(whys)) if whys else None
 
     def half_part(self, mode: str, side: str, finder: str, what: str, needs: tuple = ()) -> Outcome:
-        """A part about one half, passed outright when the `mode` run matches Pre-LN or the equations it `needs` hold
-        on every recorded run of that mode (`ledger.holds`), else judged by its `anatomy` finder ("norm", "dropout",
-        "addition"), which says why it fails; paid only when that half did its work. `what` ends the message when
-        the half never ran."""
+        """A part about one half, passed when the `mode` run matches Pre-LN or the equations it `needs` hold on every run
+        of that mode (`ledger.holds`), else judged by its `anatomy` finder ("norm", "dropout", "addition") and said as
+        the ledger's facts (`ledger.said`) or the finder's words; paid only when that half did its work. `what` ends
+        the message when the half never ran."""
         if self.gives_reference(mode):
             return PASS if mode == "eval" else self._worked(side)
         if ledger.holds(self.equations(mode), needs):
@@ -205,10 +205,10 @@ class Evidence:
         if getattr(anatomy, side) is None:
             why, facts = absent(self, mode, side)  # no fact: the branch may be there, where the grader cannot see it
             return fail(why + (f"{what}." if facts else ", so the grader cannot check this part of it."), facts)
-        found = getattr(anatomy, finder)(side)
-        if found is not None:
-            return fail(found.text())
-        return self._worked(side)
+        if (found := getattr(anatomy, finder)(side)) is None:
+            return self._worked(side)
+        said = ledger.said(self.flows, needs, tolerance(self.device)) if mode == "eval" else None
+        return fail(said.text(), said.facts) if said else fail(found.text())
 
     def _worked(self, side: str) -> Outcome:
         """PASS when the half `side` does real work in the eval-mode output (a train-mode part is about work the

@@ -11,7 +11,7 @@ import numpy as np
 
 from autograder.engine import tolerance
 from autograder.engine.facts import Partial
-from autograder.engine.reading.placement import tidy
+from autograder.engine.reading.placement import express
 
 DROPS = ("drop_shortcut", "dropout")
 NORMS = ("norm1", "norm2", "layer_norm")
@@ -23,19 +23,6 @@ SUMS = {  # what each half's sum is made of; the steps its values break are the 
 
 
 close = functools.partial(tolerance.close, flat=True)  # close(a, b, tol): values over the block's positions
-
-
-def express(value: np.ndarray, vectors: dict, tol: float) -> dict | None:
-    """`value` as an exact sum of `vectors` ({name: flat array}), coefficients tidied; None when it is none."""
-    names = [k for k, vec in vectors.items() if vec is not None and np.any(vec)]
-    v = np.asarray(value, dtype=np.float64).reshape(-1)
-    if not names or not np.all(np.isfinite(v)):
-        return None
-    matrix = np.stack([vectors[k] for k in names], axis=1)
-    coefficients, *_ = np.linalg.lstsq(matrix, v, rcond=None)
-    if not close(matrix @ coefficients, v, tol):
-        return None
-    return {k: tidy(float(c)) for k, c in zip(names, coefficients)}
 
 
 def fewest(value: np.ndarray, vectors: dict, tol: float, most: int = 3) -> dict | None:

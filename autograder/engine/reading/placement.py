@@ -43,6 +43,19 @@ def tidy(c: float) -> float:
     return float(c)
 
 
+def express(value: np.ndarray, vectors: dict, tol: float) -> dict | None:
+    """`value` as an exact sum of `vectors` ({name: flat array}), coefficients tidied; None when it is none."""
+    names = [k for k, vec in vectors.items() if vec is not None and np.any(vec)]
+    v = np.asarray(value, dtype=np.float64).reshape(-1)
+    if not names or not np.all(np.isfinite(v)):
+        return None
+    matrix = np.stack([vectors[k] for k in names], axis=1)
+    coefficients, *_ = np.linalg.lstsq(matrix, v, rcond=None)
+    if not close(matrix @ coefficients, v, tol):
+        return None
+    return {k: tidy(float(c)) for k, c in zip(names, coefficients)}
+
+
 def snap(c: float, within: float = 1e-3) -> float:
     """The shortest number near `c` (within a relative `within`): a candidate the caller must still check."""
     for nice in (_fraction(c), *(float(f"{c:.{digits}g}") for digits in range(1, 7))):
