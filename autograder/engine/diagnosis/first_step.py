@@ -264,8 +264,9 @@ def _checked_sums(seen, mode: str, other, parts: dict, drop_p: float):
         fact if fact not in doubtful or holds(fact) else Unknown(fact.mode, fact.component, fact.call, seen.expected, fact.calls)
         for fact in seen.facts
     ]
-    unknown = {(f.component, f.call) for f in facts if isinstance(f, Unknown)}
-    kept = dict.fromkeys(f for f in facts if not (isinstance(f, Received) and not f.equal and (f.component, f.call) in unknown))
+    # what a call received, said as a sum or as unknown, needs no "received a value that is not ..." beside it
+    said = {(f.component, f.call) for f in facts if isinstance(f, (Unknown, Sum))}
+    kept = dict.fromkeys(f for f in facts if not (isinstance(f, Received) and not f.equal and (f.component, f.call) in said))
     return replace(seen, facts=list(kept))  # a copy: `seen` may be a walk the checks read too
 
 
