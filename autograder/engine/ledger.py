@@ -27,7 +27,9 @@ of its component, so that anyone holding the run can check it.
 
 from __future__ import annotations
 
-from autograder.engine.facts import Said, Sum, what_of
+import numpy as np
+
+from autograder.engine.facts import Said, Sum, Unknown, what_of
 from autograder.engine.reading.placement import express
 from autograder.engine.steps import BOTH_SUMS, BY_NODE, EQUATIONS, STEPS
 from autograder.engine.tolerance import close
@@ -112,23 +114,32 @@ def holds(outcomes: dict, needs: tuple) -> bool:
     return any(all(outcomes.get(key) == HOLDS for key in together) for together in needs)
 
 
-# What Pre-LN hands each left side a fit is said of, by the node of the table of steps that holds it
+# What Pre-LN hands each left side a fit is said of, by the node of the table of steps that holds it, and the
+# component whose output, named as Pre-LN's (`named_outputs`), makes that value one the run shows
 HANDED = {"att.in": "n1", "norm2.in": "h", "ff.in": "n2", "y": "y"}
+BEFORE = {"att.in": "norm1", "norm2.in": "att", "ff.in": "norm2", "y": "ff"}
 
 
 def said(flows: dict, needs: tuple, tol: float) -> Said | None:
     """Why a part's equations (`needs`, as for `holds`) do not hold in eval mode, as facts: for the first equation of
     theirs that fails on the eval runs and whose left side is what a component received (or what the block
-    returned), that value written over the outputs the run showed before it, where `fit` can write it; None where
-    none can be."""
+    returned), that value written over the outputs the run showed before it where `fit` can write it, else, where
+    Pre-LN's value there is one the run shows, that it is not that value and the grader cannot write it (`Unknown`);
+    None where neither can be said."""
     runs = [run for run in (flows.get("eval"), getattr(flows.get("eval"), "other", None)) if run is not None]
     found = outcomes(flows, "eval", tol)
+    named = named_outputs(found)
     for step in (step for together in needs for step in together if found.get(step) == FAILS):
         left = ({**EQUATIONS, SUMS: BOTH_SUMS})[step][0]
-        fact = fit(runs, left, tol, named_outputs(found)) if left in HANDED else None
+        if left not in HANDED:
+            continue
+        value, component = BY_NODE[HANDED[left]].value, None if left == "y" else left.split(".")[0]
+        fact = fit(runs, left, tol, named)
         if fact is not None:
-            value = BY_NODE[HANDED[left]].value
-            return Said((fact,), f"Pre-LN returns {value}" if left == "y" else f"Pre-LN hands {what_of(fact.component)} {value}")
+            return Said((fact,), f"Pre-LN returns {value}" if left == "y" else f"Pre-LN hands {what_of(component)} {value}")
+        if BEFORE[left] in named and all(_unlike(run, step, component, tol) for run in runs):
+            name = "h" if HANDED[left] == "h" else value  # Pre-LN's first sum goes by its name
+            return Said((Unknown("eval", component, 1 if component else None, name, 1 if component else None),))
     return None
 
 
@@ -164,6 +175,23 @@ def fit(runs: list, left: str, tol: float, named: dict | None = None) -> Sum | N
     if len(found) == 1 and any(abs(abs(c) - 1) > 1e-9 for _, c in found[0]):
         return None
     return Sum("eval", component, 1 if component else None, found[0], 1 if component else None)
+
+
+def _unlike(run, step, component: str | None, tol: float) -> bool:
+    """Is what the left side of `step`'s equation holds in eval `run` no arrangement of what its right side gives,
+    not even in pieces (some token vector of it, zero vectors aside, is none of that value's), received by one plain
+    call (`_plain`)?"""
+    values = boundaries(run)
+    left, terms = ({**EQUATIONS, SUMS: BOTH_SUMS})[step]
+    names = [EVAL_DROPS.get(name, name) for name, _ in terms]
+    if left not in values or not all(name in values for name in names) or (component and not _plain(run, component, values, tol)):
+        return False
+    features = run.x.shape[-1]
+    got = values[left].reshape(-1, features)
+    got = got[np.abs(got).sum(axis=1) > 0]  # a zero vector added (padding) is no token of another value
+    expected = sum(c * values[name] for name, (_, c) in zip(names, terms)).reshape(-1, features)
+    nearest = np.abs(got[:, None, :] - expected[None, :, :]).max(axis=-1).min(axis=1)
+    return not got.size or bool(nearest.max() > 1e-3 * max(float(np.abs(expected).max()), 1.0))
 
 
 def named_outputs(found: dict) -> dict:

@@ -252,3 +252,28 @@ def test_a_branch_called_through_its_own_layers_keeps_the_parts_its_equations_pa
     plain, written = grade_here(submission(forward=whole)), grade_here(submission(forward=layered))
     assert _parts(written, "forward_shortcuts") == _parts(plain, "forward_shortcuts")
     assert all(_parts(written, "forward_shortcuts").values()), _parts(written, "forward_shortcuts")
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize(
+    "handed, said, kind",
+    [
+        ("-self.norm2(h)", "the feed-forward network received -norm2(h); Pre-LN hands the feed-forward network norm2(h)", "sum"),
+        ("self.norm2(h).tanh()", "the feed-forward network received a value that is not norm2(h) and that the grader cannot "
+         "express in the block's earlier values", "unknown"),
+    ],
+)  # fmt: skip
+def test_a_part_whose_equation_fails_says_why_as_a_fact_the_oracle_holds_true(grade_here, handed, said, kind):
+    """What the feed-forward network received, where its equation fails: a sum of earlier values where the ledger can
+    write one, else that it is not Pre-LN's value there; either way a typed fact of the part, true on the oracle's run."""
+    forward = f"""
+        def forward(self, x):
+            h = x + self.drop_shortcut(self.att(self.norm1(x)))
+            return h + self.drop_shortcut(self.ff({handed}))
+        """
+    result = grade_here(submission(forward=forward))
+    part = next(s for c in result.checks for s in c.subtests if s.name == "norm2 feeds the feed-forward network")
+    assert not part.passed and part.message.lower().startswith(said.lower()), part.message
+    facts = [fact for fact in result.facts if fact["kind"] == kind and fact["component"] == "ff"]
+    run = Run(forward)
+    assert facts and all(run.check(fact) is True for fact in facts), facts
