@@ -543,3 +543,14 @@ class Run:
         moved = read[shortcut if fact["moved"] == "shortcut" else branch] - read["base"]
         exact = moved.shape == delta.shape and _close(moved, delta, 1e-4)
         return exact == fact["exactly"]
+
+
+def false_facts(forward: str, facts) -> list:
+    """The facts (result dicts) the oracle finds false on its own run of `forward`; a step is not one it evaluates,
+    and a forward the grader states no other fact of is not run."""
+    stated = [fact for fact in facts if fact["kind"] != "step"]
+    if not stated:
+        return []
+    run = Run(forward)
+    return [fact for fact in stated if run.check(fact) is False]
+

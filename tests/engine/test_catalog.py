@@ -12,6 +12,7 @@ from autograder.engine.checks.gradients import profile_verdict
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
 from catalog.build import submission
 from catalog.equivalent_forwards import CONTAINER_FORWARD, CONTAINER_INIT, EQUIVALENT
+from catalog.oracle import false_facts
 from catalog.wrong_forwards import HINTED, TRIVIAL, WRONG
 from tiers import quick_sample
 
@@ -58,6 +59,7 @@ def test_wrong_forward_loses_points_where_its_mistake_is_named(grade_here, wrong
         assert result.first_divergence is None and result.diverged is None, result.first_divergence
     text = check.message + " " + (result.first_divergence or "")
     assert wrong.phrase in text, text
+    assert not false_facts(wrong.forward, result.facts), false_facts(wrong.forward, result.facts)
     assert not result.grader_errors
     for name in lost:  # every lost part says why, in words of its own
         assert all(part.message.strip() for part in checks[name].subtests if not part.passed)

@@ -5,7 +5,8 @@
   states is true on the oracle's own run of the mutant (catalog/oracle.py), or left unevaluated there.
 * Pre-LN in every style gets full marks with nothing to explain.
 * The families follow their rule: right forwards full marks, do-nothing forwards no forward point, decoys on
-  Post-LN exactly Post-LN's score, near misses and other wrong forwards their step and phrase.
+  Post-LN exactly Post-LN's score, near misses and other wrong forwards their step and phrase; and no fact the
+  grader states of any of them is false on the oracle's run (test_catalog holds its wrong forwards to the same).
 
 The engine's verdict is a function of the child's answers, not of the isolation layer that carried them: every
 case is graded once, in this process as the sandbox grades (tests/graded.py), and held to its rule there;
@@ -22,7 +23,7 @@ from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
 from catalog.build import submission
 from catalog.families import AS_POST_LN, FAMILIES, FULL, NOTHING
 from catalog.generate import DROP_P, DROP_PS, FACTORS, VARIANTS, program_key, equivalents, mutants, styled_mutants
-from catalog.oracle import Run
+from catalog.oracle import false_facts
 from catalog.hostile import POST_LN
 
 FORWARD_CHECKS = [name for name in RUBRIC if name != "compounding"]
@@ -60,8 +61,7 @@ def _assert_mutant(result, case, causes):
     assert result.diverged.cause is not None, f"{case.edit.text}: no verified cause ({result.first_divergence})"
     found = result.checks[0].details["divergence"]  # the cause's words, for the instructor
     assert (result.diverged.step, found["message"]) in causes[case.key], (case.edit.text, found)
-    run = Run(case.forward)
-    false = [fact for fact in result.facts if run.check(fact) is False]
+    false = false_facts(case.forward, result.facts)
     assert not false, (case.edit.text, false)
 
 
@@ -98,6 +98,7 @@ def test_a_family_follows_its_rule(in_process, name):
         assert expected.check in lost and set(lost) <= set(expected.lost), lost
         assert _names_step(result, expected.step), (result.first_divergence, result.facts, result.notes, lost)
         assert expected.phrase in result.first_divergence + " ".join(lost.values()), (result.first_divergence, lost)
+    assert not false_facts(forward, result.facts), false_facts(forward, result.facts)  # every fact true, in every family
 
 
 def test_the_readme_states_the_corpus_as_generated():
