@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from autograder.engine.facts import Said, Sum, Unknown, what_of
-from autograder.engine.reading.placement import express
+from autograder.engine.reading.placement import confirms, express, unconfirmed
 from autograder.engine.steps import BOTH_SUMS, BY_NODE, EQUATIONS, STEPS
 from autograder.engine.tolerance import close
 
@@ -40,6 +40,7 @@ COMPONENTS = ("norm1", "att", "norm2", "ff")
 # eval mode: each dropout gives back what it received, the output of the component before it
 EVAL_DROPS = {"drop1.out": "att.out", "drop2.out": "ff.out"}
 DROPS = {"drop1": "att", "drop2": "ff"}  # each dropout on a branch, by the component whose output it receives
+ALL = {**EQUATIONS, SUMS: BOTH_SUMS}  # every equation the ledger evaluates, by step
 
 
 def boundaries(flow, drop_p: float | None = None) -> dict:
@@ -78,17 +79,20 @@ def evaluate(values: dict, mode: str, tol: float) -> dict:
     if mode not in ("eval", "train"):
         raise ValueError(f"the ledger reads eval-mode and train-mode runs, not {mode!r}")
     outcomes = {}
-    for step, (left, terms) in {**EQUATIONS, SUMS: BOTH_SUMS}.items():
+    for step, (left, _) in ALL.items():
         if left in {f"{drop}.in" for drop in DROPS}:
             outcomes[step] = HOLDS if mode == "train" and left in values else UNKNOWN  # in eval mode it shows nothing
             continue
-        names = [left, *((EVAL_DROPS.get(name, name) if mode == "eval" else name) for name, _ in terms)]
-        if not all(name in values for name in names):
-            outcomes[step] = UNKNOWN
-            continue
-        right = sum(c * values[name] for name, (_, c) in zip(names[1:], terms))
-        outcomes[step] = HOLDS if close(values[left], right, tol) else FAILS
+        right = _right(values, step, mode)
+        outcomes[step] = UNKNOWN if right is None or left not in values else HOLDS if close(values[left], right, tol) else FAILS
     return outcomes
+
+
+def _right(values: dict, step, mode: str):
+    """What the right side of `step`'s equation gives on one run's boundary `values` (in eval mode a dropout's output
+    is its input); None where a boundary it needs is not shown."""
+    names = [(EVAL_DROPS.get(name, name) if mode == "eval" else name, c) for name, c in ALL[step][1]]
+    return sum(c * values[name] for name, c in names) if all(name in values for name, _ in names) else None
 
 
 def combined(outcomes: list) -> dict:
@@ -120,41 +124,40 @@ HANDED = {"att.in": "n1", "norm2.in": "h", "ff.in": "n2", "y": "y"}
 BEFORE = {"att.in": "norm1", "norm2.in": "att", "ff.in": "norm2", "y": "ff"}
 
 
-def said(flows: dict, needs: tuple, tol: float) -> Said | None:
+def said(flows: dict, needs: tuple, tol: float, found: dict | None = None) -> Said | None:
     """Why a part's equations (`needs`, as for `holds`) do not hold in eval mode, as facts: for the first equation of
     theirs that fails on the eval runs and whose left side is what a component received (or what the block
     returned), that value written over the outputs the run showed before it where `fit` can write it, else, where
     Pre-LN's value there is one the run shows, that it is not that value and the grader cannot write it (`Unknown`);
-    None where neither can be said."""
+    None where neither can be said. `found`: the eval outcomes (`outcomes`), where the caller holds them already."""
     runs = [run for run in (flows.get("eval"), getattr(flows.get("eval"), "other", None)) if run is not None]
-    found = outcomes(flows, "eval", tol)
-    named = named_outputs(found)
+    found = outcomes(flows, "eval", tol) if found is None else found
+    named, values = named_outputs(found), [boundaries(run) for run in runs]
     for step in (step for together in needs for step in together if found.get(step) == FAILS):
-        left = ({**EQUATIONS, SUMS: BOTH_SUMS})[step][0]
+        left = ALL[step][0]
         if left not in HANDED:
             continue
         value, component = BY_NODE[HANDED[left]].value, None if left == "y" else left.split(".")[0]
-        fact = fit(runs, left, tol, named)
+        fact = fit(runs, left, tol, named, values)
         if fact is not None:
             return Said((fact,), f"Pre-LN returns {value}" if left == "y" else f"Pre-LN hands {what_of(component)} {value}")
-        if BEFORE[left] in named and all(_unlike(run, step, component, tol) for run in runs):
+        if BEFORE[left] in named and all(_unlike(run, shown, step, component, tol) for run, shown in zip(runs, values)):
             name = "h" if HANDED[left] == "h" else value  # Pre-LN's first sum goes by its name
             return Said((Unknown("eval", component, 1 if component else None, name, 1 if component else None),))
     return None
 
 
-def fit(runs: list, left: str, tol: float, named: dict | None = None) -> Sum | None:
+def fit(runs: list, left: str, tol: float, named: dict | None = None, values: list | None = None) -> Sum | None:
     """The boundary `left` of eval runs (`att.in`, ..., `y`) as an exact sum of the block input and the outputs of the
     components before it (`Sum`), the same sum on every run; a coefficient other than 1 or -1 is said only where a
     second run gives it too. An output is named as Pre-LN's value where `named` holds it (`named_outputs`), else as the call
     that gave it ("att#1"), which must be one plain recorded call of its component (`_plain`), as must the call that
-    received `left`. None where a run shows no such sum."""
+    received `left`. None where a run shows no such sum. `values`: each run's `boundaries`, where read already."""
     named = named or {}
     component = left.split(".")[0] if left != "y" else None
     earlier = COMPONENTS[: COMPONENTS.index(component)] if component else COMPONENTS
     found = []
-    for run in runs:
-        values = boundaries(run)
+    for run, values in zip(runs, values or [boundaries(run) for run in runs]):
         single = {name for name in COMPONENTS if _plain(run, name, values, tol)}
         if left not in values or (component is not None and component not in single):
             return None
@@ -168,28 +171,25 @@ def fit(runs: list, left: str, tol: float, named: dict | None = None) -> Sum | N
             return None
         found.append(tuple((name, c) for name, c in terms.items() if c))
     if not found or any(
-        len(t) != len(found[0]) or any(a[0] != b[0] or abs(a[1] - b[1]) > 1e-3 * max(abs(b[1]), 1.0) for a, b in zip(t, found[0]))
-        for t in found[1:]
+        len(t) != len(found[0]) or any(a[0] != b[0] or not confirms(a[1], b[1]) for a, b in zip(t, found[0])) for t in found[1:]
     ):
         return None
-    if len(found) == 1 and any(abs(abs(c) - 1) > 1e-9 for _, c in found[0]):
+    if len(found) == 1 and any(unconfirmed(c) for _, c in found[0]):
         return None
     return Sum("eval", component, 1 if component else None, found[0], 1 if component else None)
 
 
-def _unlike(run, step, component: str | None, tol: float) -> bool:
-    """Is what the left side of `step`'s equation holds in eval `run` no arrangement of what its right side gives,
-    not even in pieces (some token vector of it, zero vectors aside, is none of that value's), received by one plain
-    call (`_plain`)?"""
-    values = boundaries(run)
-    left, terms = ({**EQUATIONS, SUMS: BOTH_SUMS})[step]
-    names = [EVAL_DROPS.get(name, name) for name, _ in terms]
-    if left not in values or not all(name in values for name in names) or (component and not _plain(run, component, values, tol)):
+def _unlike(run, values: dict, step, component: str | None, tol: float) -> bool:
+    """Is what the left side of `step`'s equation holds in eval `run` (its boundary `values`) no arrangement of what
+    its right side gives, not even in pieces (some token vector of it, zero vectors aside, is none of that value's),
+    received by one plain call (`_plain`)?"""
+    left, right = ALL[step][0], _right(values, step, "eval")
+    if left not in values or right is None or (component and not _plain(run, component, values, tol)):
         return False
     features = run.x.shape[-1]
     got = values[left].reshape(-1, features)
     got = got[np.abs(got).sum(axis=1) > 0]  # a zero vector added (padding) is no token of another value
-    expected = sum(c * values[name] for name, (_, c) in zip(names, terms)).reshape(-1, features)
+    expected = right.reshape(-1, features)
     nearest = np.abs(got[:, None, :] - expected[None, :, :]).max(axis=-1).min(axis=1)
     return not got.size or bool(nearest.max() > 1e-3 * max(float(np.abs(expected).max()), 1.0))
 

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from autograder.engine import ledger
 from autograder.engine.diagnosis.own_layers import calls_with_passes
 from autograder.engine.reading.naming import analyse
-from autograder.engine.steps import BOTH_SUMS, EQUATIONS, HALVES
+from autograder.engine.steps import EQUATIONS, HALVES
 from autograder.engine.tolerance import tolerance
 from catalog.build import submission
 from catalog.fuzz import draw
@@ -138,7 +138,7 @@ def fitted(forward: str) -> list:
     it cannot evaluate it)."""
     (run, flow, _), (_, other, _) = read(forward), read(forward, seed=1)
     found = ledger.combined([ledger.evaluate(ledger.boundaries(f), "eval", TOL) for f in (flow, other)])
-    failing = {left for step, (left, _) in {**EQUATIONS, ledger.SUMS: BOTH_SUMS}.items() if found[step] == ledger.FAILS}
+    failing = {left for step, (left, _) in ledger.ALL.items() if found[step] == ledger.FAILS}
     named = ledger.named_outputs(found)
     facts = [ledger.fit([flow, other], left, TOL, named) for left in ledger.HANDED if left in failing]
     return [(fact, run.check(fact.to_dict())) for fact in facts if fact is not None]

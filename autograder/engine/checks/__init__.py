@@ -207,7 +207,7 @@ class Evidence:
             return fail(why + (f"{what}." if facts else ", so the grader cannot check this part of it."), facts)
         if (found := getattr(anatomy, finder)(side)) is None:
             return self._worked(side)
-        said = ledger.said(self.flows, needs, tolerance(self.device)) if mode == "eval" else None
+        said = ledger.said(self.flows, needs, tolerance(self.device), self.equations(mode)) if mode == "eval" else None
         return fail(said.text(), said.facts) if said else fail(found.text())
 
     def _worked(self, side: str) -> Outcome:

@@ -22,6 +22,7 @@ import torch
 from autograder.engine.facts import Received, Said, Sum, Unknown, what_of
 from autograder.engine.reading.dataflow import Flow
 from autograder.engine.reading.program import ALWAYS, Program, canonical, in_mode, live, run, signature
+from autograder.engine.reading.placement import confirms, unconfirmed
 from autograder.engine.results import Diverged
 from autograder.engine.steps import LAST_STEP_AT, OUTPUT, RECEIVER
 from autograder.engine.tolerance import REPLAYED, close
@@ -248,7 +249,7 @@ def _checked_sums(seen, mode: str, other, parts: dict, drop_p: float):
     forward, walked on the grader's other input (`other`, an eval run), gives the same sum with the same
     coefficients; elsewhere the fact is that the grader cannot express the value (`Unknown`), which says all that
     "received a value that is not ..." of the same call would."""
-    doubtful = [f for f in seen.facts if isinstance(f, Sum) and any(abs(abs(c) - 1) > 1e-9 for _, c in f.terms)]
+    doubtful = [f for f in seen.facts if isinstance(f, Sum) and any(unconfirmed(c) for _, c in f.terms)]
     there = Walk(other, parts, "eval", drop_p, None).first() if doubtful and other is not None and mode == "eval" else None
     confirmed = {
         (f.component, f.call, tuple(n for n, _ in f.terms)): [c for _, c in f.terms]
@@ -258,7 +259,7 @@ def _checked_sums(seen, mode: str, other, parts: dict, drop_p: float):
 
     def holds(fact) -> bool:
         again = confirmed.get((fact.component, fact.call, tuple(n for n, _ in fact.terms)))
-        return again is not None and all(abs(a - c) <= 1e-3 * max(abs(c), 1.0) for a, (_, c) in zip(again, fact.terms))
+        return again is not None and all(confirms(a, c) for a, (_, c) in zip(again, fact.terms))
 
     facts = [
         fact if fact not in doubtful or holds(fact) else Unknown(fact.mode, fact.component, fact.call, seen.expected, fact.calls)

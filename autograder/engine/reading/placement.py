@@ -56,6 +56,16 @@ def express(value: np.ndarray, vectors: dict, tol: float) -> dict | None:
     return {k: tidy(float(c)) for k, c in zip(names, coefficients)}
 
 
+def unconfirmed(c: float) -> bool:
+    """Is a fitted coefficient one a reading states only where another input gives it too (not 1 or -1)?"""
+    return abs(abs(c) - 1) > 1e-9
+
+
+def confirms(again: float, c: float) -> bool:
+    """Does `again`, the same coefficient fitted on another input, confirm `c`?"""
+    return abs(again - c) <= 1e-3 * max(abs(c), 1.0)
+
+
 def snap(c: float, within: float = 1e-3) -> float:
     """The shortest number near `c` (within a relative `within`): a candidate the caller must still check."""
     for nice in (_fraction(c), *(float(f"{c:.{digits}g}") for digits in range(1, 7))):
