@@ -104,6 +104,16 @@ OUTPUT = NUMBER["y"]  # the last step: what the block returns
 RECEIVER = {NUMBER[node]: "norm2" if node == "h" else BY_NODE[node].component for node in ("a", "d1", "h", "f", "d2")}
 
 
+def handed(component: str, node: str | None) -> int:
+    """The step broken where a branch's component ("att", "ff") receives the chain's value `node` ("x", "a", "d1",
+    "h", "n1") instead of its LayerNorm's output: one from before that LayerNorm and not normalized skipped the
+    LayerNorm's step; a normalized one (norm1(x) handed to the feed-forward network), or the right one changed on its
+    way in (`node` None: normalized again, scaled, dropped), is the branch's own input edge."""
+    half = HALVES[component]
+    normalized = node is None or getattr(BY_NODE.get(node), "component", None) in ("norm1", "norm2")
+    return half.branch if normalized else half.norm
+
+
 # Pre-LN's equations between boundary values, by the step each states: a boundary is what a component received
 # (`att.in`) or gave (`att.out`), the block input `x` or what the block returned `y`; `drop1` and `drop2` are
 # drop_shortcut on attention's output and on the feed-forward output. Each step that produces a value has one

@@ -68,7 +68,9 @@ def run(parts, forward, train=False, x=None):
     tape = Tape(parts, train)
     with torch.no_grad():
         y = forward(tape, x)
-    flow = SimpleNamespace(x=x.numpy().astype(np.float64), y=y.numpy().astype(np.float64), tol=1e-5, calls=tape.calls)
+    x, y = x.numpy().astype(np.float64), y.numpy().astype(np.float64)
+    # a named run (`dataflow.Flow`) of the calls alone: no step joined from pieces, none the recording missed
+    flow = SimpleNamespace(x=x, y=y, tol=1e-5, calls=tape.calls, steps=[], vectors={}, layers=[], counts={}, train=train)
     return tape, flow
 
 
@@ -180,6 +182,15 @@ def _holds(fact, tape, flow, parts) -> bool:
         ("second half missing", lambda t, x: x + t.att(t.norm1(x)), 7),
         ("second shortcut left out", lambda t, x: t.ff(t.norm2(x + t.att(t.norm1(x)))), 10),
         ("output normalized", lambda t, x: t.norm2(pre_ln(t, x)), 10),
+        # what a branch's component receives, by the rule of `steps.handed`
+        ("norm1(x) normalized again by norm2", lambda t, x: (lambda h: h + t.ff(t.norm2(h)))(x + t.att(t.norm2(t.norm1(x)))), 3),
+        ("the feed-forward network on x", lambda t, x: (lambda h: h + t.ff(x))(x + t.att(t.norm1(x))), 7),
+        ("the feed-forward network on attention's output", lambda t, x: (lambda a: x + a + t.ff(a))(t.att(t.norm1(x))), 7),
+        # norm2(h) made, and the feed-forward network handed norm1(x) in its place
+        ("ff on norm1(x)", lambda t, x: (lambda h: (t.norm2(h), h + t.ff(t.norm1(x)))[1])(x + t.att(t.norm1(x))), 8),
+        ("norm2 applied twice", lambda t, x: (lambda h: h + t.ff(t.norm2(t.norm2(h))))(x + t.att(t.norm1(x))), 7),
+        ("norm2(h) normalized again by norm1", lambda t, x: (lambda h: h + t.ff(t.norm1(t.norm2(h))))(x + t.att(t.norm1(x))), 8),
+        ("second branch replaced by h", lambda t, x: (lambda h: (t.ff(t.norm2(h)), h + h)[1])(x + t.att(t.norm1(x))), 10),
         (
             "a decoy before a scaled norm",
             lambda t, x: (t.att(x), (lambda h: h + t.ff(t.norm2(h)))(x + t.att(2 * t.norm1(x))))[1],

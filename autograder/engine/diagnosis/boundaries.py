@@ -23,7 +23,7 @@ from autograder.engine.facts import Gave, Ran, Received, Shortcut, Sum, Unknown
 from .moves import shortcut_intact
 from .sums import Sums, grader_change
 from .location import locate
-from autograder.engine.steps import HALVES, NUMBER, OUTPUT
+from autograder.engine.steps import HALVES, NUMBER, OUTPUT, handed
 from .values import DROPS, NORMS, VALUE, Found, Seen, close, express, normalized
 
 
@@ -179,15 +179,15 @@ class Walk(Sums):
 
     def _attention(self, att: Seen, n1: np.ndarray) -> Found:
         """Attention did not receive norm1(x): norm1's step when x was not normalized by norm1 (left as it is,
-        another normalization, norm1 on something else), else attention's."""
+        another normalization, norm1 on something else), else attention's (norm1(x) normalized again: `steps.handed`)."""
         expected = "norm1(x)"
         norm1 = self.seen(("norm1",), self.x)
         if not att.calls:
             ran = self._ran("att")
             if ran is None:  # it ran where the grader could not record it (inside nested vmaps, say)
                 return Found(NUMBER["a"], None, [], expected)
-            handed = self.seen(DROPS, n1).covers if self.mode == "train" else self.seen(("norm2",), self.x + n1).covers
-            if norm1.covers or handed:  # norm1(x) was made, and went on without attention
+            went_on = self.seen(DROPS, n1).covers if self.mode == "train" else self.seen(("norm2",), self.x + n1).covers
+            if norm1.covers or went_on:  # norm1(x) was made, and went on without attention
                 return Found(NUMBER["a"], NUMBER["a"], [ran], expected)
             unseen = self.counts.get("norm1", 0) > len(self.calls_of("norm1"))
             return Found(NUMBER["a"], None if unseen else NUMBER["n1"], [ran], expected)
@@ -204,7 +204,8 @@ class Walk(Sums):
         if source is not None:
             facts.append(Sum(self.mode, call.name, call.number, ((f"{source.name}#{source.number}", 1.0),), call.total))
             if source.name != "norm1" or getattr(source, "variant", None) is not None:
-                return Found(NUMBER["a"], NUMBER["n1"], facts, expected)
+                again = self.sits(source.input, n1)  # norm1(x) normalized again
+                return Found(NUMBER["a"], handed("att", None) if again else NUMBER["n1"], facts, expected)
             if locate(source.input, self.x, self.near) is None:
                 facts.append(Received(self.mode, "norm1", source.number, "x", False, source.total))
                 if self._input_replaced(source):

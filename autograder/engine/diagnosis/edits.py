@@ -15,7 +15,7 @@ import itertools
 from dataclasses import replace
 
 from autograder.engine.reading.program import ALWAYS, Variant
-from autograder.engine.steps import BRANCH_LEFT_OUT, EDGES, NUMBER, OUTPUT, SHORTCUT_SCALED
+from autograder.engine.steps import BRANCH_LEFT_OUT, EDGES, NUMBER, OUTPUT, SHORTCUT_SCALED, handed
 from . import structure
 from autograder.engine.reading.script import COMPONENT, NAMES, PRE_LN, Edit, Line, on_value
 
@@ -34,8 +34,8 @@ def _edge_step(target: str, index: int, new: str | None, kind: str) -> int:
     if target not in LINES:
         return OUTPUT
     old = LINES[target].terms[index][0]  # what Pre-LN hands there
-    if target in ("a", "f") and new not in (None, "n1", "n2"):
-        return NUMBER[old]
+    if target in ("a", "f"):
+        return handed(LINES[target].name, new if new != old else None)
     if LINES[target].kind == "sum" and old in LINES and LINES[old].name == "drop" and new == LINES[old].terms[0][0]:
         return NUMBER[old]
     if (old, target) in SHORTCUT_SCALED and kind not in ("replace", "insert"):

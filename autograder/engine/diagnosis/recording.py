@@ -17,7 +17,7 @@ class Recording:
     """One recorded run set against Pre-LN's values (the walk's ground; see `boundaries`)."""
 
     def __init__(self, flow, parts: dict, mode: str, drop_p: float, responses: dict | None = None, moved: dict | None = None):
-        self.parts, self.mode, self.drop_p, self.tol = parts, mode, drop_p, flow.tol
+        self.flow, self.parts, self.mode, self.drop_p, self.tol = flow, parts, mode, drop_p, flow.tol
         self.near = 10 * flow.tol  # elementwise, for telling where a value's elements sit
         self.shape, self.x = flow.x.shape, np.asarray(flow.x, dtype=np.float64).reshape(-1)
         self.y = np.asarray(flow.y, dtype=np.float64).reshape(-1)
@@ -60,8 +60,10 @@ class Recording:
         for call in calls:
             where = self.located(call, expected)
             positions.append(where)
-            if where is not None:  # what it gave, where it gave a value of its input's shape (else unknown)
+            if where is not None:  # what it gave, where it gave a value of its input's shape (else unknown); where
+                # two calls received one position (a dropout drawn twice on one value), the first call's
                 flat, kept = where.reshape(-1), where.reshape(-1) >= 0
+                kept &= ~covered[np.where(kept, flat, 0)]
                 covered[flat[kept]] = True
                 if call.output.shape == call.input.shape:
                     outputs[flat[kept]] = call.output.reshape(-1)[kept]
@@ -74,6 +76,10 @@ class Recording:
         if where is None and call.name in DROPS:
             where = locate_padded(call.input, value, self.near)
         return where
+
+    def sits(self, value, reference: np.ndarray) -> bool:
+        """Is `value` `reference`, or a piece or a rearrangement of it (`location.locate`)?"""
+        return locate(value, reference, self.near) is not None
 
     def placed(self, call) -> np.ndarray | None:
         """A call's input in block positions, where it has the block's shape (None: it has not)."""

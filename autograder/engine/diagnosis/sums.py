@@ -7,12 +7,13 @@ from __future__ import annotations
 import numpy as np
 
 from autograder.engine.facts import Dropped, Ran, Received, Sum
+from autograder.engine.ledger import boundaries
 from autograder.engine.replayed import Changes
 from autograder.engine.reading.placement import tidy
 from .dropouts import Dropouts
 from .moves import moved_step
 from .location import locate
-from autograder.engine.steps import HALVES, NUMBER, OUTPUT
+from autograder.engine.steps import HALVES, NUMBER, OUTPUT, handed
 from .values import DROPS, NORMS, SUMS, Found, Seen, close, express, masked
 
 
@@ -132,7 +133,8 @@ class Sums(Dropouts):
             said(terms, {branch_name: 1.0})
             return half_steps.sum
         terms = express(total, {rule["shortcut"]: shortcut, branch_name: branch}, self.tol)
-        if terms is not None and all(terms.values()):  # both scaled (the sum halved, say)
+        if terms is not None and terms[rule["shortcut"]]:  # both scaled (the sum halved), or the branch replaced by
+            # the shortcut (h + h): the sum's own step
             said(terms)
             return half_steps.sum
         if masked(total - shortcut, branch, self.keep, self.tol):  # a second dropout on the branch (in eval
@@ -169,8 +171,9 @@ class Sums(Dropouts):
         return half_steps.saved if change.exactly else None
 
     def _feed_forward(self, ff: Seen, h: np.ndarray, n2: np.ndarray, norm2: Seen) -> Found:
-        """The feed-forward network did not receive norm2(h): norm2's step when h was not normalized by norm2 (left
-        as it is, another normalization, norm2 again), else the feed-forward network's."""
+        """The feed-forward network did not receive norm2(h): the step `steps.handed` names for what it received
+        (norm2's for h or another earlier value, norm2 applied again or to another value; its own for norm1(x),
+        norm2(h) normalized again, or a value the grader cannot name)."""
         expected = "norm2(h)"
         if not ff.calls:
             ran = self._ran("ff")
@@ -187,10 +190,14 @@ class Sums(Dropouts):
         if locate(call.input, h, self.near) is not None:
             return Found(NUMBER["f"], NUMBER["n2"], facts + [self.received(call, "h", True)], expected)
         source = self.output_of(call.input, NORMS)
-        if source is not None:
+        if source is not None:  # norm1(x), or norm2(h) normalized again by another normalization
             facts.append(Sum(self.mode, call.name, call.number, ((f"{source.name}#{source.number}", 1.0),), call.total))
-            return Found(NUMBER["f"], NUMBER["n2"], facts, expected)
-        return Found(NUMBER["f"], NUMBER["f"], facts + self.said(call, "n2"), expected)
+            name = source.name if getattr(source, "variant", None) is None else None
+            edge = (name == "norm1" and self.sits(source.input, self.x)) or (name != "norm2" and self.sits(source.input, n2))
+            return Found(NUMBER["f"], handed("ff", None) if edge else NUMBER["n2"], facts, expected)
+        earlier = {"x": self.x, "a": self.values.get("att(norm1(x))"), "d1": h - self.x}
+        node = next((node for node, value in earlier.items() if value is not None and self.sits(call.input, value)), None)
+        return Found(NUMBER["f"], handed("ff", node), facts + self.said(call, "n2"), expected)
 
     def _output_step(self, h: np.ndarray, d2: np.ndarray, ff: Seen, facts: list) -> int | None:
         """What the block returned is not h + its branch: an operation after the sum (the output's step), else the
@@ -242,11 +249,17 @@ def shortcut_where_dropped(total, branch, shortcut, value, tol: float) -> bool:
 
 
 def second_shortcut(walk) -> np.ndarray | None:
-    """What the block returned less the feed-forward branch (its dropout's output in train mode, the feed-forward
-    output in eval mode), where the grader can place that branch; None where it cannot."""
+    """What the block returned less the feed-forward branch (in train mode the output of the dropout that received
+    it, where one did; else the feed-forward output), where the grader can place that branch; None where it cannot.
+    A feed-forward output (or its dropout's) the run shows whole and once at the block's positions
+    (`ledger.boundaries`: computed on a transposed tensor, or sample by sample) is placed so."""
     ffs = walk.calls_of("ff")
     if len(ffs) != 1 or tuple(ffs[0].output.shape) != tuple(walk.shape):
-        return None
+        shown = boundaries(walk.flow, walk.drop_p)
+        placed = shown.get("drop2.out", shown.get("ff.out"))
+        if "drop2.out" not in shown and walk.mode == "train" and placed is not None and walk.seen(DROPS, placed).on:
+            return None  # a dropout received it, but not drop_shortcut with its p
+        return None if placed is None else walk.y - placed
     branch = ffs[0].output.reshape(-1)
     if walk.mode == "train":
         drop = next(
@@ -257,9 +270,7 @@ def second_shortcut(walk) -> np.ndarray | None:
             ),
             None,
         )
-        if drop is None:
-            return None
-        branch = drop.output.reshape(-1)
+        branch = branch if drop is None else drop.output.reshape(-1)  # no dropout on it: the output as it is
     return walk.y - branch
 
 

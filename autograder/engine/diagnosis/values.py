@@ -71,11 +71,11 @@ class Seen:
     outputs: np.ndarray | None  # their outputs in block positions, when they cover it
     total: int = 0  # the value's size
 
-    def off(self, used=None):
+    def off(self, used=None, besides=None):
         """The call that does not sit on Pre-LN's value (None: every one does): with `used` (a test of whether a
         call's output goes anywhere), the first such call whose output does, else the last one (a call whose result
-        is thrown away is no account of the block's work)."""
-        off = [c for c, p in zip(self.calls, self.positions) if p is None]
+        is thrown away is no account of the block's work). `besides`: a test of calls that are no account of it."""
+        off = [c for c, p in zip(self.calls, self.positions) if p is None and not (besides and besides(c))]
         if not off:
             return None
         if used is not None:
