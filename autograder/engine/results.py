@@ -58,13 +58,18 @@ class CheckResult:
 @dataclass(frozen=True)
 class Diverged:
     """Where a forward first differs from Pre-LN, as data: the step (None: the values show where, not which step),
-    the run it was seen in where the two runs differ, whether the other run shows no divergence at all, and the
-    verified cause's kind (None: facts only). Readers group and compare by these fields; `label` words them."""
+    the run it was seen in where the two runs differ, and whether the other run shows no divergence at all. Readers
+    group and compare by these fields; `label` words them."""
 
     step: int | None
     mode: str | None = None
     only: bool = False
-    cause: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Diverged:
+        """As kept in a result (`dataclasses.asdict`); a field an earlier version kept (the verified cause's kind)
+        is read past."""
+        return cls(data.get("step"), data.get("mode"), bool(data.get("only")))
 
     def where(self) -> str:
         """'In train mode only: ', 'In eval mode: ' where the two runs differ; '' where they agree."""
@@ -113,6 +118,6 @@ class SubmissionResult:
                 "notes": tuple(data.get("notes") or ()),
                 "grader_errors": tuple(data.get("grader_errors") or ()),
                 "facts": tuple(data.get("facts") or ()),
-                "diverged": Diverged(**data["diverged"]) if data.get("diverged") else None,
+                "diverged": Diverged.from_dict(data["diverged"]) if data.get("diverged") else None,
             }
         )

@@ -16,10 +16,12 @@ Pre-LN's forward, one value per step (the lesson's notation):
 Every edge of that dataflow belongs to one step: the step a change on that edge breaks (`EDGES`). A change that
 replaces a shortcut by another value breaks the step that saves it (1, 6); a shortcut left out, scaled or passed
 through a dropout, or a branch changed on its way into the sum, breaks the addition (5, 10); a branch left out of
-its sum leaves its whole half out of the output, which shows first at the half's LayerNorm (2, 7); a component that
-receives an earlier value of the chain than Pre-LN hands it skipped the steps in between, and the first skipped one
-breaks (attention on x itself: 2); anything else breaks the step whose input it changes. The first divergent step
-of a forward is the step of the first edge, in this order, where the student's values differ from Pre-LN's.
+its sum leaves its whole half out of the output, which shows first at the half's LayerNorm (2, 7); a branch's
+component handed an earlier value of the chain that is not normalized skipped its half's LayerNorm (attention on x
+itself, the feed-forward network on h or on attention's output: 2, 7), and one handed another normalized value, or
+its own normalized again, breaks its own input's step (`handed`); anything else breaks the step whose input it
+changes. The first divergent step of a forward is the step of the first edge, in this order, where the student's
+values differ from Pre-LN's.
 """
 
 from __future__ import annotations
@@ -102,6 +104,13 @@ LAST_STEP_AT = {NUMBER[node]: NUMBER["n2" if node == "h" else node] for node in 
 OUTPUT = NUMBER["y"]  # the last step: what the block returns
 # The component that receives the value read at each boundary before the output (h is read where norm2 receives it).
 RECEIVER = {NUMBER[node]: "norm2" if node == "h" else BY_NODE[node].component for node in ("a", "d1", "h", "f", "d2")}
+# The component Pre-LN hands each value it computes (read off `EDGES`), by that value in the lesson's notation (the
+# first sum by its name, h): what a boundary's expected value is said to be handed to.
+HANDED_TO = {
+    ("h" if producer == "h" else BY_NODE[producer].value): BY_NODE[consumer].component
+    for producer, consumer in EDGES
+    if producer in BY_NODE and consumer in BY_NODE and BY_NODE[consumer].component
+}
 
 
 def handed(component: str, node: str | None) -> int:

@@ -217,13 +217,8 @@ def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list, 
         divergence = None
     evidence.divergence = divergence
     shared = {}
-    if divergence is not None:  # for the instructor: the step, and the cause if verified
-        shared["divergence"] = {
-            "step": divergence.step,
-            "mode": divergence.mode,
-            "cause": divergence.cause,
-            "message": divergence.message,
-        }
+    if divergence is not None:  # for the instructor: the step, and what the values showed there
+        shared["divergence"] = {"step": divergence.step, "mode": divergence.mode, "message": divergence.message}
     checks, checked = _run_checks(evidence, assignment.check_points(), shared, errors)
     if all(check.passed for check in checks if check.check != compounding.NAME):
         divergence = None  # the trace only explains lost points; equivalent code in any style has nothing to explain

@@ -167,13 +167,13 @@ FAMILIES = {
         def forward(self, x):
             a = self.drop_shortcut(self.att(self.norm1(x)))
             return x + a + self.drop_shortcut(self.ff(self.norm2(a)))
-        """, Wrong("forward_order", 7, "norm2's input was attention's branch", ("forward_order", "forward_shortcuts",
+        """, Wrong("forward_order", 7, "norm2 received att(norm1(x))", ("forward_order", "forward_shortcuts",
                                                                                  "forward_gradients"))),
     "norm2_twice_inside_the_branch": ("""
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             return x + self.drop_shortcut(self.ff(self.norm2(self.norm2(x))))
-        """, Wrong("forward_prenorm", 7, "norm2 was applied twice in a row", ("forward_order", "forward_prenorm"))),
+        """, Wrong("forward_prenorm", 7, "the feed-forward network received the output of norm2 (call 2)", ("forward_order", "forward_prenorm"))),
     "shortcut_is_x_branch_reused": ("""
         def forward(self, x):
             a = self.drop_shortcut(self.att(self.norm1(x)))

@@ -1,10 +1,10 @@
 """The generated corpus: every single-step mutant of Pre-LN, and Pre-LN (and some mutants) rewritten in the
 styles students use, as `forward` methods the real grader runs.
 
-Mutants come from `autograder.engine.diagnosis.edits.single_edits`, the same list the diagnosis tests its hypotheses
-against, with fixed parameters (scales 0.5, 2 and 0.001; LayerNorm near misses; dropout p 0.1). Two edits
-that give the same programs in eval and in train mode are one mutant; an edit whose values stay within the
-grader's tolerance of Pre-LN's (a LayerNorm's input scaled, say) is no mutant at all and is left out.
+Mutants come from `edits.single_edits`, every single-step change to the Pre-LN script, with fixed parameters
+(scales 0.5, 2 and 0.001; LayerNorm near misses; dropout p 0.1). Two edits that give the same programs in eval
+and in train mode are one mutant; an edit whose values stay within the grader's tolerance of Pre-LN's (a
+LayerNorm's input scaled, say) is no mutant at all and is left out.
 
 Styles rewrite how the program is computed, never what: the batch one sequence at a time, the feed-forward
 network token by token, on a transposed or flattened tensor, or in chunks, sums written in place on a clone,
@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from autograder.engine.diagnosis.edits import single_edits
-from autograder.engine.reading.script import PRE_LN, Edit, Line
+from autograder.engine.reading.script import PRE_LN, Line
+from catalog.edits import single_edits
+from catalog.script import Edit
 from autograder.engine.questions.parts import make_parts
 from autograder.engine.questions.plan import GRADING_CFG
 from autograder.engine.reading.program import ALWAYS, Variant, canonical, in_mode, live, numpy_run, signature

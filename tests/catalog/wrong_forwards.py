@@ -28,13 +28,13 @@ WRONG = [
         def forward(self, x):
             x = self.drop_shortcut(self.att(self.norm1(x)))
             return x + self.drop_shortcut(self.ff(self.norm2(x)))
-        """, "forward_shortcuts", 5, "first addition's shortcut is missing",
+        """, "forward_shortcuts", 5, "norm2 received att(norm1(x)); Pre-LN hands norm2 h",
           also=('forward_order', 'forward_gradients')),
     Wrong("missing_second_shortcut", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             return self.drop_shortcut(self.ff(self.norm2(x)))
-        """, "forward_shortcuts", 10, "second addition's shortcut is missing",
+        """, "forward_shortcuts", 10, "returned ff(norm2(h));",
           also=('forward_order', 'forward_gradients')),
     Wrong("shortcut_after_norm", """
         def forward(self, x):
@@ -43,43 +43,43 @@ WRONG = [
             x = self.drop_shortcut(self.att(x)) + shortcut
             shortcut = x
             return self.drop_shortcut(self.ff(self.norm2(x))) + shortcut
-        """, "forward_shortcuts", 1, "first addition's shortcut was norm1(x)",
+        """, "forward_shortcuts", 1, "norm2 received norm1(x) + att(norm1(x))",
           also=('forward_order', 'forward_gradients')),
     Wrong("second_shortcut_after_norm", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             x = self.norm2(x)
             return x + self.drop_shortcut(self.ff(x))
-        """, "forward_shortcuts", 6, "second addition's shortcut was norm2(h)",
+        """, "forward_shortcuts", 6, "returned norm2(h) + ff(norm2(h))",
           also=('forward_order', 'forward_gradients')),
     Wrong("norms_swapped", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm2(x)))
             return x + self.drop_shortcut(self.ff(self.norm1(x)))
-        """, "forward_prenorm", 2, "norm2 normalized the block input x",
+        """, "forward_prenorm", 2, "ttention received norm2(x)",
           also=('forward_order',)),
     Wrong("norm1_reused", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             return x + self.drop_shortcut(self.ff(self.norm1(x)))
-        """, "forward_prenorm", 7, "norm1 normalized the first half's result h",
+        """, "forward_prenorm", 7, "he feed-forward network received norm1(h)",
           also=('forward_order',)),
     Wrong("norm2_reused", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm2(x)))
             return x + self.drop_shortcut(self.ff(self.norm2(x)))
-        """, "forward_prenorm", 2, "norm2 normalized the block input x",
+        """, "forward_prenorm", 2, "ttention received norm2(x)",
           also=('forward_order',)),
     Wrong("dropout_missing", """
         def forward(self, x):
             x = x + self.att(self.norm1(x))
             return x + self.ff(self.norm2(x))
-        """, "forward_dropout", 4, "drop_shortcut was not applied"),
+        """, "forward_dropout", 4, "drop_shortcut never ran"),
     Wrong("dropout_on_sum", """
         def forward(self, x):
             x = self.drop_shortcut(x + self.att(self.norm1(x)))
             return self.drop_shortcut(x + self.ff(self.norm2(x)))
-        """, "forward_dropout", 4, "applied to the first sum, shortcut included"),
+        """, "forward_dropout", 4, "drop_shortcut received x + att(norm1(x))"),
     Wrong("dropout_before_layer", """
         def forward(self, x):
             x = x + self.att(self.drop_shortcut(self.norm1(x)))
@@ -96,30 +96,30 @@ WRONG = [
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             return x + self.ff(self.norm2(x))
-        """, "forward_dropout", 9, "drop_shortcut was not applied"),
+        """, "forward_dropout", 9, "no call of drop_shortcut or of torch's dropout received ff(norm2(h))"),
     Wrong("halves_swapped", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.ff(self.norm2(x)))
             return x + self.drop_shortcut(self.att(self.norm1(x)))
-        """, "forward_order", 2, "opposite order"),
+        """, "forward_order", 2, "norm1 received a value that is not x"),
     Wrong("second_addition_from_input", """
         def forward(self, x):
             h = x + self.drop_shortcut(self.att(self.norm1(x)))
             return x + self.drop_shortcut(self.ff(self.norm2(h)))
-        """, "forward_shortcuts", 6, "second addition's shortcut was the block input x",
+        """, "forward_shortcuts", 6, "returned x + ff(norm2(h))",
           also=('forward_order',)),
     Wrong("extra_final_norm", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             x = x + self.drop_shortcut(self.ff(self.norm2(x)))
             return self.norm2(x)
-        """, "forward_prenorm", 10, "applied to the second sum before it was returned",
+        """, "forward_prenorm", 10, "norm2 (call 2 of 2) received h + drop_shortcut(ff(norm2(h)))",
           also=('forward_order', 'forward_shortcuts', 'forward_gradients')),
     Wrong("scaled_residual", """
         def forward(self, x):
             x = 0.5 * x + self.drop_shortcut(self.att(self.norm1(x)))
             return 0.5 * x + self.drop_shortcut(self.ff(self.norm2(x)))
-        """, "forward_shortcuts", 5, "scaled by 0.5",
+        """, "forward_shortcuts", 5, "norm2 received 0.5*x + att(norm1(x))",
           also=('forward_order', 'forward_gradients')),
     Wrong("detached_shortcut", """
         def forward(self, x):
@@ -150,12 +150,12 @@ WRONG = [
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             return x + self.drop_shortcut(self.ff(x))
-        """, "forward_prenorm", 7, "norm2 was not applied",
+        """, "forward_prenorm", 7, "norm2 never ran; the feed-forward network received h",
           also=('forward_order',)),
     Wrong("returns_first_half", """
         def forward(self, x):
             return x + self.drop_shortcut(self.att(self.norm1(x)))
-        """, "forward_order", 7, "feed-forward half (norm2, ff) does not reach the output",
+        """, "forward_order", 7, "your forward returned h;",
           also=('forward_shortcuts', 'forward_prenorm', 'forward_dropout', 'forward_gradients', 'forward_robustness')),
     Wrong("no_grad_branch", """
         def forward(self, x):
@@ -179,7 +179,7 @@ WRONG = [
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             return 1.0001 * x + self.drop_shortcut(self.ff(self.norm2(x)))
-        """, "forward_shortcuts", 10, "scaled by 1.0001",
+        """, "forward_shortcuts", 10, "returned 1.0001*h + ff(norm2(h))",
           also=('forward_order',)),
     Wrong("detached_input_of_norm1", """
         def forward(self, x):
@@ -221,7 +221,7 @@ WRONG = [
         def forward(self, x):
             x = x + torch.nn.functional.dropout(self.att(self.norm1(x)), 0.1, self.training)
             return x + torch.nn.functional.dropout(self.ff(self.norm2(x)), 0.1, self.training)
-        """, "forward_dropout", 4, "used p = 0.1"),
+        """, "forward_dropout", 4, "dropout with p = 0.1"),
     Wrong("float32_cast_inside", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x).float()))

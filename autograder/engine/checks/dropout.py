@@ -11,9 +11,9 @@ half as the grader reads it says why not.
 
 from __future__ import annotations
 
-from autograder.engine.facts import Output, Said, what_of
+from autograder.engine.facts import Output, Said
 from autograder.engine.ledger import SUMS, holds
-from autograder.engine.steps import HALVES, OUTPUT, RECEIVER
+from autograder.engine.steps import HALVES, OUTPUT
 
 from . import Evidence, PASS, error_text, fail, swept
 from .walked import train_walk
@@ -77,7 +77,7 @@ def _train_only(evidence: Evidence):
     found = train_walk(evidence)[0]
     if found is None:
         return None
-    lesson = f"Pre-LN hands {what_of(RECEIVER[found.boundary])} {found.expected}" if found.boundary < OUTPUT else ""
+    lesson = found.lesson() if found.boundary < OUTPUT else ""
     said = Said(tuple(found.facts), lesson).text()
     return (ATT if found.boundary <= HALVES["att"].sum else FF), fail(
         f"In train mode your forward holds other values than Pre-LN does under the masks its own dropouts drew: {said}.",

@@ -1,4 +1,5 @@
-"""Where a wrong forward first went wrong, and why: the lesson's forward as a script (`script`), its single-step
-mistakes (`edits`), the first divergent step (`first_step`, read from values by the walk of `boundaries`), and
-gradient-only mistakes (`cuts`). Every cause named is one the grader has replayed.
+"""Where a wrong forward first went wrong: the first divergent step (`first_step`, read from values by the walk of
+`boundaries`, named by the rules of `steps`), the per-half reading the checks give partial credit by (`anatomy`),
+and gradient-only mistakes (`cuts`), each named only where the grader's replay with that one path cut reproduces
+the gradients.
 """

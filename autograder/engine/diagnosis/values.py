@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autograder.engine import tolerance
-from autograder.engine.facts import Partial
+from autograder.engine.facts import Partial, what_of
+from autograder.engine.steps import HANDED_TO, OUTPUT, RECEIVER
 from autograder.engine.reading.placement import express
 
 DROPS = ("drop_shortcut", "dropout")
@@ -104,6 +105,14 @@ class Found:
     facts: list = field(default_factory=list)
     expected: str = ""  # Pre-LN's value there, in the lesson's notation
     gloss: str = ""  # what the facts mean for the lesson's step (no fact of its own)
+
+    def lesson(self) -> str:
+        """What Pre-LN does there, in words: "Pre-LN hands norm2 h", "Pre-LN returns ..."; "" where no value is named."""
+        if not self.expected:
+            return ""
+        if self.boundary >= OUTPUT:
+            return f"Pre-LN returns {self.expected}"
+        return f"Pre-LN hands {what_of(HANDED_TO.get(self.expected, RECEIVER[self.boundary]))} {self.expected}"
 
 
 def scale_of(outputs: np.ndarray, branch: np.ndarray) -> float | None:

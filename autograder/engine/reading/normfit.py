@@ -150,3 +150,25 @@ def plain(variant: Variant, parts: dict) -> str | None:
     name = variant.params or "layer_norm"
     eps = float(getattr(parts.get(variant.params or "norm1"), "eps", 1e-5)) if variant.params else 1e-5
     return name if abs(variant.eps - eps) <= 0.1 * eps else None
+
+
+def describe_variant(variant: Variant, reference_eps: float) -> str:
+    """How a near-miss normalization differs from a LayerNorm, in words."""
+    how = []
+    if variant.over != "token":
+        how.append(
+            {
+                "sequence": "took one mean and variance per sequence (over its tokens and features)",
+                "tokens": "took each feature's mean and variance over the tokens (dim=1) instead of each "
+                "token's over its features (dim=-1)",
+                "batch": "took each feature's mean and variance over the batch (dim=0)",
+                "all": "took one mean and variance over the whole batch",
+            }[variant.over]
+        )
+    if variant.unbiased:
+        how.append("used the unbiased variance (divided by n - 1; a LayerNorm divides by n)")
+    if abs(variant.eps - reference_eps) > 0.1 * reference_eps:
+        how.append(f"added eps = {variant.eps:g} to the variance (the LayerNorm's eps is {reference_eps:g})")
+    if variant.params is None:
+        how.append("left out the scale and shift")
+    return "; ".join(how) if how else "matches a LayerNorm"

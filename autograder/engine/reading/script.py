@@ -1,35 +1,13 @@
 """The Pre-LN forward as a script: the lesson's ten steps, one value per line, and the program a script computes.
-
-An `Edit` is one change to the script, made by `edits` (one line at a time) and `structure` (the block's
-structure); `on_value` puts a call on a value wherever it is used. The test corpus renders scripts as forwards.
+The test corpus (tests/catalog) changes scripts one step at a time and renders them as forwards.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from autograder.engine.reading.program import TRAIN, Op, Program, Variant
 from autograder.engine.steps import EDGES, STEPS
-
-NAMES = {
-    "x": "the block input x",
-    "n1": "norm1(x)",
-    "a": "attention's output att(norm1(x))",
-    "d1": "attention's branch drop_shortcut(att(norm1(x)))",
-    "h": "the first half's result h",
-    "n2": "norm2(h)",
-    "f": "the feed-forward output ff(norm2(h))",
-    "d2": "the feed-forward branch drop_shortcut(ff(norm2(h)))",
-    "y": "the second sum",
-}
-COMPONENT = {
-    "norm1": "norm1",
-    "norm2": "norm2",
-    "layer_norm": "a LayerNorm without scale and shift",
-    "att": "attention",
-    "ff": "the feed-forward network",
-    "drop": "drop_shortcut",
-}
 
 
 @dataclass(frozen=True)
@@ -84,42 +62,3 @@ def compile_script(lines: tuple, drop_p: float, name: str = "") -> Program:
         ops.append(Op(line.name, total, line.target, line.variant, scale, line.when))
         env[line.target] = {line.target: 1.0}
     return Program(ops, env[lines[-1].target], name)
-
-
-def on_value(lines: tuple, value: str, line: Line) -> tuple:
-    """`line` (a call on `value`) inserted right after `value`, every later use of `value` taking its output."""
-    out = []
-    for current in lines:
-        if out and out[-1].target == value:
-            out.append(line)
-        if (
-            current.target != line.target
-            and any(v == value for v, _ in current.terms)
-            and value != "x"
-            and any(o.target == line.target for o in out)
-        ):
-            current = replace(current, terms=tuple((line.target if v == value else v, c) for v, c in current.terms))
-        out.append(current)
-    if out[-1].target == value:
-        out.append(line)
-    return tuple(out)
-
-
-@dataclass(frozen=True)
-class Edit:
-    """One change to the Pre-LN script; `step` is the lesson's step it breaks, `text` what it changed. `local`,
-    when given, says only what the change does where it first shows (its other consequences unsaid): the
-    diagnosis uses it when the change explains a run only that far."""
-
-    kind: str
-    step: int
-    text: str
-    lines: tuple
-    local: str = ""
-
-    @property
-    def first_sign(self) -> str:
-        return self.local or self.text
-
-    def program(self, drop_p: float) -> Program:
-        return compile_script(self.lines, drop_p, self.kind)

@@ -187,7 +187,7 @@ def result_from_json(data: dict) -> SubmissionResult:
         extra.get("student"),
         tuple(extra.get("grader_errors") or ()),
         tuple(extra.get("facts") or ()),
-        Diverged(**extra["diverged"]) if extra.get("diverged") else None,
+        Diverged.from_dict(extra["diverged"]) if extra.get("diverged") else None,
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from autograder.engine.reading.dataflow import standardized
-from ..edits import describe_variant
+from autograder.engine.reading.normfit import describe_variant
 from .halves import SIDE, Finding, Halves
 
 

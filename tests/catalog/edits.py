@@ -3,10 +3,9 @@
 The script is the lesson's forward, one value per line. An `Edit` (`script`) changes one thing in it: what one
 call or one addition receives, a call removed, repeated or scaled, a normalization inserted on an edge, the halves
 swapped, a dropout moved or given another p, a LayerNorm that is a near miss (the edits of the block's structure
-are made in `structure`). Each edit knows the step of the lesson it breaks and says what it changed in the
-lesson's words. The diagnosis (`diagnosis`) uses edits as hypotheses: it names a cause only when replaying Pre-LN
-with that one edit reproduces the student's own values. The test corpus uses the same list to generate every
-single-step mutant of Pre-LN.
+are made in `structure`). Each edit knows the step of the lesson it breaks, by the rules of the grader's table
+of steps (`autograder.engine.steps`), and says what it changed in the lesson's words. The corpus (`generate`)
+renders every one of them as a mutant of Pre-LN, and each must be graded as breaking its own step.
 """
 
 from __future__ import annotations
@@ -14,10 +13,12 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 
-from autograder.engine.reading.program import ALWAYS, Variant
+from autograder.engine.reading.program import ALWAYS
 from autograder.engine.steps import BRANCH_LEFT_OUT, EDGES, NUMBER, OUTPUT, SHORTCUT_SCALED, handed
-from . import structure
-from autograder.engine.reading.script import COMPONENT, NAMES, PRE_LN, Edit, Line, on_value
+from autograder.engine.reading.script import PRE_LN, Line
+from catalog import structure
+from autograder.engine.reading.normfit import describe_variant
+from catalog.script import COMPONENT, NAMES, Edit, on_value
 
 
 # --- the steps of edges ----------------------------------------------------------------------------------
@@ -228,25 +229,3 @@ def _scaled_sums(factors: tuple):
 def single_edits(*, factors: tuple = (0.5, 2.0), variants: tuple = (), drop_ps: tuple = ()) -> list:
     """Every single-step change to Pre-LN, with the parameters given (coefficients, near-miss LayerNorms, p)."""
     return list(itertools.chain(structure.edits(), _scaled_sums(factors), _call_edits(variants, drop_ps), _term_edits(factors)))
-
-
-def describe_variant(variant: Variant, reference_eps: float) -> str:
-    """How a near-miss normalization differs from a LayerNorm, in words."""
-    how = []
-    if variant.over != "token":
-        how.append(
-            {
-                "sequence": "took one mean and variance per sequence (over its tokens and features)",
-                "tokens": "took each feature's mean and variance over the tokens (dim=1) instead of each "
-                "token's over its features (dim=-1)",
-                "batch": "took each feature's mean and variance over the batch (dim=0)",
-                "all": "took one mean and variance over the whole batch",
-            }[variant.over]
-        )
-    if variant.unbiased:
-        how.append("used the unbiased variance (divided by n - 1; a LayerNorm divides by n)")
-    if abs(variant.eps - reference_eps) > 0.1 * reference_eps:
-        how.append(f"added eps = {variant.eps:g} to the variance (the LayerNorm's eps is {reference_eps:g})")
-    if variant.params is None:
-        how.append("left out the scale and shift")
-    return "; ".join(how) if how else "matches a LayerNorm"

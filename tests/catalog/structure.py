@@ -1,13 +1,11 @@
 """Edits of the block's structure: a LayerNorm put on the shortcut path or on the output, the halves swapped, a
-LayerNorm moved after its addition (one half arranged Post-LN); and the whole wrong arrangements the lesson names
-(Post-LN, no shortcuts), hypotheses for the diagnosis that are not single-step edits (`arrangements`).
+LayerNorm moved after its addition (one half arranged Post-LN).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from autograder.engine.reading.script import COMPONENT, PRE_LN, Edit, Line, on_value
+from autograder.engine.reading.script import PRE_LN, Line
+from catalog.script import COMPONENT, Edit, on_value
 from autograder.engine.steps import HALVES, NUMBER, OUTPUT
 
 
@@ -20,7 +18,6 @@ def edits():
         "a LayerNorm (norm1) was applied to the first half's sum, and the second half "
         "started from its output: a LayerNorm sits on the shortcut path",
         on_value(PRE_LN, "h", norm_h),
-        "a LayerNorm (norm1) was applied to the first half's sum, and norm2 received its output",
     )
     for norm in ("norm1", "norm2", "layer_norm"):
         out = Line("yn", "call", (("y", 1.0),), norm)
@@ -42,7 +39,6 @@ def edits():
         NUMBER["n1"],
         "the two halves ran in the opposite order: the feed-forward half (norm2, ff) first, then the attention half (norm1, att)",
         swapped,
-        "the feed-forward half (norm2, ff) ran first, on the block input x",
     )
     for half, norm, branch, add in ((HALVES["att"], "norm1", "a", "h"), (HALVES["ff"], "norm2", "f", "y")):
         yield Edit(
@@ -51,7 +47,6 @@ def edits():
             f"{norm} was moved from {COMPONENT[branch_of(branch)]}'s input to after the "
             f"{'first' if add == 'h' else 'second'} addition: that half is arranged Post-LN",
             post_ln_half(norm, add),
-            f"{COMPONENT[branch_of(branch)]} received the value its half started from, without {norm}",
         )
 
 
@@ -64,21 +59,3 @@ def post_ln_half(norm: str, add: str) -> tuple:
     source = "n1" if norm == "norm1" else "n2"
     lines = tuple(Line(line.target, "sum", line.terms) if line.target == source else line for line in PRE_LN)
     return on_value(lines, add, Line(f"{add}_{norm}", "call", ((add, 1.0),), norm))
-
-
-def arrangements(drop_p: float) -> list:
-    """Whole wrong arrangements the lesson names, as hypotheses for the diagnosis (not single-step edits)."""
-    post = on_value(post_ln_half("norm1", "h"), "y", Line("y_norm2", "call", (("y", 1.0),), "norm2"))
-    post = tuple(Line(line.target, "sum", line.terms) if line.target == "n2" else line for line in post)
-    none = tuple(replace(line, terms=line.terms[1:]) if line.target in ("h", "y") else line for line in PRE_LN)
-    return [
-        Edit(
-            "arrangement",
-            NUMBER["n1"],
-            "the block is arranged Post-LN: attention and the feed-forward network receive "
-            "the values their halves start from, without normalization, and each LayerNorm "
-            "follows its addition",
-            post,
-        ),
-        Edit("arrangement", HALVES["att"].sum, "neither shortcut is added back: each half returns its branch alone", none),
-    ]
