@@ -199,7 +199,6 @@ def _moved(drop: Line, half: str):
             NUMBER["s2"] if drop.target == "d2" and value == "h" else NUMBER[drop.target],  # on h: the second shortcut
             f"the dropout that belongs on {half} was applied to the {which} sum, shortcut included",
             on_value(base, value, moved),
-            f"a dropout was applied to the {which} sum, shortcut included",
         )
     for line in PRE_LN:
         for index, (old, c) in enumerate(line.terms):
@@ -214,7 +213,6 @@ def _moved(drop: Line, half: str):
                 min(step, NUMBER[drop.target]),
                 f"the dropout that belongs on {half} was applied to {NAMES[old]} instead, as {_where(line.target, index)}",
                 lines,
-                f"a dropout was applied to {NAMES[old]}, as {_where(line.target, index)}",
             )
 
 
