@@ -8,7 +8,7 @@ the two sums can be computed another way:
     n2 = NORM2(e(h -> n2));  f = FF(e(n2 -> f));   d2 = DROP(e(f -> d2));  y = SUM(e(h -> y), e(d2 -> y))
     return e(y -> out)
 
-The operations come from torch at large, not from the diagnosis's list of edits: elementwise nonlinearities,
+The operations come from torch at large, not from the mutants' list of edits: elementwise nonlinearities,
 gates, flips, rolls, shifts with zero padding, reductions broadcast back, data-dependent scalings, quantizing
 round trips, detaches, a component's own layers called directly, hand-written dropout and normalization. The
 rewrites that keep values (a token-wise component run on a flipped, padded, chunked tensor and put back, its
@@ -59,7 +59,7 @@ class Op:
     reorders_tokens: bool = False    # whole token vectors moved (or zeroed): a token-wise consumer cannot tell
     scalar: bool = False             # t times a scalar (data-dependent): on a shortcut, both "replaced" and "scaled"
     permutes: bool = False           # only moves elements: an elementwise consumer (a dropout) cannot tell
-    open: bool = True                # outside the diagnosis's vocabulary
+    open: bool = True                # outside the mutants' vocabulary
 
 
 WRONG_OPS = (
@@ -93,7 +93,7 @@ WRONG_OPS = (
     Op("detached", "t.detach()", shows="gradients"),
     Op("half its gradient", "0.5 * t + 0.5 * t.detach()", shows="gradients"),
     Op("gradient reversed", "2 * t.detach() - t", shows="gradients"),
-    # in the diagnosis's own vocabulary: scalings by a constant, a value left out
+    # in the mutants' own vocabulary (catalog.edits): scalings by a constant, a value left out
     Op("doubled", "2.0 * t", per_token_affine=True, scalar=True, open=False),
     Op("halved", "0.5 * t", per_token_affine=True, scalar=True, open=False),
     Op("negated", "-t", per_token_affine=True, scalar=True, open=False),
@@ -304,7 +304,7 @@ def _keep_rewrites(rng: random.Random, edges: dict, components: dict, sums: dict
 
 def draw(rng: random.Random, *, wrong: int, open_only: bool | None = None) -> Forward:
     """One forward with `wrong` changes (0: a right forward), the rest of its slots filled with rewrites that keep
-    values. `open_only`: True draws only operations outside the diagnosis's vocabulary, False only inside it."""
+    values. `open_only`: True draws only operations outside the mutants' vocabulary, False only inside it."""
     edges, components, sums, changes, busy = {}, {}, {}, [], set()
     while len(changes) < wrong:
         if rng.random() < 0.7:
@@ -342,7 +342,7 @@ CORPUS_SEED, GRADING_SEED = 1, 7
 
 def corpus(n: int, seed: int = 0) -> list[Forward]:
     """`n` forwards from one seed: a quarter right, half with open-vocabulary changes (one, two or three), a
-    quarter with one change from the diagnosis's own vocabulary."""
+    quarter with one change from the mutants' own vocabulary (`edits`)."""
     rng = random.Random(seed)
     found = []
     for i in range(n):
