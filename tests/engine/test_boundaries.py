@@ -191,6 +191,9 @@ def _holds(fact, tape, flow, parts) -> bool:
         ("norm2 applied twice", lambda t, x: (lambda h: h + t.ff(t.norm2(t.norm2(h))))(x + t.att(t.norm1(x))), 7),
         ("norm2(h) normalized again by norm1", lambda t, x: (lambda h: h + t.ff(t.norm1(t.norm2(h))))(x + t.att(t.norm1(x))), 8),
         ("second branch replaced by h", lambda t, x: (lambda h: (t.ff(t.norm2(h)), h + h)[1])(x + t.att(t.norm1(x))), 10),
+        # the same programs with nothing made and thrown away: the same steps
+        ("ff on norm1(x), norm2 never run", lambda t, x: (lambda h: h + t.ff(t.norm1(x)))(x + t.att(t.norm1(x))), 8),
+        ("h + h, the second half never run", lambda t, x: (lambda h: h + h)(x + t.att(t.norm1(x))), 10),
         (
             "a decoy before a scaled norm",
             lambda t, x: (t.att(x), (lambda h: h + t.ff(t.norm2(h)))(x + t.att(2 * t.norm1(x))))[1],

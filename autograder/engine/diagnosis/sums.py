@@ -13,7 +13,7 @@ from autograder.engine.reading.placement import tidy
 from .dropouts import Dropouts
 from .moves import moved_step
 from .location import locate
-from autograder.engine.steps import HALVES, NUMBER, OUTPUT, handed
+from autograder.engine.steps import BRANCH_LEFT_OUT, HALVES, NUMBER, OUTPUT, handed
 from .values import DROPS, NORMS, SUMS, Found, Seen, close, express, masked
 
 
@@ -29,8 +29,10 @@ class Sums(Dropouts):
         skipped = next((c for c in ffs if locate(c.input, h, self.near) is not None), None)
         if not norm2.calls and not ffs and not self.counts.get("norm2") and not self.counts.get("ff"):
             facts = [Ran(self.mode, "norm2", 0), Ran(self.mode, "ff", 0)]  # no second half: what came back?
-            if close(self.y, h, self.tol):
-                return Found(NUMBER["h"], NUMBER["n2"], facts + [Sum(self.mode, None, None, (("h", 1.0),))], "norm2(h)")
+            scaled = express(self.y, {"h": h}, self.tol)
+            if scaled is not None and scaled["h"]:  # h alone: the half left out; h + h, say: the second sum's own step
+                step = BRANCH_LEFT_OUT[("d2", "y")] if scaled["h"] == 1.0 else OUTPUT
+                return Found(NUMBER["h"], step, facts + [Sum(self.mode, None, None, (("h", scaled["h"]),))], "norm2(h)")
             return Found(NUMBER["h"], self._sum_step(self.y, d1, "att", None, facts, att), facts, "h")
         if skipped is not None:  # the feed-forward network received h itself: norm2 was skipped
             facts = [x for x in [self._ran("norm2")] if x] if not norm2.calls else [self.received(norm2.off(self.used), "h")]
@@ -40,19 +42,11 @@ class Sums(Dropouts):
             known = (right := second is not None and close(second, h, self.tol)) and not self.counts.get("norm2")
             if right and len(ffs) == 1 and (step := self._unrecorded_norm(ffs[0], "norm2", self.values["norm2(h)"])):
                 return Found(NUMBER["h"], step, facts + self.said(ffs[0], "n2"), "norm2(h)")  # the first sum is h
-            step, told = (
-                (NUMBER["n2"], [])
-                if known
-                else moved_step(
-                    self.moved,
-                    self.mode,
-                    "att",
-                    None,
-                    self.shape,
-                    self.tol,
-                    at_out=second is not None and not close(second, h, self.tol),
-                )
-            )
+            if known and len(ffs) == 1 and self.sits(ffs[0].input, self.values["norm1(x)"]):  # `steps.handed`
+                return Found(NUMBER["h"], handed("ff", "n1"), facts + self.said(ffs[0], "n2"), "norm2(h)")
+            at_out = second is not None and not close(second, h, self.tol)
+            moved = (self.moved, self.mode, "att", None, self.shape, self.tol)
+            step, told = (NUMBER["n2"], []) if known else moved_step(*moved, at_out=at_out)
             return Found(NUMBER["h"], step, facts + told, "norm2(h)")
         partial = norm2.partial(self.mode, "norm2", "h")
         if partial is not None:
