@@ -3,8 +3,7 @@
 Every sentence of feedback that describes what a student's forward did is one of these, rendered to words only at
 the end (`text`). Each fact is a claim about values the grader recorded or computed, so that anyone holding the
 same values can check it; a generator that knows the truth of a forward evaluates them in the kit's tests. What the
-grader cannot express is a fact of its own (`Unknown`): it says where the grader stopped following, never what the
-value might be.
+grader cannot express is a fact of its own (`Unknown`): where the grader stopped following, never what it might be.
 
 Components are named as the block names them (norm1, att, drop_shortcut, norm2, ff; a functional `dropout` or
 `layer_norm` the forward called itself), and calls by their place among that component's recorded calls in that
@@ -157,8 +156,8 @@ def _term_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class Unknown(Fact):
-    """The grader cannot express what call `call` of `component` received (component None: what the block returned)
-    in the block's earlier values: it is not Pre-LN's value `value` there, and the grader says no more."""
+    """The grader cannot write what call `call` of `component` received (None: what the block returned) as a sum of
+    x and the outputs of the components before it: it is not Pre-LN's `value` there, and the grader says no more."""
 
     kind: ClassVar[str] = "unknown"
     component: str | None
@@ -168,7 +167,8 @@ class Unknown(Fact):
 
     def text(self) -> str:
         who = "your forward returned" if self.component is None else f"{_call(self.component, self.call, self.calls)} received"
-        return f"{who} a value that is not {self.value} and that the grader cannot express in the block's earlier values"
+        what = "the outputs of the components before it" if self.component else "its components' outputs"
+        return f"{who} a value that is not {self.value} and that the grader cannot write as a sum of the block input and {what}"
 
 
 @dataclass(frozen=True)

@@ -260,7 +260,7 @@ def test_a_branch_called_through_its_own_layers_keeps_the_parts_its_equations_pa
     [
         ("-self.norm2(h)", "the feed-forward network received -norm2(h); Pre-LN hands the feed-forward network norm2(h)", "sum"),
         ("self.norm2(h).tanh()", "the feed-forward network received a value that is not norm2(h) and that the grader cannot "
-         "express in the block's earlier values", "unknown"),
+         "write as a sum of the block input and the outputs of the components before it", "unknown"),
     ],
 )  # fmt: skip
 def test_a_part_whose_equation_fails_says_why_as_a_fact_the_oracle_holds_true(grade_here, handed, said, kind):
