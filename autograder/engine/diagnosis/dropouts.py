@@ -45,10 +45,12 @@ class Dropouts(Recording):
             if not drops.calls:
                 return Found(boundary, boundary, [], value), None
             partial = drops.partial(self.mode, drops.calls[0].name, value) if drops.calls else None
-            # the other half's dropout, on its own branch, is no account of this one
-            a = self.values["att(norm1(x))"]
-            other = (lambda c: self.located(c, a)) if name == "f" else (lambda c: self.output_of(c.input, ("ff",)))  # noqa: E731
-            call = drops.off(self.used, besides=lambda c: other(c) is not None)
+
+            def other(c) -> bool:  # the other half's dropout, on its own branch, is no account of this one
+                found = self.located(c, self.values["att(norm1(x))"]) if name == "f" else self.output_of(c.input, ("ff",))
+                return found is not None
+
+            call = drops.off(self.used, besides=other)
             if partial is not None or call is None:  # no dropout call of this branch: said so, of them all
                 return Found(boundary, boundary, [partial or Unreceived(self.mode, DROPS, value)], value), None
             facts = [self.received(call, name, False)]

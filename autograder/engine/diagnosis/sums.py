@@ -181,7 +181,7 @@ class Sums(Dropouts):
         if self.counts.get("ff", 0) > 1 and not any(self.used(c) for c in ff.calls):
             return Found(NUMBER["f"], None, [self.received(call, "n2")], expected)
         facts = [self.received(call, "n2")]
-        if locate(call.input, h, self.near) is not None:
+        if self.sits(call.input, h):
             return Found(NUMBER["f"], NUMBER["n2"], facts + [self.received(call, "h", True)], expected)
         source = self.output_of(call.input, NORMS)
         if source is not None:  # norm1(x), or norm2(h) normalized again by another normalization
