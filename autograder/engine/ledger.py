@@ -3,11 +3,19 @@ between the values the run recorded at the component boundaries?
 
 The run is read as the grader names it (`reading.dataflow.Flow`): every recorded call checked against the grader's
 own component (the child's word is never evidence), calls on pieces joined, values placed at the block's positions.
-A boundary's value is taken from it only where the run shows it whole and once: one call of the component's in the
-program, covering every position of the block, and no run of it the recording missed. In eval mode drop_shortcut
-hands its input back, so a dropout's output is the value it received (attention's output, the feed-forward
-output), and the dropout steps themselves show nothing; in train mode a dropout on a branch is the one dropout that
-received the component's output and kept values at drop_shortcut's 1/(1 - p), and its output is what the sum holds.
+A boundary's value is taken from it only where the run shows it whole and once: one call of the component's among
+those whose value reaches the output (a decoy is no call of the block's), covering every position of the block, and
+no run of it the recording missed; of a LayerNorm run more than once, the call whose output its branch received. In
+eval mode drop_shortcut hands its input back, so a dropout's output is the value it received (attention's output,
+the feed-forward output) and the dropout steps show nothing, unless a dropout acted on the branch there: its step
+fails, and its output is what the sum holds. In train mode a dropout on a branch is the one dropout that received
+the component's output and kept values at drop_shortcut's 1/(1 - p), and its output is what the sum holds.
+
+Beside Pre-LN's equations, each half's own parts have one each, read where the half put its values, so that a
+mistake at another step leaves them as they are: what the dropout gave is dropped no more (`ONCE`: no dropout
+takes it alone), whatever else takes the branch output (a shortcut replaced by it is the shortcut's step), and
+the branch, after the calls that took it alone (its dropout), was added unscaled to the value its half started
+from, wherever that sum went (`ADDED`).
 
 Each equation's outcome is one of:
 
@@ -40,7 +48,14 @@ COMPONENTS = ("norm1", "att", "norm2", "ff")
 # eval mode: each dropout gives back what it received, the output of the component before it
 EVAL_DROPS = {"drop1.out": "att.out", "drop2.out": "ff.out"}
 DROPS = {"drop1": "att", "drop2": "ff"}  # each dropout on a branch, by the component whose output it receives
-ALL = {**EQUATIONS, SUMS: BOTH_SUMS}  # every equation the ledger evaluates, by step
+FEEDS = {"norm1": "att", "norm2": "ff"}  # each LayerNorm, by the branch Pre-LN hands its output
+# The dropout parts' own equation: what the branch's dropout gave is dropped no more (`_once`)
+ONCE = {branch: f"{drop} once" for drop, branch in DROPS.items()}  # by the branch: "att", "ff"
+# Each addition part's own equation: the branch's output, after the calls that took it alone (its dropout), was added
+# unscaled to the value its half started from (`_starts`: what was normalized in front of it), wherever it went (`_added`)
+ADDED = {branch: f"{branch} added" for branch in FEEDS.values()}
+HALF_SUMS = {ADDED[branch]: (f"{branch}.sum", ((f"{branch}.start", 1.0), (f"{branch}.added", 1.0))) for branch in FEEDS.values()}
+ALL = {**EQUATIONS, SUMS: BOTH_SUMS, **HALF_SUMS}  # every equation the ledger evaluates, by step
 
 
 def boundaries(flow, drop_p: float | None = None) -> dict:
@@ -48,28 +63,85 @@ def boundaries(flow, drop_p: float | None = None) -> dict:
     name (`x`, `y`, `att.in`, `att.out`, ...). In train mode, with drop_shortcut's `drop_p`, also each dropout on a
     branch (`drop1`, `drop2`): the one dropout that received the component's output whole and dropped values of it,
     keeping the rest at 1/(1 - p) with that p."""
-    values = {"x": flow.x.reshape(-1), "y": flow.y.reshape(-1)}
+    decoys = {step.key for step in flow.decoys}  # calls whose value never reaches the output, where the grader can tell
+    values, read, live = {"x": flow.x.reshape(-1), "y": flow.y.reshape(-1)}, {}, [s for s in flow.steps if s.key not in decoys]
     for name in COMPONENTS:
-        steps = [step for step in flow.steps if step.name == name]
+        made = [call for call in live if call.name == name]
         # every run of it the child counted is a recorded call, or a call of one of its own layers (read as passes)
         recorded = sum(1 for call in flow.calls if call.name == name and call.kind != "manual")
         recorded += sum(1 for call in flow.layers if call.get("name") == name)
-        if len(steps) != 1 or not steps[0].whole or steps[0].variant is not None or flow.counts.get(name, 0) > recorded:
+        if len(made) > 1 and name in FEEDS:  # a LayerNorm run more than once: the call whose output its branch received
+            branch = [call for call in live if call.name == FEEDS[name]]
+            made = [call for call in made if len(branch) == 1 and branch[0].takes == {call.key: 1.0}]
+        if len(made) != 1 or not made[0].whole or made[0].variant is not None or flow.counts.get(name, 0) > recorded:
             continue  # a near miss of a LayerNorm (`variant`) is not the component
-        if steps[0].key in flow.vectors:
-            values[f"{name}.in"], values[f"{name}.out"] = steps[0].input, flow.vectors[steps[0].key]
+        if made[0].key in flow.vectors:
+            values[f"{name}.in"], values[f"{name}.out"], read[name] = made[0].input, flow.vectors[made[0].key], made[0]
+    for branch in FEEDS.values():
+        if branch in read and (added := _added(flow, live, read[branch])) is not None:
+            values[f"{branch}.sum"], values[f"{branch}.added"] = added
+            starts = _starts(flow, read[branch])  # the one the sum holds, where one is; else the first
+            start = [value for value in starts if close(added[0] - added[1], value, flow.tol)]
+            values[f"{branch}.start"] = (start or starts)[0]
     for drop, branch in DROPS.items():
-        if not flow.train or drop_p is None or not 0 < drop_p < 1 or f"{branch}.out" not in values:
+        if branch not in read:
             continue
         given = values[f"{branch}.out"]
         found = [
             step
-            for step in flow.steps
+            for step in live
             if step.is_dropout and step.whole and step.key in flow.vectors and close(step.input, given, flow.tol)
         ]
-        if len(found) == 1 and found[0].drops and found[0].scale is not None and abs(found[0].scale * (1 - drop_p) - 1) <= 1e-3:
+        if len(found) != 1 or not found[0].drops:
+            continue
+        kept = drop_p is not None and 0 < drop_p < 1 and found[0].scale is not None  # and at that p's 1/(1 - p):
+        if not flow.train:  # a dropout left on in eval mode acts on the branch: its sum holds what it gave
+            values[f"{drop}.out"] = flow.vectors[found[0].key]
+        elif kept and abs(found[0].scale * (1 - drop_p) - 1) <= 1e-3:
             values[f"{drop}.in"], values[f"{drop}.out"] = found[0].input, flow.vectors[found[0].key]
+            values[f"{drop}.once"] = _once(live, found[0])
     return values
+
+
+def _added(flow, live: list, source) -> tuple | None:
+    """(the value the output of the branch's call `source`, after the calls that took it alone, was first added into,
+    that output as added), or None where no call nor the returned value takes it. The other branch's call and the
+    normalization in front of it take nothing alone for this branch (its sum left out: the next half starts there)."""
+    other = next((step for step in live if step.name in FEEDS.values() and step.name != source.name), None)
+    others = set() if other is None else {other.key, *(other.takes or {})}
+    current = source
+    for step in live:
+        if step.index > current.index and step.takes == {current.key: 1.0} and step.key not in others:
+            current = step
+    if current.key not in flow.vectors:
+        return None
+    into = next((step.input for step in live if step.index > current.index and step.takes and current.key in step.takes), None)
+    if into is None and flow.y_takes is not None and current.key in flow.y_takes:
+        into = flow.y.reshape(-1)
+    return None if into is None else (into, flow.vectors[current.key])
+
+
+def _starts(flow, source) -> list:
+    """The values the branch's call `source` started from: the input of each whole normalization that handed the next
+    its input alone, from the one in front of the branch back (norm2's, then norm1's, for `norm2(norm1(h))`); its own
+    input where no normalization handed it its input."""
+    starts, step = [], source
+    while step.takes is not None and len(step.takes) == 1 and next(iter(step.takes.values())) == 1.0:
+        producer = flow.producer(next(iter(step.takes)))
+        if producer is None or not producer.is_norm or not producer.whole:
+            break
+        starts.append(producer.input)
+        step = producer
+    return starts or [source.input]
+
+
+def _once(live: list, drop) -> bool | None:
+    """Is what the dropout `drop` gave dropped no more (no dropout among the `live` calls takes it alone)? None where
+    a dropout's input is no sum the grader can write."""
+    dropouts = [step for step in live if step.is_dropout and step.key != drop.key]
+    if any(step.takes is None for step in dropouts):
+        return None
+    return not any(step.takes == {drop.key: 1.0} for step in dropouts)
 
 
 def evaluate(values: dict, mode: str, tol: float) -> dict:
@@ -79,9 +151,15 @@ def evaluate(values: dict, mode: str, tol: float) -> dict:
     if mode not in ("eval", "train"):
         raise ValueError(f"the ledger reads eval-mode and train-mode runs, not {mode!r}")
     outcomes = {}
+    for drop, branch in DROPS.items():
+        once = values.get(f"{drop}.once") if mode == "train" else None
+        outcomes[ONCE[branch]] = UNKNOWN if once is None else HOLDS if once else FAILS
     for step, (left, _) in ALL.items():
         if left in {f"{drop}.in" for drop in DROPS}:
-            outcomes[step] = HOLDS if mode == "train" and left in values else UNKNOWN  # in eval mode it shows nothing
+            # in eval mode a dropout gives back what it received: one that acted there breaks its step, one that did not
+            # shows nothing
+            shown = left in values if mode == "train" else left.replace(".in", ".out") in values
+            outcomes[step] = (HOLDS if mode == "train" else FAILS) if shown else UNKNOWN
             continue
         right = _right(values, step, mode)
         outcomes[step] = UNKNOWN if right is None or left not in values else HOLDS if close(values[left], right, tol) else FAILS
@@ -89,9 +167,10 @@ def evaluate(values: dict, mode: str, tol: float) -> dict:
 
 
 def _right(values: dict, step, mode: str):
-    """What the right side of `step`'s equation gives on one run's boundary `values` (in eval mode a dropout's output
-    is its input); None where a boundary it needs is not shown."""
-    names = [(EVAL_DROPS.get(name, name) if mode == "eval" else name, c) for name, c in ALL[step][1]]
+    """What the right side of `step`'s equation gives on one run's boundary `values`; None where a boundary it needs
+    is not shown."""
+    given = EVAL_DROPS if mode == "eval" else {}  # a dropout that did not act in eval mode gave what it received
+    names = [(given[name] if name in given and name not in values else name, c) for name, c in ALL[step][1]]
     return sum(c * values[name] for name, c in names) if all(name in values for name, _ in names) else None
 
 

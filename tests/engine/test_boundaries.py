@@ -70,7 +70,9 @@ def run(parts, forward, train=False, x=None):
         y = forward(tape, x)
     x, y = x.numpy().astype(np.float64), y.numpy().astype(np.float64)
     # a named run (`dataflow.Flow`) of the calls alone: no step joined from pieces, none the recording missed
-    flow = SimpleNamespace(x=x, y=y, tol=1e-5, calls=tape.calls, steps=[], vectors={}, layers=[], counts={}, train=train)
+    flow = SimpleNamespace(
+        x=x, y=y, tol=1e-5, calls=tape.calls, steps=[], decoys=[], vectors={}, layers=[], counts={}, train=train
+    )
     return tape, flow
 
 

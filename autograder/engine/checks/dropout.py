@@ -4,15 +4,16 @@ in train mode.
 Placement is read from a train-mode run with real dropout (torch's seed fixed by the grader), on the
 student's own values: what each dropout received and where its result went. Masks drawn in any order (one
 call per sequence, say) are fine: what counts is that drop_shortcut acts once on each branch output. A half pays
-where Pre-LN's equations hold in the train run (`engine.ledger`): one dropout with drop_shortcut's p received the
-branch output whole, and what it gave is what the half's sum holds (or both sums, read at the output); elsewhere the
-half as the grader reads it says why not.
+where its equations hold in the train run (`engine.ledger`): one dropout with drop_shortcut's p received the branch
+output whole, and what it gave is dropped no more, whatever sum it then enters (a wrong shortcut is the shortcut
+part's); elsewhere the half as the grader reads it says why not. Where the half's sum is not Pre-LN's, the
+train run must add the branch where the eval run does (a dropout on the shortcut shows only there).
 """
 
 from __future__ import annotations
 
 from autograder.engine.facts import Output, Said
-from autograder.engine.ledger import SUMS, holds
+from autograder.engine.ledger import ONCE, SUMS, holds
 from autograder.engine.steps import HALVES, OUTPUT
 
 from . import Evidence, PASS, error_text, fail, swept
@@ -55,9 +56,10 @@ def _placed(evidence: Evidence, side: str):
     """Dropout on the branch output, once, with its p; and in train mode the branch is added to what it is added
     to in eval mode (a dropout on the shortcut shows only there)."""
     half = HALVES[side]
-    needs = ((half.drop, half.sum), (half.drop, SUMS))  # the dropout on the branch, and its output in the sum
+    needs = ((half.drop, ONCE[side]),)  # one dropout with p on the branch output, what it gave dropped no more
     outcome = evidence.half_part("train", side, "dropout", " in train mode, so there is no branch output to drop", needs)
-    if not outcome.passed or evidence.matches("train") or holds(evidence.equations("train"), needs):
+    summed = ((half.drop, half.sum), (half.drop, SUMS))  # and that output in Pre-LN's sum
+    if not outcome.passed or evidence.matches("train") or holds(evidence.equations("train"), summed):
         return outcome
     in_eval, in_train = evidence.anatomy("eval"), evidence.anatomy("train")
     found = in_train.addition(side)

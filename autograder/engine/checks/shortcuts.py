@@ -5,16 +5,17 @@ The two additions are read from the student's own values (eval mode), so a mista
 say) does not cost them: each pays where Pre-LN's equation of its sum holds between the values recorded at the
 component boundaries (`engine.ledger`: what norm2 receives is x plus attention's output, what the block returns is
 that plus the feed-forward output), or where the block returns x plus both branches (h not seen at norm2: norm2
-received another value), and otherwise the half as the grader reads it says why not. The third part is
-the grader's own computation: the student's program, replayed with attention and the feed-forward network silenced
-(every weight 0), must hand back its input exactly, as a Pre-LN block does, and on the real weights the shortcut
-path must run from x to the output with nothing on it (both equations of the sums hold, or the halves as read
-say so); it pays only when both additions are right and the branches do real work.
+received another value), or where the half's own equation holds (the branch, as dropped, added unscaled to the
+value its half started from, wherever that sum went), and otherwise the half as the grader reads it says why not.
+The third part is the grader's own computation: the student's program, replayed with attention and the
+feed-forward network silenced (every weight 0), must hand back its input exactly, as a Pre-LN block does, and on
+the real weights the shortcut path must run from x to the output with nothing on it (both equations of the sums
+hold, or the halves as read say so); it pays only when both additions are right and the branches do real work.
 """
 
 from __future__ import annotations
 
-from autograder.engine.ledger import SUMS, holds
+from autograder.engine.ledger import ADDED, SUMS, holds
 from autograder.engine.steps import HALVES
 
 from . import PASS, Evidence, difference, error_text, fail
@@ -53,7 +54,7 @@ def evaluate(evidence: Evidence) -> dict:
         return {ATT: fail(message), FF: fail(message), PATH: fail(message)}
     missing = ", so there is no branch to add a shortcut around"
     outcomes = {
-        part: evidence.half_part("eval", side, "addition", missing, ((HALVES[side].sum,), (SUMS,)))
+        part: evidence.half_part("eval", side, "addition", missing, ((HALVES[side].sum,), (SUMS,), (ADDED[side],)))
         for part, side in ((ATT, "att"), (FF, "ff"))
     }
     outcomes[PATH] = _path(evidence, outcomes[ATT].passed and outcomes[FF].passed)
