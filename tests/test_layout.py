@@ -95,7 +95,7 @@ def test_imports_run_one_way_between_wings():
 # the reading; the checks on all of them.
 ENGINE_LAYERS = {
     "steps": 0, "rubric": 0, "results": 0, "questions": 0, "tolerance": 0,
-    "facts": 1, "replayed": 2, "reading": 3, "ledger": 3, "diagnosis": 4, "checks": 5,
+    "facts": 1, "replayed": 2, "reading": 3, "ledger": 3, "fits": 3, "diagnosis": 4, "checks": 5,
 }  # fmt: skip
 
 

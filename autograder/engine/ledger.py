@@ -5,11 +5,12 @@ The run is read as the grader names it (`reading.dataflow.Flow`): every recorded
 own component (the child's word is never evidence), calls on pieces joined, values placed at the block's positions.
 A boundary's value is taken from it only where the run shows it whole and once: one call of the component's among
 those whose value reaches the output (a decoy is no call of the block's), covering every position of the block, and
-no run of it the recording missed; of a LayerNorm run more than once, the call whose output its branch received. In
-eval mode drop_shortcut hands its input back, so a dropout's output is the value it received (attention's output,
-the feed-forward output) and the dropout steps show nothing, unless a dropout acted on the branch there: its step
-fails, and its output is what the sum holds. In train mode a dropout on a branch is the one dropout that received
-the component's output and kept values at drop_shortcut's 1/(1 - p), and its output is what the sum holds.
+no run of it the recording missed; of a LayerNorm run more than once, the call whose output its branch received, and
+of a branch run more than once, the call its LayerNorm's output went to. In eval mode drop_shortcut hands its input
+back, so a dropout's output is the value it received (attention's output, the feed-forward output) and the dropout
+steps show nothing, unless a dropout acted on the branch there: its step fails, and its output is what the sum
+holds. In train mode a dropout on a branch is the one dropout that received the component's output and kept values
+at drop_shortcut's 1/(1 - p), and its output is what the sum holds.
 
 Beside Pre-LN's equations, each half's own parts have one each, read where the half put its values, so that a
 mistake at another step leaves them as they are: what the dropout gave is dropped no more (`ONCE`: no dropout
@@ -27,19 +28,12 @@ Each equation's outcome is one of:
 A part whose equations hold on every recorded run of its mode is paid whatever the rest of the forward does: the
 equations are about values, so a mistake at one step does not cost the parts of another.
 
-Where an equation fails in eval mode, `said` writes what its left side received over the outputs the run showed
-before it (the block input, each earlier component's output), by least squares, as a typed fact (`facts.Sum`): said
-only where the sum is exact, the same on every eval run the grader read, and each value it names is one recorded call
-of its component, so that anyone holding the run can check it.
+Where an equation fails in eval mode, `engine.fits` says what its left side received, as a typed fact.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from autograder.engine.facts import Said, Sum, Unknown, what_of
-from autograder.engine.reading.placement import confirms, express, unconfirmed
-from autograder.engine.steps import BOTH_SUMS, BY_NODE, EQUATIONS, STEPS
+from autograder.engine.steps import BOTH_SUMS, EQUATIONS
 from autograder.engine.tolerance import close
 
 HOLDS, FAILS, UNKNOWN = "holds", "fails", "unknown"
@@ -49,6 +43,7 @@ COMPONENTS = ("norm1", "att", "norm2", "ff")
 EVAL_DROPS = {"drop1.out": "att.out", "drop2.out": "ff.out"}
 DROPS = {"drop1": "att", "drop2": "ff"}  # each dropout on a branch, by the component whose output it receives
 FEEDS = {"norm1": "att", "norm2": "ff"}  # each LayerNorm, by the branch Pre-LN hands its output
+FED = {branch: norm for norm, branch in FEEDS.items()}  # each branch, by the LayerNorm that feeds it
 # The dropout parts' own equation: what the branch's dropout gave is dropped no more (`_once`)
 ONCE = {branch: f"{drop} once" for drop, branch in DROPS.items()}  # by the branch: "att", "ff"
 # Each addition part's own equation: the branch's output, after the calls that took it alone (its dropout), was added
@@ -73,6 +68,8 @@ def boundaries(flow, drop_p: float | None = None) -> dict:
         if len(made) > 1 and name in FEEDS:  # a LayerNorm run more than once: the call whose output its branch received
             branch = [call for call in live if call.name == FEEDS[name]]
             made = [call for call in made if len(branch) == 1 and branch[0].takes == {call.key: 1.0}]
+        elif len(made) > 1 and FED[name] in read:  # a branch run more than once: the call its LayerNorm's output went to
+            made = [call for call in made if call.takes == {read[FED[name]].key: 1.0}]
         if len(made) != 1 or not made[0].whole or made[0].variant is not None or flow.counts.get(name, 0) > recorded:
             continue  # a near miss of a LayerNorm (`variant`) is not the component
         if made[0].key in flow.vectors:
@@ -145,9 +142,10 @@ def _once(live: list, drop) -> bool | None:
 
 
 def evaluate(values: dict, mode: str, tol: float) -> dict:
-    """Each equation's outcome on one run's boundary `values` in `mode`, by step, and both sums read at the output
-    (`SUMS`). A dropout's own step holds where its dropout was found (`boundaries`), and is unknown where not: a
-    dropout the forward wrote by hand, or one with another p, is read by the half's reading."""
+    """Each equation's outcome on one run's boundary `values` in `mode`, by step: Pre-LN's, both sums read at the output
+    (`SUMS`) and each half's own (`ONCE`, `ADDED`). A dropout's own step holds in train mode where its dropout was found
+    (`boundaries`); in eval mode, where drop_shortcut gives back what it received, one that acted fails it; elsewhere
+    it is unknown (a dropout written by hand, or one with another p, is read by the half's reading)."""
     if mode not in ("eval", "train"):
         raise ValueError(f"the ledger reads eval-mode and train-mode runs, not {mode!r}")
     outcomes = {}
@@ -155,20 +153,17 @@ def evaluate(values: dict, mode: str, tol: float) -> dict:
         once = values.get(f"{drop}.once") if mode == "train" else None
         outcomes[ONCE[branch]] = UNKNOWN if once is None else HOLDS if once else FAILS
     for step, (left, _) in ALL.items():
-        if left in {f"{drop}.in" for drop in DROPS}:
-            # in eval mode a dropout gives back what it received: one that acted there breaks its step, one that did not
-            # shows nothing
-            shown = left in values if mode == "train" else left.replace(".in", ".out") in values
-            outcomes[step] = (HOLDS if mode == "train" else FAILS) if shown else UNKNOWN
+        if left.startswith("drop"):  # a dropout's own step
+            shown = (left if mode == "train" else left.replace(".in", ".out")) in values
+            outcomes[step] = UNKNOWN if not shown else HOLDS if mode == "train" else FAILS
             continue
-        right = _right(values, step, mode)
+        right = right_side(values, step, mode)
         outcomes[step] = UNKNOWN if right is None or left not in values else HOLDS if close(values[left], right, tol) else FAILS
     return outcomes
 
 
-def _right(values: dict, step, mode: str):
-    """What the right side of `step`'s equation gives on one run's boundary `values`; None where a boundary it needs
-    is not shown."""
+def right_side(values: dict, step, mode: str):
+    """The right side of `step`'s equation on a run's boundary `values` (None where a boundary it needs is missing)."""
     given = EVAL_DROPS if mode == "eval" else {}  # a dropout that did not act in eval mode gave what it received
     names = [(given[name] if name in given and name not in values else name, c) for name, c in ALL[step][1]]
     return sum(c * values[name] for name, c in names) if all(name in values for name, _ in names) else None
@@ -197,103 +192,6 @@ def holds(outcomes: dict, needs: tuple) -> bool:
     return any(all(outcomes.get(key) == HOLDS for key in together) for together in needs)
 
 
-# What Pre-LN hands each left side a fit is said of, by the node of the table of steps that holds it, and the
-# component whose output, named as Pre-LN's (`named_outputs`), makes that value one the run shows
-HANDED = {"att.in": "n1", "norm2.in": "h", "ff.in": "n2", "y": "y"}
-BEFORE = {"att.in": "norm1", "norm2.in": "att", "ff.in": "norm2", "y": "ff"}
-
-
-def said(flows: dict, needs: tuple, tol: float, found: dict | None = None) -> Said | None:
-    """Why a part's equations (`needs`, as for `holds`) do not hold in eval mode, as facts: for the first equation of
-    theirs that fails on the eval runs and whose left side is what a component received (or what the block
-    returned), that value written over the outputs the run showed before it where `fit` can write it, else, where
-    Pre-LN's value there is one the run shows, that it is not that value and the grader cannot write it (`Unknown`);
-    None where neither can be said. `found`: the eval outcomes (`outcomes`), where the caller holds them already."""
-    runs = [run for run in (flows.get("eval"), getattr(flows.get("eval"), "other", None)) if run is not None]
-    found = outcomes(flows, "eval", tol) if found is None else found
-    named, values = named_outputs(found), [boundaries(run) for run in runs]
-    for step in (step for together in needs for step in together if found.get(step) == FAILS):
-        left = ALL[step][0]
-        if left not in HANDED:
-            continue
-        value, component = BY_NODE[HANDED[left]].value, None if left == "y" else left.split(".")[0]
-        fact = fit(runs, left, tol, named, values)
-        if fact is not None:
-            return Said((fact,), f"Pre-LN returns {value}" if left == "y" else f"Pre-LN hands {what_of(component)} {value}")
-        if BEFORE[left] in named and all(_unlike(run, shown, step, component, tol) for run, shown in zip(runs, values)):
-            name = "h" if HANDED[left] == "h" else value  # Pre-LN's first sum goes by its name
-            return Said((Unknown("eval", component, 1 if component else None, name, 1 if component else None),))
-    return None
-
-
-def fit(runs: list, left: str, tol: float, named: dict | None = None, values: list | None = None) -> Sum | None:
-    """The boundary `left` of eval runs (`att.in`, ..., `y`) as an exact sum of the block input and the outputs of the
-    components before it (`Sum`), the same sum on every run; a coefficient other than 1 or -1 is said only where a
-    second run gives it too. An output is named as Pre-LN's value where `named` holds it (`named_outputs`), else as the call
-    that gave it ("att#1"), which must be one plain recorded call of its component (`_plain`), as must the call that
-    received `left`. None where a run shows no such sum. `values`: each run's `boundaries`, where read already."""
-    named = named or {}
-    component = left.split(".")[0] if left != "y" else None
-    earlier = COMPONENTS[: COMPONENTS.index(component)] if component else COMPONENTS
-    found = []
-    for run, values in zip(runs, values or [boundaries(run) for run in runs]):
-        single = {name for name in COMPONENTS if _plain(run, name, values, tol)}
-        if left not in values or (component is not None and component not in single):
-            return None
-        outputs = [n for n in earlier if f"{n}.out" in values and (n in named or n in single)]
-        start = {"x": values["x"]}
-        if left == "y" and "h" in named.values() and "norm2.in" in values:  # the first half's result, as Pre-LN's h
-            start, outputs = {"h": values["norm2.in"]}, [n for n in outputs if n not in ("norm1", "att")]
-        vectors = {**start, **{named.get(n, f"{n}#1"): values[f"{n}.out"] for n in outputs}}
-        terms = express(values[left], vectors, tol)
-        if terms is None:
-            return None
-        found.append(tuple((name, c) for name, c in terms.items() if c))
-    if not found or any(
-        len(t) != len(found[0]) or any(a[0] != b[0] or not confirms(a[1], b[1]) for a, b in zip(t, found[0])) for t in found[1:]
-    ):
-        return None
-    if len(found) == 1 and any(unconfirmed(c) for _, c in found[0]):
-        return None
-    return Sum("eval", component, 1 if component else None, found[0], 1 if component else None)
-
-
-def _unlike(run, values: dict, step, component: str | None, tol: float) -> bool:
-    """Is what the left side of `step`'s equation holds in eval `run` (its boundary `values`) no arrangement of what
-    its right side gives, not even in pieces (some token vector of it, zero vectors aside, is none of that value's),
-    received by one plain call (`_plain`)?"""
-    left, right = ALL[step][0], _right(values, step, "eval")
-    if left not in values or right is None or (component and not _plain(run, component, values, tol)):
-        return False
-    features = run.x.shape[-1]
-    got = values[left].reshape(-1, features)
-    got = got[np.abs(got).sum(axis=1) > 0]  # a zero vector added (padding) is no token of another value
-    expected = right.reshape(-1, features)
-    nearest = np.abs(got[:, None, :] - expected[None, :, :]).max(axis=-1).min(axis=1)
-    return not got.size or bool(nearest.max() > 1e-3 * max(float(np.abs(expected).max()), 1.0))
-
-
-def named_outputs(found: dict) -> dict:
-    """Each component's output by its value in Pre-LN's notation (`att(norm1(x))`), and the first sum as `h`, where
-    every equation up to that step holds (in eval mode the dropouts' steps show nothing)."""
-    names = {}
-    for step in STEPS:
-        needed = [s for s, (left, _) in EQUATIONS.items() if s <= step.number and left.split(".")[0] in COMPONENTS + ("y",)]
-        if all(found.get(s) == HOLDS for s in needed) and (step.component in COMPONENTS or step.node == "h"):
-            names[step.component or step.node] = step.node if step.node == "h" else step.value
-    return names
-
-
-def _plain(flow, name: str, values: dict, tol: float) -> bool:
-    """Was component `name` recorded as one call of its own, on the block's values as they are and in the block's
-    shape (not run through its layers, not on a rearranged, reshaped or padded tensor), so that "<name>#1" names the
-    value the ledger holds?"""
-    made = [call for call in flow.calls if call.name == name and call.kind != "manual"]
-    if len(made) != 1 or any(call.get("name") == name for call in flow.layers) or f"{name}.out" not in values:
-        return False
-    call = made[0]
-    return (
-        call.input.shape == call.output.shape == flow.x.shape
-        and close(call.input.reshape(-1), values[f"{name}.in"], tol)
-        and close(call.output.reshape(-1), values[f"{name}.out"], tol)
-    )
+def fails(outcomes: dict, needs: tuple) -> bool:
+    """Does an equation of each of `needs` (as for `holds`) fail in `outcomes`?"""
+    return all(any(outcomes.get(key) == FAILS for key in together) for together in needs)

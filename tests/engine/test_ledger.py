@@ -19,7 +19,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from autograder.engine import ledger
+from autograder.engine import fits, ledger
 from autograder.engine.diagnosis.own_layers import calls_with_passes
 from autograder.engine.reading.naming import analyse
 from autograder.engine.steps import EQUATIONS, HALVES
@@ -136,14 +136,14 @@ def test_a_fuzzed_forward_breaks_an_equation_exactly_when_its_values_are_not_pre
 
 
 def fitted(forward: str) -> list:
-    """Every sum the ledger writes (`ledger.fit`) for a boundary whose equation fails on the oracle's eval runs of
+    """Every sum the ledger writes (`fits.fit`) for a boundary whose equation fails on the oracle's eval runs of
     `forward` (two, as the grader reads two), with the oracle's verdict on it on the first (True, False, or None where
     it cannot evaluate it)."""
     (run, flow, _), (_, other, _) = read(forward), read(forward, seed=1)
     found = ledger.combined([ledger.evaluate(ledger.boundaries(f), "eval", TOL) for f in (flow, other)])
     failing = {left for step, (left, _) in ledger.ALL.items() if found[step] == ledger.FAILS}
-    named = ledger.named_outputs(found)
-    facts = [ledger.fit([flow, other], left, TOL, named) for left in ledger.HANDED if left in failing]
+    named = fits.named_outputs(found)
+    facts = [fits.fit([flow, other], left, TOL, named) for left in fits.HANDED if left in failing]
     return [(fact, run.check(fact.to_dict())) for fact in facts if fact is not None]
 
 
@@ -204,6 +204,15 @@ FIRST, SECOND = HALVES["att"], HALVES["ff"]
         # norm1 run on h for the feed-forward network too: norm1 is read where it feeds attention
         ("h = x + self.drop_shortcut(self.att(self.norm1(x)))\n    return h + self.drop_shortcut(self.ff(self.norm1(h)))", "eval",
          {FIRST.norm: ledger.HOLDS, FIRST.branch: ledger.HOLDS, ledger.ADDED["att"]: ledger.HOLDS}),
+        # attention run where the feed-forward network runs too: attention is read where norm1's output went
+        ("h = x + self.drop_shortcut(self.att(self.norm1(x)))\n"
+         "    return h + self.drop_shortcut(self.att(self.norm2(h)))", "train",
+         {FIRST.branch: ledger.HOLDS, ledger.ADDED["att"]: ledger.HOLDS, ledger.ONCE["att"]: ledger.HOLDS,
+          SECOND.branch: ledger.UNKNOWN}),
+        # attention applied twice in a row: the first call is attention's, the second a call on its output alone
+        ("h = x + self.drop_shortcut(self.att(self.att(self.norm1(x))))\n"
+         "    return h + self.drop_shortcut(self.ff(self.norm2(h)))", "eval",
+         {FIRST.branch: ledger.HOLDS, ledger.ADDED["att"]: ledger.HOLDS}),
         # attention's output normalized again before its dropout: a call on the branch alone, then added to x
         ("h = x + self.drop_shortcut(self.norm1(self.att(self.norm1(x))))\n"
          "    return h + self.drop_shortcut(self.ff(self.norm2(h)))", "eval",

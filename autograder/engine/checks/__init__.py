@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from autograder.engine import ledger
+from autograder.engine import fits, ledger
 from autograder.engine.diagnosis.anatomy import Anatomy
 from autograder.engine.facts import Ran
 from autograder.engine.replayed import Responds
@@ -193,22 +193,22 @@ class Evidence:
         return "; ".join(dict.fromkeys(whys)) if whys else None
 
     def half_part(self, mode: str, side: str, finder: str, what: str, needs: tuple = ()) -> Outcome:
-        """A part about one half, passed when the `mode` run matches Pre-LN or the equations it `needs` hold on every run
-        of that mode (`ledger.holds`), else judged by its `anatomy` finder ("norm", "dropout", "addition") and said as
-        the ledger's facts (`ledger.said`) or the finder's words; paid only when that half did its work. `what` ends
-        the message when the half never ran."""
+        """A part about one half: passed where the `mode` run matches Pre-LN or the equations it `needs` hold on each run
+        of that mode (`ledger.holds`); failed where each alternative has a failing equation and the ledger says why
+        (`fits.said`); elsewhere its `anatomy` finder ("norm", "dropout", "addition") decides and words it. Paid only
+        when that half did its work; `what` ends the message when the half never ran."""
         if self.gives_reference(mode):
             return PASS if mode == "eval" else self._worked(side)
-        if ledger.holds(self.equations(mode), needs):
+        if ledger.holds(found := self.equations(mode), needs):
             return self._worked(side)
         anatomy = self.anatomy(mode)
         if getattr(anatomy, side) is None:
             why, facts = absent(self, mode, side)  # no fact: the branch may be there, where the grader cannot see it
             return fail(why + (f"{what}." if facts else ", so the grader cannot check this part of it."), facts)
-        if (found := getattr(anatomy, finder)(side)) is None:
+        said = fits.said(self.flows, needs, tolerance(self.device), found) if mode == "eval" else None
+        if (seen := getattr(anatomy, finder)(side)) is None and not (said and ledger.fails(found, needs)):
             return self._worked(side)
-        said = ledger.said(self.flows, needs, tolerance(self.device), self.equations(mode)) if mode == "eval" else None
-        return fail(said.text(), said.facts) if said else fail(found.text())
+        return fail(said.text(), said.facts) if said else fail(seen.text())
 
     def _worked(self, side: str) -> Outcome:
         """PASS when the half `side` does real work in the eval-mode output (a train-mode part is about work the
