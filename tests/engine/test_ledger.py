@@ -316,6 +316,26 @@ def test_a_branch_called_through_its_own_layers_keeps_the_parts_its_equations_pa
 
 
 @pytest.mark.quick
+@pytest.mark.parametrize("scale, passed", [("1.0001", False), ("1.0", True)])
+def test_a_shortcut_scaled_a_little_loses_its_own_part_with_the_sum_the_block_returned(grade_here, scale, passed):
+    """Where an equation of each of a part's alternatives fails and the ledger says why, the part fails, whatever
+    the half reading would pay (it compares sums at the wider tolerance of a replay): the second shortcut scaled by
+    1.0001 fails Pre-LN's sum, both sums at the output and the half's own, and the fact is true on the oracle's run."""
+    forward = f"""
+        def forward(self, x):
+            x = x + self.drop_shortcut(self.att(self.norm1(x)))
+            return {scale} * x + self.drop_shortcut(self.ff(self.norm2(x)))
+        """
+    result = grade_here(submission(forward=forward))
+    part = next(s for c in result.checks for s in c.subtests if s.name == "shortcut around the feed-forward network")
+    assert part.passed == passed and _parts(result, "forward_shortcuts")["shortcut around attention"], part.message
+    if not passed:
+        assert part.message.startswith("Your forward returned 1.0001*h + ff(norm2(h))"), part.message
+        sums = [fact for fact in result.facts if fact["kind"] == "sum" and fact["component"] is None]
+        assert sums and all(Run(forward).check(fact) is True for fact in sums), sums
+
+
+@pytest.mark.quick
 @pytest.mark.parametrize(
     "handed, said, kind",
     [
