@@ -112,10 +112,13 @@ def _added(flow, live: list, source) -> tuple | None:
             current = step
     if current.key not in flow.vectors:
         return None
-    into = next((step.input for step in live if step.index > current.index and step.takes and current.key in step.takes), None)
-    if into is None and flow.y_takes is not None and current.key in flow.y_takes:
-        into = flow.y.reshape(-1)
-    return None if into is None else (into, flow.vectors[current.key])
+    for step in (step for step in live if step.index > current.index):
+        if step.takes is None:  # a value the grader cannot write may hold the branch: where it went is unknown
+            return None
+        if current.key in step.takes:
+            return step.input, flow.vectors[current.key]
+    takes = flow.y_takes
+    return (flow.y.reshape(-1), flow.vectors[current.key]) if takes is not None and current.key in takes else None
 
 
 def _starts(flow, source) -> list:
