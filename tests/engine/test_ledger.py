@@ -217,6 +217,10 @@ FIRST, SECOND = HALVES["att"], HALVES["ff"]
         ("h = x + self.drop_shortcut(self.norm1(self.att(self.norm1(x))))\n"
          "    return h + self.drop_shortcut(self.ff(self.norm2(h)))", "eval",
          {ledger.ADDED["att"]: ledger.HOLDS, FIRST.branch: ledger.HOLDS, FIRST.sum: ledger.FAILS}),
+        # the first sum clamped on its way into norm2: where the branch went is unknown, both sums still show at the output
+        ("h = x + self.drop_shortcut(self.att(self.norm1(x)))\n"
+         "    return h + self.drop_shortcut(self.ff(self.norm2(h.clamp(-0.3, 0.3))))", "eval",
+         {ledger.ADDED["att"]: ledger.UNKNOWN, ledger.SUMS: ledger.HOLDS}),
         # the attention branch halved on its way into the sum
         ("h = x + 0.5 * self.drop_shortcut(self.att(self.norm1(x)))\n    return h + self.drop_shortcut(self.ff(self.norm2(h)))",
          "eval", {ledger.ADDED["att"]: ledger.FAILS, ledger.ADDED["ff"]: ledger.HOLDS}),
