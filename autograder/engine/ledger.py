@@ -13,8 +13,8 @@ holds. In train mode a dropout on a branch is the one dropout that received the 
 at drop_shortcut's 1/(1 - p), and its output is what the sum holds.
 
 Beside Pre-LN's equations, each half's own parts have one each, read where the half put its values, so that a
-mistake at another step leaves them as they are: what the dropout gave is dropped no more (`ONCE`: no dropout
-takes it alone), whatever else takes the branch output (a shortcut replaced by it is the shortcut's step), and
+mistake at another step leaves them as they are: what the dropout gave is dropped no more (`ONCE`: no other
+dropout received it), whatever else takes the branch output (a shortcut replaced by it is the shortcut's step), and
 the branch, after the calls that took it alone (its dropout), was added unscaled to the value its half started
 from, wherever that sum went (`ADDED`).
 
@@ -44,7 +44,7 @@ EVAL_DROPS = {"drop1.out": "att.out", "drop2.out": "ff.out"}
 DROPS = {"drop1": "att", "drop2": "ff"}  # each dropout on a branch, by the component whose output it receives
 FEEDS = {"norm1": "att", "norm2": "ff"}  # each LayerNorm, by the branch Pre-LN hands its output
 FED = {branch: norm for norm, branch in FEEDS.items()}  # each branch, by the LayerNorm that feeds it
-# The dropout parts' own equation: what the branch's dropout gave is dropped no more (`_once`)
+# The dropout parts' own equation: what the branch's dropout gave no other dropout received (`_once`)
 ONCE = {branch: f"{drop} once" for drop, branch in DROPS.items()}  # by the branch: "att", "ff"
 # Each addition part's own equation: the branch's output, after the calls that took it alone (its dropout), was added
 # unscaled to the value its half started from (`_starts`: what was normalized in front of it), wherever it went (`_added`)
@@ -96,7 +96,7 @@ def boundaries(flow, drop_p: float | None = None) -> dict:
             values[f"{drop}.out"] = flow.vectors[found[0].key]
         elif kept and abs(found[0].scale * (1 - drop_p) - 1) <= 1e-3:
             values[f"{drop}.in"], values[f"{drop}.out"] = found[0].input, flow.vectors[found[0].key]
-            values[f"{drop}.once"] = _once(live, found[0])
+            values[f"{drop}.once"] = _once(flow, live, found[0])
     return values
 
 
@@ -135,13 +135,12 @@ def _starts(flow, source) -> list:
     return starts or [source.input]
 
 
-def _once(live: list, drop) -> bool | None:
-    """Is what the dropout `drop` gave dropped no more (no dropout among the `live` calls takes it alone)? None where
-    a dropout's input is no sum the grader can write."""
-    dropouts = [step for step in live if step.is_dropout and step.key != drop.key]
-    if any(step.takes is None for step in dropouts):
-        return None
-    return not any(step.takes == {drop.key: 1.0} for step in dropouts)
+def _once(flow, live: list, drop) -> bool:
+    """Is what the dropout `drop` gave dropped no more: did no other dropout among the `live` calls receive it, at
+    the positions that dropout covers?"""
+    given = flow.vectors[drop.key]
+    again = [step for step in live if step.is_dropout and step.key != drop.key and step.covers.any()]
+    return not any(close(step.input[step.covers], given[step.covers], flow.tol) for step in again)
 
 
 def evaluate(values: dict, mode: str, tol: float) -> dict:
