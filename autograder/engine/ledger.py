@@ -50,7 +50,10 @@ ONCE = {branch: f"{drop} once" for drop, branch in DROPS.items()}  # by the bran
 # unscaled to the value its half started from (`_starts`: what was normalized in front of it), wherever it went (`_added`)
 ADDED = {branch: f"{branch} added" for branch in FEEDS.values()}
 HALF_SUMS = {ADDED[branch]: (f"{branch}.sum", ((f"{branch}.start", 1.0), (f"{branch}.added", 1.0))) for branch in FEEDS.values()}
-ALL = {**EQUATIONS, SUMS: BOTH_SUMS, **HALF_SUMS}  # every equation the ledger evaluates, by step
+# The shortcut path's own: the first half starts from x, the second from where the first's branch went, and the block
+# returns where the second's went
+PATH = {"path x": ("att.start", (("x", 1.0),)), "path h": ("ff.start", (("att.sum", 1.0),)), "path y": ("y", (("ff.sum", 1.0),))}
+ALL = {**EQUATIONS, SUMS: BOTH_SUMS, **HALF_SUMS, **PATH}  # every equation the ledger evaluates, by step
 
 
 def boundaries(flow, drop_p: float | None = None) -> dict:
@@ -192,8 +195,3 @@ def outcomes(flows: dict, mode: str, tol: float, drop_p: float | None = None) ->
 def holds(outcomes: dict, needs: tuple) -> bool:
     """Does one of `needs` (alternatives, each the equations a part needs together) hold whole in `outcomes`?"""
     return any(all(outcomes.get(key) == HOLDS for key in together) for together in needs)
-
-
-def fails(outcomes: dict, needs: tuple) -> bool:
-    """Does an equation of each of `needs` (as for `holds`) fail in `outcomes`?"""
-    return all(any(outcomes.get(key) == FAILS for key in together) for together in needs)

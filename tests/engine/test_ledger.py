@@ -221,6 +221,14 @@ FIRST, SECOND = HALVES["att"], HALVES["ff"]
         ("h = x + self.drop_shortcut(self.att(self.norm1(x)))\n"
          "    return h + self.drop_shortcut(self.ff(self.norm2(h.clamp(-0.3, 0.3))))", "eval",
          {ledger.ADDED["att"]: ledger.UNKNOWN, ledger.SUMS: ledger.HOLDS}),
+        # a LayerNorm on the shortcut path: the second half starts from norm1(h), not from the first half's sum
+        ("h = x + self.drop_shortcut(self.att(self.norm1(x)))\n    n = self.norm1(h)\n"
+         "    return n + self.drop_shortcut(self.ff(self.norm2(n)))", "eval",
+         {"path x": ledger.HOLDS, "path h": ledger.FAILS, "path y": ledger.HOLDS, ledger.ADDED["ff"]: ledger.HOLDS}),
+        # the feed-forward network applied twice in a row: a call on the branch alone, the path runs straight
+        ("h = x + self.drop_shortcut(self.att(self.norm1(x)))\n"
+         "    return h + self.drop_shortcut(self.ff(self.ff(self.norm2(h))))", "eval",
+         {"path x": ledger.HOLDS, "path h": ledger.HOLDS, "path y": ledger.HOLDS, SECOND.branch: ledger.HOLDS}),
         # the attention branch halved on its way into the sum
         ("h = x + 0.5 * self.drop_shortcut(self.att(self.norm1(x)))\n    return h + self.drop_shortcut(self.ff(self.norm2(h)))",
          "eval", {ledger.ADDED["att"]: ledger.FAILS, ledger.ADDED["ff"]: ledger.HOLDS}),

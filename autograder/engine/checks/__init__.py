@@ -193,10 +193,9 @@ class Evidence:
         return "; ".join(dict.fromkeys(whys)) if whys else None
 
     def half_part(self, mode: str, side: str, finder: str, what: str, needs: tuple = ()) -> Outcome:
-        """A part about one half: passed where the `mode` run matches Pre-LN or the equations it `needs` hold on each run
-        of that mode (`ledger.holds`); failed where each alternative has a failing equation and the ledger says why
-        (`fits.said`); elsewhere its `anatomy` finder ("norm", "dropout", "addition") decides and words it. Paid only
-        when that half did its work; `what` ends the message when the half never ran."""
+        """A part about one half: passed only where the `mode` run matches Pre-LN or the equations it `needs` hold on each
+        run of that mode (`ledger.holds`), and paid there only when that half did its work; else failed, in the ledger's
+        facts (`fits.said`) or its `anatomy` finder's words ("norm", "dropout", "addition", `what` if it never ran)."""
         if self.gives_reference(mode):
             return PASS if mode == "eval" else self._worked(side)
         if ledger.holds(found := self.equations(mode), needs):
@@ -205,10 +204,10 @@ class Evidence:
         if getattr(anatomy, side) is None:
             why, facts = absent(self, mode, side)  # no fact: the branch may be there, where the grader cannot see it
             return fail(why + (f"{what}." if facts else ", so the grader cannot check this part of it."), facts)
-        said = fits.said(self.flows, needs, tolerance(self.device), found) if mode == "eval" else None
-        if (seen := getattr(anatomy, finder)(side)) is None and not (said and ledger.fails(found, needs)):
-            return self._worked(side)
-        return fail(said.text(), said.facts) if said else fail(seen.text())
+        if said := fits.said(self.flows, needs, tolerance(self.device), found) if mode == "eval" else None:
+            return fail(said.text(), said.facts)
+        seen = getattr(anatomy, finder)(side)
+        return fail(seen.text() if seen else f"The grader cannot read {NAMES[side]}'s half whole and once{UNREAD}")
 
     def _worked(self, side: str) -> Outcome:
         """PASS when the half `side` does real work in the eval-mode output (a train-mode part is about work the
@@ -271,6 +270,7 @@ def swept(evidence: Evidence, part: str, outcome: Outcome, gradients: bool = Tru
 
 
 NAMES = {"att": "attention", "ff": "the feed-forward network"}
+UNREAD = " at its components' boundaries (a component called more than once, say), so it cannot check this part of it."
 
 
 def difference(a, b) -> str:

@@ -10,11 +10,14 @@ value its half started from, wherever that sum went), and otherwise the half as 
 The third part is the grader's own computation: the student's program, replayed with attention and the
 feed-forward network silenced (every weight 0), must hand back its input exactly, as a Pre-LN block does, and on
 the real weights the shortcut path must run from x to the output with nothing on it (both equations of the sums
-hold, or the halves as read say so); it pays only when both additions are right and the branches do real work.
+hold, or the path's own: the first half starts from x, the second from the sum the first branch went into, and the
+block returns the sum the second went into); it pays only when both additions are right and the branches do real
+work.
 """
 
 from __future__ import annotations
 
+from autograder.engine import ledger
 from autograder.engine.ledger import ADDED, SUMS, holds
 from autograder.engine.steps import HALVES
 
@@ -39,12 +42,21 @@ def _path(evidence: Evidence, additions_right: bool):
             "hands back its input exactly; the grader's replay of your forward does not "
             f"({difference(silenced, evidence.x)})."
         )
-    if holds(evidence.equations("eval"), ((HALVES["att"].sum, HALVES["ff"].sum), (SUMS,))):
+    found = evidence.equations("eval")
+    if holds(found, ((HALVES["att"].sum, HALVES["ff"].sum), (SUMS,), tuple(ledger.PATH))):
         return evidence.gate(PASS)  # norm2 receives x + attention's branch, y is that + the other; or y is x + both
-    found = evidence.anatomy("eval").stream()
-    if found is not None:
-        return fail("On the real weights the shortcut path does not run straight from input to output: " + found.text() + ".")
-    return evidence.gate(PASS)
+    seen = evidence.anatomy("eval").stream()
+    failing = [WORDS[key] for key in ledger.PATH if found.get(key) == ledger.FAILS]
+    why = seen.text() if seen is not None else failing[0] if failing else "the grader cannot follow it from the halves' values"
+    return fail(f"On the real weights the shortcut path does not run straight from input to output: {why}.")
+
+
+# What each of the shortcut path's equations (`ledger.PATH`) says where it fails
+WORDS = {
+    "path x": "the first half did not start from the block input x",
+    "path h": "the second half did not start from the sum that attention's branch went into",
+    "path y": "the block did not return the sum that the feed-forward branch went into",
+}
 
 
 def evaluate(evidence: Evidence) -> dict:
