@@ -58,9 +58,11 @@ ALL = {**EQUATIONS, SUMS: BOTH_SUMS, **HALF_SUMS, **PATH}  # every equation the 
 
 def boundaries(flow, drop_p: float | None = None) -> dict:
     """The boundary values a named run (`dataflow.Flow`) shows whole and once, flat over the block's positions, by
-    name (`x`, `y`, `att.in`, `att.out`, ...). In train mode, with drop_shortcut's `drop_p`, also each dropout on a
-    branch (`drop1`, `drop2`): the one dropout that received the component's output whole and dropped values of it,
-    keeping the rest at 1/(1 - p) with that p."""
+    name (`x`, `y`, `att.in`, `att.out`, ...), and each half's own: where its branch went (`att.sum`), the branch as
+    added (`att.added`), the value the half started from (`att.start`). In train mode, with drop_shortcut's `drop_p`,
+    also each dropout on a branch (`drop1`, `drop2`): the one dropout that received the component's output whole and
+    dropped values of it, keeping the rest at 1/(1 - p) with that p, and whether what it gave was dropped no more
+    (`drop1.once`); in eval mode, the output of such a dropout left on."""
     decoys = {step.key for step in flow.decoys}  # calls whose value never reaches the output, where the grader can tell
     values, read, live = {"x": flow.x.reshape(-1), "y": flow.y.reshape(-1)}, {}, [s for s in flow.steps if s.key not in decoys]
     for name in COMPONENTS:
@@ -94,7 +96,7 @@ def boundaries(flow, drop_p: float | None = None) -> dict:
         ]
         if len(found) != 1 or not found[0].drops:
             continue
-        kept = drop_p is not None and 0 < drop_p < 1 and found[0].scale is not None  # and at that p's 1/(1 - p):
+        kept = drop_p is not None and 0 < drop_p < 1 and found[0].scale is not None  # kept at that p's 1/(1 - p)?
         if not flow.train:  # a dropout left on in eval mode acts on the branch: its sum holds what it gave
             values[f"{drop}.out"] = flow.vectors[found[0].key]
         elif kept and abs(found[0].scale * (1 - drop_p) - 1) <= 1e-3:
