@@ -96,12 +96,13 @@ def boundaries(flow, drop_p: float | None = None) -> dict:
         ]
         if len(found) != 1 or not found[0].drops:
             continue
-        kept = drop_p is not None and 0 < drop_p < 1 and found[0].scale is not None  # kept at that p's 1/(1 - p)?
+        dropout, scale = found[0], found[0].scale  # kept values at drop_shortcut's 1/(1 - p)?
+        kept = drop_p is not None and 0 < drop_p < 1 and scale is not None and abs(scale * (1 - drop_p) - 1) <= 1e-3
         if not flow.train:  # a dropout left on in eval mode acts on the branch: its sum holds what it gave
-            values[f"{drop}.out"] = flow.vectors[found[0].key]
-        elif kept and abs(found[0].scale * (1 - drop_p) - 1) <= 1e-3:
-            values[f"{drop}.in"], values[f"{drop}.out"] = found[0].input, flow.vectors[found[0].key]
-            values[f"{drop}.once"] = _once(flow, live, found[0])
+            values[f"{drop}.out"] = flow.vectors[dropout.key]
+        elif kept:
+            values[f"{drop}.in"], values[f"{drop}.out"] = dropout.input, flow.vectors[dropout.key]
+            values[f"{drop}.once"] = _once(flow, live, dropout)
     return values
 
 

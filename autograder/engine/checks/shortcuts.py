@@ -18,7 +18,6 @@ work.
 from __future__ import annotations
 
 from autograder.engine import ledger
-from autograder.engine.ledger import ADDED, SUMS, holds
 from autograder.engine.steps import HALVES
 
 from . import PASS, Evidence, difference, error_text, fail
@@ -43,7 +42,7 @@ def _path(evidence: Evidence, additions_right: bool):
             f"({difference(silenced, evidence.x)})."
         )
     found = evidence.equations("eval")
-    if holds(found, ((HALVES["att"].sum, HALVES["ff"].sum), (SUMS,), tuple(ledger.PATH))):
+    if ledger.holds(found, ((HALVES["att"].sum, HALVES["ff"].sum), (ledger.SUMS,), tuple(ledger.PATH))):
         return evidence.gate(PASS)  # norm2 receives x + attention's branch, y is that + the other; or y is x + both
     seen = evidence.anatomy("eval").stream()
     failing = [WORDS[key] for key in ledger.PATH if found.get(key) == ledger.FAILS]
@@ -66,7 +65,7 @@ def evaluate(evidence: Evidence) -> dict:
         return {ATT: fail(message), FF: fail(message), PATH: fail(message)}
     missing = ", so there is no branch to add a shortcut around"
     outcomes = {
-        part: evidence.half_part("eval", side, "addition", missing, ((HALVES[side].sum,), (SUMS,), (ADDED[side],)))
+        part: evidence.half_part("eval", side, "addition", missing, ((HALVES[side].sum,), (ledger.SUMS,), (ledger.ADDED[side],)))
         for part, side in ((ATT, "att"), (FF, "ff"))
     }
     outcomes[PATH] = _path(evidence, outcomes[ATT].passed and outcomes[FF].passed)
