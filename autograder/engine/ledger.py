@@ -77,6 +77,8 @@ def boundaries(flow, drop_p: float | None = None) -> dict:
             made = [call for call in made if call.takes == {read[FED[name]].key: 1.0}]
         if len(made) != 1 or not made[0].whole or made[0].variant is not None or flow.counts.get(name, 0) > recorded:
             continue  # a near miss of a LayerNorm (`variant`) is not the component
+        if not _positioned(flow, made[0]):
+            continue
         if made[0].key in flow.vectors:
             values[f"{name}.in"], values[f"{name}.out"], read[name] = made[0].input, flow.vectors[made[0].key], made[0]
     for branch in FEEDS.values():
@@ -104,6 +106,14 @@ def boundaries(flow, drop_p: float | None = None) -> dict:
             values[f"{drop}.in"], values[f"{drop}.out"] = dropout.input, flow.vectors[dropout.key]
             values[f"{drop}.once"] = _once(flow, live, dropout)
     return values
+
+
+def _positioned(flow, step) -> bool:
+    """Are the block positions the reading gave what `step` received known: received in the block's order, or
+    rearranged from values whose own positions are known (not the output of a call whose input it could not write,
+    whose order it could only assume)?"""
+    in_order = all(call.place is not None and (call.place.reshape(-1) == range(call.place.size)).all() for call in step.calls)
+    return in_order or all(getattr(flow.producer(key), "takes", {}) is not None for key in step.takes or {})
 
 
 def _added(flow, live: list, source) -> tuple | None:
