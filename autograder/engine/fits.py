@@ -1,18 +1,29 @@
-"""What the ledger says of an equation that fails in eval mode (`engine.ledger`): the value its left side holds,
-written over the outputs the run showed before it (the block input, each earlier component's output) by least
-squares, as a typed fact (`facts.Sum`). Said only where the sum is exact, the same on every eval run the grader read,
-and each value it names is one recorded call of its component, so that anyone holding the run can check it.
+"""What the ledger says of a part whose equations do not hold (`engine.ledger`).
+
+In eval mode, where it can: the value the failing equation's left side holds, written over the outputs the run showed
+before it (the block input, each earlier component's output) by least squares, as a typed fact (`facts.Sum`). Said
+only where the sum is exact, the same on every eval run the grader read, and each value it names is one recorded call
+of its component, so that anyone holding the run can check it (`said`).
+
+Elsewhere, what a branch received or where its output went, as the reading wrote it (`taken`), a near miss of a
+LayerNorm (`Near`), or the equation itself (`unmet.Unmet`): it fails between the values the run recorded, or a boundary
+it needs is not shown whole and once, so the grader cannot tell.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import numpy as np
 
-from autograder.engine.facts import Said, Sum, Unknown, what_of
-from autograder.engine.ledger import ALL, COMPONENTS, FAILS, HOLDS, boundaries, outcomes, right_side
+from autograder.engine.facts import Dropout, Fact, Said, Sum, Unknown, what_of
+from autograder.engine.ledger import ADDED, ALL, COMPONENTS, FAILS, FED, HOLDS, ONCE, boundaries, outcomes, right_side
+from autograder.engine.reading.normfit import describe_variant
 from autograder.engine.reading.placement import confirms, express, unconfirmed
-from autograder.engine.steps import BY_NODE, EQUATIONS, STEPS
+from autograder.engine.steps import BY_NODE, EQUATIONS, HALVES, STEPS
 from autograder.engine.tolerance import close
+from autograder.engine.unmet import unmet
 
 # What Pre-LN hands each left side a fit is said of (a node of `steps`), and the component whose output names it there
 HANDED = {"att.in": "n1", "norm2.in": "h", "ff.in": "n2", "y": "y"}
@@ -56,7 +67,10 @@ def fit(runs: list, left: str, tol: float, named: dict | None = None, values: li
         single = {name for name in COMPONENTS if _plain(run, name, values, tol)}
         if left not in values or (component is not None and component not in single):
             return None
-        outputs = [n for n in earlier if f"{n}.out" in values and (n in named or n in single)]
+        # Pre-LN's earlier components, named or plain; and any other plain one the run called first (norm2, when the
+        # norms are swapped)
+        first = [n for n in COMPONENTS if n in single and n not in earlier and component and _at(run, n) < _at(run, component)]
+        outputs = [n for n in (*earlier, *first) if f"{n}.out" in values and (n in named or n in single)]
         start = {"x": values["x"]}
         if left == "y" and "h" in named.values() and "norm2.in" in values:  # the first half's result, as Pre-LN's h
             start, outputs = {"h": values["norm2.in"]}, [n for n in outputs if n not in ("norm1", "att")]
@@ -100,6 +114,11 @@ def named_outputs(found: dict) -> dict:
     return names
 
 
+def _at(flow, name: str) -> int:
+    """Where the one recorded call of component `name` (`_plain`) sits among the run's calls."""
+    return next(call.index for call in flow.calls if call.name == name and call.kind != "manual")
+
+
 def _plain(flow, name: str, values: dict, tol: float) -> bool:
     """Was component `name` recorded as one call of its own, on the block's values as they are and in the block's
     shape (not run through its layers, not on a rearranged, reshaped or padded tensor), so that "<name>#1" names the
@@ -113,3 +132,87 @@ def _plain(flow, name: str, values: dict, tol: float) -> bool:
         and close(call.input.reshape(-1), values[f"{name}.in"], tol)
         and close(call.output.reshape(-1), values[f"{name}.out"], tol)
     )
+
+
+@dataclass(frozen=True)
+class Near(Fact):
+    """Call `call` of `component` received the output of a normalization (`by`: norm1, norm2, torch's layer_norm, or
+    one written by hand) that the grader's fit finds to differ from a LayerNorm as `how` says (`normfit`)."""
+
+    kind: ClassVar[str] = "near"
+    component: str
+    call: int | None
+    by: str
+    how: str
+    calls: int | None = None
+
+    def text(self) -> str:
+        who = what_of(self.component) + (f" (call {self.call} of {self.calls})" if self.calls and self.calls > 1 else "")
+        return f"{who} received a normalization that {self.how}, where {FED[self.component]} is a LayerNorm"
+
+
+def taken(flow, mode: str, step) -> Sum | None:
+    """What call `step` of a run received (None: what the block returned), as the reading wrote it: a `Sum` of x and
+    the outputs of whole recorded calls, where the value received is that sum as recorded (not rearranged)."""
+    takes = flow.y_takes if step is None else step.takes
+    if takes is None or (step is not None and _single(flow, step) is None):
+        return None
+    terms = tuple((_term(flow, key), c) for key, c in takes.items())
+    if any(name is None or unconfirmed(c) for name, c in terms):  # a coefficient one input shows, not said
+        return None
+    call, calls = _single(flow, step) if step is not None else (None, None)
+    return Sum(mode, None if step is None else step.name, call, terms, calls)
+
+
+def _single(flow, step) -> tuple | None:
+    """(k, n): `step` is recorded call k of its component's n, whole, in the block's shape and order; else None."""
+    if len(step.calls) != 1 or step.calls[0].kind == "manual" or not step.whole or step.variant is not None:
+        return None
+    call, made = step.calls[0], [c for c in flow.calls if c.name == step.name and c.kind != "manual"]
+    shaped = call.input.shape == call.output.shape == flow.x.shape
+    if not shaped or not close(call.input.reshape(-1), step.input, flow.tol):
+        return None
+    return next(k for k, c in enumerate(made, 1) if c is call), len(made)
+
+
+def _term(flow, key: str) -> str | None:
+    """A node of the run as a `Sum` names it: x, or the output of one whole recorded call ("att#1")."""
+    if key == "x":
+        return "x"
+    step = flow.producer(key)
+    single = _single(flow, step) if step is not None else None
+    if single is None or not close(step.calls[0].output.reshape(-1), flow.vectors[key], flow.tol):
+        return None
+    return f"{step.name}#{single[0]}"
+
+
+def why(flows: dict, needs: tuple, mode: str, tol: float, found: dict, eps: float) -> Said:
+    """Why none of a half's part's `needs` holds in the `mode` runs (`found`: their outcomes), as facts: in eval mode
+    what the failing equation's left side received (`said`), or a branch fed by a near miss of a LayerNorm (`Near`, with
+    the LayerNorm's `eps`) or by another call (`taken`); then the equation that fails (`unmet`); in train mode, where
+    the grader cannot read the branch's dropout, where the branch's output went. Facts of a train run say so."""
+    flow, sides = flows[mode], {step for together in needs for step in together}
+    side = next(side for side in FED if {HALVES[side].branch, HALVES[side].drop, ADDED[side], ONCE[side]} & sides)
+    branch = flow.first(side)
+    if mode == "eval" and (found_said := said(flows, needs, tol, found)):
+        return found_said
+    failing = unmet(found, needs, mode)
+    if failing.facts[0].known or branch is None or _single(flow, branch) is None:
+        return failing
+    if mode == "eval" and HALVES[side].branch in sides and branch.takes and len(branch.takes) == 1:
+        producer = flow.producer(next(iter(branch.takes)))
+        if producer is not None and producer.variant is not None and producer.is_norm:
+            how = describe_variant(producer.variant, eps)
+            call, calls = _single(flow, branch)
+            return Said((Near(mode, side, call, producer.name, how, calls),))
+        fed = taken(flow, mode, branch)
+        return Said((fed,)) if fed is not None else failing
+    if mode == "train" and HALVES[side].drop in sides:
+        went = next((step for step in flow.live if step.index > branch.index and step.takes and branch.key in step.takes), None)
+        if went is not None and went.is_dropout and went.takes == {branch.key: 1.0} and _single(flow, went) is not None:
+            call, calls = _single(flow, went)  # one dropout on the branch alone, that dropped nothing or with another p
+            lesson = "Pre-LN's drop_shortcut zeroes some and multiplies the others by 1/(1 - p), with the p of cfg['drop_rate']"
+            return Said((Dropout(mode, went.name, call, went.drops, went.scale if went.drops else None, calls),), lesson)
+        went = taken(flow, mode, went) if went is not None or branch.key in (flow.y_takes or {}) else None
+        return Said((went,)) if went is not None else failing
+    return failing

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from autograder.engine.questions.plan import GRADING_CFG
+from autograder.engine.steps import HALVES
 from catalog.build import submission
 
 DROP_P = 0.5
@@ -508,6 +509,33 @@ class Run:
             numeric = (values[0] - values[1]) / (2 * eps)
             agree.append(abs(slope - numeric) <= 0.02 * max(abs(numeric), abs(slope), 1.0))
         return all(agree) == fact["derivative"]
+
+    def _unmet(self, mode, fact):
+        """One of the ledger's equations failing, evaluated here where it is a sum of what components received and
+        gave in eval mode, each called once: what attention and the feed-forward network received, what norm2 received
+        and what the block returned. The rest are the ledger's own reading of where a half started and where its
+        branch went, which this oracle does not restate; and a boundary the grader could not read is its own word."""
+        def one(component, side):  # what the one call of `component` received (0) or gave (1)
+            calls = self.calls(mode, component)
+            return calls[0][side] if len(calls) == 1 and calls[0][side] is not None else None
+
+        x, y = self.x, self.output(mode)
+        sums = {  # the equation's key -> (its left side, its right side's terms)
+            str(HALVES["att"].branch): (lambda: one("att", 0), lambda: [one("norm1", 1)]),
+            str(HALVES["ff"].branch): (lambda: one("ff", 0), lambda: [one("norm2", 1)]),
+            str(HALVES["att"].sum): (lambda: one("norm2", 0), lambda: [x, one("att", 1)]),
+            str(HALVES["ff"].sum): (lambda: y, lambda: [one("norm2", 0), one("ff", 1)]),
+            "both sums": (lambda: y, lambda: [x, one("att", 1), one("ff", 1)]),
+        }
+        if fact["equation"] not in sums or not fact["known"] or mode != "eval":
+            return None
+        left, terms = sums[fact["equation"]][0](), sums[fact["equation"]][1]()
+        if left is None or any(term is None or term.shape != left.shape for term in terms):
+            return None
+        return not _close(left, sum(terms))
+
+    def _near(self, mode, fact):
+        return None         # a near miss of a LayerNorm is the grader's fit: the family catalogs check its words
 
     def _step(self, mode, fact):
         return None         # the step is checked against the generator's truth, not against values

@@ -56,19 +56,19 @@ WRONG = [
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm2(x)))
             return x + self.drop_shortcut(self.ff(self.norm1(x)))
-        """, "forward_prenorm", 2, "ttention received norm2(x)",
+        """, "forward_prenorm", 2, "ttention received the output of norm2",
           also=('forward_order',)),
     Wrong("norm1_reused", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             return x + self.drop_shortcut(self.ff(self.norm1(x)))
-        """, "forward_prenorm", 7, "he feed-forward network received norm1(h)",
+        """, "forward_prenorm", 7, "he feed-forward network received the output of norm1 (call 2)",
           also=('forward_order',)),
     Wrong("norm2_reused", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm2(x)))
             return x + self.drop_shortcut(self.ff(self.norm2(x)))
-        """, "forward_prenorm", 2, "ttention received norm2(x)",
+        """, "forward_prenorm", 2, "ttention received the output of norm2",
           also=('forward_order',)),
     Wrong("dropout_missing", """
         def forward(self, x):
@@ -79,12 +79,12 @@ WRONG = [
         def forward(self, x):
             x = self.drop_shortcut(x + self.att(self.norm1(x)))
             return self.drop_shortcut(x + self.ff(self.norm2(x)))
-        """, "forward_dropout", 4, "drop_shortcut received x + att(norm1(x))"),
+        """, "forward_dropout", 4, "drop_shortcut (call 1 of 2) received x + the output of attention"),
     Wrong("dropout_before_layer", """
         def forward(self, x):
             x = x + self.att(self.drop_shortcut(self.norm1(x)))
             return x + self.ff(self.drop_shortcut(self.norm2(x)))
-        """, "forward_dropout", 3, "before attention"),
+        """, "forward_dropout", 3, "norm2 received x + the output of attention"),
     Wrong("dropout_always_on", """
         def forward(self, x):
             p = self.drop_shortcut.p
@@ -144,7 +144,7 @@ WRONG = [
             emb = x.shape[-1:]
             x = x + self.drop_shortcut(self.att(torch.nn.functional.layer_norm(x, emb)))
             return x + self.drop_shortcut(self.ff(torch.nn.functional.layer_norm(x, emb)))
-        """, "forward_prenorm", 2, "without norm1's scale and shift",
+        """, "forward_prenorm", 2, "ttention received the output of torch's layer_norm",
           also=('forward_order',)),
     Wrong("feed_forward_without_norm", """
         def forward(self, x):
@@ -174,7 +174,7 @@ WRONG = [
         def forward(self, x):
             x = x + self.drop_shortcut(self.drop_shortcut(self.att(self.norm1(x))))
             return x + self.drop_shortcut(self.ff(self.norm2(x)))
-        """, "forward_dropout", 4, "went through dropout 2 times"),
+        """, "forward_dropout", 4, "went into another dropout"),
     Wrong("second_shortcut_scaled_slightly", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from autograder.engine import fits, ledger
-from autograder.engine.diagnosis.anatomy import Anatomy
 from autograder.engine.facts import Ran
 from autograder.engine.replayed import Responds
 from autograder.engine.reading.script import PRE_LN, compile_script
@@ -64,12 +63,6 @@ class Evidence:
     def close(self, a, b, scale: float = 1.0) -> bool:
         """Equal within the device's float32 tolerance, `scale` times it (`engine.tolerance`: the rule and why)."""
         return close(a, b, tolerance(self.device), scale)
-
-    @per_instance
-    def anatomy(self, mode: str) -> Anatomy | None:
-        """Both halves of the student's run in `mode`, set against Pre-LN (None when that run failed)."""
-        flow = self.flows.get(mode)
-        return Anatomy(flow, self.parts, mode, self.drop_p) if flow is not None else None
 
     @per_instance
     def equations(self, mode: str) -> dict:
@@ -192,22 +185,21 @@ class Evidence:
         whys = [why for why in (self.half_work("att"), self.half_work("ff")) if why]
         return "; ".join(dict.fromkeys(whys)) if whys else None
 
-    def half_part(self, mode: str, side: str, finder: str, what: str, needs: tuple = ()) -> Outcome:
+    def half_part(self, mode: str, side: str, what: str, needs: tuple = ()) -> Outcome:
         """A part about one half: passed only where the `mode` run matches Pre-LN or the equations it `needs` hold on each
         run of that mode (`ledger.holds`), and paid there only when that half did its work; else failed, in the ledger's
-        facts (`fits.said`) or its `anatomy` finder's words ("norm", "dropout", "addition", `what` if it never ran)."""
+        facts (`fits.why`); `what` where the branch never ran."""
         if self.gives_reference(mode):
             return PASS if mode == "eval" else self._worked(side)
         if ledger.holds(found := self.equations(mode), needs):
             return self._worked(side)
-        anatomy = self.anatomy(mode)
-        if getattr(anatomy, side) is None:
+        flow = self.flows.get(mode)
+        if flow is None or flow.first(side) is None:
             why, facts = absent(self, mode, side)  # no fact: the branch may be there, where the grader cannot see it
             return fail(why + (f"{what}." if facts else ", so the grader cannot check this part of it."), facts)
-        if said := fits.said(self.flows, needs, tolerance(self.device), found) if mode == "eval" else None:
-            return fail(said.text(), said.facts)
-        seen = getattr(anatomy, finder)(side)
-        return fail(seen.text() if seen else f"The grader cannot read {NAMES[side]}'s half whole and once{UNREAD}")
+        said = fits.why(self.flows, needs, mode, tolerance(self.device), found, float(self.parts[ledger.FED[side]].eps))
+        text = said.text()
+        return fail(text if mode == "eval" or text.startswith("in train") else f"in {mode} mode, {text}", said.facts)
 
     def _worked(self, side: str) -> Outcome:
         """PASS when the half `side` does real work in the eval-mode output (a train-mode part is about work the
@@ -270,7 +262,6 @@ def swept(evidence: Evidence, part: str, outcome: Outcome, gradients: bool = Tru
 
 
 NAMES = {"att": "attention", "ff": "the feed-forward network"}
-UNREAD = " at its components' boundaries (a component called more than once, say), so it cannot check this part of it."
 
 
 def difference(a, b) -> str:

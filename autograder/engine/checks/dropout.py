@@ -6,15 +6,17 @@ student's own values: what each dropout received and where its result went. Mask
 call per sequence, say) are fine: what counts is that drop_shortcut acts once on each branch output. A half pays
 where its equations hold in the train run (`engine.ledger`): one dropout with drop_shortcut's p received the branch
 output whole, and what it gave is dropped no more, whatever sum it then enters (a wrong shortcut is the shortcut
-part's); elsewhere the half as the grader reads it says why not. Where the half's sum is not Pre-LN's, the
-train run must add the branch where the eval run does (a dropout on the shortcut shows only there).
+part's); elsewhere the run's facts say why not (`fits.why`). Where the half's sum is not Pre-LN's, its
+own addition (`ADDED`: the branch, as dropped, added unscaled to the value its half started from) that holds in the
+eval run must hold in the train run too (a dropout on the shortcut shows only there).
 """
 
 from __future__ import annotations
 
 from autograder.engine.facts import Output, Said
-from autograder.engine.ledger import ONCE, SUMS, holds
+from autograder.engine.ledger import ADDED, FAILS, HOLDS, ONCE, SUMS, holds
 from autograder.engine.steps import HALVES, OUTPUT
+from autograder.engine.unmet import unmet
 
 from . import Evidence, PASS, error_text, fail, swept
 from .walked import train_walk
@@ -53,18 +55,18 @@ def _eval_off(evidence: Evidence):
 
 
 def _placed(evidence: Evidence, side: str):
-    """Dropout on the branch output, once, with its p; and in train mode the branch is added to what it is added
-    to in eval mode (a dropout on the shortcut shows only there)."""
+    """Dropout on the branch output, once, with its p; and the half's own addition, where it holds in eval mode, holds in
+    train mode too (a dropout on the shortcut shows only there)."""
     half = HALVES[side]
     needs = ((half.drop, ONCE[side]),)  # one dropout with p on the branch output, what it gave dropped no more
-    outcome = evidence.half_part("train", side, "dropout", " in train mode, so there is no branch output to drop", needs)
+    outcome = evidence.half_part("train", side, " in train mode, so there is no branch output to drop", needs)
     summed = ((half.drop, half.sum), (half.drop, SUMS))  # and that output in Pre-LN's sum
     if not outcome.passed or evidence.matches("train") or holds(evidence.equations("train"), summed):
         return outcome
-    in_eval, in_train = evidence.anatomy("eval"), evidence.anatomy("train")
-    found = in_train.addition(side)
-    if found is not None and in_eval is not None and in_eval.addition(side) is None:
-        return fail(f"In train mode: {found.text()}.")
+    added = ADDED[side]  # the branch as dropped, added to the value its half started from: in eval mode, not in train mode
+    if evidence.equations("train").get(added) == FAILS and evidence.equations("eval").get(added) == HOLDS:
+        said = unmet(evidence.equations("train"), ((added,),), "train")
+        return fail(f"{said.text()}.", said.facts)
     return outcome
 
 

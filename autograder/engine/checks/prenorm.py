@@ -17,18 +17,26 @@ NAME = "forward_prenorm"
 NORM1, NORM2, EXTRA = ("norm1 feeds attention", "norm2 feeds the feed-forward network", "no extra normalization")
 
 
+def _fed(flow, side: str):
+    """The normalization whose output the branch `side` received alone (its first call), if any."""
+    branch = flow.first(side)
+    takes = branch.takes if branch is not None else None
+    if not takes or len(takes) != 1 or next(iter(takes.values())) != 1.0:
+        return None
+    producer = flow.producer(next(iter(takes)))
+    return producer if producer is not None and producer.is_norm else None
+
+
 def _extra(evidence: Evidence):
     if evidence.gives_reference("eval"):
         return PASS
-    anatomy = evidence.anatomy("eval")
-    halves = [h for h in (anatomy.att, anatomy.ff) if h is not None]
-    if len(halves) < 2 or any(h.norm is None for h in halves):
+    flow = evidence.flows.get("eval")
+    own = [_fed(flow, side) for side in ("att", "ff")] if flow is not None else [None]
+    if None in own:
         return fail(
             "Not credited: this part counts only when attention and the feed-forward network each receive a normalized value."
         )
-    flow = anatomy.flow
-    own = {h.norm.key for h in halves}
-    extra = [s for s in flow.live if s.is_norm and s.key not in own]
+    extra = [s for s in flow.live if s.is_norm and s.key not in {norm.key for norm in own}]
     # a norm the forward called once is no extra one, however the reading split it (a call on a padded tensor, say)
     extra = [s for s in extra if not (s.name in ("norm1", "norm2") and times_ran(flow, s.name) <= 1)]
     if extra:
@@ -53,7 +61,7 @@ def evaluate(evidence: Evidence) -> dict:
         message = error_text(run)
         return {NORM1: fail(message), NORM2: fail(message), EXTRA: fail(message)}
     return {
-        NORM1: evidence.half_part("eval", "att", "norm", "", ((HALVES["att"].branch,),)),
-        NORM2: evidence.half_part("eval", "ff", "norm", "", ((HALVES["ff"].branch,),)),
+        NORM1: evidence.half_part("eval", "att", "", ((HALVES["att"].branch,),)),
+        NORM2: evidence.half_part("eval", "ff", "", ((HALVES["ff"].branch,),)),
         EXTRA: _extra(evidence),
     }

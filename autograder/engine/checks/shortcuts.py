@@ -6,7 +6,7 @@ say) does not cost them: each pays where Pre-LN's equation of its sum holds betw
 component boundaries (`engine.ledger`: what norm2 receives is x plus attention's output, what the block returns is
 that plus the feed-forward output), or where the block returns x plus both branches (h not seen at norm2: norm2
 received another value), or where the half's own equation holds (the branch, as dropped, added unscaled to the
-value its half started from, wherever that sum went), and otherwise the half as the grader reads it says why not.
+value its half started from, wherever that sum went), and otherwise the run's facts say why not (`fits.why`).
 The third part is the grader's own computation: the student's program, replayed with attention and the
 feed-forward network silenced (every weight 0), must hand back its input exactly, as a Pre-LN block does, and on
 the real weights the shortcut path must run from x to the output with nothing on it (both equations of the sums
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from autograder.engine import ledger
 from autograder.engine.steps import HALVES
+from autograder.engine.unmet import unmet
 
 from . import PASS, Evidence, difference, error_text, fail
 
@@ -44,18 +45,8 @@ def _path(evidence: Evidence, additions_right: bool):
     found = evidence.equations("eval")
     if ledger.holds(found, ((HALVES["att"].sum, HALVES["ff"].sum), (ledger.SUMS,), tuple(ledger.PATH))):
         return evidence.gate(PASS)  # norm2 receives x + attention's branch, y is that + the other; or y is x + both
-    seen = evidence.anatomy("eval").stream()
-    failing = [WORDS[key] for key in ledger.PATH if found.get(key) == ledger.FAILS]
-    why = seen.text() if seen is not None else failing[0] if failing else "the grader cannot follow it from the halves' values"
-    return fail(f"On the real weights the shortcut path does not run straight from input to output: {why}.")
-
-
-# What each of the shortcut path's equations (`ledger.PATH`) says where it fails
-WORDS = {
-    "path x": "the first half did not start from the block input x",
-    "path h": "the second half did not start from the sum that attention's branch went into",
-    "path y": "the block did not return the sum that the feed-forward branch went into",
-}
+    said = unmet(found, (tuple(ledger.PATH),), "eval")
+    return fail(f"On the real weights the shortcut path does not run straight from input to output: {said.text()}.", said.facts)
 
 
 def evaluate(evidence: Evidence) -> dict:
@@ -65,7 +56,7 @@ def evaluate(evidence: Evidence) -> dict:
         return {ATT: fail(message), FF: fail(message), PATH: fail(message)}
     missing = ", so there is no branch to add a shortcut around"
     outcomes = {
-        part: evidence.half_part("eval", side, "addition", missing, ((HALVES[side].sum,), (ledger.SUMS,), (ledger.ADDED[side],)))
+        part: evidence.half_part("eval", side, missing, ((HALVES[side].sum,), (ledger.SUMS,), (ledger.ADDED[side],)))
         for part, side in ((ATT, "att"), (FF, "ff"))
     }
     outcomes[PATH] = _path(evidence, outcomes[ATT].passed and outcomes[FF].passed)
