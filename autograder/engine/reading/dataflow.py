@@ -19,14 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autograder.engine.steps import BY_NUMBER, HALVES
 from .program import Op, Program, Variant, dead, in_mode, live
 
 NORMS = ("norm1", "norm2", "layer_norm")
 DROPOUTS = ("drop_shortcut", "dropout")
-FIRST_SUM = BY_NUMBER[HALVES["att"].sum]  # the first half's result, as the table of steps names it
-H_NAME = FIRST_SUM.node
-H_LEGEND = f"{FIRST_SUM.value}, the first half's result"
 
 
 def standardized(values, scale=None, shift=None) -> bool:
@@ -267,4 +263,4 @@ def _term(label: str, c: float) -> str:
     return f"{coefficient_text(c)}*{label}"
 
 
-__all__ = ["Call", "Flow", "Step", "Op", "coefficient_text", "dead", "in_mode", "standardized", "H_LEGEND", "H_NAME"]
+__all__ = ["Call", "Flow", "Step", "Op", "coefficient_text", "dead", "in_mode", "standardized"]

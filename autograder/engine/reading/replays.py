@@ -121,14 +121,6 @@ class Replays:
         flow = self.flows[mode]
         return param_gradients(self.program(mode), flow.x, self.parts, self.readout, flow.masks(), mode == "train")
 
-    @per_instance
-    def output_in(self, mode: str) -> np.ndarray:
-        """The recorded run's output as the grader's replay of its program gives it (with that run's masks)."""
-        flow = self.flows[mode]
-        with torch.no_grad():
-            y, _ = run(self.program(mode), torch.as_tensor(flow.x, dtype=torch.float32), self.parts, masks=flow.masks())
-        return y.numpy().astype(np.float64)
-
     @functools.cached_property
     def profile(self) -> list[float]:
         """The deep-stack profile of blocks that compute the student's eval-mode program (ValueError: cannot).
