@@ -53,6 +53,7 @@ HALF_SUMS = {ADDED[branch]: (f"{branch}.sum", ((f"{branch}.start", 1.0), (f"{bra
 # The shortcut path's own: the first half starts from x, the second from where the first's branch went, and the block
 # returns where the second's went
 PATH = {"path x": ("att.start", (("x", 1.0),)), "path h": ("ff.start", (("att.sum", 1.0),)), "path y": ("y", (("ff.sum", 1.0),))}
+RELATIVE = "relative"  # `boundaries`' key for the boundaries whose order holds only against each other's
 ALL = {**EQUATIONS, SUMS: BOTH_SUMS, **HALF_SUMS, **PATH}  # every equation the ledger evaluates, by step
 
 
@@ -62,9 +63,11 @@ def boundaries(flow, drop_p: float | None = None) -> dict:
     added (`att.added`), the value the half started from (`att.start`). In train mode, with drop_shortcut's `drop_p`,
     also each dropout on a branch (`drop1`, `drop2`): the one dropout that received the component's output whole and
     dropped values of it, keeping the rest at 1/(1 - p) with that p, and whether what it gave was dropped no more
-    (`drop1.once`); in eval mode, the output of such a dropout left on."""
+    (`drop1.once`); in eval mode, the output of such a dropout left on. Under `RELATIVE`, the boundaries whose positions
+    hold only against the values they came from (`_positioned`)."""
     decoys = {step.key for step in flow.decoys}  # calls whose value never reaches the output, where the grader can tell
     values, read, live = {"x": flow.x.reshape(-1), "y": flow.y.reshape(-1)}, {}, [s for s in flow.steps if s.key not in decoys]
+    relative = set()  # boundaries whose order holds only against each other's, not against x and y (`_positioned`)
     for name in COMPONENTS:
         made = [call for call in live if call.name == name]
         # every run of it the child counted is a recorded call, or a call of one of its own layers (read as passes)
@@ -77,12 +80,13 @@ def boundaries(flow, drop_p: float | None = None) -> dict:
             made = [call for call in made if call.takes == {read[FED[name]].key: 1.0}]
         if len(made) != 1 or not made[0].whole or made[0].variant is not None or flow.counts.get(name, 0) > recorded:
             continue  # a near miss of a LayerNorm (`variant`) is not the component
-        if not _positioned(flow, made[0]):
-            continue
+        if not _positioned(flow, made[0]):  # its values sit in the order the reading assumed for what it came from
+            drops = [f"{drop}.{side}" for drop, branch in DROPS.items() if branch == name for side in ("in", "out")]
+            relative.update((f"{name}.in", f"{name}.out", *drops))
         if made[0].key in flow.vectors:
             values[f"{name}.in"], values[f"{name}.out"], read[name] = made[0].input, flow.vectors[made[0].key], made[0]
     for branch in FEEDS.values():
-        if branch in read and (added := _added(flow, live, read[branch])) is not None:
+        if branch in read and f"{branch}.out" not in relative and (added := _added(flow, live, read[branch])) is not None:
             values[f"{branch}.sum"], values[f"{branch}.added"] = added
             starts = _starts(flow, read[branch])  # the one the sum holds, where one is; else the first
             start = [value for value in starts if close(added[0] - added[1], value, flow.tol)]
@@ -105,13 +109,15 @@ def boundaries(flow, drop_p: float | None = None) -> dict:
         elif kept:
             values[f"{drop}.in"], values[f"{drop}.out"] = dropout.input, flow.vectors[dropout.key]
             values[f"{drop}.once"] = _once(flow, live, dropout)
+    values[RELATIVE] = frozenset(relative)
     return values
 
 
 def _positioned(flow, step) -> bool:
     """Are the block positions the reading gave what `step` received known: received in the block's order, or
-    rearranged from values whose own positions are known (not the output of a call whose input it could not write,
-    whose order it could only assume)?"""
+    rearranged from values whose own positions are known? Not where it was rearranged from the output of a call whose
+    input the reading could not write, whose order it could only assume: then its values are placed right against
+    that call's, and an equation that sets them against x or y cannot be read."""
     in_order = all(call.place is not None and (call.place.reshape(-1) == range(call.place.size)).all() for call in step.calls)
     return in_order or all(getattr(flow.producer(key), "takes", {}) is not None for key in step.takes or {})
 
@@ -121,7 +127,9 @@ def _added(flow, live: list, source) -> tuple | None:
     that output as added), or None where no call nor the returned value takes it. The other branch's call and the
     normalization in front of it take nothing alone for this branch (its sum left out: the next half starts there)."""
     other = next((step for step in live if step.name in FEEDS.values() and step.name != source.name), None)
-    others = set() if other is None else {other.key, *(other.takes or {})}
+    others = (
+        set() if other is None else {other.key, *(k for k in other.takes or {} if getattr(flow.producer(k), "is_norm", False))}
+    )
     current = source
     for step in live:
         if step.index > current.index and step.takes == {current.key: 1.0} and step.key not in others:
@@ -175,8 +183,12 @@ def evaluate(values: dict, mode: str, tol: float) -> dict:
             shown = (left if mode == "train" else left.replace(".in", ".out")) in values
             outcomes[step] = UNKNOWN if not shown else HOLDS if mode == "train" else FAILS
             continue
-        right = right_side(values, step, mode)
-        outcomes[step] = UNKNOWN if right is None or left not in values else HOLDS if close(values[left], right, tol) else FAILS
+        right, names = right_side(values, step, mode), {left, *(name for name, _ in ALL[step][1])}
+        # values in an assumed order, set against x or y: equal, the order was right (a wrong one would not give equal
+        # values); else it may be the order that differs
+        assumed = bool(names & values.get(RELATIVE, frozenset()) and names & {"x", "y"})
+        equal = right is not None and left in values and close(values[left], right, tol)
+        outcomes[step] = HOLDS if equal else UNKNOWN if right is None or left not in values or assumed else FAILS
     return outcomes
 
 
