@@ -18,7 +18,7 @@ from typing import ClassVar
 import numpy as np
 
 from autograder.engine.facts import Dropout, Fact, Said, Sum, Unknown, what_of
-from autograder.engine.ledger import ADDED, ALL, COMPONENTS, FAILS, FED, HOLDS, ONCE, boundaries, outcomes, right_side
+from autograder.engine.ledger import ADDED, ALL, COMPONENTS, FAILS, FED, HOLDS, ONCE, RELATIVE, boundaries, outcomes, right_side
 from autograder.engine.reading.normfit import describe_variant
 from autograder.engine.reading.placement import confirms, express, unconfirmed
 from autograder.engine.steps import BY_NODE, EQUATIONS, HALVES, STEPS
@@ -64,13 +64,15 @@ def fit(runs: list, left: str, tol: float, named: dict | None = None, values: li
     earlier = COMPONENTS[: COMPONENTS.index(component)] if component else COMPONENTS
     found = []
     for run, values in zip(runs, values or [boundaries(run) for run in runs]):
-        single = {name for name in COMPONENTS if _plain(run, name, values, tol)}
-        if left not in values or (component is not None and component not in single):
+        relative = values.get(RELATIVE, frozenset())  # placed only against what they came from: not written over x
+        single = {name for name in COMPONENTS if _plain(run, name, values, tol) and f"{name}.out" not in relative}
+        if left not in values or left in relative or (component is not None and component not in single):
             return None
         # Pre-LN's earlier components, named or plain; and any other plain one the run called first (norm2, when the
         # norms are swapped)
         first = [n for n in COMPONENTS if n in single and n not in earlier and component and _at(run, n) < _at(run, component)]
-        outputs = [n for n in (*earlier, *first) if f"{n}.out" in values and (n in named or n in single)]
+        shown = [n for n in (*earlier, *first) if f"{n}.out" in values and f"{n}.out" not in relative]
+        outputs = [n for n in shown if n in named or n in single]
         start = {"x": values["x"]}
         if left == "y" and "h" in named.values() and "norm2.in" in values:  # the first half's result, as Pre-LN's h
             start, outputs = {"h": values["norm2.in"]}, [n for n in outputs if n not in ("norm1", "att")]
@@ -199,14 +201,16 @@ def why(flows: dict, needs: tuple, mode: str, tol: float, found: dict, eps: floa
     failing = unmet(found, needs, mode)
     if failing.facts[0].known or branch is None or _single(flow, branch) is None:
         return failing
-    if mode == "eval" and HALVES[side].branch in sides and branch.takes and len(branch.takes) == 1:
-        producer = flow.producer(next(iter(branch.takes)))
-        if producer is not None and producer.variant is not None and producer.is_norm:
-            how = describe_variant(producer.variant, eps)
+    if mode == "eval" and HALVES[side].branch in sides and branch.takes:
+        producer = flow.producer(next(iter(branch.takes))) if len(branch.takes) == 1 else None
+        fed = taken(flow, mode, branch)  # another recorded call's output (torch's layer_norm among them), or a sum
+        if fed is not None:
+            return Said((fed,))
+        near = producer is not None and producer.is_norm and (producer.variant is not None or producer.name == "layer_norm")
+        if near:  # a LayerNorm's near miss, or one written by hand without the scale and shift
+            how = describe_variant(producer.variant, eps) if producer.variant is not None else "left out the scale and shift"
             call, calls = _single(flow, branch)
             return Said((Near(mode, side, call, producer.name, how, calls),))
-        fed = taken(flow, mode, branch)
-        return Said((fed,)) if fed is not None else failing
     if mode == "train" and HALVES[side].drop in sides:
         went = next((step for step in flow.live if step.index > branch.index and step.takes and branch.key in step.takes), None)
         if went is not None and went.is_dropout and went.takes == {branch.key: 1.0} and _single(flow, went) is not None:

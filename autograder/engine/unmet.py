@@ -86,8 +86,7 @@ class Unmet(Fact):
         where = "" if self.mode == "eval" or self.equation in PATH else f"in {self.mode} mode, "
         if self.known:
             return where + fails
-        unread = "a component called more than once, or on part of the block, say"
-        return f"{where}the grader cannot tell from the values at your components' boundaries whether {holds} ({unread})"
+        return f"{where}the grader cannot tell from the values at your components' boundaries whether {holds}"
 
 
 def unmet(found: dict, needs: tuple, mode: str) -> Said:
