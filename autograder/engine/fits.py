@@ -18,7 +18,8 @@ from typing import ClassVar
 import numpy as np
 
 from autograder.engine.facts import Dropout, Fact, Said, Sum, Unknown, what_of
-from autograder.engine.ledger import ADDED, ALL, COMPONENTS, FAILS, FED, HOLDS, ONCE, RELATIVE, boundaries, outcomes, right_side
+from autograder.engine.ledger import ADDED, ALL, COMPONENTS, FAILS, FED, HOLDS, ONCE, RELATIVE, boundaries, fed_by, outcomes
+from autograder.engine.ledger import right_side
 from autograder.engine.reading.normfit import describe_variant
 from autograder.engine.reading.placement import confirms, express, unconfirmed
 from autograder.engine.steps import BY_NODE, EQUATIONS, HALVES, STEPS
@@ -199,22 +200,22 @@ def why(flows: dict, needs: tuple, mode: str, tol: float, found: dict, eps: floa
     if mode == "eval" and (found_said := said(flows, needs, tol, found)):
         return found_said
     failing = unmet(found, needs, mode)
-    if failing.facts[0].known or branch is None or _single(flow, branch) is None:
+    if failing.facts[0].known or branch is None or (at := _single(flow, branch)) is None:
         return failing
     if mode == "eval" and HALVES[side].branch in sides and branch.takes:
-        producer = flow.producer(next(iter(branch.takes))) if len(branch.takes) == 1 else None
+        producer = fed_by(flow, branch)
         fed = taken(flow, mode, branch)  # another recorded call's output (torch's layer_norm among them), or a sum
         if fed is not None:
             return Said((fed,))
-        near = producer is not None and producer.is_norm and (producer.variant is not None or producer.name == "layer_norm")
-        if near:  # a LayerNorm's near miss, or one written by hand without the scale and shift
+        if producer is not None and (producer.variant is not None or producer.name == "layer_norm"):
+            # a LayerNorm's near miss, or one written by hand without the scale and shift
             how = describe_variant(producer.variant, eps) if producer.variant is not None else "left out the scale and shift"
-            call, calls = _single(flow, branch)
-            return Said((Near(mode, side, call, producer.name, how, calls),))
+            return Said((Near(mode, side, at[0], producer.name, how, at[1]),))
     if mode == "train" and HALVES[side].drop in sides:
         went = next((step for step in flow.live if step.index > branch.index and step.takes and branch.key in step.takes), None)
-        if went is not None and went.is_dropout and went.takes == {branch.key: 1.0} and _single(flow, went) is not None:
-            call, calls = _single(flow, went)  # one dropout on the branch alone, that dropped nothing or with another p
+        alone = went is not None and went.is_dropout and went.takes == {branch.key: 1.0}
+        if alone and (dropped := _single(flow, went)) is not None:
+            call, calls = dropped  # one dropout on the branch alone, that dropped nothing or with another p
             lesson = "Pre-LN's drop_shortcut zeroes some and multiplies the others by 1/(1 - p), with the p of cfg['drop_rate']"
             return Said((Dropout(mode, went.name, call, went.drops, went.scale if went.drops else None, calls),), lesson)
         went = taken(flow, mode, went) if went is not None or branch.key in (flow.y_takes or {}) else None

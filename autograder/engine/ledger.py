@@ -150,13 +150,20 @@ def _starts(flow, source) -> list:
     its input alone, from the one in front of the branch back (norm2's, then norm1's, for `norm2(norm1(h))`); its own
     input where no normalization handed it its input."""
     starts, step = [], source
-    while step.takes is not None and len(step.takes) == 1 and next(iter(step.takes.values())) == 1.0:
-        producer = flow.producer(next(iter(step.takes)))
-        if producer is None or not producer.is_norm or not producer.whole:
-            break
+    while (producer := fed_by(flow, step)) is not None and producer.whole:
         starts.append(producer.input)
         step = producer
     return starts or [source.input]
+
+
+def fed_by(flow, step):
+    """The normalization (a LayerNorm, torch's layer_norm, one written by hand or a near miss) that handed the call
+    `step` its input alone and unscaled, if any."""
+    takes = step.takes
+    if not takes or len(takes) != 1 or next(iter(takes.values())) != 1.0:
+        return None
+    producer = flow.producer(next(iter(takes)))
+    return producer if producer is not None and producer.is_norm else None
 
 
 def _once(flow, live: list, drop) -> bool:

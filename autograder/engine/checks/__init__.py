@@ -32,6 +32,7 @@ from autograder.engine.reading.replays import param_gradients, per_instance
 from autograder.engine.reading.masks import read_masks
 from autograder.engine.reading.sweep import Miss, Reader
 from autograder.engine.tolerance import GRADIENTS, close, tolerance
+from autograder.engine.unmet import Unmet
 
 from .outcomes import PASS, Outcome, fail, failed
 from .regions import sweep_parts
@@ -198,8 +199,8 @@ class Evidence:
             why, facts = absent(self, mode, side)  # no fact: the branch may be there, where the grader cannot see it
             return fail(why + (f"{what}." if facts else ", so the grader cannot check this part of it."), facts)
         said = fits.why(self.flows, needs, mode, tolerance(self.device), found, float(self.parts[ledger.FED[side]].eps))
-        text = said.text()
-        return fail(text if mode == "eval" or text.startswith("in train") else f"in {mode} mode, {text}", said.facts)
+        mode_said = mode == "eval" or isinstance(said.facts[0], Unmet)  # an equation's fact names its mode itself
+        return fail(said.text() if mode_said else f"in {mode} mode, {said.text()}", said.facts)
 
     def _worked(self, side: str) -> Outcome:
         """PASS when the half `side` does real work in the eval-mode output (a train-mode part is about work the

@@ -9,6 +9,7 @@ the forward does.
 
 from __future__ import annotations
 
+from autograder.engine.ledger import fed_by
 from autograder.engine.reading.dataflow import standardized
 from autograder.engine.steps import HALVES
 from . import PASS, Evidence, error_text, fail, norm_params, times_ran
@@ -17,21 +18,12 @@ NAME = "forward_prenorm"
 NORM1, NORM2, EXTRA = ("norm1 feeds attention", "norm2 feeds the feed-forward network", "no extra normalization")
 
 
-def _fed(flow, side: str):
-    """The normalization whose output the branch `side` received alone (its first call), if any."""
-    branch = flow.first(side)
-    takes = branch.takes if branch is not None else None
-    if not takes or len(takes) != 1 or next(iter(takes.values())) != 1.0:
-        return None
-    producer = flow.producer(next(iter(takes)))
-    return producer if producer is not None and producer.is_norm else None
-
-
 def _extra(evidence: Evidence):
     if evidence.gives_reference("eval"):
         return PASS
     flow = evidence.flows.get("eval")
-    own = [_fed(flow, side) for side in ("att", "ff")] if flow is not None else [None]
+    branches = [flow.first(side) for side in ("att", "ff")] if flow is not None else [None]
+    own = [fed_by(flow, branch) if branch is not None else None for branch in branches]  # the norm in front of each
     if None in own:
         return fail(
             "Not credited: this part counts only when attention and the feed-forward network each receive a normalized value."
