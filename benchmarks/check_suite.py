@@ -98,11 +98,9 @@ def one_pass(cells, kit_ns, seed: int, modules) -> dict:
     raw = protocol.FrameReader(limit=256_000_000).feed(protocol.frame(raw))[0]  # to the parent and back
     times["JSON framing"] = clock() - started
     started = clock()
-    from autograder.engine.diagnosis import first_step as diagnosis
     from autograder.engine.reading import replays
 
     replays._PROFILES.clear()  # every submission's own replay, as for a class of different programs
-    diagnosis._candidates.cache_clear()  # and its own hypotheses
     checks = evaluation.evaluate(raw, plan, sources=[code for _, code in cells], ask=ask).checks
     times["verdicts (evaluate)"] = clock() - started - asked[0]
     times["probes"] = sum(probe_times.values())

@@ -436,7 +436,7 @@ def test_no_step_number_is_written_outside_the_table():
     place."""
     trees = _package_trees()
     parameters = _package_step_parameters()
-    assert {"Found", "Divergence"} <= set(parameters), sorted(parameters)  # the rule sees them
+    assert {"Diverged", "Divergence"} <= set(parameters), sorted(parameters)  # the rule sees them
     written = [
         f"{path.relative_to(kit.ROOT)}:{line}"
         for path, tree in trees.items()
@@ -447,8 +447,8 @@ def test_no_step_number_is_written_outside_the_table():
 
 
 PLANTED = {
-    "Found(7, None, [], 'h')": True,
-    "Found(NUMBER['h'], step=7)": True,
+    "Divergence(7, 'said', None)": True,
+    "Divergence(NUMBER['h'], step=7)": True,
     "Divergence(HALVES['att'].norm if a else 6, 'said')": True,
     "LAST = {3: 3, 4: 4}": True,
     "first = found.step in (2, 3)": True,
@@ -457,9 +457,9 @@ PLANTED = {
     "def _sum_step(x):\n    return 10": True,
     "for value, step in (('h', 5), ('y', 10)): pass": True,
     "SIDE = {'att': {'steps': (2, 3, 4, 5)}}": True,
-    "self._dropout(4, a, 'a', att)": True,
+    "Diverged(4, 'train')": True,
     "ok = close(a, b, 10) and norm <= 10 * tol": False,
-    "Found(NUMBER['h'], LAST_STEP_AT[NUMBER['h']], facts[1:], 'h')": False,
+    "Divergence(LAST_STEP_AT[NUMBER['h']], 'said', None)": False,
     "values = [k for k in range(1, n + 1)] + [len(calls) == 1]": False,
     "WORDS = {1: 'first', 2: 'second'}": False,
     "count = sum(1 for c in calls if c.number == 2)": False,

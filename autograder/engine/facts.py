@@ -105,21 +105,6 @@ class Unreceived(Fact):
 
 
 @dataclass(frozen=True)
-class Partial(Fact):
-    """The calls of `component` received only pieces of Pre-LN's value `value`: `covered` of its `total` elements."""
-
-    kind: ClassVar[str] = "partial"
-    component: str
-    value: str
-    covered: int
-    total: int
-
-    def text(self) -> str:
-        covering = f"covering {self.covered} of the block's {self.total} values, and nothing else"
-        return f"{what_of(self.component)} received pieces of {self.value} {covering}"
-
-
-@dataclass(frozen=True)
 class Sum(Fact):
     """What call `call` of `component` received (or, with component None, what the block returned) equals the sum
     `terms`: ((name, coefficient), ...), names being "x", Pre-LN values, or "<component>#<k>" (call k's output).
@@ -188,25 +173,6 @@ class Gave(Fact):
 
 
 @dataclass(frozen=True)
-class Shortcut(Fact):
-    """The sum of a half (`half` "att": what norm2 received; "ff": what the block returned) less that half's branch as
-    the forward computed it (attention's or the feed-forward network's output) is (`equal`) or is not that half's
-    shortcut in Pre-LN (x, h)."""
-
-    kind: ClassVar[str] = "shortcut"
-    half: str
-    equal: bool
-
-    def text(self) -> str:
-        where, branch, value = (
-            ("what norm2 received", "attention's output", "x")
-            if self.half == "att"
-            else ("what your block returned", "the feed-forward output", "h")
-        )
-        return f"{where}, less {branch}, {'is' if self.equal else 'is not'} {value}"
-
-
-@dataclass(frozen=True)
 class Output(Fact):
     """What the block returned equals (`equal`) or differs from `equals`: "pre_ln" (Pre-LN's output), "x" (its
     input), "post_ln" or "no_shortcuts" (those arrangements' outputs), "eval" (its own eval-mode output)."""
@@ -248,31 +214,6 @@ class Dropout(Fact):
             return f"{who} zeroed some of its input's values"
         rate = f" (dropout with p = {1 - 1 / self.scale:.3g})" if self.scale > 1 else ""
         return f"{who} zeroed some values and multiplied the others by {self.scale:.4g}{rate}"
-
-
-@dataclass(frozen=True)
-class Dropped(Fact):
-    """Train mode: at every position where the forward's own dropout zeroed the branch, what call `call` of
-    `component` received (component None: what the block returned) is exactly the shortcut `shortcut` (x or h),
-    and elsewhere it is not the shortcut plus the branch."""
-
-    kind: ClassVar[str] = "dropped"
-    component: str | None
-    call: int | None
-    shortcut: str
-    calls: int | None = None
-
-    def text(self) -> str:
-        where = (
-            "what your block returned"
-            if self.component is None
-            else f"what {_call(self.component, self.call, self.calls)} received"
-        )
-        return (
-            f"where your dropout zeroed the branch, {where} is exactly {self.shortcut}, and elsewhere it is not "
-            f"{self.shortcut} plus the branch: the shortcut is right, and the branch changed on its way into the "
-            "sum"
-        )
 
 
 @dataclass(frozen=True)

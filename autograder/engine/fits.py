@@ -74,11 +74,17 @@ def fit(runs: list, left: str, tol: float, named: dict | None = None, values: li
         first = [n for n in COMPONENTS if n in single and n not in earlier and component and _at(run, n) < _at(run, component)]
         shown = [n for n in (*earlier, *first) if f"{n}.out" in values and f"{n}.out" not in relative]
         outputs = [n for n in shown if n in named or n in single]
-        start = {"x": values["x"]}
-        if left == "y" and "h" in named.values() and "norm2.in" in values:  # the first half's result, as Pre-LN's h
-            start, outputs = {"h": values["norm2.in"]}, [n for n in outputs if n not in ("norm1", "att")]
-        vectors = {**start, **{named.get(n, f"{n}#1"): values[f"{n}.out"] for n in outputs}}
-        terms = express(values[left], vectors, tol)
+        starts = [{"x": values["x"]}]
+        if left == "y" and "h" in named.values() and "norm2.in" in values:  # the first half's result, as Pre-LN's h,
+            h, a = values["norm2.in"], values.get("att.out")  # beside attention's output or x: the plainest sum
+            starts = [{"h": h}, {"x": values["x"], "h": h}] + ([{"h": h, named.get("att", "att#1"): a}] if a is not None else [])
+            outputs = [n for n in outputs if n not in ("norm1", "att")]
+        sums = [
+            terms
+            for start in starts
+            if (terms := express(values[left], {**start, **{named.get(n, f"{n}#1"): values[f"{n}.out"] for n in outputs}}, tol))
+        ]
+        terms = min(sums, key=lambda t: sum(c not in (0, 1) for c in t.values())) if sums else None
         if terms is None:
             return None
         found.append(tuple((name, c) for name, c in terms.items() if c))

@@ -26,22 +26,6 @@ class Responds(Fact):
 
 
 @dataclass(frozen=True)
-class Changes(Fact):
-    """When the grader changed `component`'s output by some amount, what `where` received (a component's input,
-    or None: what the block returned) changed by exactly that amount (`exactly`), or by something else."""
-
-    kind: ClassVar[str] = "changes"
-    component: str
-    where: str | None
-    exactly: bool
-
-    def text(self) -> str:
-        what = "what your block returned" if self.where is None else f"what {what_of(self.where)} received"
-        how = "by exactly that change" if self.exactly else "by something other than that change"
-        return f"when the grader changed {what_of(self.component)}'s output, {what} changed {how}"
-
-
-@dataclass(frozen=True)
 class Moved(Fact):
     """With attention's and the feed-forward network's outputs held at values of the grader's, the grader moved one
     value of `half`'s sum by an amount: its shortcut (`moved` "shortcut": the block input for attention's half,

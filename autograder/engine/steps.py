@@ -95,22 +95,12 @@ def _halves() -> dict[str, Half]:
 
 
 HALVES = _halves()  # "att" and "ff"
-# The boundaries where the walk reads a run against Pre-LN, by the value read there: what attention gives (a), what
-# the first dropout gives (d1), the first sum as norm2 receives it (h), what the feed-forward network gives (f), what
-# the second dropout gives (d2), what the block returns (y); with the last step a divergence first seen at each can
-# be. h is read where norm2 receives it, so a divergence seen there may still be norm2's own step (a LayerNorm
-# skipped, or one on the shortcut path); elsewhere it is the boundary's own step.
+# Where a half's sum is read, by the value read there (a, d1, h, f, d2, y), the last step a divergence first seen
+# there can be: h is read where norm2 receives it, so a change seen there may still be norm2's own step (a LayerNorm
+# skipped, or one on the shortcut path); elsewhere it is the value's own step. The `moved` question's reading of a
+# sum (`diagnosis/moves.py`) names the step of a sum only its consumer saw so.
 LAST_STEP_AT = {NUMBER[node]: NUMBER["n2" if node == "h" else node] for node in ("a", "d1", "h", "f", "d2", "y")}
 OUTPUT = NUMBER["y"]  # the last step: what the block returns
-# The component that receives the value read at each boundary before the output (h is read where norm2 receives it).
-RECEIVER = {NUMBER[node]: "norm2" if node == "h" else BY_NODE[node].component for node in ("a", "d1", "h", "f", "d2")}
-# The component Pre-LN hands each value it computes (read off `EDGES`), by that value in the lesson's notation (the
-# first sum by its name, h): what a boundary's expected value is said to be handed to.
-HANDED_TO = {
-    ("h" if producer == "h" else BY_NODE[producer].value): BY_NODE[consumer].component
-    for producer, consumer in EDGES
-    if producer in BY_NODE and consumer in BY_NODE and BY_NODE[consumer].component
-}
 
 
 def handed(component: str, node: str | None) -> int:

@@ -15,7 +15,7 @@ import torch
 from autograder.course import kit
 from autograder.engine.checks import Evidence, compounding, dropout, fail, gradients, order, prenorm, robustness, shortcuts
 from autograder.engine.checks import responds
-from autograder.engine.checks.walked import train_walk
+from autograder.engine.checks.walked import train_reading
 from autograder.engine.diagnosis.first_step import first_divergence
 from autograder.engine.diagnosis.own_layers import calls_with_passes
 from autograder.engine.facts import FirstStep
@@ -199,7 +199,6 @@ def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list, 
     )
     try:
         matching = evidence.matches("eval") and evidence.matches("train")
-        responses = student["respond"] if not matching and student["respond"]["ok"] else None
         moved = (
             {
                 "runs": student["moved"],
@@ -210,8 +209,8 @@ def _evaluate(raw: dict, plan: Plan, assignment: kit.Assignment, sources: list, 
             if not matching and student["moved"]["ok"]
             else None
         )  # read only by the diagnosis
-        walked = {"train": train_walk(evidence)[0]} if flows.get("train") is not None and not matching else {}
-        divergence = None if matching else first_divergence(flows, parts, plan.drop_p, responses, moved, walked)
+        read = {} if matching else {"train": train_reading(evidence)}  # the checks read the same train run
+        divergence = None if matching else first_divergence(flows, parts, plan.drop_p, tolerance(plan.device), moved, read)
     except Exception as error:  # an explanation is a bonus: its failure costs no points, but is reported
         errors.append(grader_error_text("finding the first divergent step", error))
         divergence = None

@@ -173,12 +173,12 @@ FAMILIES = {
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             return x + self.drop_shortcut(self.ff(self.norm2(self.norm2(x))))
-        """, Wrong("forward_prenorm", 7, "the feed-forward network received the output of norm2 (call 2)", ("forward_order", "forward_prenorm"))),
+        """, Wrong("forward_prenorm", 7, "norm2 ran more than once", ("forward_order", "forward_prenorm"))),
     "shortcut_is_x_branch_reused": ("""
         def forward(self, x):
             a = self.drop_shortcut(self.att(self.norm1(x)))
             h = x + a
             return h + a + self.drop_shortcut(self.ff(self.norm2(h)))
-        """, Wrong("forward_order", 10, "returned h + ff(norm2(h)) + att(norm1(x))", ("forward_order", "forward_shortcuts",
+        """, Wrong("forward_order", 10, "returned h + att(norm1(x)) + ff(norm2(h))", ("forward_order", "forward_shortcuts",
                                                                                     "forward_gradients"))),
 }

@@ -331,20 +331,6 @@ class Run:
         got = self._matches(mode, fact["component"], fact["call"], fact["value"])
         return None if got is None else (not got and self._count_ok(mode, fact))
 
-    def _partial(self, mode, fact):
-        chosen, value = self._picked(mode, fact["component"], None), self.value(mode, fact["value"])
-        if chosen is None or value is None or value.numel() != fact["total"]:
-            return None if chosen is None or value is None else False
-        if not all(pieces_of(i, value) for i, _ in chosen):
-            return False
-        rows = _rows(value)
-        covered = torch.zeros(rows.shape[0], dtype=torch.bool)
-        for i, _ in chosen:
-            v = _rows(i)
-            v = v[v.abs().sum(dim=1) > 0]
-            covered[torch.cdist(v, rows).argmin(dim=1)] = True
-        return int(covered.sum()) * rows.shape[1] == fact["covered"] and fact["covered"] < fact["total"]
-
     def _gave(self, mode, fact):
         chosen = self._picked(mode, fact["component"], None)
         received, value = self.value(mode, fact["received"]), self.value(mode, fact["value"])
@@ -385,22 +371,6 @@ class Run:
             total = total + c * term.double()
         return _close(target, total, 1e-3)
 
-    def _shortcut(self, mode, fact):
-        if mode != "eval":
-            return None
-        record, y = self.records["eval"]
-        branch = record.of("att" if fact["half"] == "att" else "ff")
-        if len(branch) != 1 or branch[0][1] is None:
-            return None
-        if fact["half"] == "att":
-            sums = record.of("norm2")
-            if len(sums) != 1 or sums[0][0] is None:
-                return None
-            rest, expected = sums[0][0] - branch[0][1], self.x
-        else:
-            rest, expected = y - branch[0][1], self.value("eval", "h")
-        return _close(rest, expected) == fact["equal"]
-
     def _edited(self, component: str, delta: torch.Tensor, where: str | None):
         """Eval-mode output (or what `where` received first) with `component`'s output moved by `delta`."""
         record = Recorder()
@@ -426,18 +396,6 @@ class Run:
         changed = not _close(self._edited(fact["component"], delta, None), self.output("eval"), 1e-6)
         return changed == fact["responds"]
 
-    def _changes(self, mode, fact):
-        delta = self._delta(fact["component"])
-        if delta is None:
-            return None
-        where = fact["where"]
-        before = self.output("eval") if where is None else (self.calls("eval", where) or [(None, None)])[0][0]
-        after = self._edited(fact["component"], delta, where)
-        if before is None or after is None or after.shape != before.shape:
-            return None
-        exact = delta.numel() == after.numel() and _close(after - before, delta.reshape(after.shape), 1e-3)
-        return exact == fact["exactly"]
-
     def _output(self, mode, fact):
         y = self.output(mode)
         target = self.output("eval") if fact["equals"] == "eval" else self.x if fact["equals"] == "x" else \
@@ -458,25 +416,6 @@ class Run:
         if fact.get("scale") is not None and kept.any():
             return _close(o[kept], fact["scale"] * i[kept], 1e-4)
         return True
-
-    def _dropped(self, mode, fact):
-        if mode != "train":
-            return False
-        inner = "att(norm1(x))" if fact["shortcut"] == "x" else "ff(norm2(h))"
-        value, shortcut = self.value("train", inner), self.value("train", fact["shortcut"])
-        mask = None if value is None else self._mask_for("train", value)
-        if mask is None or shortcut is None:
-            return None
-        if fact["component"] is None:
-            target = self.output("train")
-        else:
-            chosen = self._picked("train", fact["component"], fact["call"])
-            if chosen is None:
-                return None
-            target = chosen[0][0]
-        dropped = (mask == 0) & (value.abs() > 1e-6)
-        return _close(target[dropped], shortcut[dropped]) and \
-            not _close(target[~dropped], (shortcut + value * mask)[~dropped])
 
     def _gradient(self, mode, fact):
         """Autograd's gradient against a central difference along two random directions (float64 would change

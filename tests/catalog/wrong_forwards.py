@@ -96,12 +96,12 @@ WRONG = [
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             return x + self.ff(self.norm2(x))
-        """, "forward_dropout", 9, "no call of drop_shortcut or of torch's dropout received ff(norm2(h))"),
+        """, "forward_dropout", 9, "your forward returned x + the output of drop_shortcut + the output of the feed-forward network"),
     Wrong("halves_swapped", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.ff(self.norm2(x)))
             return x + self.drop_shortcut(self.att(self.norm1(x)))
-        """, "forward_order", 2, "norm1 received a value that is not x"),
+        """, "forward_order", 2, "norm1 received another value than the block input x"),
     Wrong("second_addition_from_input", """
         def forward(self, x):
             h = x + self.drop_shortcut(self.att(self.norm1(x)))
@@ -113,7 +113,7 @@ WRONG = [
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             x = x + self.drop_shortcut(self.ff(self.norm2(x)))
             return self.norm2(x)
-        """, "forward_prenorm", 10, "norm2 (call 2 of 2) received h + drop_shortcut(ff(norm2(h)))",
+        """, "forward_prenorm", 10, "norm2 ran more than once",
           also=('forward_order', 'forward_shortcuts', 'forward_gradients')),
     Wrong("scaled_residual", """
         def forward(self, x):
@@ -150,12 +150,12 @@ WRONG = [
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
             return x + self.drop_shortcut(self.ff(x))
-        """, "forward_prenorm", 7, "norm2 never ran; the feed-forward network received h",
+        """, "forward_prenorm", 7, "norm2 never ran; the feed-forward network received x + the output of attention",
           also=('forward_order',)),
     Wrong("returns_first_half", """
         def forward(self, x):
             return x + self.drop_shortcut(self.att(self.norm1(x)))
-        """, "forward_order", 7, "your forward returned h;",
+        """, "forward_order", 7, "your forward returned x + att(norm1(x))",
           also=('forward_shortcuts', 'forward_prenorm', 'forward_dropout', 'forward_gradients', 'forward_robustness')),
     Wrong("no_grad_branch", """
         def forward(self, x):
@@ -208,7 +208,7 @@ WRONG = [
             last = h[:, -1:, :]
             last = last + self.drop_shortcut(self.ff(self.norm2(last)))
             return torch.cat([h[:, :-1, :], last], dim=1)
-        """, "forward_order", 7, "covering 96 of the block's 768 values",
+        """, "forward_order", 7, "whether norm2 received x plus attention's output as dropped",
           also=('forward_shortcuts', 'forward_prenorm', 'forward_dropout', 'forward_robustness')),
     Wrong("new_dropout_module_inside_forward", """
         def forward(self, x):

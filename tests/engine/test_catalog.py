@@ -10,6 +10,7 @@ import pytest
 
 from autograder.engine.checks.gradients import profile_verdict
 from autograder.engine.rubric import RUBRIC, TOTAL_POINTS
+from autograder.engine.steps import HALVES
 from catalog.build import submission
 from catalog.equivalent_forwards import CONTAINER_FORWARD, CONTAINER_INIT, EQUIVALENT
 from catalog.oracle import false_facts
@@ -160,7 +161,8 @@ def forward(self, x):
 def test_a_half_that_reaches_the_output_is_not_said_to_miss_it(grade_here, seed):
     result = grade_here(submission(forward=HALF_REACHES_THROUGH_THE_END), seed=seed)
     said = " ".join([result.first_divergence or ""] + [c.message for c in result.checks])
-    assert result.score < TOTAL_POINTS and "norm2 (call 1 of 2) received x" in said, said
+    assert result.score < TOTAL_POINTS and "norm2 received another value than x plus attention's output" in said, said
+    assert result.diverged.step == HALVES["ff"].norm, result.first_divergence  # norm2 received x, not h
     assert "does not reach the output" not in said, said
 
 

@@ -16,22 +16,16 @@ from __future__ import annotations
 import random
 
 import pytest
-import torch
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from autograder.engine import fits, ledger
-from autograder.engine.diagnosis.own_layers import calls_with_passes
-from autograder.engine.reading.naming import analyse
 from autograder.engine.steps import EQUATIONS, HALVES
-from autograder.engine.tolerance import tolerance
 from catalog.build import submission
 from catalog.fuzz import draw
 from catalog.generate import equivalents, mutants
-from catalog.oracle import DROP_P, Recorder, Run, _close
+from catalog.oracle import DROP_P, Run, _close
+from recorded import TOL, read
 from tiers import quick_sample
-
-COMPONENTS = ("norm1", "att", "norm2", "ff", "drop_shortcut")
-TOL = tolerance("cpu")
 
 
 def outcomes(forward: str, mode: str = "eval") -> tuple[dict, bool | None]:
@@ -42,33 +36,6 @@ def outcomes(forward: str, mode: str = "eval") -> tuple[dict, bool | None]:
     pre_ln = run.pre[mode].get("pre_ln")
     found = ledger.evaluate(ledger.boundaries(flow, DROP_P), mode, TOL)
     return found, None if pre_ln is None else _close(y, pre_ln)
-
-
-def read(forward: str, mode: str = "eval", seed: int = 0):
-    """The oracle's run of `forward` in `mode` (its block and input drawn from `seed`), the grader's reading of it
-    (`Flow`), and its output."""
-    run = Run(forward, seed)
-    record = Recorder()
-    with torch.no_grad():
-        y = run.call(mode, record=record)
-    kind = {name: "module" for name in COMPONENTS}
-    answer = {
-        "y": y.double().numpy(),
-        "calls": [
-            {"name": n, "kind": kind.get(n, "function"), "input": i.double().numpy(), "output": o.double().numpy()}
-            for n, i, o in record.calls
-            if i is not None
-        ],
-        "layers": [
-            {"name": n, "layer": k, "input": i.double().numpy(), "output": o.double().numpy(), "at": at}
-            for n, k, i, o, at in record.layers
-        ],
-    }
-    parts = {name: getattr(run.block, name) for name in COMPONENTS}
-    answer["calls"] = calls_with_passes(answer, parts, TOL)
-    flow = analyse(run.x.double().numpy(), answer, parts, train=mode == "train")
-    assert not flow.unverified, [call.why for call in flow.unverified]  # the oracle's records are the components'
-    return run, flow, y
 
 
 SHOWN = {

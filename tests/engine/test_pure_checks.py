@@ -13,7 +13,7 @@ import torch
 
 from autograder.course import kit
 from autograder.course.notebook import read_cells, student_code
-from autograder.engine.diagnosis import boundaries
+from autograder.engine.diagnosis import first_step
 from autograder.engine.questions.cells import load_cells
 from autograder.engine.questions.plan import Plan
 from autograder.engine.questions.probes import Probing, run_probe
@@ -131,19 +131,19 @@ def test_a_check_writes_nothing_into_the_evidence(answers, monkeypatch, name):
 
 
 @pytest.mark.parametrize("name", sorted(FORWARDS))
-def test_the_train_run_is_walked_once_for_the_diagnosis_and_every_check(answers, monkeypatch, name):
-    """The diagnosis, the gradient check and the dropout check read one walk of the train run against Pre-LN."""
+def test_the_train_run_is_read_once_for_the_diagnosis_and_every_check(answers, monkeypatch, name):
+    """The diagnosis, the gradient check and the dropout check read one reading of the train run against Pre-LN."""
     plan, raws = answers
-    walked = []
-    first = boundaries.Walk.first
+    read = []
+    init = first_step.Reading.__init__
 
-    def counted(walk):
-        walked.append(walk.mode)
-        return first(walk)
+    def counted(reading, flow, parts, mode, *args, **kwargs):
+        read.append(mode)
+        init(reading, flow, parts, mode, *args, **kwargs)
 
-    monkeypatch.setattr(boundaries.Walk, "first", counted)
+    monkeypatch.setattr(first_step.Reading, "__init__", counted)
     evaluation.evaluate(copy.deepcopy(raws[name]), plan)
-    assert walked.count("train") == (0 if name == "solution" else 1), walked  # before: up to 3 for one submission
+    assert read.count("train") == (0 if name == "solution" else 1), read  # the walk it replaced: up to 3 times
 
 
 @pytest.mark.parametrize(

@@ -13,13 +13,15 @@ eval run must hold in the train run too (a dropout on the shortcut shows only th
 
 from __future__ import annotations
 
-from autograder.engine.facts import Output, Said
+from autograder.engine.facts import Output
 from autograder.engine.ledger import ADDED, FAILS, HOLDS, ONCE, SUMS, holds
-from autograder.engine.steps import HALVES, OUTPUT
+from autograder.engine.steps import HALVES
+from autograder.engine.diagnosis.first_step import ORDER, facts_at
+from autograder.engine.tolerance import tolerance
 from autograder.engine.unmet import unmet
 
 from . import Evidence, PASS, error_text, fail, swept
-from .walked import train_walk
+from .walked import train_reading
 
 NAME = "forward_dropout"
 ATT, FF, EVAL = ("dropout on attention's output", "dropout on the feed-forward output", "dropout is off in eval mode")
@@ -75,17 +77,18 @@ def _train_only(evidence: Evidence):
     the eval run holds Pre-LN's (an extra dropout on a sum, say): the part of the half where the train run first
     differs fails, with what the values show there: (part, its outcome). None when the train run matches or the eval
     run does not."""
-    flow = evidence.flows.get("train")
-    if flow is None or evidence.matches("train") or not evidence.matches("eval"):
+    if evidence.flows.get("train") is None or evidence.matches("train") or not evidence.matches("eval"):
         return None
-    found = train_walk(evidence)[0]
-    if found is None:
+    reading = train_reading(evidence)
+    seen = reading.first()
+    if seen is None:
         return None
-    lesson = found.lesson() if found.boundary < OUTPUT else ""
-    said = Said(tuple(found.facts), lesson).text()
-    return (ATT if found.boundary <= HALVES["att"].sum else FF), fail(
-        f"In train mode your forward holds other values than Pre-LN does under the masks its own dropouts drew: {said}.",
-        tuple(found.facts),
+    index, step, wrong = seen
+    said = facts_at(evidence.flows, reading, index, wrong, tolerance(evidence.device))
+    first_half = (step if step is not None else ORDER[index]) <= HALVES["att"].sum
+    return (ATT if first_half else FF), fail(
+        f"In train mode your forward holds other values than Pre-LN does under the masks its own dropouts drew: {said.text()}.",
+        said.facts,
     )
 
 

@@ -1,18 +1,15 @@
-"""The train run set against Pre-LN boundary by boundary (`diagnosis.boundaries.Walk`), walked once per submission:
-the diagnosis, the gradient check and the dropout check all read this one walk."""
+"""The train run read against Pre-LN once per submission (`diagnosis.first_step.Reading`): the gradient check reads
+the masks its dropouts drew, the dropout check where it first differs."""
 
 from __future__ import annotations
 
-from autograder.engine.diagnosis.boundaries import Walk
+from autograder.engine.diagnosis.first_step import Reading
 from autograder.engine.reading.replays import per_instance
+from autograder.engine.tolerance import tolerance
 
 
 @per_instance
-def train_walk(evidence) -> tuple:
-    """(where the train run first differs from Pre-LN, None where it does not; the masks its dropouts drew, None
-    where it differs), cached on `evidence`. (None, None) without a train run. Readers must not change the first."""
+def train_reading(evidence) -> Reading | None:
+    """The train run's reading, cached on `evidence`; None without a train run."""
     flow = evidence.flows.get("train")
-    if flow is None:
-        return None, None
-    walk = Walk(flow, evidence.parts, "train", evidence.drop_p)
-    return walk.first(), walk.masks
+    return None if flow is None else Reading(flow, evidence.parts, "train", tolerance(evidence.device), evidence.drop_p)

@@ -1,24 +1,45 @@
-"""The first step where a student's forward went wrong, said only as far as the grader has checked it.
+"""The first step where a student's forward went wrong: the first of Pre-LN's equations (`steps.EQUATIONS`, as
+`engine.ledger` evaluates them) that does not hold on a run, named by the table of `steps` from what its left side
+received, and said as the facts the run shows there.
 
-Where the student's values first differ from Pre-LN's is a fact, read from values at the component boundaries
-(`boundaries`), in eval mode and in train mode (real dropout, the grader's seed): one first step per forward, named
-through the table of `steps` by its rules for what each component received, and used by every check. What the
-forward did there is said as facts the values show (`facts`: what a call received, as a sum of earlier values where
-it is one); where the values cannot tell which step broke, no step is named and only the facts are said.
-
-Gradient-only mistakes (a cut path) are hypotheses, each verified by a replay: see `cuts`.
+The equations are read in Pre-LN's order, in eval mode and in train mode (real dropout, the grader's seed). Where
+every equation up to a component's holds, the component itself must give what the grader's own gives on what it
+received (`Gave`). At the first equation that does not hold, what the component there received is set against
+Pre-LN's own values on the same input (`chain`): Pre-LN's x where a normalized value belongs skipped the LayerNorm
+(`steps.handed`), another normalization stood in the LayerNorm's place, a value changed on its way in broke the
+component's own input; a sum is read term by term (`sums`); a boundary the run does not show whole and once is
+read on at the next equation where a later one tells. Where the values cannot tell which step broke, no step is
+named and the facts alone are said.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from autograder.engine.facts import Received, Said, Sum, Unknown
-from autograder.engine.reading.placement import confirms, unconfirmed
+from autograder.engine.facts import Gave, Ran, Received, Said, Unreceived
+from autograder.engine.fits import fit, named_outputs, said, why
+from autograder.engine.ledger import FAILS, FED, HOLDS, ONCE, UNKNOWN, fed_by
 from autograder.engine.results import Diverged
-from .boundaries import Walk
+from autograder.engine.steps import BY_NODE, EQUATIONS, HALVES, handed
+from autograder.engine.unmet import Unmet, unmet
+from .chain import Chain
+from .location import locate_padded
+from .sums import sum_step
 
 __all__ = ["Divergence", "first_divergence"]
+
+ORDER = tuple(sorted(EQUATIONS))  # Pre-LN's equations in the order its values are computed
+ATT, FF = HALVES["att"], HALVES["ff"]
+NORM = {"att": "norm1", "ff": "norm2"}
+INPUT = {"att": "n1", "ff": "n2"}  # what Pre-LN hands each branch
+OWN = {"att": "a", "ff": "f"}  # what each branch's component gives
+# Each component, the step it performs, what Pre-LN hands it and what it gives (the chain's nodes)
+COMPONENTS = (
+    ("norm1", ATT.norm, "x", "n1"),
+    ("att", ATT.branch, "n1", "a"),
+    ("norm2", FF.norm, "h", "n2"),
+    ("ff", FF.branch, "n2", "f"),
+)
 
 
 @dataclass(frozen=True)
@@ -39,61 +60,188 @@ class Divergence:
         return f"{label}: {self.message}"
 
 
+class Reading(Chain):
+    """One run read against Pre-LN, equation by equation. `moved`: the `moved` question's runs (eval mode)."""
+
+    def __init__(self, flow, parts: dict, mode: str, tol: float, drop_p, moved=None):
+        super().__init__(flow, parts, mode, tol, drop_p)
+        self.moved = moved
+
+    def first(self) -> tuple | None:
+        """(the index of the first equation that does not hold, the step broken there, the component that gave a
+        wrong value where that is what broke), None: every equation holds and every component gave its value."""
+        for index, step in enumerate(ORDER):
+            outcome = self.found.get(step, UNKNOWN)
+            if outcome == HOLDS or (outcome == UNKNOWN and step in (ATT.drop, FF.drop) and self.mode == "eval"):
+                wrong = next((c for c in COMPONENTS if c[1] <= step and outcome == HOLDS and not self.gave(c[0])), None)
+                if wrong is not None:
+                    return index, wrong[1], wrong
+                continue
+            named = self.at(step, outcome)
+            if named is not False:
+                return index, named, None
+        return None
+
+    def gave(self, name: str) -> bool:
+        """Did the component read at its boundary give what the grader's own gives on what it received?"""
+        got, out = self.values.get(f"{name}.in"), self.values.get(f"{name}.out")
+        return got is None or out is None or self.close(self.run(name, got), out)
+
+    def at(self, step: int, outcome: str):
+        """The step broken at `step`'s equation, None where the values cannot tell; False: read on at the next one."""
+        half = "att" if step <= ATT.sum else "ff"
+        steps, norm = HALVES[half], NORM[half]
+        if step == ATT.norm:
+            if outcome == FAILS:
+                return ATT.saved if self._input_replaced() else ATT.norm
+            return self.into_branch("att") if self.live("att") else False
+        if step == steps.branch:
+            if outcome == UNKNOWN and not self.ran(half):
+                if half == "ff" and not self.ran(norm):
+                    return False  # the second half never ran: what the block returned tells how
+                return steps.branch if f"{norm}.out" in self.values else steps.norm
+            if outcome == UNKNOWN and not self.calls(half) and f"{norm}.out" in self.values:
+                # run through its own layers, unread: did Pre-LN's branch output reach anything?
+                return None if OWN[half] not in self.chain else False if self.seen(self.chain[OWN[half]]) else steps.branch
+            if outcome == UNKNOWN and not self.live(half):
+                return False  # the branch does not reach the output: its sum shows how
+            return self.into_branch(half)
+        if step == steps.drop:
+            if len(self.live(half)) > 1:
+                return steps.branch  # the branch's component run again on its own output
+            return (
+                steps.drop if outcome == FAILS or (f"{half}.out" in self.values and not self.dropped_as_pre_ln(half)) else False
+            )
+        if outcome == FAILS and self.found.get(ONCE[half]) == FAILS:
+            return steps.drop  # what the branch's dropout gave went through another
+        return sum_step(self, half)
+
+    def _input_replaced(self) -> bool:
+        """Is what norm1 received also the first sum's shortcut (x itself changed before the block used it)?"""
+        start, h, d1 = self.values.get("norm1.in"), self.values.get("norm2.in"), self.chain.get("d1")
+        return self.close(h - d1, start) if h is not None and d1 is not None else False
+
+    def into_branch(self, half: str):
+        """The step broken where the branch's component (`att`, `ff`) did not receive its LayerNorm's output; False:
+        it did (what broke shows later); None: the values cannot tell."""
+        steps, norm = HALVES[half], NORM[half]
+        calls, read = self.live(half) or self.calls(half), f"{norm}.out" in self.values
+        if not calls:
+            return None
+        if not any(call.covers.any() for call in calls):  # inputs the reading could not place: pieces of Pre-LN's?
+            pieces = [piece.input for call in calls for piece in call.calls]
+            near, features, expected = 10 * self.tol, self.flow.x.shape[-1], self.chain.get(INPUT[half])
+            if not read or expected is None:
+                return None
+            return False if all(locate_padded(p, expected, near, features) is not None for p in pieces) else steps.branch
+        got = self.joined(calls) if len(calls) > 1 else calls[0].input if calls[0].whole else None
+        node = self.node(got, ("x", "n1", "a", "h", "n2") if half == "ff" else ("x", "n1")) if got is not None else None
+        if node == INPUT[half]:
+            return False  # Pre-LN's very input
+        if node is not None:
+            return handed(half, node)
+        if len(calls) > 1:
+            return steps.branch if read and got is not None and not self.normalizes(got) else None
+        if not self.ran(norm) and not self.made(self.chain.get(INPUT[half])):
+            return steps.norm  # its LayerNorm never ran, nor was its value made: something else stood in its place
+        producer = fed_by(self.flow, calls[0])
+        if producer is not None and producer.whole:
+            if producer.name == norm and producer.variant is None and not read:
+                return steps.branch
+            again = self.normalizes(producer.input) or self.close(producer.input, self.values.get(f"{norm}.out"))
+            return steps.branch if again else steps.norm  # its own output normalized again; another normalization
+        return steps.branch if read and calls[0].whole else None  # unread: whether it handed the branch its output
+
+
 def first_divergence(
-    flows: dict, parts: dict, drop_p: float, responses: dict | None = None, moved: dict | None = None, walked: dict | None = None
+    flows: dict, parts: dict, drop_p: float, tol: float, moved: dict | None = None, read: dict | None = None
 ) -> Divergence | None:
-    """The earliest boundary where the eval or train run differs from Pre-LN (see `boundaries`), with its step and
-    its facts. `responses`: the
-    `respond` question's runs; `moved`: the `moved` question's runs ("runs") and the values it held and moved
-    ("values"), both of the eval run; `walked`: mode -> what `Walk.first` gave for that run where it was walked
-    already (the checks read the same train walk), read and never changed."""
+    """The first equation that does not hold on the eval or the train run (`flows`: mode -> Flow), with its step and
+    its facts; None where neither run differs from Pre-LN. `moved`: the `moved` question's runs ("runs") and the
+    values it held and moved ("values"), both of the eval run; `read`: mode -> its `Reading`, where the checks read
+    it already (the train run's), read and never changed."""
     found = {}
     for mode in ("eval", "train"):
         if flows.get(mode) is not None:
-            seen = (
-                walked[mode]
-                if walked and mode in walked
-                else Walk(
-                    flows[mode], parts, mode, drop_p, responses if mode == "eval" else None, moved if mode == "eval" else None
-                ).first()
-            )
-            if seen is not None:
-                found[mode] = _checked_sums(seen, mode, getattr(flows[mode], "other", None), parts, drop_p)
+            reading = (read or {}).get(mode) or Reading(flows[mode], parts, mode, tol, drop_p, moved if mode == "eval" else None)
+            if (seen := reading.first()) is not None:
+                found[mode] = (*seen, reading)
     if not found:
         return None
-    mode, seen = min(found.items(), key=lambda pair: (pair[1].boundary, pair[1].step is None, pair[0] != "eval"))
-    both = all(flows.get(m) is not None for m in ("eval", "train"))
-    same = len(found) == 2 and (
-        found["eval"].boundary == found["train"].boundary or found["eval"].step == found["train"].step is not None
+    mode, (index, step, wrong, reading) = min(
+        found.items(), key=lambda pair: (pair[1][0], pair[1][1] is None, pair[1][1] or 0, pair[0] != "eval")
     )
+    both = all(flows.get(m) is not None for m in ("eval", "train"))
+    same = len(found) == 2 and (found["eval"][0] == found["train"][0] or found["eval"][1] == found["train"][1] is not None)
     label = None if same or not both else mode
-    lesson = seen.lesson()
-    said = Said(tuple(seen.facts), "; ".join(t for t in (seen.gloss, lesson) if t))
-    return Divergence(seen.step, said.text(), label, label is not None and len(found) == 1, tuple(seen.facts))
+    told = facts_at(flows, reading, index, wrong, tol)
+    return Divergence(step, told.text(), label, label is not None and len(found) == 1, told.facts)
 
 
-def _checked_sums(seen, mode: str, other, parts: dict, drop_p: float):
-    """A coefficient is a hypothesis: a sum read with a coefficient other than 1 or -1 is said only where the same
-    forward, walked on the grader's other input (`other`, an eval run), gives the same sum with the same
-    coefficients; elsewhere the fact is that the grader cannot express the value (`Unknown`), which says all that
-    "received a value that is not ..." of the same call would."""
-    doubtful = [f for f in seen.facts if isinstance(f, Sum) and any(unconfirmed(c) for _, c in f.terms)]
-    there = Walk(other, parts, "eval", drop_p, None).first() if doubtful and other is not None and mode == "eval" else None
-    confirmed = {
-        (f.component, f.call, tuple(n for n, _ in f.terms)): [c for _, c in f.terms]
-        for f in (there.facts if there is not None else ())
-        if isinstance(f, Sum)
-    }
+def facts_at(flows: dict, reading: Reading, index: int, wrong, tol: float) -> Said:
+    """What the run shows at its first divergence (`Reading.first`): the component that gave another value than the
+    grader's on Pre-LN's value; a component that never ran; else what the equation's left side received (`fits.said`
+    in eval mode, `fits.why` at a branch or its dropout), or the equation itself."""
+    equation, mode = ORDER[index], reading.mode
+    if wrong is not None:
+        name, _, received, value = wrong
+        return Said((Gave(mode, name, _value(received), _value(value), False),))
+    never = tuple(Ran(mode, name, 0) for name in _NEVER.get(equation, ()) if not reading.ran(name))
+    if equation == ATT.sum and not reading.ran("norm2"):
+        equation = FF.branch  # what the feed-forward network received in its place
+    side = next((side for side in HALVES if equation in (HALVES[side].branch, HALVES[side].drop)), None)
+    if side is not None:
+        eps = float(reading.parts[FED[side]].eps)
+        told = why(flows, ((equation,),), mode, tol, reading.found, eps)
+    elif mode == "eval" and (found := said(flows, ((equation,),), tol, reading.found)) is not None:
+        told = found
+    elif mode == "eval" and (found := _fitted(flows, reading, equation, tol)) is not None:
+        told = found
+    else:
+        told = unmet(reading.found, ((equation,),), mode)
+    if side is not None and len(told.facts) == 1 and isinstance(told.facts[0], Unmet) and not told.facts[0].known:
+        told = Said(_unread(reading, side, equation) or told.facts, told.extra)  # what the values show instead
+    return Said(never + told.facts, told.extra) if never else told
 
-    def holds(fact) -> bool:
-        again = confirmed.get((fact.component, fact.call, tuple(n for n, _ in fact.terms)))
-        return again is not None and all(confirms(a, c) for a, (_, c) in zip(again, fact.terms))
 
-    facts = [
-        fact if fact not in doubtful or holds(fact) else Unknown(fact.mode, fact.component, fact.call, seen.expected, fact.calls)
-        for fact in seen.facts
-    ]
-    # what a call received, said as a sum or as unknown, needs no "received a value that is not ..." beside it
-    said = {(f.component, f.call) for f in facts if isinstance(f, (Unknown, Sum))}
-    kept = dict.fromkeys(f for f in facts if not (isinstance(f, Received) and not f.equal and (f.component, f.call) in said))
-    return replace(seen, facts=list(kept))  # a copy: `seen` may be a walk the checks read too
+def _unread(reading: Reading, side: str, equation) -> tuple:
+    """Where the ledger cannot read a branch's equation: that its component received another value than Pre-LN's
+    (whole, in pieces or rearranged), or, in train mode, that no dropout received the branch's output."""
+    mode, steps = reading.mode, HALVES[side]
+    if equation == steps.branch and (expected := reading.chain.get(INPUT[side])) is not None:
+        pieces = [piece.input for call in reading.live(side) or reading.calls(side) for piece in call.calls]
+        near, features = 10 * reading.tol, reading.flow.x.shape[-1]
+        if pieces and not all(locate_padded(p, expected, near, features) is not None for p in pieces):
+            return (Received(mode, side, None, _value(INPUT[side]), False),)
+    if equation == steps.drop and mode == "train" and (own := reading.chain.get(OWN[side])) is not None:
+        near = 10 * reading.tol
+        took = [p.input for s in reading.flow.steps if s.is_dropout for p in s.calls]
+        if not any(locate_padded(i, own, near) is not None for i in took):
+            return (Unreceived(mode, ("drop_shortcut", "dropout"), _value(OWN[side])),)
+    return ()
+
+
+_NEVER = {  # the components whose never running an equation's failure may be
+    ATT.norm: ("norm1",),
+    ATT.branch: ("att", "norm1"),
+    ATT.drop: ("drop_shortcut",),
+    ATT.sum: ("norm2",),
+    FF.branch: ("ff", "norm2"),
+    FF.drop: ("drop_shortcut",),
+}
+
+
+def _fitted(flows: dict, reading: Reading, equation, tol: float) -> Said | None:
+    """An equation the run does not show whole (a boundary it needs unread): its left side written over the values
+    before it, where it is read (`fits.fit`), with what Pre-LN returns there."""
+    left = EQUATIONS[equation][0]
+    if left != "y":
+        return None
+    runs = [run for run in (flows.get("eval"), getattr(flows.get("eval"), "other", None)) if run is not None]
+    fact = fit(runs, left, tol, named_outputs(reading.found))
+    return None if fact is None else Said((fact,), f"Pre-LN returns {BY_NODE['y'].value}")
+
+
+def _value(node: str) -> str:
+    """A value of Pre-LN's in the lesson's notation: x, norm1(x), ..., the first sum by its name h."""
+    return node if node in ("x", "h") else BY_NODE[node].value

@@ -16,12 +16,16 @@ A run whose held components were not held (called more than once, on pieces, ins
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from autograder.engine.replayed import Moved
 from .location import locate_padded, whole_tokens
 from autograder.engine.steps import HALVES, LAST_STEP_AT
-from .values import close
+from autograder.engine.tolerance import close as _close
+
+close = functools.partial(_close, flat=True)  # close(a, b, tol): values over the block's positions
 
 HELD = ("att", "ff")
 MOVES = {"att": ("x", "att"), "ff": ("att", "ff")}  # half -> (the run that moves its shortcut, its branch)
@@ -173,7 +177,7 @@ def step_of(facts: dict | None, half: str, at_out: bool = False) -> tuple[int | 
         return half_steps.sum, [shortcut]
     if facts["placed"] and not facts["shortcut rearranged"] and not facts["scaled in layout"]:
         return half_steps.saved, [shortcut] + ([branch] if branch.exactly else [])
-    if across is not None and across.exactly and not branch.exactly:
+    if across is not None and across.exactly and not branch.exactly and not facts["placed"]:
         return LAST_STEP_AT[half_steps.sum], [across, branch]
     return None, []
 

@@ -1,0 +1,200 @@
+"""Pre-LN's own values on a run's input, and what a recorded value is in their terms.
+
+The grader runs Pre-LN with its own components on the student's x (`steps` names the values: x, n1, a, h, n2, f; in
+train mode after attention under the run's own first dropout, where the ledger found it). A value the student's run
+recorded is then one of them (`node`), a sum of them (`fewest`), a normalization of one (`normalizes`), or what a
+dropout of the run made of one (`dropped`). Pure numpy over recorded values, but for the grader's components.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import torch
+
+from autograder.engine.ledger import boundaries, outcomes
+from autograder.engine.reading.placement import express
+from autograder.engine.tolerance import close
+
+NODES = ("x", "n1", "a", "d1", "h", "n2", "f")  # Pre-LN's values, in its order (d1: attention's branch as dropped)
+
+
+class Chain:
+    """One recorded run (`dataflow.Flow`) of `mode`, its ledger (`found`, `values`) and Pre-LN's values beside it."""
+
+    def __init__(self, flow, parts: dict, mode: str, tol: float, drop_p):
+        self.flow, self.parts, self.mode, self.tol, self.drop_p = flow, parts, mode, tol, drop_p
+        self.found = outcomes({mode: flow}, mode, tol, drop_p)
+        self.values = boundaries(flow, drop_p)
+        self.chain = self._chain()
+
+    def run(self, name: str, value: np.ndarray) -> np.ndarray:
+        """The grader's own component `name` on a value of the block's shape (flat in, flat out)."""
+        with torch.no_grad():
+            out = self.parts[name](torch.as_tensor(value.reshape(self.flow.x.shape), dtype=torch.float32))
+        return out.numpy().astype(np.float64).reshape(-1)
+
+    def _chain(self) -> dict:
+        x = self.flow.x.reshape(-1).astype(np.float64)
+        n1 = self.run("norm1", x)
+        a = self.run("att", n1)
+        chain = {"x": x, "n1": n1, "a": a}
+        d1 = a if self.mode == "eval" else self.values.get("drop1.out", self._first_dropout(x, a))
+        if d1 is None and self.mode == "train" and "norm2.in" in self.values and self.dropout_of(self.values["norm2.in"] - x, a):
+            d1 = self.values["norm2.in"] - x  # a dropout the recording could not read (one in place), as norm2 received it
+        if d1 is not None:
+            h = x + d1
+            n2 = self.run("norm2", h)
+            chain.update(d1=d1, h=h, n2=n2, f=self.run("ff", n2))
+        return chain
+
+    def _first_dropout(self, x, a):
+        """In train mode, where more than one dropout received attention's output (so the ledger named none): the
+        output of the one whose output norm2's input holds beside x, else the first (Pre-LN draws in order)."""
+        took = [s for s in self.dropouts() if self.close(s.input, a)]
+        if len(took) < 2:
+            return None
+        h = self.values.get("norm2.in")
+        if h is None:
+            return self.flow.vectors[took[0].key]
+        return next((self.flow.vectors[s.key] for s in took if self.close(x + self.flow.vectors[s.key], h)), None)
+
+    # --- the run's calls ---------------------------------------------------------------------------------
+    def calls(self, name: str, variants: bool = False) -> list:
+        """The calls of `name` (`variants`: a LayerNorm's near miss recorded under its name too)."""
+        return [s for s in self.flow.steps if s.name == name and (variants or getattr(s, "variant", None) is None)]
+
+    def live(self, name: str, variants: bool = False) -> list:
+        """The calls of `name` whose value reaches what the block returned."""
+        decoys = {s.key for s in self.flow.decoys}
+        return [s for s in self.calls(name, variants) if s.key not in decoys]
+
+    def dropouts(self) -> list:
+        return [s for s in self.flow.steps if s.is_dropout and s.whole and s.key in self.flow.vectors]
+
+    def ran(self, name: str) -> bool:
+        """Did the run call `name` at all: a recorded call, one of its own layers, or one the child counted?"""
+        recorded = any(c.name == name for c in self.flow.calls) or any(c.get("name") == name for c in self.flow.layers)
+        return recorded or bool(self.flow.counts.get(name))
+
+    # --- what a value is --------------------------------------------------------------------------------
+    def close(self, a, b) -> bool:
+        return a is not None and b is not None and np.size(a) == np.size(b) and close(a, b, self.tol, flat=True)
+
+    def node(self, value, among=("x", "n1", "a", "h", "n2", "f")) -> str | None:
+        """The value of Pre-LN's `value` is, if one of `among`."""
+        return next((n for n in among if n in self.chain and self.close(value, self.chain[n])), None)
+
+    def normalizes(self, value, of=None) -> bool:
+        """Is `value`, less a LayerNorm's shift and over its scale (or as it is), normalized token by token: each token
+        vector of root mean square 1, or (`of`) each token vector of `of`, or of `of` less its mean, times a positive
+        number?"""
+        features = self.flow.x.shape[-1]
+        v = np.asarray(value, np.float64).reshape(-1, features)
+        for norm in ("norm1", "norm2"):
+            scale, shift = (getattr(self.parts[norm], k).detach().double().numpy() for k in ("scale", "shift"))
+            for z in ((v - shift) / np.where(scale == 0, 1.0, scale), v):
+                if of is None:
+                    rms = np.sqrt(np.mean(z * z, axis=-1))
+                    if np.all(np.isfinite(rms)) and np.all(np.abs(rms - 1) < 1e-2):
+                        return True
+                    continue
+                o = np.asarray(of, np.float64).reshape(-1, features)
+                for base in (o, o - o.mean(axis=-1, keepdims=True)):
+                    c = (z * base).sum(-1, keepdims=True) / np.maximum((base * base).sum(-1, keepdims=True), 1e-30)
+                    if (c > 0).all() and np.abs(z - c * base).max() <= 1e-3 * max(np.abs(z).max(), 1.0):
+                        return True
+        return False
+
+    def dropped(self, value) -> str | None:
+        """What a dropout of the run (not attention's own, whose output is the branch) turned into `value`: Pre-LN's
+        value by its name ("x"), or one scaled ("2 f"); None where no dropout gave `value`."""
+        own = self.values.get("drop1.out")
+        for step in self.dropouts():
+            given = self.flow.vectors[step.key]
+            if not self.close(given, value) or (own is not None and self.close(given, own)):
+                continue
+            if (node := self.node(step.input, NODES)) is not None:
+                return node
+            for n in (n for n in NODES if n in self.chain):
+                if (terms := express(step.input, {n: self.chain[n]}, self.tol)) is not None:
+                    return f"{terms[n]:g} {n}"
+        return None
+
+    def made(self, value) -> bool:
+        """Did some call of the run give `value` whole?"""
+        return value is not None and any(self.close(given, value) for given in self.flow.vectors.values())
+
+    def dropped_as_pre_ln(self, half: str) -> bool:
+        """In train mode, did the branch reach its sum dropped as drop_shortcut drops it, though the recording could
+        not read the dropout (one in place): attention's as norm2 received it less x, the feed-forward network's as
+        the block returned it less what norm2 received?"""
+        if half == "att":
+            return "d1" in self.chain
+        h, out = self.values.get("norm2.in"), self.values.get("ff.out")
+        return h is not None and out is not None and self.dropout_of(self.values["y"] - h, out)
+
+    def joined(self, calls: list):
+        """What `calls` received over the block's positions, where together they cover each position once."""
+        got, covered = np.zeros(self.chain["x"].size), np.zeros(self.chain["x"].size, dtype=int)
+        for call in calls:
+            got[call.covers] = call.input[call.covers]
+            covered += call.covers
+        return got if (covered == 1).all() else None
+
+    def seen(self, value) -> bool:
+        """Did some call receive `value`, alone or added to x, or the block return it added to what norm2 received?"""
+        x, h = self.chain["x"], self.values.get("norm2.in")
+        if any(s.whole and (self.close(s.input, value) or self.close(s.input - x, value)) for s in self.flow.steps):
+            return True
+        return h is not None and self.close(self.values["y"] - h, value)
+
+    def fewest(self, value, vectors: dict, first: tuple) -> dict | None:
+        """`value` as an exact sum of as few of `vectors` as will do (three at most); of sums as short, the one with
+        the most terms added as they are, the sum's own terms (`first`) tried first."""
+        names = [n for n in first if n in vectors] + [n for n in vectors if n not in first]
+        names = [n for n in names if np.any(vectors[n])]
+        for size in range(1, 4):
+            found = [
+                terms
+                for chosen in combinations(names, size)
+                if (terms := express(value, {n: vectors[n] for n in chosen}, self.tol)) is not None and all(terms.values())
+            ]
+            if found:
+                return min(found, key=lambda terms: sum(c != 1 for c in terms.values()))
+        return None
+
+    def masks(self, drop_p: float) -> dict | None:
+        """In train mode, the masks the run's own dropouts drew ("d1", "d2": each element's ratio to Pre-LN's value
+        before the dropout), where the run holds Pre-LN's values under them: one dropout call took attention's output
+        and one the feed-forward network's, as drop_shortcut drops, and what the block returned is x plus both as they
+        gave them. None where it does not."""
+        x, a, d1, d2 = self.chain["x"], self.chain["a"], self.values.get("drop1.out"), self.values.get("drop2.out")
+        if self.mode != "train" or d1 is None or d2 is None or not self.dropout_of(d1, a, kept=True):
+            return None  # each branch's dropout is one call the ledger read whole
+        h = x + d1
+        f = self.run("ff", self.run("norm2", h))
+        if (
+            not self.close(self.values["drop2.in"], f)
+            or not self.dropout_of(d2, f, kept=True)
+            or not self.close(self.values["y"], h + d2)
+        ):
+            return None
+        return {"d1": d1 / np.where(a == 0, 1.0, a), "d2": d2 / np.where(f == 0, 1.0, f)}
+
+    def dropout_of(self, value, of, kept: bool = False) -> bool:
+        """Is `value` drop_shortcut's work on `of`: some elements zeroed, the others times 1/(1 - p) (`kept`: some of
+        them, too)?"""
+        if self.drop_p is None or not 0 < self.drop_p < 1:
+            return False
+        scale, size = 1.0 / (1.0 - self.drop_p), 10 * self.tol * max(float(np.max(np.abs(of))), 1.0)
+        zeroed = (np.abs(value) <= self.tol) & (np.abs(of) > size)
+        if kept and not ((np.abs(value) > size) & (np.abs(of) > size)).any():
+            return False
+        return bool(zeroed.any()) and self._masked(value, of, scale)
+
+    def _masked(self, value, of, scale: float) -> bool:
+        """Is each element of `value` either zero or `scale` times that of `of`?"""
+        size = max(float(np.max(np.abs(of))), 1.0) * self.tol
+        return bool(np.all((np.abs(value) <= size) | (np.abs(value - scale * of) <= size * max(scale, 1.0))))

@@ -1,0 +1,111 @@
+"""The first divergent step read from the ledger (`diagnosis/first_step.py`), on runs the fuzzer's oracle records
+itself and the grader's reading names (`tests/recorded.py`), in milliseconds.
+
+The generators know the truth by construction: Pre-LN in every style has no divergence; a single-step mutant's step
+is the one its edit breaks (`steps.EDGES`); a fuzzed forward allows the steps of its first change. Without the `moved`
+question's runs (asked only of a child) some sums cannot be told apart, and then no step is named: a step named is
+never another than the truth. The full grading of every mutant, with that question, names each one's own step
+(tests/engine/test_corpus.py). Every fact said at the divergence is true on the oracle's own run.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from autograder.engine.diagnosis.first_step import first_divergence
+from catalog.fuzz import draw
+from catalog.generate import equivalents, mutants
+from catalog.oracle import DROP_P, Run
+from recorded import TOL, parts_of, read
+from tiers import quick_sample
+
+
+def diverged(forward: str):
+    """`first_divergence` of the oracle's eval and train runs of `forward`, and the oracle's run."""
+    flows, run = {}, None
+    for mode in ("eval", "train"):
+        run, flows[mode], _ = read(forward, mode)
+    return first_divergence(flows, parts_of(run), DROP_P, TOL), run
+
+
+def _true(divergence, forward: str) -> list:
+    """The facts of `divergence` the oracle finds false."""
+    run = Run(forward)
+    return [fact for fact in divergence.facts if run.check(fact.to_dict()) is False]
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("case", equivalents(), ids=lambda case: case.name)
+def test_pre_ln_in_every_style_has_no_divergence(case):
+    assert diverged(case.forward)[0] is None
+
+
+MUTANTS = [case for case in mutants()]
+
+
+@pytest.mark.parametrize("case", quick_sample(MUTANTS, every=3), ids=lambda case: case.name)
+def test_a_single_step_mutant_names_its_own_step_or_none_and_only_true_facts(case):
+    found, _ = diverged(case.forward)
+    assert found is not None, case.edit.text
+    assert found.step in (case.edit.step, None), (case.edit.text, found)
+    assert not _true(found, case.forward), (case.edit.text, found.facts)
+
+
+def test_most_single_step_mutants_name_their_step_without_the_moved_runs():
+    """The reading alone names the step of nearly every mutant; only sums no sum of Pre-LN's values need more."""
+    named = [diverged(case.forward)[0] for case in MUTANTS]
+    right = sum(found is not None and found.step == case.edit.step for found, case in zip(named, MUTANTS))
+    assert right >= 0.9 * len(MUTANTS), f"{right} of {len(MUTANTS)}"
+
+
+# The walk's hand-written table, as forwards: each breaks the step beside it, in both runs (dropouts as Pre-LN's).
+D = "self.drop_shortcut"
+FIRST = f"h = x + {D}(self.att(self.norm1(x)))\n    "  # Pre-LN's first half
+SECOND = f"\n    return h + {D}(self.ff(self.norm2(h)))"  # Pre-LN's second half
+TABLE = [
+    ("norm1 left out", f"h = x + {D}(self.att(x))" + SECOND, 2),
+    ("norm2 in front of attention", f"h = x + {D}(self.att(self.norm2(x)))" + SECOND, 2),
+    ("attention on a scaled norm", f"h = x + {D}(self.att(2 * self.norm1(x)))" + SECOND, 3),
+    ("first shortcut left out", f"h = {D}(self.att(self.norm1(x)))" + SECOND, 5),
+    ("first shortcut replaced", f"n = self.norm1(x)\n    h = n + {D}(self.att(n))" + SECOND, 1),
+    ("norm2 skipped", FIRST + f"return h + {D}(self.ff(h))", 7),
+    ("second half missing", f"return x + {D}(self.att(self.norm1(x)))", 7),
+    ("second shortcut left out", FIRST + f"return {D}(self.ff(self.norm2(h)))", 10),
+    ("output normalized", FIRST + f"return self.norm2(h + {D}(self.ff(self.norm2(h))))", 10),
+    ("norm1(x) normalized again", f"h = x + {D}(self.att(self.norm2(self.norm1(x))))" + SECOND, 3),
+    ("the feed-forward network on x", FIRST + f"return h + {D}(self.ff(x))", 7),
+    ("ff on norm1(x)", f"n = self.norm1(x)\n    h = x + {D}(self.att(n))\n    return h + {D}(self.ff(n))", 8),
+    ("norm2 applied twice", FIRST + f"return h + {D}(self.ff(self.norm2(self.norm2(h))))", 7),
+    ("norm2(h) normalized again", FIRST + f"return h + {D}(self.ff(self.norm1(self.norm2(h))))", 8),
+    ("second branch replaced by h", FIRST + "return h + h", 10),
+    ("attention dropped twice", f"h = x + {D}({D}(self.att(self.norm1(x))))" + SECOND, 4),
+    ("no dropout on attention", "h = x + self.att(self.norm1(x))" + SECOND, 4),
+    ("dropout on the first shortcut", f"h = {D}(x) + {D}(self.att(self.norm1(x)))" + SECOND, 5),
+]
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("name, body, step", TABLE, ids=[row[0] for row in TABLE])
+def test_a_forward_names_the_step_it_breaks_and_only_true_facts(name, body, step):
+    forward = f"def forward(self, x):\n    {body}\n"
+    found, _ = diverged(forward)
+    assert found is not None and found.step == step, (name, found)
+    assert not _true(found, forward), found.facts
+
+
+@pytest.mark.quick
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), wrong=st.integers(0, 3), open_only=st.sampled_from([True, None, False]))
+def test_a_fuzzed_forward_names_a_step_its_generator_allows_or_none(seed, wrong, open_only):
+    forward = draw(random.Random(seed), wrong=wrong, open_only=open_only if wrong else None)
+    found, _ = diverged(forward.source)
+    if forward.right:
+        assert found is None, (forward.name, found)
+        return
+    if found is not None and found.step is not None:
+        assert found.step in forward.first_in(found.mode), (forward.name, found, sorted(forward.first_in(found.mode)))
+    if found is not None:
+        assert not _true(found, forward.source), (forward.name, found.facts)
