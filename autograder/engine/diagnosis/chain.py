@@ -135,6 +135,15 @@ class Chain:
         h, out = self.values.get("norm2.in"), self.values.get("ff.out")
         return h is not None and out is not None and self.dropout_of(self.values["y"] - h, out)
 
+    def into_dropout_scaled(self, node: str) -> bool:
+        """Did a dropout of the run receive Pre-LN's value `node` times a number other than 1 (negated, halved)?"""
+        value = self.chain.get(node)
+        for step in [] if value is None else self.dropouts():
+            terms = express(step.input, {node: value}, self.tol)
+            if terms is not None and terms[node] not in (0.0, 1.0):
+                return True
+        return False
+
     def joined(self, calls: list):
         """What `calls` received over the block's positions, where together they cover each position once."""
         got, covered = np.zeros(self.chain["x"].size), np.zeros(self.chain["x"].size, dtype=int)

@@ -103,15 +103,15 @@ class Reading(Chain):
             if outcome == UNKNOWN and not self.calls(half) and f"{norm}.out" in self.values:
                 # run through its own layers, unread: did Pre-LN's branch output reach anything?
                 return None if OWN[half] not in self.chain else False if self.seen(self.chain[OWN[half]]) else steps.branch
-            if outcome == UNKNOWN and not self.live(half):
-                return False  # the branch does not reach the output: its sum shows how
+            if outcome == UNKNOWN and not self.live(half):  # the branch does not reach the output: its sum shows how,
+                return self.into_branch(half)  # where it received Pre-LN's value (else the values cannot tell)
             return self.into_branch(half)
         if step == steps.drop:
             if len(self.live(half)) > 1:
                 return steps.branch  # the branch's component run again on its own output
-            return (
-                steps.drop if outcome == FAILS or (f"{half}.out" in self.values and not self.dropped_as_pre_ln(half)) else False
-            )
+            unread = f"{half}.out" in self.values and not self.dropped_as_pre_ln(half)  # not dropped as Pre-LN's
+            scaled = self.mode == "train" and self.into_dropout_scaled(OWN[half])  # a dropout took it scaled
+            return steps.drop if outcome == FAILS or unread or scaled else False
         if outcome == FAILS and self.found.get(ONCE[half]) == FAILS:
             return steps.drop  # what the branch's dropout gave went through another
         return sum_step(self, half)
@@ -147,7 +147,7 @@ class Reading(Chain):
         producer = fed_by(self.flow, calls[0])
         if producer is not None and producer.whole:
             if producer.name == norm and producer.variant is None and not read:
-                return steps.branch
+                return False  # its own LayerNorm's output, unread: what broke shows later
             again = self.normalizes(producer.input) or self.close(producer.input, self.values.get(f"{norm}.out"))
             return steps.branch if again else steps.norm  # its own output normalized again; another normalization
         return steps.branch if read and calls[0].whole else None  # unread: whether it handed the branch its output
@@ -174,8 +174,15 @@ def first_divergence(
     both = all(flows.get(m) is not None for m in ("eval", "train"))
     same = len(found) == 2 and (found["eval"][0] == found["train"][0] or found["eval"][1] == found["train"][1] is not None)
     label = None if same or not both else mode
-    told = facts_at(flows, reading, index, wrong, tol)
-    return Divergence(step, told.text(), label, label is not None and len(found) == 1, told.facts)
+    told, said_in = facts_at(flows, reading, index, wrong, tol), mode
+    other = found.get("train" if mode == "eval" else "eval")
+    if other is not None and other[:2] == (index, step) and _unread_only(told):  # the other run may show more
+        more = facts_at(flows, other[3], index, other[2], tol)
+        told, said_in = (told, said_in) if _unread_only(more) else (more, other[3].mode)
+    words = told.text()
+    if said_in == "train" and label != "train" and not words.startswith("in train mode"):
+        words = f"in train mode, {words}"  # facts of the train run, where the label names no run
+    return Divergence(step, words, label, label is not None and len(found) == 1, told.facts)
 
 
 def facts_at(flows: dict, reading: Reading, index: int, wrong, tol: float) -> Said:
@@ -204,6 +211,11 @@ def facts_at(flows: dict, reading: Reading, index: int, wrong, tol: float) -> Sa
     return Said(never + told.facts, told.extra) if never else told
 
 
+def _unread_only(told: Said) -> bool:
+    """Does `told` say only that the grader cannot read its equation?"""
+    return all(isinstance(f, Unmet) and not f.known for f in told.facts)
+
+
 def _unread(reading: Reading, side: str, equation) -> tuple:
     """Where the ledger cannot read a branch's equation: that its component received another value than Pre-LN's
     (whole, in pieces or rearranged), or, in train mode, that no dropout received the branch's output."""
@@ -213,7 +225,8 @@ def _unread(reading: Reading, side: str, equation) -> tuple:
         near, features = 10 * reading.tol, reading.flow.x.shape[-1]
         if pieces and not all(locate_padded(p, expected, near, features) is not None for p in pieces):
             return (Received(mode, side, None, _value(INPUT[side]), False),)
-    if equation == steps.drop and mode == "train" and (own := reading.chain.get(OWN[side])) is not None:
+    unrecorded = equation == steps.branch and not reading.calls(side)  # run through its own layers, say
+    if (equation == steps.drop or unrecorded) and mode == "train" and (own := reading.chain.get(OWN[side])) is not None:
         near = 10 * reading.tol
         took = [p.input for s in reading.flow.steps if s.is_dropout for p in s.calls]
         if not any(locate_padded(i, own, near) is not None for i in took):

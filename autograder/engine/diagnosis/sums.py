@@ -61,8 +61,9 @@ def sum_step(r, half: str):
         if s == 1 and b == 0:  # the branch left out: of the block, or only of what norm2 received
             went = r.values.get("att.sum") if half == "att" else None
             return FF.norm if went is not None and not r.close(went, left) else LEFT_OUT[half]
-        twice = s == 0 and b == 2  # the branch taken as its own shortcut too
-        return steps.saved if twice else steps.sum
+        if s == 0 and b == 2:  # the branch as its own shortcut (the saving step), or the shortcut left out and
+            return None  # the branch doubled (the addition's): the values cannot tell
+        return steps.sum
     if s == 0 and b == 1:
         return steps.saved  # the shortcut replaced by another value
     if s == 1 and b == 1:
