@@ -72,7 +72,7 @@ def test_a_mutant_written_in_another_style_is_read_the_same(in_process, case):
 
 
 def test_the_unnamed_mutants_are_mutants():
-    assert UNNAMED <= {case.name for case in styled_mutants()}
+    assert UNNAMED <= {case.name for case in (*mutants(), *styled_mutants())}
 
 
 @pytest.mark.parametrize("case", equivalents(), ids=lambda c: c.name)
