@@ -58,7 +58,7 @@ def fit(runs: list, left: str, tol: float, named: dict | None = None, values: li
     """The boundary `left` of eval runs (`att.in`, ..., `y`) as an exact sum of the block input and the outputs of the
     components before it (`Sum`), the same sum on every run; a coefficient other than 1 or -1 is said only where a
     second run gives it too. An output is named as Pre-LN's value where `named` holds it (`named_outputs`), else as the call
-    that gave it ("att#1"), which must be one plain recorded call of its component (`_plain`), as must the call that
+    that gave it ("att#1"), which must be one plain recorded call of its component (`plain`), as must the call that
     received `left`. None where a run shows no such sum. `values`: each run's `boundaries`, where read already."""
     named = named or {}
     component = left.split(".")[0] if left != "y" else None
@@ -66,7 +66,7 @@ def fit(runs: list, left: str, tol: float, named: dict | None = None, values: li
     found = []
     for run, values in zip(runs, values or [boundaries(run) for run in runs]):
         relative = values.get(RELATIVE, frozenset())  # placed only against what they came from: not written over x
-        single = {name for name in COMPONENTS if _plain(run, name, values, tol) and f"{name}.out" not in relative}
+        single = {name for name in COMPONENTS if plain(run, name, values, tol) and f"{name}.out" not in relative}
         if left not in values or left in relative or (component is not None and component not in single):
             return None
         # Pre-LN's earlier components, named or plain; and any other plain one the run called first (norm2, when the
@@ -100,9 +100,9 @@ def fit(runs: list, left: str, tol: float, named: dict | None = None, values: li
 def _unlike(run, values: dict, step, component: str | None, tol: float) -> bool:
     """Is what the left side of `step`'s equation holds in eval `run` (its boundary `values`) no arrangement of what
     its right side gives, not even in pieces (some token vector of it, zero vectors aside, is none of that value's),
-    received by one plain call (`_plain`)?"""
+    received by one plain call (`plain`)?"""
     left, right = ALL[step][0], right_side(values, step, "eval")
-    if left not in values or right is None or (component and not _plain(run, component, values, tol)):
+    if left not in values or right is None or (component and not plain(run, component, values, tol)):
         return False
     features = run.x.shape[-1]
     got = values[left].reshape(-1, features)
@@ -124,11 +124,11 @@ def named_outputs(found: dict) -> dict:
 
 
 def _at(flow, name: str) -> int:
-    """Where the one recorded call of component `name` (`_plain`) sits among the run's calls."""
+    """Where the one recorded call of component `name` (`plain`) sits among the run's calls."""
     return next(call.index for call in flow.calls if call.name == name and call.kind != "manual")
 
 
-def _plain(flow, name: str, values: dict, tol: float) -> bool:
+def plain(flow, name: str, values: dict, tol: float) -> bool:
     """Was component `name` recorded as one call of its own, on the block's values as they are and in the block's
     shape (not run through its layers, not on a rearranged, reshaped or padded tensor), so that "<name>#1" names the
     value the ledger holds?"""

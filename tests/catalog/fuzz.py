@@ -217,10 +217,16 @@ class Forward:
         """Steps any of which is right as the first divergent step (empty: no step should be named)."""
         return self.first_in(self.shows)
 
+    def _erased(self, change: Change) -> bool:
+        """Is `change` on a value that reaches only the block's output, while the output itself is zeroed? Then no
+        value the run records shows it."""
+        zeroed = any(c.slot == "y->out" and c.what == "zeroed" for c in self.changes)
+        return zeroed and change.slot in ("h->y", "d2->y")
+
     def first_in(self, mode: str | None) -> frozenset:
         """The same, as seen in one run ("eval" or "train"; None: the earliest run that shows a change)."""
         run = {"eval": ("both",), "train": ("both", "train")}.get(mode or self.shows)
-        candidates = [change for change in self.changes if run and change.shows in run]
+        candidates = [change for change in self.changes if run and change.shows in run and not self._erased(change)]
         if not candidates:
             return frozenset()
         low = min(min(change.steps) for change in candidates)

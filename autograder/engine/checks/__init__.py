@@ -36,7 +36,7 @@ from autograder.engine.unmet import Unmet
 
 from .outcomes import PASS, Outcome, fail, failed
 from .regions import sweep_parts
-from .walked import train_reading
+from .walked import masks as walked_masks, train_reading
 from .work import times_ran, weights_from_values
 
 # A branch does real work when the output's dependence on x through it is at least this fraction of Pre-LN's.
@@ -114,7 +114,7 @@ class Evidence:
         boundary by boundary (None where it does not, or the run failed). The masks are read from the values at the
         boundary between the halves, as the sweep reads them (`reading/sweep.py`: each element exactly dropped or
         kept and scaled, whatever the draw), or, where that reading finds no such masks (norm2 received h in pieces
-        it cannot join), the train run's reading's (`Chain.masks`: each element's ratio of values, which rounding blurs where a
+        it cannot join), the train run's reading's (`walked.masks`: each element's ratio of values, which rounding blurs where a
         branch is near 0).
         `independent=False` reads one mask drawn for both halves too: the derivative of what such a forward computes."""
         flow = self.flows.get("train")
@@ -124,7 +124,7 @@ class Evidence:
         pieces = [call["input"] for call in run["calls"] if call["name"] == "norm2"]
         masks = read_masks(self.x, pieces, run["y"], self.parts, self.drop_p, tolerance(self.device), independent)
         if masks is None and (reading := train_reading(self)) is not None:
-            masks = reading.masks(self.drop_p)
+            masks = walked_masks(reading)
         if masks is None:
             return None
         program = live(in_mode(compile_script(PRE_LN, self.drop_p), "train"))

@@ -16,7 +16,8 @@ from __future__ import annotations
 from autograder.engine.facts import Output
 from autograder.engine.ledger import ADDED, FAILS, HOLDS, ONCE, SUMS, holds
 from autograder.engine.steps import HALVES
-from autograder.engine.diagnosis.first_step import ORDER, facts_at
+from autograder.engine.diagnosis.chain import ORDER
+from autograder.engine.diagnosis.told import facts_at
 from autograder.engine.tolerance import tolerance
 from autograder.engine.unmet import unmet
 
@@ -84,7 +85,7 @@ def _train_only(evidence: Evidence):
     if seen is None:
         return None
     index, step, wrong = seen
-    said = facts_at(evidence.flows, reading, index, wrong, tolerance(evidence.device))
+    said = facts_at(evidence.flows, reading, index, wrong, tolerance(evidence.device), step)
     first_half = (step if step is not None else ORDER[index]) <= HALVES["att"].sum
     return (ATT if first_half else FF), fail(
         f"In train mode your forward holds other values than Pre-LN does under the masks its own dropouts drew: {said.text()}.",

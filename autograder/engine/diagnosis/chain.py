@@ -15,9 +15,16 @@ import torch
 
 from autograder.engine.ledger import boundaries, outcomes
 from autograder.engine.reading.placement import express
+from autograder.engine.steps import EQUATIONS, HALVES
 from autograder.engine.tolerance import close
+from .location import locate_padded
 
 NODES = ("x", "n1", "a", "d1", "h", "n2", "f")  # Pre-LN's values, in its order (d1: attention's branch as dropped)
+ORDER = tuple(sorted(EQUATIONS))  # Pre-LN's equations in the order its values are computed
+ATT, FF = HALVES["att"], HALVES["ff"]
+NORM = {"att": "norm1", "ff": "norm2"}
+INPUT = {"att": "n1", "ff": "n2"}  # what Pre-LN hands each branch
+OWN = {"att": "a", "ff": "f"}  # what each branch's component gives
 
 
 class Chain:
@@ -50,12 +57,13 @@ class Chain:
         return chain
 
     def _first_dropout(self, x, a):
-        """In train mode, where more than one dropout received attention's output (so the ledger named none): the
-        output of the one whose output norm2's input holds beside x, else the first (Pre-LN draws in order)."""
+        """In train mode, where the ledger named no dropout of attention's output (more than one received it, or the
+        one that did gives nothing the block returns): the output of the one whose output norm2's input holds beside
+        x, else the first (Pre-LN draws in order)."""
         took = [s for s in self.dropouts() if self.close(s.input, a)]
-        if len(took) < 2:
-            return None
         h = self.values.get("norm2.in")
+        if not took or (len(took) == 1 and h is not None):
+            return None
         if h is None:
             return self.flow.vectors[took[0].key]
         return next((self.flow.vectors[s.key] for s in took if self.close(x + self.flow.vectors[s.key], h)), None)
@@ -113,14 +121,27 @@ class Chain:
         own = self.values.get("drop1.out")
         for step in self.dropouts():
             given = self.flow.vectors[step.key]
-            if not self.close(given, value) or (own is not None and self.close(given, own)):
-                continue
-            if (node := self.node(step.input, NODES)) is not None:
-                return node
-            for n in (n for n in NODES if n in self.chain):
-                if (terms := express(step.input, {n: self.chain[n]}, self.tol)) is not None:
-                    return f"{terms[n]:g} {n}"
+            if self.close(given, value) and not (own is not None and self.close(given, own)):
+                if (took := self.taken(step)) is not None:
+                    return took[1] if took[0] == 1 else f"{took[0]:g} {took[1]}"
         return None
+
+    def taken(self, step) -> tuple | None:
+        """What a dropout call received, as (a number, Pre-LN's value by its name) where it is that value times it."""
+        if (node := self.node(step.input, NODES)) is not None:
+            return 1.0, node
+        for n in (n for n in NODES if n in self.chain):
+            if (terms := express(step.input, {n: self.chain[n]}, self.tol)) is not None:
+                return terms[n], n
+        return None
+
+    def placed(self, half: str, calls: list) -> bool | None:
+        """Does every piece `calls` received sit in what Pre-LN hands `half`'s branch (whole token vectors, zero padding
+        allowed)? None where they received nothing or Pre-LN's value is unknown."""
+        expected, pieces = self.chain.get(INPUT[half]), [piece.input for call in calls for piece in call.calls]
+        if expected is None or not pieces:
+            return None
+        return all(locate_padded(p, expected, 10 * self.tol, self.flow.x.shape[-1]) is not None for p in pieces)
 
     def made(self, value) -> bool:
         """Did some call of the run give `value` whole?"""
@@ -137,12 +158,23 @@ class Chain:
 
     def into_dropout_scaled(self, node: str) -> bool:
         """Did a dropout of the run receive Pre-LN's value `node` times a number other than 1 (negated, halved)?"""
-        value = self.chain.get(node)
-        for step in [] if value is None else self.dropouts():
-            terms = express(step.input, {node: value}, self.tol)
-            if terms is not None and terms[node] not in (0.0, 1.0):
-                return True
-        return False
+        return any(
+            (took := self.taken(step)) is not None and took[1] == node and took[0] not in (0.0, 1.0) for step in self.dropouts()
+        )
+
+    def returned_as_pre_ln(self) -> bool:
+        """Did the block return Pre-LN's h plus its feed-forward branch: as it is in eval mode, in train mode as one of
+        the run's own dropouts gave it, each branch dropped as drop_shortcut drops?"""
+        h, f, y = self.chain.get("h"), self.chain.get("f"), self.values["y"]
+        if h is None or f is None:
+            return False
+        if self.mode == "eval":
+            return self.close(y, h + f)
+        took = self.values.get("drop1.in", self.chain["a"])
+        if not self.close(took, self.chain["a"]) or not self.dropout_of(self.chain["d1"], took):
+            return False  # attention's output, dropped as drop_shortcut drops
+        given = [(self.flow.vectors[s.key], s.input) for s in self.dropouts() if self.close(s.input, f)]
+        return any(self.dropout_of(d2, took) and self.close(y, h + d2) for d2, took in given)
 
     def joined(self, calls: list):
         """What `calls` received over the block's positions, where together they cover each position once."""
@@ -173,24 +205,6 @@ class Chain:
             if found:
                 return min(found, key=lambda terms: sum(c != 1 for c in terms.values()))
         return None
-
-    def masks(self, drop_p: float) -> dict | None:
-        """In train mode, the masks the run's own dropouts drew ("d1", "d2": each element's ratio to Pre-LN's value
-        before the dropout), where the run holds Pre-LN's values under them: one dropout call took attention's output
-        and one the feed-forward network's, as drop_shortcut drops, and what the block returned is x plus both as they
-        gave them. None where it does not."""
-        x, a, d1, d2 = self.chain["x"], self.chain["a"], self.values.get("drop1.out"), self.values.get("drop2.out")
-        if self.mode != "train" or d1 is None or d2 is None or not self.dropout_of(d1, a, kept=True):
-            return None  # each branch's dropout is one call the ledger read whole
-        h = x + d1
-        f = self.run("ff", self.run("norm2", h))
-        if (
-            not self.close(self.values["drop2.in"], f)
-            or not self.dropout_of(d2, f, kept=True)
-            or not self.close(self.values["y"], h + d2)
-        ):
-            return None
-        return {"d1": d1 / np.where(a == 0, 1.0, a), "d2": d2 / np.where(f == 0, 1.0, f)}
 
     def dropout_of(self, value, of, kept: bool = False) -> bool:
         """Is `value` drop_shortcut's work on `of`: some elements zeroed, the others times 1/(1 - p) (`kept`: some of

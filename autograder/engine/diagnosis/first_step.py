@@ -16,23 +16,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from autograder.engine.facts import Gave, Ran, Received, Said, Unreceived
-from autograder.engine.fits import fit, named_outputs, said, why
-from autograder.engine.ledger import FAILS, FED, HOLDS, ONCE, UNKNOWN, fed_by
+from autograder.engine.ledger import FAILS, HOLDS, ONCE, UNKNOWN, fed_by
 from autograder.engine.results import Diverged
-from autograder.engine.steps import BY_NODE, EQUATIONS, HALVES, handed
-from autograder.engine.unmet import Unmet, unmet
-from .chain import Chain
-from .location import locate_padded
+from autograder.engine.steps import HALVES, handed
+from .chain import ATT, FF, INPUT, NORM, ORDER, OWN, Chain
 from .sums import sum_step
+from .told import facts_at, unread_only
 
-__all__ = ["Divergence", "first_divergence"]
+__all__ = ["Divergence", "Reading", "facts_at", "first_divergence"]
 
-ORDER = tuple(sorted(EQUATIONS))  # Pre-LN's equations in the order its values are computed
-ATT, FF = HALVES["att"], HALVES["ff"]
-NORM = {"att": "norm1", "ff": "norm2"}
-INPUT = {"att": "n1", "ff": "n2"}  # what Pre-LN hands each branch
-OWN = {"att": "a", "ff": "f"}  # what each branch's component gives
 # Each component, the step it performs, what Pre-LN hands it and what it gives (the chain's nodes)
 COMPONENTS = (
     ("norm1", ATT.norm, "x", "n1"),
@@ -69,7 +61,10 @@ class Reading(Chain):
 
     def first(self) -> tuple | None:
         """(the index of the first equation that does not hold, the step broken there, the component that gave a
-        wrong value where that is what broke), None: every equation holds and every component gave its value."""
+        wrong value where that is what broke), None: every equation holds and every component gave its value, or
+        the block returned what Pre-LN returns on the run's own x (and masks): matching is enough."""
+        if self.returned_as_pre_ln():
+            return None
         for index, step in enumerate(ORDER):
             outcome = self.found.get(step, UNKNOWN)
             if outcome == HOLDS or (outcome == UNKNOWN and step in (ATT.drop, FF.drop) and self.mode == "eval"):
@@ -129,11 +124,8 @@ class Reading(Chain):
         if not calls:
             return None
         if not any(call.covers.any() for call in calls):  # inputs the reading could not place: pieces of Pre-LN's?
-            pieces = [piece.input for call in calls for piece in call.calls]
-            near, features, expected = 10 * self.tol, self.flow.x.shape[-1], self.chain.get(INPUT[half])
-            if not read or expected is None:
-                return None
-            return False if all(locate_padded(p, expected, near, features) is not None for p in pieces) else steps.branch
+            placed = self.placed(half, calls)
+            return None if not read or placed is None else False if placed else steps.branch
         got = self.joined(calls) if len(calls) > 1 else calls[0].input if calls[0].whole else None
         node = self.node(got, ("x", "n1", "a", "h", "n2") if half == "ff" else ("x", "n1")) if got is not None else None
         if node == INPUT[half]:
@@ -174,87 +166,12 @@ def first_divergence(
     both = all(flows.get(m) is not None for m in ("eval", "train"))
     same = len(found) == 2 and (found["eval"][0] == found["train"][0] or found["eval"][1] == found["train"][1] is not None)
     label = None if same or not both else mode
-    told, said_in = facts_at(flows, reading, index, wrong, tol), mode
+    told, said_in = facts_at(flows, reading, index, wrong, tol, step), mode
     other = found.get("train" if mode == "eval" else "eval")
-    if other is not None and other[:2] == (index, step) and _unread_only(told):  # the other run may show more
-        more = facts_at(flows, other[3], index, other[2], tol)
-        told, said_in = (told, said_in) if _unread_only(more) else (more, other[3].mode)
+    if other is not None and other[:2] == (index, step) and unread_only(told):  # the other run may show more
+        more = facts_at(flows, other[3], index, other[2], tol, step)
+        told, said_in = (told, said_in) if unread_only(more) else (more, other[3].mode)
     words = told.text()
     if said_in == "train" and label != "train" and not words.startswith("in train mode"):
         words = f"in train mode, {words}"  # facts of the train run, where the label names no run
     return Divergence(step, words, label, label is not None and len(found) == 1, told.facts)
-
-
-def facts_at(flows: dict, reading: Reading, index: int, wrong, tol: float) -> Said:
-    """What the run shows at its first divergence (`Reading.first`): the component that gave another value than the
-    grader's on Pre-LN's value; a component that never ran; else what the equation's left side received (`fits.said`
-    in eval mode, `fits.why` at a branch or its dropout), or the equation itself."""
-    equation, mode = ORDER[index], reading.mode
-    if wrong is not None:
-        name, _, received, value = wrong
-        return Said((Gave(mode, name, _value(received), _value(value), False),))
-    never = tuple(Ran(mode, name, 0) for name in _NEVER.get(equation, ()) if not reading.ran(name))
-    if equation == ATT.sum and not reading.ran("norm2"):
-        equation = FF.branch  # what the feed-forward network received in its place
-    side = next((side for side in HALVES if equation in (HALVES[side].branch, HALVES[side].drop)), None)
-    if side is not None:
-        eps = float(reading.parts[FED[side]].eps)
-        told = why(flows, ((equation,),), mode, tol, reading.found, eps)
-    elif mode == "eval" and (found := said(flows, ((equation,),), tol, reading.found)) is not None:
-        told = found
-    elif mode == "eval" and (found := _fitted(flows, reading, equation, tol)) is not None:
-        told = found
-    else:
-        told = unmet(reading.found, ((equation,),), mode)
-    if side is not None and len(told.facts) == 1 and isinstance(told.facts[0], Unmet) and not told.facts[0].known:
-        told = Said(_unread(reading, side, equation) or told.facts, told.extra)  # what the values show instead
-    return Said(never + told.facts, told.extra) if never else told
-
-
-def _unread_only(told: Said) -> bool:
-    """Does `told` say only that the grader cannot read its equation?"""
-    return all(isinstance(f, Unmet) and not f.known for f in told.facts)
-
-
-def _unread(reading: Reading, side: str, equation) -> tuple:
-    """Where the ledger cannot read a branch's equation: that its component received another value than Pre-LN's
-    (whole, in pieces or rearranged), or, in train mode, that no dropout received the branch's output."""
-    mode, steps = reading.mode, HALVES[side]
-    if equation == steps.branch and (expected := reading.chain.get(INPUT[side])) is not None:
-        pieces = [piece.input for call in reading.live(side) or reading.calls(side) for piece in call.calls]
-        near, features = 10 * reading.tol, reading.flow.x.shape[-1]
-        if pieces and not all(locate_padded(p, expected, near, features) is not None for p in pieces):
-            return (Received(mode, side, None, _value(INPUT[side]), False),)
-    unrecorded = equation == steps.branch and not reading.calls(side)  # run through its own layers, say
-    if (equation == steps.drop or unrecorded) and mode == "train" and (own := reading.chain.get(OWN[side])) is not None:
-        near = 10 * reading.tol
-        took = [p.input for s in reading.flow.steps if s.is_dropout for p in s.calls]
-        if not any(locate_padded(i, own, near) is not None for i in took):
-            return (Unreceived(mode, ("drop_shortcut", "dropout"), _value(OWN[side])),)
-    return ()
-
-
-_NEVER = {  # the components whose never running an equation's failure may be
-    ATT.norm: ("norm1",),
-    ATT.branch: ("att", "norm1"),
-    ATT.drop: ("drop_shortcut",),
-    ATT.sum: ("norm2",),
-    FF.branch: ("ff", "norm2"),
-    FF.drop: ("drop_shortcut",),
-}
-
-
-def _fitted(flows: dict, reading: Reading, equation, tol: float) -> Said | None:
-    """An equation the run does not show whole (a boundary it needs unread): its left side written over the values
-    before it, where it is read (`fits.fit`), with what Pre-LN returns there."""
-    left = EQUATIONS[equation][0]
-    if left != "y":
-        return None
-    runs = [run for run in (flows.get("eval"), getattr(flows.get("eval"), "other", None)) if run is not None]
-    fact = fit(runs, left, tol, named_outputs(reading.found))
-    return None if fact is None else Said((fact,), f"Pre-LN returns {BY_NODE['y'].value}")
-
-
-def _value(node: str) -> str:
-    """A value of Pre-LN's in the lesson's notation: x, norm1(x), ..., the first sum by its name h."""
-    return node if node in ("x", "h") else BY_NODE[node].value

@@ -61,6 +61,8 @@ def sum_step(r, half: str):
         if s == 1 and b == 0:  # the branch left out: of the block, or only of what norm2 received
             went = r.values.get("att.sum") if half == "att" else None
             return FF.norm if went is not None and not r.close(went, left) else LEFT_OUT[half]
+        if b == 0 and s not in (0, 2):  # 2: the branch replaced by the shortcut, the addition's own step
+            return LEFT_OUT[half]  # the branch left out, whatever else changed after it
         if s == 0 and b == 2:  # the branch as its own shortcut (the saving step), or the shortcut left out and
             return None  # the branch doubled (the addition's): the values cannot tell
         return steps.sum
@@ -77,7 +79,8 @@ def _first_sum(r, left) -> tuple:
     """(the step, where norm2's input tells it before the sum's own terms, else None; what the first sum holds, where
     the run shows it: norm2's input, that of the normalization in front of the feed-forward network, what the block
     returned where the second half never ran)."""
-    if left is None and len(norm2 := r.live("norm2", True)) == 1 and norm2[0].whole:
+    norm2 = r.live("norm2", True) or r.calls("norm2", True)  # a call whose output reaches nothing still received h
+    if left is None and len(norm2) == 1 and norm2[0].whole:
         left = norm2[0].input  # norm2 ran once, on the whole block, where the ledger could not place it
     # the second half added its branch to what norm2 received, and the block returned that sum
     second = r.found.get(FF.sum) == HOLDS or (
@@ -95,6 +98,13 @@ def _first_sum(r, left) -> tuple:
     producer = fed_by(r.flow, ff[0]) if left is None and len(ff) == 1 else None
     if producer is not None and producer.whole:
         left = producer.input  # what the normalization in front of the feed-forward network received
+        given = r.values.get("drop2.out", r.values.get("ff.out") if r.mode == "eval" else None)
+        if all(c.kind == "manual" for c in producer.calls) and given is not None and r.close(left, r.chain.get("h")):
+            left = r.values["y"] - given  # one written by hand shows h only up to a shift of each token: the block's
+            # own shortcut tells the first sum
+        added, h = r.values.get("ff.added"), r.chain.get("h")
+        if added is not None and not r.close(left, h) and r.close(r.values["y"] - added, h):
+            return FF.norm, left  # the block's second shortcut is Pre-LN's h: the normalization received another value
     if left is not None:
         return None, left
     if r.live("norm2", True) and (moved := _moved(r, "att")) is not None:
@@ -105,16 +115,25 @@ def _first_sum(r, left) -> tuple:
         return False, None  # the feed-forward network received a normalization of Pre-LN's h: the sum is intact
     if not r.ran("norm2"):  # norm2 never ran: is the first sum intact where the block returns it?
         return _moved(r, "att", at_out=True) or (False if _intact(r) else None), None
+    if not ff and not r.live("norm2", True) and not _multiple(r, r.values["y"], r.chain.get("h")):
+        return None, None  # the second half reaches nothing and the block returned no multiple of h: the first sum's
+        # terms, or the output's, changed (the values cannot tell which)
     return (r.into_branch("ff") if ff else False), None
 
 
+def _multiple(r, value, of) -> bool:
+    """Is `value` a number times `of`?"""
+    return of is not None and r.fewest(value, {"of": of}, ("of",)) is not None
+
+
 def _pre_ln_calls(r) -> bool:
-    """Did every component's one call receive Pre-LN's value, whether or not its output reached the block's?"""
+    """Did every component's one call, and each branch's dropout, receive Pre-LN's value, whether or not its output
+    reached the block's?"""
     for name, node in (("norm1", "x"), ("att", "n1"), ("norm2", "h"), ("ff", "n2")):
         calls = r.calls(name)
         if len(calls) != 1 or not calls[0].whole or r.node(calls[0].input, (node,)) != node:
             return False
-    return True
+    return sorted(r.node(s.input, ("a", "f")) or "" for s in r.dropouts()) == ["a", "f"]  # and each branch's dropout
 
 
 def _normalized_output(r):

@@ -50,8 +50,8 @@ def _eps(source: np.ndarray, standard: np.ndarray, over: str) -> tuple[float, bo
         denominator = biased / spread  # var(S) + eps, whatever var(S) is
         eps = denominator - (biased * count / (count - 1) if unbiased else biased)
         middle = float(np.median(eps))
-        noise = 1e-5 * float(np.median(denominator))
-        if middle > -noise and float(np.max(np.abs(eps - middle))) <= 0.05 * abs(middle) + noise:
+        noise = 1e-5 * denominator  # float32's rounding, group by group: a wide group's eps is known less well
+        if middle > -float(np.median(noise)) and np.all(np.abs(eps - middle) <= 0.05 * abs(middle) + noise):
             return max(middle, 0.0), unbiased
     return None
 
