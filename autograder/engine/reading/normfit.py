@@ -84,6 +84,8 @@ def fit_call(name: str, source: np.ndarray, value: np.ndarray, parts: dict, tol:
             if over == "batch" and source.ndim < 3:
                 continue
             found = _eps(source, standard, over)
+            if found is None and not np.any(source.var(axis=_axes(over, source.ndim)) > 1e-12):
+                found = (reference, False)  # every group constant: any eps makes it zero, and the output the shift
             if found is None:
                 continue
             variant = Variant(over, _nice_eps(found[0], reference), found[1], params)
