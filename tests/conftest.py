@@ -2,11 +2,16 @@ import os
 import random
 
 import pytest
+from hypothesis import settings
 
 import unit_times
 from layers import LAYERS, layer_available
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+# Every Hypothesis property draws the same examples on every run (its "ci" profile: derandomized, no database), so a
+# commit's suite gives one verdict; KIT_FUZZ_RANDOM=1 draws fresh ones, and a failure found so lands in a catalog.
+settings.load_profile("default" if os.environ.get("KIT_FUZZ_RANDOM") else "ci")
 
 # `make test` spreads the suite over the machine's cores (pytest-xdist): a module is one unit of work, so that its
 # fixtures (a hub, a server per layer) are made once, and a group of modules is one unit too.

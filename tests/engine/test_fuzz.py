@@ -98,12 +98,11 @@ def test_a_fixed_slice(index):
     assert not found, _show(forward, result, found)
 
 
-# Hypothesis's own draws, from a fixed database-free seed unless KIT_FUZZ_RANDOM is set: CI repeats its run, a
-# developer asks for fresh ones (a failure found so goes into catalog/fuzz_regressions.py).
+# Hypothesis's own draws, from a fixed database-free seed unless KIT_FUZZ_RANDOM is set (tests/conftest.py): CI
+# repeats its run, a developer asks for fresh ones (a failure found so goes into catalog/fuzz_regressions.py).
 @settings(
     max_examples=int(os.environ.get("KIT_FUZZ_EXAMPLES", "40")),
     deadline=None,
-    derandomize=not os.environ.get("KIT_FUZZ_RANDOM"),
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(seed=st.integers(0, 2**32 - 1), wrong=st.integers(0, 3), open_only=st.sampled_from([True, None, False]))
