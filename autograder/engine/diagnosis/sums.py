@@ -40,8 +40,7 @@ def sum_step(r, half: str):
         return FF.sum if _pre_ln_calls(r) else None  # call before it received Pre-LN's value (none reached the output)
     steps, (shortcut, branch, own) = HALVES[half], TERMS[half]
     vectors = {n: r.chain[n] for n in BEFORE[half] if n in r.chain}
-    dropout = f"{'drop1' if half == 'att' else 'drop2'}.out"
-    given = r.values.get(dropout, r.values.get(f"{half}.out") if r.mode == "eval" else None)
+    given = _branch_added(r, half)
     given = r.chain[own] if given is None and r.mode == "eval" else given  # in eval mode the branch is its output
     if given is None and half == "ff" and r.dropped_as_pre_ln("ff"):
         return False  # the feed-forward output, dropped as drop_shortcut drops it, added to what norm2 received
@@ -98,7 +97,7 @@ def _first_sum(r, left) -> tuple:
     producer = fed_by(r.flow, ff[0]) if left is None and len(ff) == 1 else None
     if producer is not None and producer.whole:
         left = producer.input  # what the normalization in front of the feed-forward network received
-        given = r.values.get("drop2.out", r.values.get("ff.out") if r.mode == "eval" else None)
+        given = _branch_added(r, "ff")
         if all(c.kind == "manual" for c in producer.calls) and given is not None and r.close(left, r.chain.get("h")):
             left = r.values["y"] - given  # one written by hand shows h only up to a shift of each token: the block's
             # own shortcut tells the first sum
@@ -119,6 +118,13 @@ def _first_sum(r, left) -> tuple:
         return None, None  # the second half reaches nothing and the block returned no multiple of h: the first sum's
         # terms, or the output's, changed (the values cannot tell which)
     return (r.into_branch("ff") if ff else False), None
+
+
+def _branch_added(r, half: str):
+    """The half's branch as the run added it, where the ledger read it: its dropout's output, in eval mode its
+    component's output where no dropout was read."""
+    dropout = f"{'drop1' if half == 'att' else 'drop2'}.out"
+    return r.values.get(dropout, r.values.get(f"{half}.out") if r.mode == "eval" else None)
 
 
 def _multiple(r, value, of) -> bool:
@@ -144,7 +150,7 @@ def _normalized_output(r):
     producer = r.flow.producer(next(iter(takes)))
     if producer is None or not producer.is_norm or not producer.whole:
         return None
-    given = r.values.get("drop2.out", r.values.get("ff.out") if r.mode == "eval" else None)
+    given = _branch_added(r, "ff")
     return FF.sum if given is not None and r.close(producer.input - r.values["norm2.in"], given) else None
 
 

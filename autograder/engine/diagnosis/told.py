@@ -32,12 +32,13 @@ def facts_at(flows: dict, reading: Chain, index: int, wrong, tol: float, step: i
         equation = ATT.branch  # norm1's input unread: what attention received in its output's place
     own = _OWN.get(step, min((e for e in ORDER if step is not None and e >= step), default=equation))
     earlier = (own,) if own < equation else ()  # a step read at a later equation (a dropout's, at its sum)
-    for later in (equation, *(e for e in ORDER if equation < e <= own), *earlier):
-        told = _facts_of(flows, reading, later, tol)
+    first = told = _facts_of(flows, reading, equation, tol)
+    for later in (*(e for e in ORDER if equation < e <= own), *earlier):
         if not unread_only(told):
             break
-    else:
-        told = _facts_of(flows, reading, equation, tol)  # none tells more than the first
+        told = _facts_of(flows, reading, later, tol)
+    if unread_only(told):
+        told = first  # none tells more than the first
         if never:
             return Said(never, told.extra)  # a component that never ran: that is what the run shows
     return Said(never + told.facts, told.extra) if never else told
