@@ -126,12 +126,12 @@ WRONG = [
             shortcut = x.detach()
             x = shortcut + self.drop_shortcut(self.att(self.norm1(x)))
             return x + self.drop_shortcut(self.ff(self.norm2(x)))
-        """, "forward_gradients", None, "no gradient flows back through x where it enters"),
+        """, "forward_gradients", None, "no gradient flows back to x along the first shortcut"),
     Wrong("detached_branch", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x))).detach()
             return x + self.drop_shortcut(self.ff(self.norm2(x)))
-        """, "forward_gradients", None, "no gradient flows back through att(norm1(x))"),
+        """, "forward_gradients", None, "no gradient flows back through drop_shortcut(att(norm1(x)))"),
     Wrong("inplace_on_input", """
         def forward(self, x):
             x += self.drop_shortcut(self.att(self.norm1(x)))
@@ -163,7 +163,7 @@ WRONG = [
                 branch = self.drop_shortcut(self.att(self.norm1(x)))
             x = x + branch
             return x + self.drop_shortcut(self.ff(self.norm2(x)))
-        """, "forward_gradients", None, "no gradient flows back through att(norm1(x))"),
+        """, "forward_gradients", None, "no gradient flows back through drop_shortcut(att(norm1(x)))"),
     Wrong("returns_tuple", """
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x)))
@@ -185,7 +185,7 @@ WRONG = [
         def forward(self, x):
             x = x + self.drop_shortcut(self.att(self.norm1(x.detach())))
             return x + self.drop_shortcut(self.ff(self.norm2(x)))
-        """, "forward_gradients", None, "where it enters the input of norm1"),
+        """, "forward_gradients", None, "no gradient flows back to x through norm1"),
     Wrong("detached_branch_in_train_mode_only", """
         def forward(self, x):
             branch = self.drop_shortcut(self.att(self.norm1(x)))

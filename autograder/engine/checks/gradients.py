@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder.engine.diagnosis.cuts import gradient_cause
-from autograder.engine.tolerance import GRADIENTS
+from autograder.engine.diagnosis.backward import gradient_cause
+from autograder.engine.tolerance import GRADIENTS, tolerance
 from . import Evidence, Outcome, PASS, error_text, fail, swept
 from .measured import derivative
 
@@ -138,7 +138,7 @@ def _gradients(evidence: Evidence, mode: str, which: str, causes: dict) -> Outco
     if not wrong:
         return PASS
     if mode not in causes:
-        causes[mode] = _cause(evidence, mode, (x_reported, reported))
+        causes[mode] = _cause(evidence, mode)
     cause = causes[mode]
     return fail(
         f"{label.capitalize()}, the gradients autograd computed for {', '.join(wrong)} are not the derivative "
@@ -147,15 +147,11 @@ def _gradients(evidence: Evidence, mode: str, which: str, causes: dict) -> Outco
     )
 
 
-def _cause(evidence: Evidence, mode: str, reported: tuple) -> str | None:
-    """A cut path, named only when the grader's replay with that one value detached gives the student's
-    gradients (see `diagnosis.gradient_cause`)."""
-    flow = evidence.flows.get(mode)
-    if flow is None:
-        return None
-    return gradient_cause(
-        flow, mode, evidence.parts, evidence.replays.readout, reported, lambda a, b: evidence.close(a, b, GRADIENTS)
-    )
+def _cause(evidence: Evidence, mode: str) -> str | None:
+    """Where the gradients the run kept first leave the chain rule through Pre-LN's equations (see
+    `diagnosis.backward`); None where they do not, or where the run's values are not Pre-LN's."""
+    run = evidence.obs(mode)
+    return gradient_cause(run, evidence.x, evidence.parts, evidence.replays.readout.numpy(), tolerance(evidence.device))
 
 
 def _profile(evidence: Evidence, gradients_right: bool) -> Outcome:

@@ -85,11 +85,10 @@ def _recorded_run(
     recorder.block_input = given = leaf.clone()  # a copy: writing into its input must not alter the leaf
     with recorder.mode():
         y = p.call(block, given)
-    calls = [{field.name: getattr(c, field.name) for field in fields(c)} for c in recorder.calls]  # each `Call` as data
     counts = dict(recorder.counts)
-    result = {"y": y.detach(), "calls": calls, "notes": list(p.notes), "counts": counts, "layers": recorder.layers}
     if not gradients:
-        return {"y": result["y"], "calls": calls, "counts": counts, "layers": recorder.layers}
+        return {"y": y.detach(), "calls": _as_data(recorder.calls, False), "counts": counts, "layers": recorder.layers}
+    result = {"y": y.detach(), "notes": list(p.notes), "counts": counts, "layers": recorder.layers}
     try:
         if y.requires_grad:
             (y * p.randn(y.shape, p.plan.readout)).sum().backward()
@@ -97,8 +96,15 @@ def _recorded_run(
         result["param_grads"] = {name: param.grad for name, param in part_params(block).items()}
     except Exception as error:
         result["grad_error"] = describe_error(error)
+    result["calls"] = _as_data(recorder.calls, "grad_error" not in result)  # with the gradients the backward pass kept
     result["events"] = recorder.events
     return result
+
+
+def _as_data(calls: list, gradients: bool) -> list[dict]:
+    """Each recorded `Call` as data; its gradients only from a backward pass that ran to the end."""
+    kept = [field.name for field in fields(calls[0])] if calls else []
+    return [{name: getattr(c, name) for name in kept if gradients or not name.startswith("grad_")} for c in calls]
 
 
 # --- the probes --------------------------------------------------------------------------------------

@@ -24,24 +24,10 @@ from .cells import cell_where
 
 DEVICE_MOVES = ("cpu", "cuda", "to", "numpy", "item", "tolist")
 # Tensor factories: without a device= they make CPU tensors, wherever the block's input lives.
-FACTORIES = {
-    "zeros",
-    "ones",
-    "empty",
-    "full",
-    "rand",
-    "randn",
-    "randint",
-    "randperm",
-    "arange",
-    "linspace",
-    "logspace",
-    "eye",
-    "tensor",
-    "as_tensor",
-    "from_numpy",
-    "scalar_tensor",
-}
+FACTORIES = frozenset(
+    "zeros ones empty full rand randn randint randperm arange linspace logspace eye tensor as_tensor from_numpy "
+    "scalar_tensor".split()
+)
 # Random draws: a dropout written by hand draws its mask with one of these.
 RANDOM = frozenset(
     "rand randn randint randperm rand_like randn_like randint_like bernoulli bernoulli_ multinomial normal normal_ uniform_ "
@@ -89,6 +75,7 @@ class Call:
     via: str | None = None  # functional dropouts: "module" (an nn.Dropout made in forward) or "function"
     where: str | None = None
     no_grad: bool = False  # autograd was switched off during the call
+    grad_out: torch.Tensor | None = None  # the gradient the backward pass brought to the output (`Recorder._tap`)
 
 
 def _functorch_wrapped(value) -> bool:
@@ -146,12 +133,27 @@ class Recorder:
         finally:
             self._inside -= 1
 
-    def _record(self, call: Call, value) -> None:
+    def _record(self, call: Call, value, out) -> None:
         consumer = self.detached.get(id(value))
         if consumer is not None and "consumer" not in consumer:
             consumer["consumer"] = call.name
         if len(self.calls) < self.limit:
             self.calls.append(call)
+            self._tap(call, out)
+
+    def _tap(self, call: Call, out) -> None:
+        """Keep the gradient that reaches the call's output in the backward pass (every use of it) as `grad_out`: zeros
+        until one arrives, None for an output outside autograd's graph. The hook only reads: it returns None."""
+        if not isinstance(out, torch.Tensor) or not out.requires_grad or _functorch_wrapped(out):
+            return
+        self._inside += 1
+        try:
+            out.register_hook(lambda grad: setattr(call, "grad_out", self._snapshot(grad)))
+            call.grad_out = torch.zeros_like(torch.Tensor.detach(out))
+        except Exception:  # a tensor that takes no hooks: the call keeps no gradient, and none is claimed
+            pass
+        finally:
+            self._inside -= 1
 
     def wrap(self, module, name: str) -> None:
         inner = module.forward
@@ -176,6 +178,7 @@ class Recorder:
                 self._record(
                     Call(name, "module", before, after, training, where=student_line(), no_grad=not torch.is_grad_enabled()),
                     value,
+                    out,
                 )
             return out
 
@@ -267,8 +270,6 @@ class EventMode(TorchFunctionMode):
         if after is None:
             return
         if name == "layer_norm":
-            weight = args[2] if len(args) > 2 else kwargs.get("weight")
-            label = recorder.params.get(id(weight), "layer_norm") if weight is not None else "layer_norm"
             call = Call(label, "function", before, after, where=student_line())
         else:
             training = args[2] if len(args) > 2 else kwargs.get("training", True)
@@ -281,7 +282,7 @@ class EventMode(TorchFunctionMode):
                 via="module" if _from_dropout_module() else "function",
                 where=student_line(),
             )
-        recorder._record(call, value)
+        recorder._record(call, value, out)
 
     def _observe(self, func, name, args, kwargs) -> None:
         first = args[0] if args else None

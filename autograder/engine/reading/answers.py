@@ -69,13 +69,14 @@ def _calls(value, expect: Expect, most: int = MAX_CALLS) -> list[dict]:
     calls, limit = [], 16 * expect.numel
     for i, raw in enumerate(value):
         where = f"calls[{i}]"
-        call = _dict(raw, where, {"name", "kind", "input", "output", "training", "via", "where", "no_grad"})
+        call = _dict(raw, where, {"name", "kind", "input", "output", "training", "via", "where", "no_grad", "grad_out"})
         name, kind = _field(call, "name", where), _field(call, "kind", where)
         if name not in CALL_NAMES or kind not in ("module", "function"):
             raise Malformed(f"{where} names no component of the block")
         training, via = call.get("training"), call.get("via")
         if training is not None and type(training) is not bool or via not in (None, "module", "function"):
             raise Malformed(f"{where} has a bad mode")
+        out = tensor(_field(call, "output", where), f"{where}.output", max_numel=limit)
         calls.append(
             {
                 "name": name,
@@ -83,9 +84,10 @@ def _calls(value, expect: Expect, most: int = MAX_CALLS) -> list[dict]:
                 "training": training,
                 "via": via,
                 "input": tensor(_field(call, "input", where), f"{where}.input", max_numel=limit),
-                "output": tensor(_field(call, "output", where), f"{where}.output", max_numel=limit),
+                "output": out,
                 "where": _text(call.get("where"), f"{where}.where"),
                 "no_grad": call.get("no_grad") is True,
+                "grad_out": _optional_tensor(call.get("grad_out"), f"{where}.grad_out", out.shape),  # the output's
             }
         )
     return calls

@@ -183,25 +183,24 @@ def component(op: Op, value: torch.Tensor, parts: dict) -> torch.Tensor:
 
 
 def run(
-    program: Program, x: torch.Tensor, parts: dict, *, masks: dict | None = None, cut: tuple = (), cut_outputs: tuple = ()
+    program: Program, x: torch.Tensor, parts: dict, *, masks: dict | None = None, cut_outputs: tuple = ()
 ) -> tuple[torch.Tensor, dict]:
     """`program` on `x` with `parts` (differentiable). Returns the output and every node's flat value.
 
     `masks`: drop op key -> flat multiplier (what that drop did in a recorded run); a drop without one drops
-    nothing. `cut`: (node, consumer) pairs whose value reaches that consumer detached ("y" for the output);
-    `cut_outputs`: op names or keys whose outputs are detached everywhere (no gradient flows back through them)."""
+    nothing. `cut_outputs`: op names or keys whose outputs are detached everywhere (no gradient flows back through
+    them)."""
     shape, masks = x.shape, masks or {}
     flat = {"x": x.reshape(-1)}
 
-    def total(takes: dict, consumer: str) -> torch.Tensor:
+    def total(takes: dict) -> torch.Tensor:
         value = torch.zeros_like(flat["x"])
         for node, c in takes.items():
-            part = flat[node].detach() if (node, consumer) in cut else flat[node]
-            value = value + c * part
+            value = value + c * flat[node]
         return value
 
     for op in program.ops:
-        value = total(op.takes, op.key)
+        value = total(op.takes)
         if op.name == "drop":
             mask = masks.get(op.key)
             out = value if mask is None else value * torch.as_tensor(mask, dtype=value.dtype, device=value.device)
@@ -214,7 +213,7 @@ def run(
                 piece = component(op, value[index].reshape(place.shape), parts)
                 out = out.index_put((index,), piece.reshape(-1))
         flat[op.key] = out.detach() if (op.name in cut_outputs or op.key in cut_outputs) else out
-    return total(program.out, "y").reshape(shape), flat
+    return total(program.out).reshape(shape), flat
 
 
 def shape_free(program: Program) -> bool:

@@ -33,12 +33,12 @@ def _trainable(parts: dict, train: bool) -> dict:
 
 
 def param_gradients(
-    program: Program, x: np.ndarray, parts: dict, readout: torch.Tensor, masks: dict | None = None, train: bool = False, **cuts
+    program: Program, x: np.ndarray, parts: dict, readout: torch.Tensor, masks: dict | None = None, train: bool = False
 ) -> tuple[np.ndarray, dict]:
     """x's gradient and every component parameter's gradient of the read-out loss through `program`."""
     parts = _trainable(parts, train)
     leaf = torch.as_tensor(x, dtype=torch.float32).clone().requires_grad_(True)
-    y, _ = run(program, leaf, parts, masks=masks, **cuts)
+    y, _ = run(program, leaf, parts, masks=masks)
     if y.requires_grad:  # a forward that returns a constant has no gradient at all
         (y * readout).sum().backward()
     grads = {
