@@ -157,6 +157,27 @@ FOUND = [
         f"return {D}(self.ff(n2))",
         {2, 5},
     ),
+    (
+        "the second shortcut divided by its standard deviation, norm2 by hand without scale and shift",
+        FIRST + "n2 = (h - h.mean(-1, keepdim=True)) / torch.sqrt(h.var(-1, keepdim=True, unbiased=False) + 1e-5)\n    "
+        f"return h / h.std() + {D}(self.ff(n2))",
+        {6, 7, 10},
+    ),
+    (
+        "attention's output doubled, then dropped by hand without rescaling in train mode only",
+        "a = 2.0 * self.att(self.norm1(x))\n    "
+        "h = x + (a * (torch.rand_like(a) >= self.drop_shortcut.p) if self.training else a)\n    "
+        f"return h + {D}(self.ff(self.norm2(h)))",
+        {4},
+    ),
+    (
+        "x centred over the tokens as the first shortcut, norm2 by hand over the tokens",
+        f"h = x - x.mean(dim=1, keepdim=True) + {D}(self.att(self.norm1(x)))\n    "
+        "n2 = self.norm2.scale * (h - h.mean(1, keepdim=True)) / torch.sqrt(h.var(1, keepdim=True) + 1e-5)\n    "
+        "n2 = n2 + self.norm2.shift\n    "
+        f"return h + {D}(self.ff(n2))",
+        {1},
+    ),
 ]
 
 

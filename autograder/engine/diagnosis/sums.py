@@ -64,6 +64,8 @@ def sum_step(r, half: str):
             return LEFT_OUT[half]  # the branch left out, whatever else changed after it
         if s == 0 and b == 2:  # the branch as its own shortcut (the saving step), or the shortcut left out and
             return None  # the branch doubled (the addition's): the values cannot tell
+        if s == 1 and r.mode == "eval" and not any(_multiple(r, d.input, r.chain.get(own)) for d in r.dropouts()):
+            return None  # the branch scaled, where eval mode shows no dropout of it: before its dropout or after?
         return steps.sum
     if s == 0 and b == 1:
         return steps.saved  # the shortcut replaced by another value
@@ -81,6 +83,8 @@ def _first_sum(r, left) -> tuple:
     norm2 = r.live("norm2", True) or r.calls("norm2", True)  # a call whose output reaches nothing still received h
     if left is None and len(norm2) == 1 and norm2[0].whole:
         left = norm2[0].input  # norm2 ran once, on the whole block, where the ledger could not place it
+    if left is not None and norm2 and r.close(left, r.chain.get("h")) and _blind(r, norm2, left):
+        return None, None
     # the second half added its branch to what norm2 received, and the block returned that sum
     second = r.found.get(FF.sum) == HOLDS or (
         r.found.get(ADDED["ff"]) == HOLDS and r.found.get("path y") == HOLDS and r.close(r.values.get("ff.start"), left)
@@ -97,10 +101,8 @@ def _first_sum(r, left) -> tuple:
     producer = fed_by(r.flow, ff[0]) if left is None and len(ff) == 1 else None
     if producer is not None and producer.whole:
         left = producer.input  # what the normalization in front of the feed-forward network received
-        given = _branch_added(r, "ff")
-        if all(c.kind == "manual" for c in producer.calls) and given is not None and r.close(left, r.chain.get("h")):
-            left = r.values["y"] - given  # one written by hand shows h only up to a shift of each token: the block's
-            # own shortcut tells the first sum
+        if r.close(left, r.chain.get("h")) and _blind(r, [producer], left):
+            return None, None
         added, h = r.values.get("ff.added"), r.chain.get("h")
         if added is not None and not r.close(left, h) and r.close(r.values["y"] - added, h):
             return FF.norm, left  # the block's second shortcut is Pre-LN's h: the normalization received another value
@@ -118,6 +120,16 @@ def _first_sum(r, left) -> tuple:
         return None, None  # the second half reaches nothing and the block returned no multiple of h: the first sum's
         # terms, or the output's, changed (the values cannot tell which)
     return (r.into_branch("ff") if ff else False), None
+
+
+def _blind(r, norms: list, left) -> bool:
+    """Do the normalizations in front of the feed-forward network, all read from values (`manual`: written by hand,
+    or a call on a padded or cut value), show `left`, Pre-LN's h, as their input where the block's own second shortcut
+    (what it returned less the branch) holds another value? Such a one shows its input only up to the shift and scale
+    it takes out: the first sum changed, or that shortcut did, and the values cannot tell which."""
+    given = _branch_added(r, "ff")
+    manual = all(c.kind == "manual" for norm in norms for c in norm.calls)
+    return manual and given is not None and not r.close(r.values["y"] - given, left)
 
 
 def _branch_added(r, half: str):
