@@ -217,6 +217,32 @@ class Dropout(Fact):
 
 
 @dataclass(frozen=True)
+class Backward(Fact):
+    """Pre-LN, run on the same input (in train mode under the run's own dropouts) with the gradient that flows back
+    through the boundary value `value` multiplied by `factor`, gives every gradient the run reported: the block
+    input's and every parameter's. `user`: only the gradient from that use of it (the value or component it goes
+    into, `steps.EQUATIONS`' names); None: from every use. Said of a run whose values are Pre-LN's."""
+
+    kind: ClassVar[str] = "backward"
+    value: str  # "x", "norm1.out", "att.out", "drop1.out", "norm2.in" (h), "norm2.out", "ff.out", "drop2.out", "y"
+    user: str | None
+    factor: float
+
+    def text(self) -> str:
+        named = {"x": "x", "norm2.in": "h", "y": "what your forward returns"}.get(self.value)
+        if named is None:
+            from .steps import BY_NODE, NODES
+
+            named = BY_NODE[NODES[self.value]].value
+        how = {"norm1.in": "through norm1", "norm2": "through norm2"}.get(self.user or "", "")
+        how = how or {"norm2.in": "along the first shortcut", "y": "along the second shortcut"}.get(self.user or "", "")
+        where = f"to {named} {how}" if self.user else f"{'from' if self.value == 'y' else 'through'} {named}"
+        if abs(self.factor) < 1e-6:
+            return f"no gradient flows back {where}"
+        return f"{self.factor:.3g} times the gradient the chain rule gives flows back {where}"
+
+
+@dataclass(frozen=True)
 class FirstStep(Fact):
     """The first step of Pre-LN, in its order, where the student's values differ (see `steps`)."""
 

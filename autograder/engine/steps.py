@@ -128,6 +128,16 @@ EQUATIONS: dict[int, tuple[str, tuple]] = {
     9: ("drop2.in", (("ff.out", 1.0),)),
     10: ("y", (("norm2.in", 1.0), ("drop2.out", 1.0))),
 }
+# The value each boundary holds, by the table's node: a component's output, h where norm2 receives it
+NODES = {
+    "norm1.out": "n1",
+    "att.out": "a",
+    "drop1.out": "d1",
+    "norm2.in": "h",
+    "norm2.out": "n2",
+    "ff.out": "f",
+    "drop2.out": "d2",
+}
 # Both sums read together where the block returns them: Pre-LN's output is x plus both branches. Where norm2 received
 # another value than h (its own step), h is not seen at norm2, and each addition still shows here.
 BOTH_SUMS = ("y", (("x", 1.0), ("drop1.out", 1.0), ("drop2.out", 1.0)))

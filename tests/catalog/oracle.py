@@ -449,6 +449,44 @@ class Run:
             agree.append(abs(slope - numeric) <= 0.02 * max(abs(numeric), abs(slope), 1.0))
         return all(agree) == fact["derivative"]
 
+    def _backward(self, mode, fact):
+        """Pre-LN written out here, on the oracle's block, with the gradient through one value (or through one use of
+        it) multiplied by the fact's factor, against the forward's own gradients, the input's and every parameter's,
+        for a read-out of the oracle's own; in train mode under the forward's own dropouts (unknown where the oracle
+        finds no dropout call that received a branch)."""
+        b, c = self.block, fact["factor"]
+        masks = [1.0, 1.0]
+        if mode == "train":
+            m1 = self._mask_for("train", self.pre["train"]["att(norm1(x))"])
+            m2 = self._mask_for("train", self.pre["train"].get("ff(norm2(h))", self.x))
+            if m1 is None or m2 is None:
+                return None
+            masks = [m1, m2]
+
+        def cut(v, value, user=None):
+            hit = fact["value"] == value and fact["user"] in (None, user)
+            return c * v + (1 - c) * v.detach() if hit else v
+
+        def pre_ln(x):
+            n1 = cut(b.norm1(cut(x, "x", "norm1.in")), "norm1.out")
+            d1 = cut(cut(b.att(n1), "att.out") * masks[0], "drop1.out")
+            h = cut(x, "x", "norm2.in") + d1
+            f = cut(b.ff(cut(b.norm2(cut(h, "norm2.in", "norm2")), "norm2.out")), "ff.out")
+            return cut(cut(h, "norm2.in", "y") + cut(f * masks[1], "drop2.out"), "y")
+
+        readout = torch.randn(self.x.shape, generator=torch.Generator().manual_seed(9))
+        found = []
+        for forward in (pre_ln, lambda x: self.call(mode, x=x)):
+            b.train(mode == "train")
+            b.zero_grad(set_to_none=True)
+            x = self.x.clone().requires_grad_(True)
+            y = forward(x)
+            if y.requires_grad:
+                (y * readout).sum().backward()
+            found.append([torch.zeros_like(t) if t.grad is None else t.grad.clone() for t in [x, *b.parameters()]])
+        b.zero_grad(set_to_none=True)
+        return all(_close(mine, theirs, 1e-4) for mine, theirs in zip(*found))
+
     def _unmet(self, mode, fact):
         """One of the ledger's equations failing, evaluated here where it is a sum of what components received and
         gave in eval mode, each called once: what attention and the feed-forward network received, what norm2 received

@@ -10,6 +10,7 @@ h), that value along the edge. A right forward, rewritten in value-keeping ways,
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -19,6 +20,7 @@ from hypothesis import given, settings, strategies as st
 from autograder.course import kit
 from autograder.course.notebook import read_cells, student_code
 from autograder.engine.diagnosis.backward import gradient_cause
+from autograder.engine.facts import Backward
 from autograder.engine.questions.cells import load_cells
 from autograder.engine.questions.plan import Plan
 from autograder.engine.questions.probes import Probing, run_probe
@@ -28,6 +30,7 @@ from autograder.grading.reference import expected_shapes, trusted_parts
 from autograder.sandbox.inside.protocol import encode_observation
 from catalog.build import submission
 from catalog.fuzz import EDGE_KEYS, WRONG_OPS, draw, render
+from catalog.oracle import Run
 
 pytestmark = pytest.mark.quick
 
@@ -56,7 +59,7 @@ def _factor(code: str) -> float:
     return float(torch.autograd.grad(out, t)[0]) if out.requires_grad else 0.0
 
 
-def _cause(forward: str, mode: str, forged=None) -> str | None:
+def _cause(forward: str, mode: str, forged=None) -> Backward | None:
     """The cause the grader reads from the child's `mode` run of `forward`, as the sandbox would send it (`forged`:
     changes the run as read first)."""
     public, errors = load_cells(kit.KIT.public_code())
@@ -69,7 +72,12 @@ def _cause(forward: str, mode: str, forged=None) -> str | None:
     if forged is not None:
         forged(run)
     readout = probing.randn(run["y"].shape, PLAN.readout).numpy()
-    return gradient_cause(run, probing.x().double().numpy(), parts, readout, tolerance("cpu"))
+    return gradient_cause(run, probing.x().double().numpy(), parts, readout, tolerance("cpu"), mode)
+
+
+def _said(forward: str, mode: str, forged=None) -> str | None:
+    found = _cause(forward, mode, forged)
+    return None if found is None else found.text()
 
 
 def _written(forward: str):
@@ -91,15 +99,21 @@ def test_a_gradient_changed_on_one_edge_is_said_there_with_its_factor(edge, op):
         if factor == 0
         else (f"{factor:.3g} times the gradient the chain rule gives flows back {where}")
     )
+    forward = render({edge: op.code}, {}, {})
+    oracle = Run(forward)
     for mode in ("eval", "train"):
-        assert _cause(render({edge: op.code}, {}, {}), mode) == expected, (edge, op.name, mode)
+        fact = _cause(forward, mode)
+        assert fact is not None and fact.text() == expected, (edge, op.name, mode, fact)
+        assert oracle.check(fact.to_dict()) is True, fact  # the oracle's own Pre-LN, so changed, gives its gradients
+        other = dataclasses.replace(fact, factor=fact.factor + 0.5)
+        assert oracle.check(other.to_dict()) is False, other  # and with another factor it does not
 
 
 @settings(max_examples=8, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.sampled_from(["eval", "train"]))
 def test_a_right_forward_names_no_cause(seed, mode):
     forward = draw(random.Random(seed), wrong=0)
-    assert _cause(forward.source, mode) is None, forward.source
+    assert _said(forward.source, mode) is None, forward.source
 
 
 def test_a_forward_with_other_values_names_no_cause():
@@ -108,7 +122,7 @@ def test_a_forward_with_other_values_names_no_cause():
         "def forward(self, x):\n    h = 2 * x.detach() + self.drop_shortcut(self.att(self.norm1(x)))\n"
         "    return h + self.drop_shortcut(self.ff(self.norm2(h)))\n"
     )
-    assert _cause(forward, "eval") is None
+    assert _said(forward, "eval") is None
 
 
 PRE_LN = render({}, {}, {})
@@ -127,7 +141,7 @@ def test_a_cause_is_said_only_where_the_grader_replayed_it(forged):
     """The child's word is never evidence: a boundary gradient it claims names a cause only where Pre-LN with that
     gradient changed, run by the grader, gives the gradients the run reported. A right run with its last boundary's
     gradient zeroed, and a detached branch whose feed-forward gradients are doubled, name nothing."""
-    assert _cause(PRE_LN, "eval") is None and _cause(PRE_LN, "eval", _zero_last_gradient) is None
+    assert _said(PRE_LN, "eval") is None and _said(PRE_LN, "eval", _zero_last_gradient) is None
     detached = render({("d1", "h"): "t.detach()"}, {}, {})
-    assert _cause(detached, "eval") == "no gradient flows back through drop_shortcut(att(norm1(x)))"
-    assert _cause(detached, "eval", forged) is None
+    assert _said(detached, "eval") == "no gradient flows back through drop_shortcut(att(norm1(x)))"
+    assert _said(detached, "eval", forged) is None

@@ -142,16 +142,17 @@ def _gradients(evidence: Evidence, mode: str, which: str, causes: dict) -> Outco
     cause = causes[mode]
     return fail(
         f"{label.capitalize()}, the gradients autograd computed for {', '.join(wrong)} are not the derivative "
-        f"of what your forward returns" + (f": {cause}." if cause else "."),
-        details={f"gradient cause {mode}": cause},
+        f"of what your forward returns" + (f": {cause.text()}." if cause else "."),
+        facts=(cause,) if cause else (),
+        details={f"gradient cause {mode}": cause.text() if cause else None},
     )
 
 
-def _cause(evidence: Evidence, mode: str) -> str | None:
-    """Where the gradients the run kept first leave the chain rule through Pre-LN's equations (see
+def _cause(evidence: Evidence, mode: str):
+    """Where the gradients the run kept first leave the chain rule through Pre-LN's equations, as a fact (see
     `diagnosis.backward`); None where they do not, or where the run's values are not Pre-LN's."""
-    run = evidence.obs(mode)
-    return gradient_cause(run, evidence.x, evidence.parts, evidence.replays.readout.numpy(), tolerance(evidence.device))
+    run, readout = evidence.obs(mode), evidence.replays.readout.numpy()
+    return gradient_cause(run, evidence.x, evidence.parts, readout, tolerance(evidence.device), mode)
 
 
 def _profile(evidence: Evidence, gradients_right: bool) -> Outcome:

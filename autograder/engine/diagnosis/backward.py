@@ -21,25 +21,15 @@ import numpy as np
 import torch
 
 from autograder.engine.questions.parts import part_params
-from autograder.engine.steps import BY_NODE, EQUATIONS
+from autograder.engine.facts import Backward
+from autograder.engine.steps import EQUATIONS
 from autograder.engine.tolerance import GRADIENTS, REPLAYED, close
 
 CHAIN = ("norm1", "att", "drop1", "norm2", "ff", "drop2")  # the calls of Pre-LN's forward, in its order
 BEFORE = {"drop1": "att", "drop2": "ff"}  # each dropout, by the component whose output it receives
 DROPOUTS = {"drop_shortcut", "dropout"}
-# The boundaries whose gradient the child keeps, nearest the output first, by the value they hold (`steps` nodes)
-KEPT = {"drop2.out": "d2", "ff.out": "f", "norm2.out": "n2", "drop1.out": "d1", "att.out": "a", "norm1.out": "n1", "x": None}
-# How a gradient reaches a value that is the term of two equations, from each of the values they make
-PATHS = {
-    ("x", "norm1.in"): "through norm1",
-    ("x", "norm2.in"): "along the first shortcut",
-    ("norm2.in", "y"): "along the second shortcut",
-}
-
-
-def _value(boundary: str) -> str:
-    """A boundary's value in the lesson's notation."""
-    return {"x": "x", "norm2.in": "h", "y": "what your forward returns"}.get(boundary) or BY_NODE[KEPT[boundary]].value
+# The boundaries whose gradient the child keeps, nearest the output first
+KEPT = ("drop2.out", "ff.out", "norm2.out", "drop1.out", "att.out", "norm1.out", "x")
 
 
 def _chain(calls: list) -> dict | None:
@@ -80,9 +70,9 @@ def _users(boundary: str) -> list[tuple[str, float]]:
     return [(made, coef) for made, terms in EQUATIONS.values() for term, coef in terms if term == boundary]
 
 
-def gradient_cause(run: dict, x: np.ndarray, parts: dict, readout: np.ndarray, tol: float) -> str | None:
-    """Where the gradients `run` recorded first leave the chain rule, nearest the output, in words; None where they
-    do not, or where the run is not Pre-LN's (`tol`: the device's tolerance for values)."""
+def gradient_cause(run: dict, x: np.ndarray, parts: dict, readout: np.ndarray, tol: float, mode: str) -> Backward | None:
+    """Where the gradients `run` recorded first leave the chain rule, nearest the output; None where they do not, or
+    where the run is not Pre-LN's (`tol`: the device's tolerance for values)."""
     calls = _chain(run.get("calls") or [])
     if calls is None or "x_grad" not in run:
         return None
@@ -127,8 +117,8 @@ def gradient_cause(run: dict, x: np.ndarray, parts: dict, readout: np.ndarray, t
                 found = _found(boundary, got, expected, paths(boundary), tol)
                 if found and _users(boundary) == [("y", 1.0)]:  # the last branch's gradient is the output's: either cut
                     found.append(("y", found[0][1]))
-                cuts = found + outside
-                return next((_said(*cut) for cut in cuts if _replayed(run, x, calls, parts, readout, tol, *cut)), None)
+                cut = next((cut for cut in found + outside if _replayed(run, x, calls, parts, readout, tol, *cut)), None)
+                return None if cut is None else Backward(mode, *_place(cut[0]), cut[1])
     except (_Unread, RuntimeError, ValueError):  # a value no component of the grader's takes: nothing is said
         return None
     return None
@@ -192,13 +182,6 @@ def _factor(got: np.ndarray, path: np.ndarray, tol: float) -> float | None:
     return factor if close(got, factor * path, tol, GRADIENTS) else None
 
 
-def _said(cut, factor: float) -> str:
-    """The cause in words: the gradient through a value (every use of it), or to a value along one of its uses."""
-    where = (
-        f"{'from' if cut == 'y' else 'through'} {_value(cut)}"
-        if isinstance(cut, str)
-        else f"to {_value(cut[0])} {PATHS.get(cut) or 'through ' + cut[1]}"
-    )
-    if abs(factor) < 1e-6:
-        return f"no gradient flows back {where}"
-    return f"{factor:.3g} times the gradient the chain rule gives flows back {where}"
+def _place(cut) -> tuple[str, str | None]:
+    """(value, user) of a cut: a boundary (every use of it) or one use of it."""
+    return (cut, None) if isinstance(cut, str) else cut

@@ -64,7 +64,7 @@ def sum_step(r, half: str):
             return LEFT_OUT[half]  # the branch left out, whatever else changed after it
         if s == 0 and b == 2:  # the branch as its own shortcut (the saving step), or the shortcut left out and
             return None  # the branch doubled (the addition's): the values cannot tell
-        if s == 1 and r.mode == "eval" and not any(_multiple(r, d.input, r.chain.get(own)) for d in r.dropouts()):
+        if s == 1 and r.mode == "eval" and not _dropout_took(r, r.chain.get(own)):
             return None  # the branch scaled, where eval mode shows no dropout of it: before its dropout or after?
         return steps.sum
     if s == 0 and b == 1:
@@ -137,6 +137,12 @@ def _branch_added(r, half: str):
     component's output where no dropout was read."""
     dropout = f"{'drop1' if half == 'att' else 'drop2'}.out"
     return r.values.get(dropout, r.values.get(f"{half}.out") if r.mode == "eval" else None)
+
+
+def _dropout_took(r, value) -> bool:
+    """Did a call of a dropout receive a number times `value` (in eval mode too, where it hands its input back)?"""
+    calls = [np.asarray(c.input).reshape(-1) for c in r.flow.calls if c.name in ("drop_shortcut", "dropout")]
+    return value is not None and any(got.size == value.size and _multiple(r, got, value) for got in calls)
 
 
 def _multiple(r, value, of) -> bool:

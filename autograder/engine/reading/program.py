@@ -72,11 +72,6 @@ class Program:
     def first(self, name: str) -> Op | None:
         return next((op for op in self.ops if op.name == name), None)
 
-    def uses(self, key: str) -> list:
-        """Where node `key` is used: the ops (and "y") whose sums contain it."""
-        found = [op for op in self.ops if key in op.takes]
-        return found + (["y"] if key in self.out else [])
-
 
 # --- views ---------------------------------------------------------------------------------------------
 
