@@ -15,7 +15,7 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from autograder.engine.diagnosis.first_step import first_divergence
+from autograder.engine.diagnosis.first_step import Reading, first_divergence
 from autograder.engine.unmet import Unmet
 from catalog.fuzz import draw
 from catalog.generate import equivalents, mutants
@@ -87,7 +87,32 @@ TABLE = [
     ("attention dropped twice", f"h = x + {D}({D}(self.att(self.norm1(x))))" + SECOND, 4),
     ("no dropout on attention", "h = x + self.att(self.norm1(x))" + SECOND, 4),
     ("dropout on the first shortcut", f"h = {D}(x) + {D}(self.att(self.norm1(x)))" + SECOND, 5),
+    ("branch halved after its dropout", f"h = x + 0.5 * {D}(self.att(self.norm1(x)))" + SECOND, 5),
 ]
+PADDED = (  # norm2 read from values shows h up to each token's scale: x + 0.5 * d1 or 2 * x + d1
+    f"h = 2.0 * x + {D}(self.att(self.norm1(x)))\n    "
+    f"n2 = self.norm2(torch.nn.functional.pad(h, (0, 0, 0, 2)))[:, :h.shape[1]]\n    return h + {D}(self.ff(n2))"
+)
+BY_HAND = (  # a dropout written by hand for train mode only: eval mode shows no dropout of the branch
+    "a = 0.5 * self.att(self.norm1(x))\n    "
+    "h = x + (a * (torch.rand_like(a) >= self.drop_shortcut.p) / (1 - self.drop_shortcut.p) if self.training else a)" + SECOND
+)
+# One run read alone. A branch scaled on its way to its sum is its dropout's step (4) where the scaling came before the
+# dropout, the sum's (5) after it; eval mode tells which only through a dropout call that took the branch.
+ONE_RUN = [
+    ("eval: branch halved after its dropout", f"h = x + 0.5 * {D}(self.att(self.norm1(x)))" + SECOND, "eval", 5),
+    ("eval: first shortcut doubled, norm2 on a padded value", PADDED, "eval", 5),
+    ("eval: branch halved, dropped by hand in train mode only", BY_HAND, "eval", None),
+    ("train: branch halved, dropped by hand in train mode only", BY_HAND, "train", 4),
+]
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("name, body, mode, step", ONE_RUN, ids=[row[0] for row in ONE_RUN])
+def test_one_run_read_alone_names_the_step_it_shows(name, body, mode, step):
+    run, flow, _ = read(f"def forward(self, x):\n    {body}\n", mode)
+    found = Reading(flow, parts_of(run), mode, TOL, DROP_P).first()
+    assert found is not None and found[1] == step, (name, found)
 
 
 @pytest.mark.quick
