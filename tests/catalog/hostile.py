@@ -12,7 +12,6 @@ Hostile code goes into its own cell (`# %%`) at the end of the module unless it 
 Task 2. Paths outside the sandbox are computed here, in the trusted test process, and written into the
 source, so the corpus aims at the real repository and the real temporary folder.
 """
-
 from __future__ import annotations
 
 import os
@@ -26,28 +25,28 @@ from autograder.course import kit
 from .build import submission
 
 # Outcomes (see tests/sandbox/test_hostile.py for exactly what each asserts).
-FULL = "full marks"  # score == TOTAL_POINTS
-TASK2_ONLY = "Task 2 only"  # every forward check 0 points, Task 2 full: only the forward is lost
-TASK1_ONLY = "Task 1 only"  # every forward check full, Task 2 0 points
-WRONG = "wrong forward"  # 'output matches a Pre-LN block' lost, Task 2 full, below full marks
-AS_POST_LN = "no better than Post-LN"  # at most what an honest Post-LN forward scores
-ZERO = "zero"  # score 0: nothing could be graded
+FULL = "full marks"                 # score == TOTAL_POINTS
+TASK2_ONLY = "Task 2 only"          # every forward check 0 points, Task 2 full: only the forward is lost
+TASK1_ONLY = "Task 1 only"          # every forward check full, Task 2 0 points
+WRONG = "wrong forward"             # 'output matches a Pre-LN block' lost, Task 2 full, below full marks
+AS_POST_LN = "no better than Post-LN"   # at most what an honest Post-LN forward scores
+ZERO = "zero"                       # score 0: nothing could be graded
 
 # The test server's limits: short, so that what can only fail by running out of time fails in seconds.
 LIMITS = {"load_s": 3, "probe_s": 3, "job_s": 20, "processes": 16, "wall_factor": 3}
 
-PASSED = "All parts passed"  # the phrase of full marks with nothing to explain
-MARK = "hostile-corpus-forgery"  # in every forged file, so a stray one is recognisable
+PASSED = "All parts passed"         # the phrase of full marks with nothing to explain
+MARK = "hostile-corpus-forgery"     # in every forged file, so a stray one is recognisable
 TMP = Path(tempfile.gettempdir())
-CANARY = TMP / f"autograder-hostile-canary-{os.getpid()}"  # made by the test; the corpus tries to delete it
-FORGED_IN_TMP = (TMP / "results.json", TMP / f"{MARK}.json")  # the shared temporary folder
-FORGED_IN_GRADER_FOLDERS = (  # the repository, the sandbox's code, Gradescope's results
+CANARY = TMP / f"autograder-hostile-canary-{os.getpid()}"   # made by the test; the corpus tries to delete it
+FORGED_IN_TMP = (TMP / "results.json", TMP / f"{MARK}.json")    # the shared temporary folder
+FORGED_IN_GRADER_FOLDERS = (                                    # the repository, the sandbox's code, Gradescope's results
     kit.ROOT / "results.json",
     kit.ROOT / "out" / "results.json",
     kit.ROOT / "autograder" / "sandbox" / "inside" / "results.json",
     Path("/autograder/results/results.json"),
 )
-FORGED_PATHS = FORGED_IN_TMP + FORGED_IN_GRADER_FOLDERS  # outside the sandbox: none may hold a forgery
+FORGED_PATHS = FORGED_IN_TMP + FORGED_IN_GRADER_FOLDERS          # outside the sandbox: none may hold a forgery
 
 
 @dataclass(frozen=True)
@@ -55,8 +54,8 @@ class Hostile:
     name: str
     source: str
     outcome: str
-    phrase: str  # must appear (any case) in the result's messages or notes
-    known_bug: str | None = None  # expected to fail, and why (xfail, strict)
+    phrase: str                       # must appear (any case) in the result's messages or notes
+    known_bug: str | None = None      # expected to fail, and why (xfail, strict)
     max_seconds: float | None = None  # the grading must not take longer than this
     # Where it runs (tests/layers.py). `touches`: the kinds of kernel object of the sandbox's table
     # (`autograder.sandbox.kinds`, its rows) that its fair outcome depends on; each layer closes them its own way, so
@@ -72,21 +71,16 @@ class Hostile:
 
 # Why an entry runs in one layer: what decides its outcome is the same code, and the same kernel objects, in each.
 COMPILES = "the cells are compiled in the child's own interpreter: nothing of the layer is involved"
-CLOCKS = (
-    "the supervisor's CPU and wall clocks, and the kill of one process, the same code in every layer (the "
-    "clock and the kill over a whole process tree, in each layer: fork_bomb_in_forward)"
-)
-ENDS = (
-    "how its one process ends (an exit, an exception, its stack overflowing): its supervisor reads the status and "
-    "the channel the same way in every layer"
-)
+CLOCKS = ("the supervisor's CPU and wall clocks, and the kill of one process, the same code in every layer (the "
+          "clock and the kill over a whole process tree, in each layer: fork_bomb_in_forward)")
+ENDS = ("how its one process ends (an exit, an exception, its stack overflowing): its supervisor reads the status and "
+        "the channel the same way in every layer")
 OUTPUT = "what it prints: pipes its supervisor drains and bounds the same way in every layer"
 VALUES = "what forward returns: an answer on the channel, read and judged by the parent the same way in every layer"
-CHANNEL = (
-    "what it sends on the grader's channel (forged, malformed, deep or huge frames): read by the parent the "
-    "same way in every layer"
-)
-PATCHES = "what it patches in its own process (the harness, torch, numpy): its own memory, gone with it, whatever the layer"
+CHANNEL = ("what it sends on the grader's channel (forged, malformed, deep or huge frames): read by the parent the "
+           "same way in every layer")
+PATCHES = ("what it patches in its own process (the harness, torch, numpy): its own memory, gone with it, whatever "
+           "the layer")
 
 
 def cell(code: str, label: str = "hostile") -> str:
@@ -344,39 +338,19 @@ for _n in range(40):
 def _entries() -> list[Hostile]:
     return [
         # --- code that does not compile ----------------------------------------------------------------
-        Hostile(
-            "syntax_error_in_forward",
-            submission(forward="def forward(self, x):\n    return x +\n"),
-            TASK2_ONLY,
-            "SyntaxError",
-            once=COMPILES,
-        ),
-        Hostile(
-            "syntax_error_everywhere",
-            "def forward(self x):\n    return x\n\nclass TransformerBlock(\n",
-            ZERO,
-            "SyntaxError",
-            once=COMPILES,
-        ),
+        Hostile("syntax_error_in_forward", submission(forward="def forward(self, x):\n    return x +\n"),
+                TASK2_ONLY, "SyntaxError", once=COMPILES),
+        Hostile("syntax_error_everywhere", "def forward(self x):\n    return x\n\nclass TransformerBlock(\n",
+                ZERO, "SyntaxError", once=COMPILES),
+
         # --- never finishing ---------------------------------------------------------------------------
-        Hostile(
-            "endless_loop_in_forward",
-            submission(forward="def forward(self, x):\n    while True:\n        pass\n"),
-            TASK2_ONLY,
-            "did not finish within 3 s",
-            once=CLOCKS,
-        ),
-        Hostile(
-            "endless_loop_while_loading_ignoring_signals",
-            submission(extra=cell(IGNORE_SIGNALS + "\nimport time\nwhile True:\n    time.sleep(0.01)")),
-            FULL,
-            "did not finish within 9 s in this cell, most of it spent waiting",
-            once=CLOCKS,
-        ),
-        Hostile(
-            "endless_loop_in_task2",
-            submission(
-                task2="""
+        Hostile("endless_loop_in_forward",
+                submission(forward="def forward(self, x):\n    while True:\n        pass\n"),
+                TASK2_ONLY, "did not finish within 3 s", once=CLOCKS),
+        Hostile("endless_loop_while_loading_ignoring_signals",
+                submission(extra=cell(IGNORE_SIGNALS + "\nimport time\nwhile True:\n    time.sleep(0.01)")),
+                FULL, "did not finish within 9 s in this cell, most of it spent waiting", once=CLOCKS),
+        Hostile("endless_loop_in_task2", submission(task2="""
             def magnitude_by_formula(factor, n_layers):
                 while True:
                     pass
@@ -386,67 +360,28 @@ def _entries() -> list[Hostile]:
 
             def classify_factor(factor):
                 return magnitude_by_formula(factor, 1)
-            """
-            ),
-            TASK1_ONLY,
-            "did not finish within 3 s of computing time during the 'compounding' check",
-            once=CLOCKS,
-        ),
+            """), TASK1_ONLY, "did not finish within 3 s of computing time during the 'compounding' check", once=CLOCKS),
+
         # --- ending the process ------------------------------------------------------------------------
         Hostile("sys_exit_while_loading", submission(extra=cell("import sys\nsys.exit(0)")), FULL, "SystemExit", once=ENDS),
-        Hostile(
-            "os_exit_while_loading",
-            submission(extra=cell("import os\nos._exit(0)")),
-            FULL,
-            "ended the grading process in this cell",
-            once=ENDS,
-        ),
-        Hostile(
-            "keyboard_interrupt_while_loading",
-            submission(extra=cell("raise KeyboardInterrupt")),
-            FULL,
-            "KeyboardInterrupt",
-            once=ENDS,
-        ),
-        Hostile(
-            "sigkill_self_while_loading",
-            submission(extra=cell("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")),
-            FULL,
-            "killed in this cell",
-            touches=("other_processes",),
-        ),
-        Hostile(
-            "sys_exit_in_forward",
-            submission(forward="def forward(self, x):\n    import sys\n    sys.exit(1)\n"),
-            TASK2_ONLY,
-            "SystemExit",
-            once=ENDS,
-        ),
-        Hostile(
-            "os_exit_in_forward",
-            submission(forward="def forward(self, x):\n    import os\n    os._exit(0)\n"),
-            TASK2_ONLY,
-            "ended the grading process during the 'eval' check",
-            once=ENDS,
-        ),
-        Hostile(
-            "keyboard_interrupt_in_forward",
-            submission(forward="def forward(self, x):\n    raise KeyboardInterrupt\n"),
-            TASK2_ONLY,
-            "KeyboardInterrupt",
-            once=ENDS,
-        ),
-        Hostile(
-            "sigkill_self_in_forward",
-            submission(forward="def forward(self, x):\n    import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)\n"),
-            TASK2_ONLY,
-            "killed during the 'eval' check",
-            touches=("other_processes",),
-        ),
-        Hostile(
-            "kill_the_grader",
-            submission(
-                extra=cell("""
+        Hostile("os_exit_while_loading", submission(extra=cell("import os\nos._exit(0)")),
+                FULL, "ended the grading process in this cell", once=ENDS),
+        Hostile("keyboard_interrupt_while_loading", submission(extra=cell("raise KeyboardInterrupt")),
+                FULL, "KeyboardInterrupt", once=ENDS),
+        Hostile("sigkill_self_while_loading",
+                submission(extra=cell("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")),
+                FULL, "killed in this cell", touches=("other_processes",)),
+        Hostile("sys_exit_in_forward", submission(forward="def forward(self, x):\n    import sys\n    sys.exit(1)\n"),
+                TASK2_ONLY, "SystemExit", once=ENDS),
+        Hostile("os_exit_in_forward", submission(forward="def forward(self, x):\n    import os\n    os._exit(0)\n"),
+                TASK2_ONLY, "ended the grading process during the 'eval' check", once=ENDS),
+        Hostile("keyboard_interrupt_in_forward",
+                submission(forward="def forward(self, x):\n    raise KeyboardInterrupt\n"),
+                TASK2_ONLY, "KeyboardInterrupt", once=ENDS),
+        Hostile("sigkill_self_in_forward",
+                submission(forward="def forward(self, x):\n    import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)\n"),
+                TASK2_ONLY, "killed during the 'eval' check", touches=("other_processes",)),
+        Hostile("kill_the_grader", submission(extra=cell("""
             import os, signal
             def _parent_of(pid):
                 with open(f"/proc/{pid}/stat") as stat:
@@ -460,45 +395,20 @@ def _entries() -> list[Hostile]:
                 except OSError:
                     pass
             os.kill(os.getpid(), signal.SIGKILL)                                     # and, failing that, itself
-            """)
-            ),
-            FULL,
-            "killed in this cell",
-            touches=("other_processes",),
-        ),
+            """)), FULL, "killed in this cell", touches=("other_processes",)),
+
         # --- resources ---------------------------------------------------------------------------------
-        Hostile(
-            "memory_bomb_in_forward",
-            submission(
-                forward="""
+        Hostile("memory_bomb_in_forward", submission(forward="""
             def forward(self, x):
                 hog = []
                 while True:
                     hog.append(torch.empty(2**27))
-            """
-            ),
-            TASK2_ONLY,
-            "can't allocate memory",
-            touches=("processes",),
-        ),
-        Hostile(
-            "memory_bomb_while_loading",
-            submission(extra=cell("_hog = [0] * 2**40")),
-            FULL,
-            "out of memory",
-            touches=("processes",),
-        ),
-        Hostile(
-            "fork_bomb_while_loading",
-            submission(extra=cell("import os\nwhile True:\n    os.fork()")),
-            FULL,
-            "BlockingIOError",
-            touches=("processes",),
-        ),
-        Hostile(
-            "fork_bomb_in_forward",
-            submission(
-                forward="""
+            """), TASK2_ONLY, "can't allocate memory", touches=("processes",)),
+        Hostile("memory_bomb_while_loading", submission(extra=cell("_hog = [0] * 2**40")), FULL, "out of memory",
+                touches=("processes",)),
+        Hostile("fork_bomb_while_loading", submission(extra=cell("import os\nwhile True:\n    os.fork()")),
+                FULL, "BlockingIOError", touches=("processes",)),
+        Hostile("fork_bomb_in_forward", submission(forward="""
             def forward(self, x):
                 import os
                 while True:
@@ -507,156 +417,69 @@ def _entries() -> list[Hostile]:
                             os.setsid()     # out of the child's session: the grader must still find it
                     except OSError:
                         pass
-            """
-            ),
-            TASK2_ONLY,
-            "did not finish within 3 s",
-            touches=("processes",),
-        ),
-        Hostile(
-            "output_flood_while_loading",
-            submission(
-                extra=cell(
-                    "import os, sys\nfor _ in range(50):\n    sys.stdout.write('x' * 1_000_000)\n"
-                    "sys.stderr.write('y' * 10_000_000)\nos.write(1, b'z' * 1_000_000)"
-                )
-            ),
-            FULL,
-            PASSED,
-            once=OUTPUT,
-        ),
-        Hostile(
-            "output_flood_in_forward",
-            submission(
-                forward="""
+            """), TASK2_ONLY, "did not finish within 3 s", touches=("processes",)),
+        Hostile("output_flood_while_loading", submission(extra=cell(
+            "import os, sys\nfor _ in range(50):\n    sys.stdout.write('x' * 1_000_000)\n"
+            "sys.stderr.write('y' * 10_000_000)\nos.write(1, b'z' * 1_000_000)")), FULL, PASSED, once=OUTPUT),
+        Hostile("output_flood_in_forward", submission(forward="""
             def forward(self, x):
                 print("x" * 1_000_000)
                 x = x + self.drop_shortcut(self.att(self.norm1(x)))
                 return x + self.drop_shortcut(self.ff(self.norm2(x)))
-            """
-            ),
-            FULL,
-            PASSED,
-            once=OUTPUT,
-        ),
-        Hostile(
-            "background_thread_keeps_printing",
-            submission(
-                extra=cell("""
+            """), FULL, PASSED, once=OUTPUT),
+        Hostile("background_thread_keeps_printing", submission(extra=cell("""
             import sys, threading, time
             def _chatter():
                 while True:
                     sys.stdout.write("still here\\n")
                     time.sleep(0.001)
             threading.Thread(target=_chatter, daemon=True).start()
-            """)
-            ),
-            FULL,
-            PASSED,
-            touches=("processes",),
-        ),
-        Hostile(
-            "orphan_keeps_the_pipes_open",
-            submission(
-                extra=cell("""
+            """)), FULL, PASSED, touches=("processes",)),
+        Hostile("orphan_keeps_the_pipes_open", submission(extra=cell("""
             import os, time
             if os.fork() == 0:
                 os.setsid()
                 if os.fork() == 0:
                     time.sleep(600)
                 os._exit(0)
-            """)
-            ),
-            FULL,
-            PASSED,
-            max_seconds=LIMITS["probe_s"],
-            touches=("processes",),
-        ),
-        Hostile(
-            "os_exit_in_forward_while_an_orphan_keeps_the_pipes",
-            submission(
-                forward="def forward(self, x):\n    import os\n    os._exit(3)\n",
-                extra=cell("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(600)"),
-            ),
-            TASK2_ONLY,
-            "ended the grading process during the 'eval' check (exit 3",
-            touches=("processes",),
-        ),
-        Hostile(
-            "unbounded_recursion_in_forward",
-            submission(forward="def forward(self, x):\n    return self(x)\n"),
-            TASK2_ONLY,
-            "RecursionError",
-            once=ENDS,
-        ),
-        Hostile(
-            "unbounded_recursion_while_loading",
-            submission(extra=cell("def _down(n):\n    return _down(n + 1)\n_down(0)")),
-            FULL,
-            "RecursionError",
-            once=ENDS,
-        ),
-        Hostile(
-            "unbounded_recursion_past_a_raised_limit",
-            submission(
-                extra=cell("""
+            """)), FULL, PASSED, max_seconds=LIMITS["probe_s"], touches=("processes",)),
+        Hostile("os_exit_in_forward_while_an_orphan_keeps_the_pipes", submission(
+            forward="def forward(self, x):\n    import os\n    os._exit(3)\n",
+            extra=cell("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(600)")),
+                TASK2_ONLY, "ended the grading process during the 'eval' check (exit 3", touches=("processes",)),
+        Hostile("unbounded_recursion_in_forward", submission(forward="def forward(self, x):\n    return self(x)\n"),
+                TASK2_ONLY, "RecursionError", once=ENDS),
+        Hostile("unbounded_recursion_while_loading",
+                submission(extra=cell("def _down(n):\n    return _down(n + 1)\n_down(0)")),
+                FULL, "RecursionError", once=ENDS),
+        Hostile("unbounded_recursion_past_a_raised_limit", submission(extra=cell("""
             import sys
             class _Deeper:
                 def __call__(self, n):
                     return self(n + 1)      # through C: the process's own stack overflows, not Python's limit
             sys.setrecursionlimit(10**8)
             _Deeper()(0)
-            """)
-            ),
-            FULL,
-            "deep recursion",
-            once=ENDS,
-        ),
+            """)), FULL, "deep recursion", once=ENDS),
+
         # --- wrong values, wrong types -----------------------------------------------------------------
-        Hostile(
-            "nan_output", submission(forward="def forward(self, x):\n    return x * float('nan')\n"), WRONG, "NaN", once=VALUES
-        ),
-        Hostile(
-            "inf_output",
-            submission(
-                forward="""
+        Hostile("nan_output", submission(forward="def forward(self, x):\n    return x * float('nan')\n"), WRONG, "NaN",
+                once=VALUES),
+        Hostile("inf_output", submission(forward="""
             def forward(self, x):
                 x = x + self.drop_shortcut(self.att(self.norm1(x)))
                 x = x + self.drop_shortcut(self.ff(self.norm2(x)))
                 return x + float("inf")
-            """
-            ),
-            WRONG,
-            "NaN or inf",
-            once=VALUES,
-        ),
-        Hostile(
-            "returns_a_tuple",
-            submission(forward="def forward(self, x):\n    return x, None\n"),
-            TASK2_ONLY,
-            "not a tensor",
-            once=VALUES,
-        ),
-        Hostile(
-            "returns_a_numpy_array",
-            submission(forward="def forward(self, x):\n    return x.detach().numpy()\n"),
-            TASK2_ONLY,
-            "not a tensor",
-            once=VALUES,
-        ),
-        Hostile(
-            "returns_the_wrong_shape",
-            submission(forward="def forward(self, x):\n    return x[:, :-1]\n"),
-            TASK2_ONLY,
-            "shape",
-            once=VALUES,
-        ),
+            """), WRONG, "NaN or inf", once=VALUES),
+        Hostile("returns_a_tuple", submission(forward="def forward(self, x):\n    return x, None\n"),
+                TASK2_ONLY, "not a tensor", once=VALUES),
+        Hostile("returns_a_numpy_array",
+                submission(forward="def forward(self, x):\n    return x.detach().numpy()\n"),
+                TASK2_ONLY, "not a tensor", once=VALUES),
+        Hostile("returns_the_wrong_shape", submission(forward="def forward(self, x):\n    return x[:, :-1]\n"),
+                TASK2_ONLY, "shape", once=VALUES),
+
         # --- forgery -----------------------------------------------------------------------------------
-        Hostile(
-            "patched_comparisons_on_a_wrong_forward",
-            submission(
-                forward=POST_LN,
-                extra=cell("""
+        Hostile("patched_comparisons_on_a_wrong_forward", submission(forward=POST_LN, extra=cell("""
             import numpy, numpy.testing, torch, torch.testing
             torch.allclose = torch.Tensor.allclose = lambda *a, **k: True
             torch.equal = torch.Tensor.equal = lambda *a, **k: True
@@ -667,109 +490,45 @@ def _entries() -> list[Hostile]:
             numpy.allclose = numpy.array_equal = lambda *a, **k: True
             numpy.isclose = lambda a, b, *r, **k: numpy.ones(numpy.shape(a), dtype=bool)
             numpy.testing.assert_allclose = numpy.testing.assert_array_equal = lambda *a, **k: None
-            """),
-            ),
-            WRONG,
-            "Post-LN",
-            once=PATCHES,
-        ),
-        Hostile(
-            "patched_comparisons_on_a_correct_forward",
-            submission(
-                extra=cell("""
+            """)), WRONG, "Post-LN", once=PATCHES),
+        Hostile("patched_comparisons_on_a_correct_forward", submission(extra=cell("""
             import numpy, torch
             torch.allclose = torch.Tensor.allclose = lambda *a, **k: True
             torch.Tensor.__eq__ = lambda self, other: torch.ones_like(self, dtype=torch.bool)
             numpy.allclose = lambda *a, **k: True
-            """)
-            ),
-            FULL,
-            PASSED,
-            once=PATCHES,
-        ),
-        Hostile(
-            "fake_results_files_on_a_wrong_forward",
-            submission(forward=POST_LN, extra=cell(FAKE_RESULTS)),
-            WRONG,
-            "Post-LN",
-            touches=("writable_places", "grading_files"),
-        ),
-        Hostile(
-            "fake_results_files_on_a_correct_forward",
-            submission(extra=cell(FAKE_RESULTS)),
-            FULL,
-            PASSED,
-            touches=("writable_places", "grading_files"),
-        ),
-        Hostile(
-            "fake_json_printed_on_a_wrong_forward",
-            submission(
-                forward=POST_LN.replace("def forward(self, x):", "def forward(self, x):\n    print(FAKE)"), extra=cell(FAKE_JSON)
-            ),
-            WRONG,
-            "Post-LN",
-            once=OUTPUT,
-        ),
-        Hostile(
-            "malformed_frames_on_the_grader_channel",
-            submission(
-                forward=POST_LN,
-                extra=cell(
-                    FORGE_FRAMES
-                    + """
+            """)), FULL, PASSED, once=PATCHES),
+        Hostile("fake_results_files_on_a_wrong_forward", submission(forward=POST_LN, extra=cell(FAKE_RESULTS)),
+                WRONG, "Post-LN", touches=("writable_places", "grading_files")),
+        Hostile("fake_results_files_on_a_correct_forward", submission(extra=cell(FAKE_RESULTS)), FULL, PASSED,
+                touches=("writable_places", "grading_files")),
+        Hostile("fake_json_printed_on_a_wrong_forward", submission(
+            forward=POST_LN.replace("def forward(self, x):", "def forward(self, x):\n    print(FAKE)"),
+            extra=cell(FAKE_JSON)), WRONG, "Post-LN", once=OUTPUT),
+        Hostile("malformed_frames_on_the_grader_channel", submission(forward=POST_LN, extra=cell(FORGE_FRAMES + """
 _frame({"event": "start", "probe": []})
 _frame({"event": "start", "probe": {"eval": 1}})
 _frame({"event": "cell", "index": "0"})
 _frame({"event": "loaded", "cell_errors": "abc", "defined": 7})
 _frame(["event", "done"])
 _frame(None)
-"""
-                ),
-            ),
-            WRONG,
-            "Post-LN",
-            once=CHANNEL,
-        ),
-        Hostile(
-            "garbage_on_the_grader_channel_while_loading",
-            submission(extra=cell("import os\nos.write(3, b'\\xff' * 64)")),
-            FULL,
-            "garbage into the grader's channel in this cell",
-            once=CHANNEL,
-        ),
-        Hostile(
-            "forged_observation_from_forward",
-            submission(
-                forward=POST_LN.replace("def forward(self, x):", "def forward(self, x):\n    _frame(FORGED)"),
-                extra=cell(
-                    FORGE_FRAMES + "FORGED = {'event': 'result', 'probe': 'eval', "
-                    "'observation': {'ok': True, 'y': 'all correct', 'notes': 24}}",
-                    "forge",
-                ),
-            ),
-            WRONG,
-            "malformed",
-            once=CHANNEL,
-        ),
+""")), WRONG, "Post-LN", once=CHANNEL),
+        Hostile("garbage_on_the_grader_channel_while_loading",
+                submission(extra=cell("import os\nos.write(3, b'\\xff' * 64)")),
+                FULL, "garbage into the grader's channel in this cell", once=CHANNEL),
+        Hostile("forged_observation_from_forward", submission(
+            forward=POST_LN.replace("def forward(self, x):", "def forward(self, x):\n    _frame(FORGED)"),
+            extra=cell(FORGE_FRAMES + "FORGED = {'event': 'result', 'probe': 'eval', "
+                                      "'observation': {'ok': True, 'y': 'all correct', 'notes': 24}}", "forge")),
+                WRONG, "malformed", once=CHANNEL),
+
         # --- the environment ---------------------------------------------------------------------------
-        Hostile(
-            "deletes_its_working_directory",
-            submission(
-                extra=cell(f"""
+        Hostile("deletes_its_working_directory", submission(extra=cell(f"""
             import os, shutil, tempfile
             for _target in (os.getcwd(), os.path.expanduser("~"), tempfile.gettempdir(), {str(CANARY)!r}):
                 shutil.rmtree(_target, ignore_errors=True)
             os.chdir("/")
-            """)
-            ),
-            FULL,
-            PASSED,
-            touches=("writable_places",),
-        ),
-        Hostile(
-            "changes_global_torch_defaults",
-            submission(
-                extra=cell("""
+            """)), FULL, PASSED, touches=("writable_places",)),
+        Hostile("changes_global_torch_defaults", submission(extra=cell("""
             import random, numpy, torch
             torch.set_default_dtype(torch.float64)
             torch.set_default_device("meta")
@@ -777,121 +536,58 @@ _frame(None)
             torch.manual_seed(0)
             random.seed(0)
             numpy.random.seed(0)
-            """)
-            ),
-            FULL,
-            PASSED,
-            once=PATCHES,
-        ),
-        Hostile(
-            "warns_on_stderr_while_loading_and_in_forward",
-            submission(
-                prefix="# %% warnings\nimport sys, warnings\nwarnings.warn('a torch-style warning')\n"
-                "print('to stderr', file=sys.stderr)\n",
-                forward="""
+            """)), FULL, PASSED, once=PATCHES),
+        Hostile("warns_on_stderr_while_loading_and_in_forward", submission(
+            prefix="# %% warnings\nimport sys, warnings\nwarnings.warn('a torch-style warning')\n"
+                   "print('to stderr', file=sys.stderr)\n",
+            forward="""
             def forward(self, x):
                 import warnings
                 warnings.warn("deprecated thing used in forward", UserWarning)
                 x = x + self.drop_shortcut(self.att(self.norm1(x)))
                 return x + self.drop_shortcut(self.ff(self.norm2(x)))
-            """,
-            ),
-            FULL,
-            PASSED,
-            once=OUTPUT,
-        ),
-        Hostile(
-            "looks_for_the_reference_solution",
-            submission(forward=POST_LN, extra=cell(FIND_REFERENCE)),
-            WRONG,
-            "Post-LN",
-            touches=("grading_files", "other_files"),
-        ),
-        Hostile(
-            "blank_template_looks_for_the_reference_solution",
-            template(cell(FIND_REFERENCE)),
-            ZERO,
-            "Task 1",
-            touches=("grading_files", "other_files"),
-        ),
+            """), FULL, PASSED, once=OUTPUT),
+        Hostile("looks_for_the_reference_solution", submission(forward=POST_LN, extra=cell(FIND_REFERENCE)),
+                WRONG, "Post-LN", touches=("grading_files", "other_files")),
+        Hostile("blank_template_looks_for_the_reference_solution", template(cell(FIND_REFERENCE)), ZERO, "Task 1",
+                touches=("grading_files", "other_files")),
+
         # --- forging answers by patching the harness in the child ----------------------------------------
         Hostile("blank_template_forges_every_answer", template(cell(FORGE_EVERYTHING)), ZERO, "malformed", once=PATCHES),
-        Hostile(
-            "blank_template_forges_a_consistent_story",
-            template(cell(FORGE_CONSISTENT_CALLS)),
-            ZERO,
-            "not what norm1 computes",
-            once=PATCHES,
-        ),
-        Hostile(
-            "post_ln_that_recognises_the_special_questions",
-            submission(forward=POST_LN_RECOGNISING_PROBES),
-            AS_POST_LN,
-            "Post-LN",
-            once=VALUES,
-        ),
-        Hostile(
-            "skips_the_device_check_it_needs",
-            submission(
-                forward="""
+        Hostile("blank_template_forges_a_consistent_story", template(cell(FORGE_CONSISTENT_CALLS)), ZERO,
+                "not what norm1 computes", once=PATCHES),
+        Hostile("post_ln_that_recognises_the_special_questions", submission(forward=POST_LN_RECOGNISING_PROBES),
+                AS_POST_LN, "Post-LN", once=VALUES),
+        Hostile("skips_the_device_check_it_needs", submission(
+            forward="""
             def forward(self, x):
                 x = x.cpu()
                 x = x + self.drop_shortcut(self.att(self.norm1(x)))
                 return x + self.drop_shortcut(self.ff(self.norm2(x)))
-            """,
-                extra=cell("""
+            """, extra=cell("""
             import sys
             sys.modules["autograder.engine.questions.probes"].PROBES["robust_meta"] = lambda p: {"screened": True}
-            """),
-            ),
-            FULL,
-            ".cpu()",
-            once=PATCHES,
-        ),
+            """)), FULL, ".cpu()", once=PATCHES),
         Hostile("answers_nested_400_levels_deep", template(cell(NESTED_ANSWER)), ZERO, "nested too deeply", once=PATCHES),
-        Hostile(
-            "frame_200000_levels_deep_with_a_survivor",
-            submission(extra=cell(DEEP_FRAME_AND_SURVIVOR)),
-            FULL,
-            "garbage into the grader's channel",
-            touches=("processes",),
-        ),
-        Hostile(
-            "thousands_of_recorded_calls",
-            submission(extra=cell(THOUSANDS_OF_CALLS)),
-            TASK2_ONLY,
-            "at most 96 calls",
-            max_seconds=30,
-            once=CHANNEL,
-        ),
-        Hostile(
-            "task2_answer_of_tens_of_megabytes",
-            submission(extra=cell(HUGE_TASK2_ANSWER)),
-            TASK1_ONLY,
-            "garbage into the grader's channel",
-            max_seconds=30,
-            once=CHANNEL,
-        ),
+        Hostile("frame_200000_levels_deep_with_a_survivor", submission(extra=cell(DEEP_FRAME_AND_SURVIVOR)), FULL,
+                "garbage into the grader's channel", touches=("processes",)),
+        Hostile("thousands_of_recorded_calls", submission(extra=cell(THOUSANDS_OF_CALLS)), TASK2_ONLY,
+                "at most 96 calls", max_seconds=30, once=CHANNEL),
+        Hostile("task2_answer_of_tens_of_megabytes", submission(extra=cell(HUGE_TASK2_ANSWER)), TASK1_ONLY,
+                "garbage into the grader's channel", max_seconds=30, once=CHANNEL),
+
         # --- resources of the job as a whole -------------------------------------------------------------
-        Hostile(
-            "forked_children_share_one_memory_limit", submission(extra=cell(FORKED_MEMORY)), FULL, PASSED, touches=("processes",)
-        ),
+        Hostile("forked_children_share_one_memory_limit", submission(extra=cell(FORKED_MEMORY)), FULL, PASSED,
+                touches=("processes",)),
         Hostile("fills_the_working_directory", submission(extra=cell(FILL_THE_DISK)), FULL, PASSED, touches=("writable_places",)),
-        Hostile(
-            "slow_but_valid_imports",
-            submission(
-                prefix="# %% imports\nimport csv, unittest\nimport numpy.testing\nimport networkx\n",
-                forward="""
+        Hostile("slow_but_valid_imports", submission(
+            prefix="# %% imports\nimport csv, unittest\nimport numpy.testing\nimport networkx\n",
+            forward="""
             def forward(self, x):
                 import networkx  # noqa: F401  (imported again: cached)
                 x = x + self.drop_shortcut(self.att(self.norm1(x)))
                 return x + self.drop_shortcut(self.ff(self.norm2(x)))
-            """,
-            ),
-            FULL,
-            PASSED,
-            touches=("grading_files",),
-        ),  # the files a child may read: Python's, each layer its own way
+            """), FULL, PASSED, touches=("grading_files",)),   # the files a child may read: Python's, each layer its own way
     ]
 
 
