@@ -107,6 +107,17 @@ ONE_RUN = [
 ]
 
 
+def test_a_dropout_by_another_name_is_not_said_to_have_never_run():
+    """torch's dropout with drop_shortcut's p in both halves, handed attention's output halved: step 4, told by what
+    no dropout received; that drop_shortcut itself never ran is true and no help. Without any dropout it is said."""
+    dropped = f"{F}.dropout(a, self.drop_shortcut.p, self.training)"
+    halved = f"a = 0.5 * self.att(self.norm1(x))\n    h = x + {dropped}\n    a = self.ff(self.norm2(h))\n    return h + {dropped}"
+    found, _ = diverged(f"def forward(self, x):\n    {halved}\n")
+    assert found.step == 4 and "never ran" not in found.message, found
+    found, _ = diverged("def forward(self, x):\n    h = x + self.att(self.norm1(x))\n    return h + self.ff(self.norm2(h))\n")
+    assert found.step == 4 and "drop_shortcut never ran" in found.message, found
+
+
 @pytest.mark.quick
 @pytest.mark.parametrize("name, body, mode, step", ONE_RUN, ids=[row[0] for row in ONE_RUN])
 def test_one_run_read_alone_names_the_step_it_shows(name, body, mode, step):

@@ -25,7 +25,7 @@ def facts_at(flows: dict, reading: Chain, index: int, wrong, tol: float, step: i
     if wrong is not None:
         name, _, received, value = wrong
         return Said((Gave(mode, name, _value(received), _value(value), False),))
-    never = tuple(Ran(mode, name, 0) for name in _NEVER.get(equation, ()) if not reading.ran(name))
+    never = tuple(Ran(mode, name, 0) for name in _NEVER.get(equation, ()) if not _ran(reading, name))
     if equation == ATT.sum and not reading.ran("norm2"):
         equation = FF.branch  # what the feed-forward network received in its place
     if equation == ATT.norm and reading.found.get(ATT.norm) != FAILS:
@@ -112,6 +112,11 @@ _NEVER = {  # the components whose never running an equation's failure may be
     FF.branch: ("ff", "norm2"),
     FF.drop: ("drop_shortcut",),
 }
+
+
+def _ran(reading: Chain, name: str) -> bool:
+    """Did `name` run, or, for drop_shortcut, torch's dropout in its place (that it never ran is then no help)?"""
+    return reading.ran(name) or (name == "drop_shortcut" and reading.ran("dropout"))
 
 
 def _fitted(flows: dict, reading: Chain, equation, tol: float) -> Said | None:
