@@ -127,3 +127,19 @@ def test_gradient_check_fails_post_ln_and_no_shortcut_blocks(grade_here):
         gradients = next(c for c in result.checks if c.check == "forward_gradients")
         profile_part = next(s for s in gradients.subtests if s.name == "24-block stack keeps a Pre-LN profile")
         assert not profile_part.passed and "stack of 24 of your blocks" in profile_part.message
+
+
+def test_a_stack_cut_from_autograd_is_said_in_words():
+    """A block whose output is cut from autograd's graph (zeros made from what it computed): the deep-stack part says
+    why the grader cannot measure a stack of it in the lesson's words, not in autograd's error."""
+    import graded
+
+    forward = """
+        def forward(self, x):
+            x = x + self.drop_shortcut(self.att(self.norm1(x)))
+            return torch.zeros_like(x + self.drop_shortcut(self.ff(self.norm2(x))))
+        """
+    result = graded.grade(submission(forward=forward), 7)
+    said = [part.message for check in result.checks for part in check.subtests if "stack" in part.message]
+    assert any("what it returns does not depend on its input through autograd" in message for message in said), said
+    assert not any("grad_fn" in message or "element 0" in message for message in said), said

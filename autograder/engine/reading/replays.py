@@ -134,7 +134,9 @@ class Replays:
             try:
                 _PROFILES[key] = deep_profile(lambda parts: ReplayedBlock(program, parts), self.kit, plan)
             except RuntimeError as error:  # a block whose output does not depend on its input, say
-                raise ValueError(f"a stack of it has no gradient to measure ({str(error)[:80]})") from None
+                cut = "does not require grad" in str(error)  # autograd's words for an output outside its graph
+                why = "what it returns does not depend on its input through autograd" if cut else str(error)[:80]
+                raise ValueError(f"a stack of it has no gradient to measure: {why}") from None
         return _PROFILES[key]
 
     def output(self, x: np.ndarray, dtype=torch.float32, float32_numbers: bool = False) -> np.ndarray:
