@@ -22,11 +22,11 @@ import torch
 
 from autograder.engine.questions.parts import part_params
 from autograder.engine.facts import Backward
+from autograder.engine.ledger import DROPS as BEFORE  # each dropout, by the component whose output it receives
 from autograder.engine.steps import EQUATIONS
 from autograder.engine.tolerance import GRADIENTS, REPLAYED, close
 
 CHAIN = ("norm1", "att", "drop1", "norm2", "ff", "drop2")  # the calls of Pre-LN's forward, in its order
-BEFORE = {"drop1": "att", "drop2": "ff"}  # each dropout, by the component whose output it receives
 DROPOUTS = {"drop_shortcut", "dropout"}
 # The boundaries whose gradient the child keeps, nearest the output first
 KEPT = ("drop2.out", "ff.out", "norm2.out", "drop1.out", "att.out", "norm1.out", "x")
@@ -50,8 +50,7 @@ class _Unread(Exception):
 def _vjp(name: str, call: dict, grad: np.ndarray, parts: dict, tol: float) -> np.ndarray:
     """What component `name` passes back to its input for `grad` at its output, at the input `call` recorded."""
     if name in BEFORE:  # a dropout acts elementwise: kept values scaled by one factor, the rest zero
-        given, out = call["input"], call["output"]
-        ratio = np.divide(out, given, out=np.zeros_like(out), where=given != 0)
+        ratio = _ratio(call)
         kept = ratio[ratio != 0]
         if kept.size and not close(kept, np.full_like(kept, kept.mean()), tol):
             raise _Unread
@@ -63,6 +62,12 @@ def _vjp(name: str, call: dict, grad: np.ndarray, parts: dict, tol: float) -> np
             raise _Unread  # not the grader's component: what it passes back is not known
         (back,) = torch.autograd.grad(out, given, torch.as_tensor(grad, dtype=torch.float32))
     return back.double().numpy()
+
+
+def _ratio(call: dict) -> np.ndarray:
+    """What a dropout call multiplied each value by: its output over its input (0 where the input is 0)."""
+    given, out = call["input"], call["output"]
+    return np.divide(out, given, out=np.zeros_like(out), where=given != 0)
 
 
 def _users(boundary: str) -> list[tuple[str, float]]:
@@ -155,12 +160,7 @@ def _replayed(run: dict, x: np.ndarray, calls: dict, parts: dict, readout: np.nd
         if name in CHAIN:
             given = use(made, name)
             if name in BEFORE:  # what the run's dropout did to each value, or nothing where it made no call
-                call = calls.get(name)
-                ratio = (
-                    np.divide(call["output"], call["input"], out=np.zeros_like(call["input"]), where=call["input"] != 0)
-                    if call
-                    else 1.0
-                )
+                ratio = _ratio(calls[name]) if name in calls else 1.0
                 value[f"{name}.out"] = given * torch.as_tensor(ratio, dtype=torch.float32)
             else:
                 value[f"{name}.out"] = parts[name](given)
