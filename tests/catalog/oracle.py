@@ -417,38 +417,6 @@ class Run:
             return _close(o[kept], fact["scale"] * i[kept], 1e-4)
         return True
 
-    def _gradient(self, mode, fact):
-        """Autograd's gradient against a central difference along two random directions (float64 would change
-        what some forwards compute, so the difference is taken in float32 with a step that keeps rounding small)."""
-        params = [self.x] if fact["of"] == "x" else list(getattr(self.block, fact["of"]).parameters())
-        readout = torch.randn(self.x.shape, generator=torch.Generator().manual_seed(9))
-        agree = []
-        for direction_seed in (1, 2):
-            generator = torch.Generator().manual_seed(direction_seed)
-            directions = [torch.randn(p.shape, generator=generator) for p in params]
-            x = self.x.clone().requires_grad_(fact["of"] == "x")
-            y = self.call(mode, x=x)
-            if fact["of"] == "x":
-                grads = torch.autograd.grad((y * readout).sum(), [x], allow_unused=True)
-            else:
-                grads = torch.autograd.grad((y * readout).sum(), params, allow_unused=True)
-            slope = sum(float((g * d).sum()) for g, d in zip(grads, directions) if g is not None)
-            eps = 1e-2
-            values = []
-            for sign in (1, -1):
-                with torch.no_grad():
-                    for p, d in zip(params, directions):
-                        if p is not self.x:
-                            p.add_(sign * eps * d)
-                    shifted = self.x + sign * eps * directions[0] if fact["of"] == "x" else self.x
-                    values.append(float((self.call(mode, x=shifted) * readout).sum()))
-                    for p, d in zip(params, directions):
-                        if p is not self.x:
-                            p.sub_(sign * eps * d)
-            numeric = (values[0] - values[1]) / (2 * eps)
-            agree.append(abs(slope - numeric) <= 0.02 * max(abs(numeric), abs(slope), 1.0))
-        return all(agree) == fact["derivative"]
-
     def _backward(self, mode, fact):
         """Pre-LN written out here, on the oracle's block, with the gradient through one value (or through one use of
         it) multiplied by the fact's factor, against the forward's own gradients, the input's and every parameter's,

@@ -24,10 +24,10 @@ from autograder.engine.questions.parts import part_params
 from autograder.engine.facts import Backward
 from autograder.engine.ledger import DROPS as BEFORE  # each dropout, by the component whose output it receives
 from autograder.engine.steps import EQUATIONS
+from autograder.engine.reading.dataflow import DROPOUTS
 from autograder.engine.tolerance import GRADIENTS, REPLAYED, close
 
 CHAIN = ("norm1", "att", "drop1", "norm2", "ff", "drop2")  # the calls of Pre-LN's forward, in its order
-DROPOUTS = {"drop_shortcut", "dropout"}
 # The boundaries whose gradient the child keeps, nearest the output first
 KEPT = ("drop2.out", "ff.out", "norm2.out", "drop1.out", "att.out", "norm1.out", "x")
 

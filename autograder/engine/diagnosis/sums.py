@@ -83,7 +83,7 @@ def _first_sum(r, left) -> tuple:
     norm2 = r.live("norm2", True) or r.calls("norm2", True)  # a call whose output reaches nothing still received h
     if left is None and len(norm2) == 1 and norm2[0].whole:
         left = norm2[0].input  # norm2 ran once, on the whole block, where the ledger could not place it
-    if left is not None and norm2 and r.close(left, r.chain.get("h")) and _blind(r, norm2, left):
+    if left is not None and norm2 and _blind(r, norm2, left):
         return None, None
     # the second half added its branch to what norm2 received, and the block returned that sum
     second = r.found.get(FF.sum) == HOLDS or (
@@ -101,7 +101,7 @@ def _first_sum(r, left) -> tuple:
     producer = fed_by(r.flow, ff[0]) if left is None and len(ff) == 1 else None
     if producer is not None and producer.whole:
         left = producer.input  # what the normalization in front of the feed-forward network received
-        if r.close(left, r.chain.get("h")) and _blind(r, [producer], left):
+        if _blind(r, [producer], left):
             return None, None
         added, h = r.values.get("ff.added"), r.chain.get("h")
         if added is not None and not r.close(left, h) and r.close(r.values["y"] - added, h):
@@ -127,9 +127,9 @@ def _blind(r, norms: list, left) -> bool:
     or a call on a padded or cut value), show `left`, Pre-LN's h, as their input where the block's own second shortcut
     (what it returned less the branch) holds another value? Such a one shows its input only up to the shift and scale
     it takes out: the first sum changed, or that shortcut did, and the values cannot tell which."""
-    given = _branch_added(r, "ff")
+    given, h = _branch_added(r, "ff"), r.chain.get("h")
     manual = all(c.kind == "manual" for norm in norms for c in norm.calls)
-    return manual and given is not None and not r.close(r.values["y"] - given, left)
+    return r.close(left, h) and manual and given is not None and not r.close(r.values["y"] - given, left)
 
 
 def _branch_added(r, half: str):
@@ -141,7 +141,7 @@ def _branch_added(r, half: str):
 
 def _dropout_took(r, value) -> bool:
     """Did a call of a dropout receive a number times `value` (in eval mode too, where it hands its input back)?"""
-    calls = [np.asarray(c.input).reshape(-1) for c in r.flow.calls if c.name in ("drop_shortcut", "dropout")]
+    calls = [np.asarray(c.input).reshape(-1) for c in r.flow.calls if c.is_dropout]
     return value is not None and any(got.size == value.size and _multiple(r, got, value) for got in calls)
 
 

@@ -75,7 +75,7 @@ def _recorded_run(
     components whose outputs are held at given values (see `moving.hold`)."""
     block, x = p.block().train(train), (p.x() if x is None else x)
     leaf = x.clone().requires_grad_(True)
-    recorder = Recorder(limit=limit)
+    recorder = Recorder(limit=limit, gradients=gradients)
     if changed is not None:
         change(output_layer(block, changed), p.plan.respond + 1000 * RESPONDING.index(changed))
     for name, value in (held or {}).items():

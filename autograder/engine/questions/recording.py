@@ -99,7 +99,8 @@ def _unbatched(value):
 
 
 class Recorder:
-    def __init__(self, limit: int = MAX_CALLS):
+    def __init__(self, limit: int = MAX_CALLS, gradients: bool = False):
+        self.gradients = gradients  # keep each call's `grad_out` (`_tap`): for a run whose backward pass is read
         self.calls: list[Call] = []
         self.events: list[dict] = []
         self.block_input = None
@@ -139,7 +140,8 @@ class Recorder:
             consumer["consumer"] = call.name
         if len(self.calls) < self.limit:
             self.calls.append(call)
-            self._tap(call, out)
+            if self.gradients:
+                self._tap(call, out)
 
     def _tap(self, call: Call, out) -> None:
         """Keep the gradient that reaches the call's output in the backward pass (every use of it) as `grad_out`: zeros
