@@ -157,6 +157,18 @@ class Unknown(Fact):
 
 
 @dataclass(frozen=True)
+class Curved(Fact):
+    """What the block returned is one curved function of Pre-LN's `value` (its output, a sum), applied to each
+    element: tanh of it, say; not a line through it (the value itself, or a number times it plus another)."""
+
+    kind: ClassVar[str] = "curved"
+    value: str
+
+    def text(self) -> str:
+        return f"your forward returned one curved function of {self.value}, applied to each element, not that sum itself"
+
+
+@dataclass(frozen=True)
 class Gave(Fact):
     """The calls of `component` received Pre-LN's value `received` (whole, in pieces or rearranged), and what they
     returned, put back where each piece came from, is (`equal`) or is not Pre-LN's value `value`."""

@@ -417,6 +417,33 @@ class Run:
             return _close(o[kept], fact["scale"] * i[kept], 1e-4)
         return True
 
+    def _curved(self, mode, fact):
+        """What the forward returned against Pre-LN's output, element by element: the least-squares line through the
+        six elements nearest each one in Pre-LN's output predicts it to within a quarter of the spread of those six, for
+        nine in ten elements (of those whose six are not all one value, at least 16), where no line through all of them
+        does (to within 1e-2 of their spread)."""
+        target = self.value(mode, "pre_ln")
+        if target is None or self.output(mode).shape != target.shape:
+            return None
+        s, y = target.double().reshape(-1), self.output(mode).double().reshape(-1)
+        spread = float(y.std())
+        if not bool(torch.isfinite(y).all()) or spread == 0:
+            return False
+
+        def line(at, through):  # the least-squares line through the elements `through`, read at `at`
+            design = torch.stack([s[through], torch.ones_like(s[through])], dim=1)
+            slope, offset = torch.linalg.lstsq(design, y[through].unsqueeze(1)).solution.reshape(-1)
+            return slope * s[at] + offset
+
+        misses = []
+        for i in range(s.numel()):
+            near = (s - s[i]).abs().argsort()[1:7]
+            width = float(y[near].max() - y[near].min())
+            if width > 1e-6 * spread:
+                misses.append(abs(float(line(i, near)) - float(y[i])) / width)
+        everywhere = (line(torch.arange(s.numel()), torch.arange(s.numel())) - y).abs().max()
+        return len(misses) >= 16 and sorted(misses)[int(0.9 * len(misses))] <= 0.25 and float(everywhere) > 1e-2 * spread
+
     def _backward(self, mode, fact):
         """Pre-LN written out here, on the oracle's block, with the gradient through one value (or through one use of
         it) multiplied by the fact's factor, against the forward's own gradients, the input's and every parameter's,

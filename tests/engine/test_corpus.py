@@ -46,9 +46,14 @@ def _names_step(result, step: int) -> bool:
 
 
 # Mutants whose step the values cannot tell: a shortcut replaced by its own half's branch as dropped gives twice that
-# branch, which is also the shortcut left out and the branch doubled (a step later). They name no step (never a
-# wrong one), and state only true facts; one that comes to name its step leaves this list.
-UNNAMED = {"m089_replace", "m151_replace", "m089_replace_per_token_ff", "m151_replace_transposed_ff"}
+# branch, which is also the shortcut left out and the branch doubled (a step later); a branch replaced by its own
+# half's shortcut gives twice the shortcut, which is also the branch left out (its half's first step) and the sum
+# doubled. They name no step (never a wrong one), and state only true facts; one that comes to name its step leaves
+# this list.
+UNNAMED = {
+    "m089_replace", "m151_replace", "m089_replace_per_token_ff", "m151_replace_transposed_ff",
+    "m098_replace", "m164_replace", "m098_replace_per_token_ff", "m164_replace_transposed_ff",
+}  # fmt: skip
 
 
 def _assert_mutant(result, case):

@@ -83,7 +83,6 @@ TABLE = [
     ("ff on norm1(x)", f"n = self.norm1(x)\n    h = x + {D}(self.att(n))\n    return h + {D}(self.ff(n))", 8),
     ("norm2 applied twice", FIRST + f"return h + {D}(self.ff(self.norm2(self.norm2(h))))", 7),
     ("norm2(h) normalized again", FIRST + f"return h + {D}(self.ff(self.norm1(self.norm2(h))))", 8),
-    ("second branch replaced by h", FIRST + "return h + h", 10),
     ("attention dropped twice", f"h = x + {D}({D}(self.att(self.norm1(x))))" + SECOND, 4),
     ("no dropout on attention", "h = x + self.att(self.norm1(x))" + SECOND, 4),
     ("dropout on the first shortcut", f"h = {D}(x) + {D}(self.att(self.norm1(x)))" + SECOND, 5),
@@ -138,6 +137,13 @@ def test_a_forward_names_the_step_it_breaks_and_only_true_facts(name, body, step
 # Failures the property below found, shrunk by hand, with the steps the generator allowed (none: a right forward).
 F = "torch.nn.functional"
 FOUND = [
+    (
+        "the second branch centred over the tokens, the output clamped: no function of the sum, flat where clamped",
+        FIRST + f"e = {D}(self.ff(self.norm2(h)))\n    return (h + e - e.mean(dim=1, keepdim=True)).clamp(-0.3, 0.3)",
+        {10},
+    ),
+    ("the second branch replaced by h: twice h", FIRST + "return h + h", {10}),  # no step named: the one below
+    ("the second branch zeroed, the sum doubled: twice h", FIRST + f"return 2 * (h + 0 * {D}(self.ff(self.norm2(h))))", {7}),
     (
         "norm2 as torch's layer_norm, the feed-forward network on a padded value",
         FIRST + f"n2 = {F}.layer_norm(h, h.shape[-1:], self.norm2.scale, self.norm2.shift, self.norm2.eps)\n    "
@@ -242,3 +248,52 @@ def test_a_fuzzed_forward_names_a_step_its_generator_allows_or_none(seed, wrong,
         assert found.step in forward.first_in(found.mode), (forward.name, found, sorted(forward.first_in(found.mode)))
     if found is not None:
         assert not _true(found, forward.source), (forward.name, found.facts)
+
+
+# Curved functions of one value, each written so that the reading cannot share its words, and lines (not curved)
+CURVED = (
+    "torch.tanh({})",
+    "{0} * torch.sigmoid({0})",
+    "torch.sin({})",
+    "{0} / (1 + {0}.abs())",
+    "0.1 * {0} ** 3 + {0}",
+    "{}.clamp(-0.5, 0.5)",
+)
+LINES = ("2.5 * {} - 0.25", "-{}")
+
+
+@pytest.mark.quick
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(curve=st.sampled_from(CURVED), scale=st.sampled_from((0.3, 1.0, 2.0)), where=st.sampled_from(("sum", "shortcut")))
+def test_a_curved_function_of_the_returned_sum_is_step_10_and_said_so(curve, scale, where):
+    """Pre-LN's output passed through a curved function element by element (the sum made, then changed on its way out)
+    is step 10, said as that function of h + drop_shortcut(ff(norm2(h))), true by the oracle in both runs. The same
+    function on the second shortcut alone (step 6) is not a function of the sum: neither named 10 nor said so, and the
+    oracle finds the fact false there."""
+    g = curve.format(f"({scale} * z)")
+    y = (
+        f"z = h + {D}(self.ff(self.norm2(h)))\n    return {g}"
+        if where == "sum"
+        else (f"z = h\n    return {g} + {D}(self.ff(self.norm2(h)))")
+    )
+    forward = f"def forward(self, x):\n    {FIRST}{y}\n"
+    found, _ = diverged(forward)
+    curved = [fact for fact in found.facts if fact.kind == "curved"]
+    run = Run(forward)
+    if where == "sum":
+        assert found.step == 10 and curved and "one curved function of h + drop_shortcut" in found.message, found
+        assert all(run.check(fact.to_dict()) for fact in curved)
+    else:
+        assert found.step in (6, None) and not curved, found
+        for mode in ("eval", "train"):
+            assert run.check({"kind": "curved", "mode": mode, "value": "h + drop_shortcut(ff(norm2(h)))"}) is False
+
+
+@pytest.mark.parametrize("line", LINES)
+def test_a_line_through_the_returned_sum_is_not_called_curved(line):
+    """A number times the sum, plus another or not, is no curved function: the sum is read as the ledger reads it (a
+    multiple of it is step 10; with a number added, the shortcut or the sum may have taken it, and no step is named)."""
+    forward = f"def forward(self, x):\n    {FIRST}z = h + {D}(self.ff(self.norm2(h)))\n    return {line.format('z')}\n"
+    found, _ = diverged(forward)
+    assert found.step in (10, None) and not [fact for fact in found.facts if fact.kind == "curved"], found
+    assert Run(forward).check({"kind": "curved", "mode": "eval", "value": "h + drop_shortcut(ff(norm2(h)))"}) is False

@@ -60,7 +60,9 @@ def sum_step(r, half: str):
         if s == 1 and b == 0:  # the branch left out: of the block, or only of what norm2 received
             went = r.values.get("att.sum") if half == "att" else None
             return FF.norm if went is not None and not r.close(went, left) else LEFT_OUT[half]
-        if b == 0 and s not in (0, 2):  # 2: the branch replaced by the shortcut, the addition's own step
+        if b == 0 and s == 2:  # the branch replaced by the shortcut (the addition's step), or left out and the sum
+            return None  # doubled (its half's first step): the values cannot tell
+        if b == 0 and s != 0:
             return LEFT_OUT[half]  # the branch left out, whatever else changed after it
         if s == 0 and b == 2:  # the branch as its own shortcut (the saving step), or the shortcut left out and
             return None  # the branch doubled (the addition's): the values cannot tell
@@ -202,7 +204,40 @@ def _unfitted(r, half: str, left, shortcut, branch):
         return steps.sum  # the branch normalized on its way in
     if _dropped_to_shortcut(r, left, branch, shortcut, r.chain.get(own)):
         return steps.sum
+    if half == "ff" and curved(r):
+        return steps.sum  # the sum made as Pre-LN makes it, and changed on its way out
     return _moved(r, half)
+
+
+def curved(r) -> bool:
+    """Is what the block returned one curved function of the second sum as the run made it (what norm2 received, h,
+    plus the feed-forward branch as added), element by element: tanh of it, say?"""
+    h, branch = r.values.get("norm2.in", r.chain.get("h")), _branch_added(r, "ff")
+    branch = r.chain.get("f") if branch is None and r.mode == "eval" else branch
+    return h is not None and branch is not None and _function_of(h + branch, r.values.get("y"))
+
+
+def _function_of(total, value) -> bool:
+    """Is `value` one curved function of `total`, element by element (tanh of it, say): nine in ten elements the
+    straight line between their two neighbours in `total`'s order, to within a tenth of the change between those two
+    (over the elements where they differ, at least 16: a function of the sum is off by at most 2.4e-2 of it, from
+    float32's rounding and the curve's bend, a value that is not one by 2 or more), and no line through them all?"""
+    if value is None:
+        return False
+    t, v = np.ravel(total).astype(np.float64), np.ravel(value).astype(np.float64)
+    if t.size != v.size or t.size < 16 or not np.all(np.isfinite(v)) or not np.any(v - v.mean()):
+        return False
+    order = np.argsort(t, kind="stable")
+    t, v = t[order], v[order]
+    gaps, change = t[2:] - t[:-2], np.abs(v[2:] - v[:-2])
+    seen = (gaps > 0) & (change > 1e-6 * v.std())
+    if seen.sum() < 16:
+        return False
+    weight = (t[1:-1] - t[:-2])[seen] / gaps[seen]
+    between = v[:-2][seen] + weight * (v[2:] - v[:-2])[seen]
+    line = np.polyval(np.polyfit(t, v, 1), t)
+    curved = float(np.abs(line - v).max()) > 1e-2 * float(v.std())
+    return curved and float(np.quantile(np.abs(between - v[1:-1][seen]) / change[seen], 0.9)) <= 0.1
 
 
 def _dropped_to_shortcut(r, left, branch, shortcut, value) -> bool:

@@ -5,13 +5,14 @@ equation, the next one that tells, up to the named step's own."""
 
 from __future__ import annotations
 
-from autograder.engine.facts import Gave, Ran, Received, Said, Sum, Unreceived
+from autograder.engine.facts import Curved, Gave, Ran, Received, Said, Sum, Unreceived
 from autograder.engine.fits import fit, named_outputs, plain, said, why
 from autograder.engine.ledger import FAILS, FED
 from autograder.engine.steps import BY_NODE, EQUATIONS, HALVES
 from autograder.engine.unmet import Unmet, unmet
 from .chain import ATT, FF, INPUT, ORDER, OWN, Chain
 from .location import locate_padded
+from .sums import curved
 
 __all__ = ["facts_at", "unread_only"]
 
@@ -48,6 +49,8 @@ def _facts_of(flows: dict, reading: Chain, equation, tol: float) -> Said:
     """What the run shows at `equation`."""
     mode = reading.mode
     side = next((side for side in HALVES if equation in (HALVES[side].branch, HALVES[side].drop)), None)
+    if equation == FF.sum and curved(reading):
+        return Said((Curved(mode, BY_NODE["y"].value),))
     if side is not None:
         eps = float(reading.parts[FED[side]].eps)
         told = why(flows, ((equation,),), mode, tol, reading.found, eps)

@@ -100,11 +100,10 @@ def _unbatched(value):
 
 class Recorder:
     def __init__(self, limit: int = MAX_CALLS, gradients: bool = False):
-        self.gradients = gradients  # keep each call's `grad_out` (`_tap`): for a run whose backward pass is read
         self.calls: list[Call] = []
         self.events: list[dict] = []
         self.block_input = None
-        self.limit = limit
+        self.limit, self.gradients = limit, gradients  # gradients: keep each call's `grad_out` (`_tap`), to be read
         self.params: dict[int, str] = {}  # id(LayerNorm scale) -> "norm1" / "norm2"
         self.detached: dict[int, dict] = {}  # id(detached tensor) -> its event
         self._inside = 0  # > 0 while a component or the recorder itself is running
@@ -140,13 +139,12 @@ class Recorder:
             consumer["consumer"] = call.name
         if len(self.calls) < self.limit:
             self.calls.append(call)
-            if self.gradients:
-                self._tap(call, out)
+            self._tap(call, out)
 
     def _tap(self, call: Call, out) -> None:
         """Keep the gradient that reaches the call's output in the backward pass (every use of it) as `grad_out`: zeros
         until one arrives, None for an output outside autograd's graph. The hook only reads: it returns None."""
-        if not isinstance(out, torch.Tensor) or not out.requires_grad or _functorch_wrapped(out):
+        if not self.gradients or not isinstance(out, torch.Tensor) or not out.requires_grad or _functorch_wrapped(out):
             return
         self._inside += 1
         try:
