@@ -228,6 +228,15 @@ class Dropout(Fact):
         return f"{who} zeroed some values and multiplied the others by {self.scale:.4g}{rate}"
 
 
+# How a gradient reaches a value with two uses, by the use (`Backward.user`)
+_PATHS = {
+    "norm1.in": "through norm1",
+    "norm2": "through norm2",
+    "norm2.in": "along the first shortcut",
+    "y": "along the second shortcut",
+}
+
+
 @dataclass(frozen=True)
 class Backward(Fact):
     """Pre-LN, run on the same input (in train mode under the run's own dropouts) with the gradient that flows back
@@ -246,8 +255,7 @@ class Backward(Fact):
             from .steps import BY_NODE, NODES
 
             named = BY_NODE[NODES[self.value]].value
-        how = {"norm1.in": "through norm1", "norm2": "through norm2"}.get(self.user or "", "")
-        how = how or {"norm2.in": "along the first shortcut", "y": "along the second shortcut"}.get(self.user or "", "")
+        how = _PATHS.get(self.user or "", "")
         where = f"to {named} {how}" if self.user else f"{'from' if self.value == 'y' else 'through'} {named}"
         if abs(self.factor) < 1e-6:
             return f"no gradient flows back {where}"

@@ -63,11 +63,7 @@ def _in_float32(values: list[float], target: list[float]) -> bool:
     """Every value is a float32 number (a float64 result lands on one about once in 2**29) and each is within float32's
     reach of the grader's: 10 %, as the chain's fast sine moves a float32 slope by up to 4e-4 a layer (3e-2 after 12
     layers, the most a chain has, over 3,000 drawn chains)."""
-    return (
-        len(values) == len(target)
-        and all(math.isfinite(v) and float(np.float32(v)) == v for v in values)
-        and _same(values, target, 0.1)
-    )
+    return all(math.isfinite(v) and float(np.float32(v)) == v for v in values) and _same(values, target, 0.1)
 
 
 def _same(values, target, rel: float) -> bool:

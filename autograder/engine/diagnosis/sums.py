@@ -236,8 +236,8 @@ def _function_of(total, value) -> bool:
     weight = (t[1:-1] - t[:-2])[seen] / gaps[seen]
     between = v[:-2][seen] + weight * (v[2:] - v[:-2])[seen]
     line = np.polyval(np.polyfit(t, v, 1), t)
-    curved = float(np.abs(line - v).max()) > 1e-2 * float(v.std())
-    return curved and float(np.quantile(np.abs(between - v[1:-1][seen]) / change[seen], 0.9)) <= 0.1
+    bent = float(np.abs(line - v).max()) > 1e-2 * float(v.std())
+    return bent and float(np.quantile(np.abs(between - v[1:-1][seen]) / change[seen], 0.9)) <= 0.1
 
 
 def _dropped_to_shortcut(r, left, branch, shortcut, value) -> bool:
