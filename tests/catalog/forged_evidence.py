@@ -5,7 +5,8 @@ A point rests only on values the grader checks against its own computation, on i
 question, so made-up answers can only lose points: every forger must score no more than its honest self,
 part by part. Families: robustness answers (a blank template and Post-LN templates that fail every
 robustness question, forging made-up or copied answers), the input after the call, device events and
-`device="cpu"` factories, gradients, and the deep-stack profile.
+`device="cpu"` factories, gradients (with the derivative question's losses made up to agree), and the deep-stack
+profile.
 """
 from __future__ import annotations
 
@@ -72,6 +73,25 @@ def _gradients(p, train):
     return result
 _probes._recorded_run = _gradients
 '''
+# Gradients made up (zeros) and the losses of the derivative question made up to agree with them (no change along
+# any direction): a block judged on that question alone would pass every gradient part.
+MADE_UP_DERIVATIVE = PROBES + '''
+_real = _probes._recorded_run
+def _gradients(p, train, **options):
+    result = _real(p, train, **options)
+    if options.get("gradients", True):
+        result.pop("grad_error", None)
+        result["x_grad"] = torch.zeros_like(result["y"])
+        result["param_grads"] = {name: torch.zeros_like(param) for name, param in _probes.part_params(p.block()).items()}
+    return result
+def _flat(p):
+    run = lambda: {"x_grad": torch.zeros_like(p.x(torch.float64)),
+                   "param_grads": {n: torch.zeros_like(q).double() for n, q in _probes.part_params(p.block()).items()},
+                   "moved": {"input": [[0.0, 0.0]] * 3, "parameters": [[0.0, 0.0]] * 3}}
+    return {"eval": run(), "train": run()}
+_probes._recorded_run = _gradients
+_probes.PROBES["derivative"] = _flat
+'''
 # A Pre-LN-like deep-stack profile, made up.
 MADE_UP_PROFILE = PROBES + '''
 _probes.PROBES["profile"] = lambda p: {"profile": [1.0 + 0.01 * k for k in range(24, 0, -1)]}
@@ -101,6 +121,13 @@ def forward(self, x):
     total = torch.zeros(x.shape, device="cpu")
     total = total + x + self.drop_shortcut(self.att(self.norm1(x)))
     return total + self.drop_shortcut(self.ff(self.norm2(total)))
+"""
+# Post-LN whose first shortcut is cut from the gradient: its values are not Pre-LN's, and its gradients are not the
+# derivative of what it computes.
+DETACHED_POST_LN = """
+def forward(self, x):
+    x = self.norm1(x.detach() + self.drop_shortcut(self.att(x)))
+    return self.norm2(x + self.drop_shortcut(self.ff(x)))
 """
 DETACHED_SHORTCUT = """
 def forward(self, x):
@@ -135,5 +162,6 @@ FORGED = [
     _pair("device_moves_with_events_hidden", CPU_MOVES, HIDDEN_DEVICE_EVENTS, note='device="cpu"'),
     _pair("detached_shortcut_makes_up_gradients", DETACHED_SHORTCUT, MADE_UP_GRADIENTS, GRADIENTS),
     _pair("post_ln_makes_up_gradients", POST_LN, MADE_UP_GRADIENTS),
+    _pair("detached_post_ln_makes_up_gradients_and_their_derivative", DETACHED_POST_LN, MADE_UP_DERIVATIVE, GRADIENTS),
     _pair("post_ln_makes_up_a_pre_ln_profile", POST_LN, MADE_UP_PROFILE, ("24-block stack keeps a Pre-LN profile",)),
 ]
