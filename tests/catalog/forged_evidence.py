@@ -62,34 +62,27 @@ HIDDEN_DEVICE_EVENTS = PROBES + '''
 _probes.Recorder.note = lambda self, event: None
 _probes.PROBES["robust_meta"] = lambda p: {"screened": True}
 '''
-# Gradients made up: ones for the input, zeros for every parameter.
+# Gradients made up: ones for the input, zeros for every parameter, in every recorded run that keeps gradients (the
+# runs without them, the eval_other, token, respond and moved questions', are left as they are).
 MADE_UP_GRADIENTS = PROBES + '''
-_real = _probes._recorded_run
-def _gradients(p, train):
-    result = _real(p, train)
-    result.pop("grad_error", None)
-    result["x_grad"] = torch.ones_like(result["y"])
-    result["param_grads"] = {name: torch.zeros_like(param) for name, param in _probes.part_params(p.block()).items()}
-    return result
-_probes._recorded_run = _gradients
-'''
-# Gradients made up (zeros) and the losses of the derivative question made up to agree with them (no change along
-# any direction): a block judged on that question alone would pass every gradient part.
-MADE_UP_DERIVATIVE = PROBES + '''
 _real = _probes._recorded_run
 def _gradients(p, train, **options):
     result = _real(p, train, **options)
     if options.get("gradients", True):
         result.pop("grad_error", None)
-        result["x_grad"] = torch.zeros_like(result["y"])
+        result["x_grad"] = torch.ones_like(result["y"])
         result["param_grads"] = {name: torch.zeros_like(param) for name, param in _probes.part_params(p.block()).items()}
     return result
+_probes._recorded_run = _gradients
+'''
+# Those gradients, and the derivative question's answer made up to agree with itself (zero gradients, and losses that
+# do not change along any direction): a block judged on that question alone would pass every gradient part.
+MADE_UP_DERIVATIVE = MADE_UP_GRADIENTS + '''
 def _flat(p):
     run = lambda: {"x_grad": torch.zeros_like(p.x(torch.float64)),
                    "param_grads": {n: torch.zeros_like(q).double() for n, q in _probes.part_params(p.block()).items()},
                    "moved": {"input": [[0.0, 0.0]] * 3, "parameters": [[0.0, 0.0]] * 3}}
     return {"eval": run(), "train": run()}
-_probes._recorded_run = _gradients
 _probes.PROBES["derivative"] = _flat
 '''
 # A Pre-LN-like deep-stack profile, made up.
