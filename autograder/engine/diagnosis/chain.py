@@ -8,6 +8,7 @@ dropout of the run made of one (`dropped`). Pure numpy over recorded values, but
 
 from __future__ import annotations
 
+from functools import cached_property
 from itertools import combinations
 
 import numpy as np
@@ -143,6 +144,12 @@ class Chain:
             return None
         return all(locate_padded(p, expected, 10 * self.tol, self.flow.x.shape[-1]) is not None for p in pieces)
 
+    @cached_property
+    def curved(self) -> bool:
+        """Is what the block returned one curved function (tanh, say) of the second sum as the run made it?"""
+        h, branch = self.values.get("norm2.in", self.chain.get("h")), added(self, "ff", own_in_eval=True)
+        return h is not None and branch is not None and _function_of(h + branch, self.values.get("y"))
+
     def made(self, value) -> bool:
         """Did some call of the run give `value` whole?"""
         return value is not None and any(self.close(given, value) for given in self.flow.vectors.values())
@@ -221,3 +228,35 @@ class Chain:
         """Is each element of `value` either zero or `scale` times that of `of`?"""
         size = max(float(np.max(np.abs(of))), 1.0) * self.tol
         return bool(np.all((np.abs(value) <= size) | (np.abs(value - scale * of) <= size * max(scale, 1.0))))
+
+
+def added(r: Chain, half: str, own_in_eval: bool = False):
+    """The half's branch as the run `r` added it, where the ledger read it: its dropout's output, in eval mode its
+    component's output where no dropout was read (`own_in_eval`: else Pre-LN's own branch, which eval mode adds as
+    it is)."""
+    dropout = f"{'drop1' if half == 'att' else 'drop2'}.out"
+    given = r.values.get(dropout, r.values.get(f"{half}.out") if r.mode == "eval" else None)
+    return r.chain.get(OWN[half]) if given is None and own_in_eval and r.mode == "eval" else given
+
+
+def _function_of(total, value) -> bool:
+    """Is `value` one curved function of `total`, element by element (tanh of it, say): nine in ten elements the
+    straight line between their two neighbours in `total`'s order, to within a tenth of the change between those two
+    (over the elements where they differ, at least 16: a function of the sum is off by at most 2.4e-2 of it, from
+    float32's rounding and the curve's bend, a value that is not one by 2 or more), and no line through them all?"""
+    if value is None:
+        return False
+    t, v = np.ravel(total).astype(np.float64), np.ravel(value).astype(np.float64)
+    if t.size != v.size or t.size < 16 or not np.all(np.isfinite(v)) or not np.any(v - v.mean()):
+        return False
+    order = np.argsort(t, kind="stable")
+    t, v = t[order], v[order]
+    gaps, change = t[2:] - t[:-2], np.abs(v[2:] - v[:-2])
+    seen = (gaps > 0) & (change > 1e-6 * v.std())
+    if seen.sum() < 16:
+        return False
+    weight = (t[1:-1] - t[:-2])[seen] / gaps[seen]
+    between = v[:-2][seen] + weight * (v[2:] - v[:-2])[seen]
+    line = np.polyval(np.polyfit(t, v, 1), t)
+    bent = float(np.abs(line - v).max()) > 1e-2 * float(v.std())
+    return bent and float(np.quantile(np.abs(between - v[1:-1][seen]) / change[seen], 0.9)) <= 0.1

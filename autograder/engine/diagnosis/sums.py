@@ -17,6 +17,7 @@ import numpy as np
 
 from autograder.engine.ledger import ADDED, HOLDS, SUMS, fed_by
 from autograder.engine.steps import BRANCH_LEFT_OUT, HALVES
+from .chain import added
 from .moves import moved_step, shortcut_intact
 
 ATT, FF = HALVES["att"], HALVES["ff"]
@@ -40,8 +41,7 @@ def sum_step(r, half: str):
         return FF.sum if _pre_ln_calls(r) else None  # call before it received Pre-LN's value (none reached the output)
     steps, (shortcut, branch, own) = HALVES[half], TERMS[half]
     vectors = {n: r.chain[n] for n in BEFORE[half] if n in r.chain}
-    given = _branch_added(r, half)
-    given = r.chain[own] if given is None and r.mode == "eval" else given  # in eval mode the branch is its output
+    given = added(r, half, own_in_eval=True)
     if given is None and half == "ff" and r.dropped_as_pre_ln("ff"):
         return False  # the feed-forward output, dropped as drop_shortcut drops it, added to what norm2 received
     if given is not None or branch in r.chain:
@@ -129,16 +129,9 @@ def _blind(r, norms: list, left) -> bool:
     or a call on a padded or cut value), show `left`, Pre-LN's h, as their input where the block's own second shortcut
     (what it returned less the branch) holds another value? Such a one shows its input only up to the shift and scale
     it takes out: the first sum changed, or that shortcut did, and the values cannot tell which."""
-    given, h = _branch_added(r, "ff"), r.chain.get("h")
+    given, h = added(r, "ff"), r.chain.get("h")
     manual = all(c.kind == "manual" for norm in norms for c in norm.calls)
     return r.close(left, h) and manual and given is not None and not r.close(r.values["y"] - given, left)
-
-
-def _branch_added(r, half: str):
-    """The half's branch as the run added it, where the ledger read it: its dropout's output, in eval mode its
-    component's output where no dropout was read."""
-    dropout = f"{'drop1' if half == 'att' else 'drop2'}.out"
-    return r.values.get(dropout, r.values.get(f"{half}.out") if r.mode == "eval" else None)
 
 
 def _dropout_took(r, value) -> bool:
@@ -170,7 +163,7 @@ def _normalized_output(r):
     producer = r.flow.producer(next(iter(takes)))
     if producer is None or not producer.is_norm or not producer.whole:
         return None
-    given = _branch_added(r, "ff")
+    given = added(r, "ff")
     return FF.sum if given is not None and r.close(producer.input - r.values["norm2.in"], given) else None
 
 
@@ -204,40 +197,9 @@ def _unfitted(r, half: str, left, shortcut, branch):
         return steps.sum  # the branch normalized on its way in
     if _dropped_to_shortcut(r, left, branch, shortcut, r.chain.get(own)):
         return steps.sum
-    if half == "ff" and curved(r):
+    if half == "ff" and r.curved:
         return steps.sum  # the sum made as Pre-LN makes it, and changed on its way out
     return _moved(r, half)
-
-
-def curved(r) -> bool:
-    """Is what the block returned one curved function of the second sum as the run made it (what norm2 received, h,
-    plus the feed-forward branch as added), element by element: tanh of it, say?"""
-    h, branch = r.values.get("norm2.in", r.chain.get("h")), _branch_added(r, "ff")
-    branch = r.chain.get("f") if branch is None and r.mode == "eval" else branch
-    return h is not None and branch is not None and _function_of(h + branch, r.values.get("y"))
-
-
-def _function_of(total, value) -> bool:
-    """Is `value` one curved function of `total`, element by element (tanh of it, say): nine in ten elements the
-    straight line between their two neighbours in `total`'s order, to within a tenth of the change between those two
-    (over the elements where they differ, at least 16: a function of the sum is off by at most 2.4e-2 of it, from
-    float32's rounding and the curve's bend, a value that is not one by 2 or more), and no line through them all?"""
-    if value is None:
-        return False
-    t, v = np.ravel(total).astype(np.float64), np.ravel(value).astype(np.float64)
-    if t.size != v.size or t.size < 16 or not np.all(np.isfinite(v)) or not np.any(v - v.mean()):
-        return False
-    order = np.argsort(t, kind="stable")
-    t, v = t[order], v[order]
-    gaps, change = t[2:] - t[:-2], np.abs(v[2:] - v[:-2])
-    seen = (gaps > 0) & (change > 1e-6 * v.std())
-    if seen.sum() < 16:
-        return False
-    weight = (t[1:-1] - t[:-2])[seen] / gaps[seen]
-    between = v[:-2][seen] + weight * (v[2:] - v[:-2])[seen]
-    line = np.polyval(np.polyfit(t, v, 1), t)
-    bent = float(np.abs(line - v).max()) > 1e-2 * float(v.std())
-    return bent and float(np.quantile(np.abs(between - v[1:-1][seen]) / change[seen], 0.9)) <= 0.1
 
 
 def _dropped_to_shortcut(r, left, branch, shortcut, value) -> bool:

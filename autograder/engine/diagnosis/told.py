@@ -12,7 +12,6 @@ from autograder.engine.steps import BY_NODE, EQUATIONS, HALVES
 from autograder.engine.unmet import Unmet, unmet
 from .chain import ATT, FF, INPUT, ORDER, OWN, Chain
 from .location import locate_padded
-from .sums import curved
 
 __all__ = ["facts_at", "unread_only"]
 
@@ -49,7 +48,7 @@ def _facts_of(flows: dict, reading: Chain, equation, tol: float) -> Said:
     """What the run shows at `equation`."""
     mode = reading.mode
     side = next((side for side in HALVES if equation in (HALVES[side].branch, HALVES[side].drop)), None)
-    if equation == FF.sum and curved(reading):
+    if equation == FF.sum and reading.curved:
         return Said((Curved(mode, BY_NODE["y"].value),))
     if side is not None:
         eps = float(reading.parts[FED[side]].eps)
