@@ -98,3 +98,19 @@ def test_one_mask_for_both_halves_has_its_gradients_checked_on_every_seed():
         assert train.points == 1, (seed, train.message)
         lost = {name for (check, name), p in part.items() if check == "forward_dropout" and p.points < 1}
         assert lost, (seed, "the shared mask kept every dropout point")
+
+
+def test_the_shortcut_path_pays_only_where_both_additions_do():
+    """The rubric's one part that names its gate (forward_shortcuts: the shortcut path "counts only when both additions
+    above are right"), held on every forward this module grades, on its home seed (each grading made once already, by
+    the test above): a path part paid beside a lost addition is credit for work not done."""
+    from autograder.engine.checks.shortcuts import ATT, FF, PATH
+
+    paid = []
+    for index, (name, source) in enumerate(cases()):
+        result = graded.grade(submission(**source), seeds(index, name)[0])
+        (shortcuts,) = [check for check in result.checks if check.check == "forward_shortcuts"]
+        passed = {part.name: part.passed for part in shortcuts.subtests}
+        if passed[PATH] and not (passed[ATT] and passed[FF]):
+            paid.append(name)
+    assert not paid, paid
