@@ -107,8 +107,8 @@ def test_the_shortcut_path_pays_only_where_both_additions_do():
     from autograder.engine.checks.shortcuts import ATT, FF, PATH
 
     paid = []
-    for index, (name, source) in enumerate(cases()):
-        result = graded.grade(submission(**source), seeds(index, name)[0])
+    for name, source in cases():
+        result = graded.grade(submission(**source), home(name))
         (shortcuts,) = [check for check in result.checks if check.check == "forward_shortcuts"]
         passed = {part.name: part.passed for part in shortcuts.subtests}
         if passed[PATH] and not (passed[ATT] and passed[FF]):
